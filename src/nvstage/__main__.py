@@ -1,0 +1,3 @@
+from nvstage.cli.app import main
+
+main()

@@ -1,0 +1,38 @@
+"""The nvstage command: a thin typer app over the library. Heavy imports live in commands."""
+
+from __future__ import annotations
+
+import typer
+
+from .. import __version__
+from .compile import compile_cmd
+from .doctor import doctor_cmd
+
+app = typer.Typer(
+    name="nvstage",
+    help="See and measure how CUDA source becomes work on a GPU.\n\n"
+         "compile runs nvcc's own plan stage by stage and keeps every artifact; doctor says "
+         "what toolkit and GPU this machine has.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.command("compile")(compile_cmd)
+app.command("doctor")(doctor_cmd)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"nvstage {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    pass
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,47 @@
+"""A live stage display on stderr for terminals; silent for pipes and --json consumers."""
+
+from __future__ import annotations
+
+import sys
+
+from ..pipeline import Observer, StageRun
+from ..plan import Plan, Stage
+
+
+class LiveStages(Observer):
+    """Shows the running stage and a bar over the plan; only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool | None = None):
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._progress = None
+        self._task = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def on_plan(self, plan: Plan) -> None:
+        if not self.enabled:
+            return
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from .common import stderr
+
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                  TextColumn("{task.completed}/{task.total}"),
+                                  TimeElapsedColumn(), console=stderr(), transient=True)
+        self._progress.start()
+        self._task = self._progress.add_task("planning", total=len(plan.stages))
+
+    def on_stage_start(self, stage: Stage) -> None:
+        if self._progress is not None:
+            arch = f" {stage.arch}" if stage.arch else ""
+            self._progress.update(self._task, description=f"{stage.kind.value}{arch}")
+
+    def on_stage_end(self, run: StageRun) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task)

@@ -1,0 +1,92 @@
+"""What this machine can do: the toolkit and its tools, the host compiler, driver and GPUs."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from . import proc
+from .errors import NvstageError
+from .runtime.devices import GpuFacts, nvml_gpus
+from .runtime.driver import DriverProbe, probe
+from .toolkit import ToolInfo, Toolkit, all_candidates, find_toolkit, host_compiler
+
+_PACKAGES = ("cuda-toolkit", "nvidia-cuda-nvcc", "cuda-core", "cuda-bindings", "cuda-pathfinder",
+             "nvidia-ml-py", "numpy")
+_PROBE_KERNEL = "__global__ void nvstage_probe(float* x) { x[threadIdx.x] += 1.0f; }\n"
+
+
+@dataclass
+class DoctorReport:
+    toolkit: Toolkit | None
+    toolkit_error: str | None
+    other_toolkits: list[tuple[str, str]]
+    host: ToolInfo
+    driver: DriverProbe
+    gpus: list[GpuFacts]
+    nvml_note: str
+    nvml_driver: str | None
+    compile_check: str  # what the trial compile said
+    can_compile: bool
+    packages: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def can_run(self) -> bool:
+        return self.driver.available
+
+    def to_json(self) -> dict:
+        return {
+            "toolkit": self.toolkit.to_json() if self.toolkit else None,
+            "toolkit_error": self.toolkit_error,
+            "other_toolkits": [{"source": s, "nvcc": p} for s, p in self.other_toolkits],
+            "host_compiler": {"name": self.host.name, "path": self.host.path,
+                              "version": self.host.version},
+            "driver": self.driver.to_json(),
+            "nvml": {"note": self.nvml_note, "driver_version": self.nvml_driver},
+            "gpus": [g.to_json() for g in self.gpus],
+            "compile_check": self.compile_check,
+            "can_compile": self.can_compile,
+            "can_run": self.can_run,
+            "packages": self.packages,
+        }
+
+
+def diagnose(nvcc: str | None = None, *, trial_compile: bool = True) -> DoctorReport:
+    tk, tk_err = None, None
+    try:
+        tk = find_toolkit(nvcc)
+    except NvstageError as e:
+        tk_err = e.explain()
+    host = host_compiler()
+    gpus, nvml_driver, nvml_note = nvml_gpus()
+    check, ok = "not tried: no toolkit", False
+    if tk is not None and host.found:
+        check, ok = _trial_compile(tk) if trial_compile else ("skipped", True)
+    elif tk is not None:
+        check = f"no host compiler ({host.name} not on PATH)"
+    others = [(s, p) for s, p in all_candidates() if tk is None or Path(p).resolve()
+              != Path(tk.nvcc).resolve()]
+    return DoctorReport(tk, tk_err, others, host, probe(), gpus, nvml_note, nvml_driver, check,
+                        ok, {p: _version(p) for p in _PACKAGES})
+
+
+def _trial_compile(tk: Toolkit) -> tuple[str, bool]:
+    """Compile a one-line kernel to a cubin: 'compile works' is measured, not assumed."""
+    with tempfile.TemporaryDirectory(prefix="nvstage-doctor-") as d:
+        src = Path(d, "probe.cu")
+        src.write_text(_PROBE_KERNEL)
+        cp = proc.run([tk.nvcc, "--cubin", "-arch=sm_75", str(src), "-o",
+                       str(Path(d, "probe.cubin"))], cwd=d, timeout=120)
+        if cp.returncode == 0 and Path(d, "probe.cubin").is_file():
+            return f"a test kernel compiled to a cubin in {cp.seconds:.2f} s", True
+        last = (cp.stderr or cp.stdout).strip().splitlines()[-1:] or ["no output"]
+        return f"a test kernel failed to compile: {last[0]}", False
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None

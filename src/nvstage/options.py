@@ -1,0 +1,124 @@
+"""Compile options as a frozen record, turned into nvcc flags by a table, not an if-chain."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Literal
+
+from . import proc
+from .errors import UnknownArch, UsageError
+
+Stop = Literal["ptx", "cubin", "fatbin"]
+_ARCH = re.compile(r"^(sm|compute|lto)_(\d+)([af]?)$")
+_GENCODE = re.compile(r"^arch=(compute_\d+[af]?),code=(\[?[\w,]+\]?)$")
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What to ask nvcc for. ``None``/empty means "not given": nvcc's default applies."""
+
+    archs: tuple[str, ...] = ()  # -arch=sm_90 (repeatable: several -arch flags)
+    gencodes: tuple[str, ...] = ()  # -gencode arch=compute_90,code=[sm_90,compute_90]
+    output: str | None = None  # -o
+    compile_only: bool = False  # -c
+    stop: Stop | None = None  # --ptx / --cubin / --fatbin
+    rdc: bool = False  # -rdc=true
+    opt_level: str | None = None  # -O0..-O3 (host); device opt follows nvcc's defaults
+    lineinfo: bool = False  # -lineinfo
+    include_dirs: tuple[str, ...] = ()  # -I
+    defines: tuple[str, ...] = ()  # -D NAME or NAME=VALUE
+    resource_usage: bool = False  # --resource-usage: ptxas -v on every ptxas stage
+    extra: tuple[str, ...] = field(default=())  # passed to nvcc unchanged
+
+    def __post_init__(self):
+        for a in self.archs:
+            if not _ARCH.match(a) and a not in ("native", "all", "all-major"):
+                raise UnknownArch(
+                    f"unknown arch {a!r}",
+                    hint="use a name like sm_90 or compute_90 (nvstage doctor lists them)",
+                )
+        for g in self.gencodes:
+            if not _GENCODE.match(g.replace(" ", "")):
+                raise UsageError(
+                    f"malformed --gencode {g!r}",
+                    hint="write it as nvcc does: arch=compute_90,code=[sm_90,compute_90]",
+                )
+        if self.opt_level is not None and self.opt_level not in ("0", "1", "2", "3"):
+            raise UsageError(f"-O{self.opt_level} is not an optimisation level",
+                             hint="use 0, 1, 2 or 3")
+        if self.stop and self.compile_only:
+            raise UsageError(f"--{self.stop} and -c are different stop points: choose one")
+
+    def nvcc_args(self) -> list[str]:
+        """The nvcc flags these options stand for (input file and -o not included)."""
+        args: list[str] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            render = _FLAGS.get(f.name)
+            if render is not None and value not in (None, False, ()):
+                args += render(value)
+        return args
+
+    @property
+    def arch_names(self) -> list[str]:
+        """Every real or virtual arch named, for validation."""
+        names = list(self.archs)
+        for g in self.gencodes:
+            m = _GENCODE.match(g.replace(" ", ""))
+            if m:
+                names.append(m.group(1))
+                names += [c for c in m.group(2).strip("[]").split(",") if c]
+        return names
+
+    def digest(self) -> str:
+        """A stable hash of the options (for caches and manifests)."""
+        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+_FLAGS = {
+    "archs": lambda v: [f"-arch={a}" for a in v],
+    "gencodes": lambda v: [x for g in v for x in ("-gencode", g.replace(" ", ""))],
+    "compile_only": lambda v: ["-c"],
+    "stop": lambda v: [f"--{v}"],
+    "rdc": lambda v: ["-rdc=true"],
+    "opt_level": lambda v: [f"-O{v}"],
+    "lineinfo": lambda v: ["-lineinfo"],
+    "include_dirs": lambda v: [x for d in v for x in ("-I", d)],
+    "defines": lambda v: [x for d in v for x in ("-D", d)],
+    "resource_usage": lambda v: ["--resource-usage"],
+    "extra": lambda v: list(v),
+}
+
+
+@functools.lru_cache(maxsize=8)
+def supported_archs(nvcc: str) -> tuple[str, ...]:
+    """Real and virtual archs this nvcc accepts (``--list-gpu-code`` and ``--list-gpu-arch``)."""
+    names: list[str] = []
+    for flag in ("--list-gpu-code", "--list-gpu-arch"):
+        text = proc.output([nvcc, flag], timeout=60)
+        names += [w for w in text.split() if _ARCH.match(w)]
+    return tuple(dict.fromkeys(names))
+
+
+def check_archs(opts: CompileOptions, nvcc: str) -> None:
+    known = supported_archs(nvcc)
+    if not known:
+        return  # an nvcc that cannot list its archs: let it judge for itself
+    for name in opts.arch_names:
+        base = name
+        if base in ("native", "all", "all-major"):
+            continue
+        if base not in known:
+            sms = [k for k in known if k.startswith("sm_")]
+            raise UnknownArch(
+                f"unsupported gpu architecture {name!r} for this nvcc",
+                hint=f"choose one of: {', '.join(sms)} (or compute_NN for PTX)",
+            )

@@ -1,0 +1,1 @@
+"""Renderers: tables for terminals, JSON, traces and pictures. No computation lives here."""

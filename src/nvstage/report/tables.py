@@ -1,0 +1,56 @@
+"""Rich tables for builds. Plain text when the console has no colour (pipes, tests)."""
+
+from __future__ import annotations
+
+import os
+
+from rich import box
+from rich.table import Table
+
+from ..pipeline import Build, StageRun
+from .units import fmt_bytes, fmt_seconds
+
+
+def _short(path: str, base: str | None) -> str:
+    if base and path.startswith(base.rstrip("/") + "/"):
+        return os.path.relpath(path, base)
+    return os.path.basename(path)
+
+
+def stage_table(build: Build) -> Table:
+    """One row per stage: order, stage, tool, arch, inputs -> outputs, size, time."""
+    t = Table(box=box.SIMPLE_HEAD, title=None, pad_edge=False)
+    for col, kw in (("#", {"justify": "right"}), ("stage", {}), ("tool", {}), ("arch", {}),
+                    ("inputs -> outputs", {"overflow": "fold"}), ("size", {"justify": "right"}),
+                    ("time", {"justify": "right"})):
+        t.add_column(col, **kw)
+    for run in build.runs:
+        t.add_row(*_row(run, build))
+    return t
+
+
+def _row(run: StageRun, build: Build) -> list[str]:
+    s = run.stage
+    base = build.keep_dir or build.cwd
+    ins = ", ".join(_short(p if os.path.isabs(p) else os.path.join(build.cwd, p), base)
+                    for p in s.inputs) or "-"
+    outs = ", ".join(a.name for a in run.artifacts) or "-"
+    size = sum(a.size for a in run.artifacts)
+    time = fmt_seconds(run.seconds) + (" (cached)" if run.cached else "")
+    if not run.ok:
+        time = f"FAILED ({run.returncode})"
+    return [str(s.index), s.kind.value, s.tool, s.arch or "", f"{ins} -> {outs}",
+            fmt_bytes(size) if run.artifacts else "", time]
+
+
+def summary_line(build: Build) -> str:
+    n = len(build.runs)
+    parts = [f"{n} stages in {fmt_seconds(build.wall_seconds)}",
+             f"stage sum {fmt_seconds(build.stage_seconds)}",
+             f"plan {fmt_seconds(build.plan_seconds)}"]
+    text = ", ".join(parts)
+    if build.output:
+        text += f"; output {os.path.relpath(build.output, build.cwd)}"
+    if build.keep_dir:
+        text += f"; kept in {os.path.relpath(build.keep_dir, build.cwd)}"
+    return text + f"\ntoolkit: {build.toolkit.describe()}"

@@ -1,0 +1,1 @@
+"""Everything that needs a CUDA driver. Import lazily, and probe first (``driver.probe``)."""

@@ -1,0 +1,200 @@
+"""Finding nvcc and its tools, and saying which toolkit, from where, at which version.
+
+Order: an explicit path (``--nvcc``), then ``$NVSTAGE_NVCC``, then the PyPI wheels through
+cuda-pathfinder (which itself falls back to conda, ``CUDA_PATH``/``CUDA_HOME``), then ``PATH``.
+Every tool comes from the same toolkit as nvcc; a tool that can only be found elsewhere must
+report the same version, or we refuse: a 13.0 ptxas behind a 13.5 nvcc is a silent trap.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import proc
+from .errors import ToolkitError
+
+ENV_NVCC = "NVSTAGE_NVCC"
+_VERSION = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
+
+# Where each tool lives relative to the toolkit root (the folder above nvcc's bin/).
+TOOL_PATHS = {
+    "nvcc": "bin/nvcc",
+    "cudafe++": "bin/cudafe++",
+    "cicc": "nvvm/bin/cicc",
+    "ptxas": "bin/ptxas",
+    "fatbinary": "bin/fatbinary",
+    "nvlink": "bin/nvlink",
+    "cuobjdump": "bin/cuobjdump",
+    "nvdisasm": "bin/nvdisasm",
+}
+# Tools whose --version prints the toolkit release (cicc prints an older build line: skip it).
+VERSIONED = ("nvcc", "cudafe++", "ptxas", "fatbinary", "nvlink", "cuobjdump", "nvdisasm")
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str
+    path: str | None
+    version: str | None  # "13.5.37", or None when the tool does not say / is missing
+
+    @property
+    def found(self) -> bool:
+        return self.path is not None
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """One CUDA toolkit, anchored at its nvcc."""
+
+    nvcc: str
+    source: str  # how it was found: "--nvcc", "$NVSTAGE_NVCC", "pip wheels", "PATH", ...
+    version: str  # full version, "13.5.37"
+    release: str  # "13.5"
+    root: str
+    tools: dict[str, ToolInfo] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def major(self) -> int:
+        return int(self.release.split(".")[0])
+
+    def tool(self, name: str) -> str:
+        info = self.tools.get(name) or _locate(self, name)
+        if not info.found:
+            raise ToolkitError(
+                f"{name} is not part of the toolkit at {self.root}",
+                hint=f"install it (pip install 'cuda-toolkit[{_extra(name)}]') or choose "
+                     f"another toolkit with --nvcc",
+            )
+        return info.path  # type: ignore[return-value]
+
+    def describe(self) -> str:
+        return f"CUDA {self.version} ({self.source}: {self.nvcc})"
+
+    def to_json(self) -> dict:
+        return {
+            "nvcc": self.nvcc,
+            "source": self.source,
+            "version": self.version,
+            "release": self.release,
+            "root": self.root,
+            "tools": {k: {"path": v.path, "version": v.version} for k, v in self.tools.items()},
+        }
+
+
+def _extra(name: str) -> str:
+    return {"cuobjdump": "cuobjdump", "nvdisasm": "nvdisasm"}.get(name, "nvcc")
+
+
+def tool_version(path: str) -> str | None:
+    try:
+        text = proc.output([path, "--version"], timeout=30)
+    except (proc.ToolMissing, OSError):
+        return None
+    m = _VERSION.search(text)
+    return m.group(2) if m else None
+
+
+def _candidates(explicit: str | None) -> list[tuple[str, str]]:
+    """(source, nvcc path) in search order; the first that exists wins."""
+    if explicit:
+        return [("--nvcc", explicit)]
+    out = []
+    if os.environ.get(ENV_NVCC):
+        return [("$" + ENV_NVCC, os.environ[ENV_NVCC])]
+    try:
+        from cuda import pathfinder
+
+        found = pathfinder.find_nvidia_binary_utility("nvcc")
+        if found:
+            out.append(("pip wheels" if "site-packages" in found else "cuda-pathfinder", found))
+    except Exception:  # pathfinder missing or confused: fall through to PATH
+        pass
+    on_path = shutil.which("nvcc")
+    if on_path:
+        out.append(("PATH", on_path))
+    return out
+
+
+def all_candidates() -> list[tuple[str, str]]:
+    """Every distinct nvcc this machine offers (for doctor): the chosen one first."""
+    found = _candidates(None)
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            found.append((f"${var}", os.path.join(os.environ[var], "bin", "nvcc")))
+    seen, out = set(), []
+    for source, path in found:
+        real = os.path.realpath(path)
+        if real not in seen and os.path.isfile(real):
+            seen.add(real)
+            out.append((source, path))
+    return out
+
+
+def find_toolkit(nvcc: str | None = None) -> Toolkit:
+    """Find the toolkit, check that its tools agree on one version, and describe it."""
+    cands = _candidates(nvcc)
+    if not cands:
+        raise ToolkitError(
+            "no CUDA toolkit found: nvcc is not in the pip wheels, $CUDA_HOME or PATH",
+            hint="pip install nvstage (it brings cuda-toolkit from PyPI), or pass --nvcc PATH",
+        )
+    source, path = cands[0]
+    return _load(source, os.path.abspath(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(source: str, nvcc: str) -> Toolkit:
+    if not os.path.isfile(nvcc) or not os.access(nvcc, os.X_OK):
+        raise ToolkitError(
+            f"nvcc not found at {nvcc} (from {source})",
+            hint="point --nvcc or $NVSTAGE_NVCC at an nvcc executable, or unset it",
+        )
+    version = tool_version(nvcc)
+    if version is None:
+        raise ToolkitError(f"{nvcc} --version did not print a CUDA release")
+    root = str(Path(nvcc).resolve().parent.parent)
+    tk = Toolkit(nvcc, source, version, ".".join(version.split(".")[:2]), root, {})
+    for name in TOOL_PATHS:
+        tk.tools[name] = _locate(tk, name)
+    mixed = {n: t for n, t in tk.tools.items()
+             if n in VERSIONED and t.found and t.version and t.version != version}
+    if mixed:
+        detail = ", ".join(f"{n} {t.version} at {t.path}" for n, t in mixed.items())
+        raise ToolkitError(
+            f"mixed CUDA toolkit: nvcc is {version} but {detail}",
+            hint="install the matching wheels (pip install 'cuda-toolkit[...]=="
+                 f"{tk.release}.*') or choose one toolkit with --nvcc",
+        )
+    return tk
+
+
+def _locate(tk: Toolkit, name: str) -> ToolInfo:
+    own = Path(tk.root) / TOOL_PATHS.get(name, f"bin/{name}")
+    path: str | None = str(own) if own.is_file() else None
+    if path is None and name in ("cuobjdump", "nvdisasm"):
+        # The inspection tools are separate wheels; pathfinder may find them elsewhere.
+        try:
+            from cuda import pathfinder
+
+            path = pathfinder.find_nvidia_binary_utility(name)
+        except Exception:
+            path = None
+        path = path or shutil.which(name)
+    version = tool_version(path) if (path and name in VERSIONED) else None
+    return ToolInfo(name, path, version)
+
+
+def host_compiler(name: str = "gcc") -> ToolInfo:
+    """The host compiler nvcc will call (gcc unless -ccbin says otherwise)."""
+    path = shutil.which(name)
+    if not path:
+        return ToolInfo(name, None, None)
+    text = proc.output([path, "--version"], timeout=30)
+    first = text.splitlines()[0] if text else ""
+    m = re.search(r"(\d+\.\d+(?:\.\d+)?)\s*$", first) or re.search(r"(\d+\.\d+\.\d+)", first)
+    return ToolInfo(name, path, m.group(1) if m else None)
