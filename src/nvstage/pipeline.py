@@ -179,12 +179,15 @@ def compile(  # noqa: A001 - the verb users expect
     keep: str | os.PathLike | None = None,
     cwd: str | os.PathLike | None = None,
     observer: Observer | None = None,
+    jobs: int | None = None,
+    cache: bool = True,
 ) -> Build:
     """Compile ``source`` as nvcc would, one stage at a time.
 
     ``keep``: a folder for every intermediate file and ``stages.json``; without it nothing but
     the requested output is left behind. Raises ``StageFailed`` when a tool fails (its partial
-    manifest is written first when ``keep`` is given).
+    manifest is written first when ``keep`` is given). ``jobs``: how many stages may run at
+    once (None: one per core); ``cache``: reuse stages whose inputs are unchanged.
     """
     t_start = time.perf_counter()
     options = options or CompileOptions()

@@ -32,6 +32,9 @@ class StageKind(str, Enum):
     LINK = "link"
     LIBRARY = "library"
     CLEANUP = "cleanup"
+    # The runtime-compilation path (NVRTC and nvJitLink, in-process through cuda-python).
+    NVRTC = "nvrtc"
+    NVJITLINK = "nvjitlink"
     OTHER = "other"
 
     def __str__(self) -> str:  # so f-strings and tables print the value

@@ -42,6 +42,19 @@ def compile_cmd(
         "--keep-dir says where), as nvcc -keep.")] = False,
     keep_dir: Annotated[Optional[str], typer.Option("--keep-dir", "-keep-dir",
         help="Folder for the kept files; implies --keep.")] = None,
+    show: Annotated[Optional[str], typer.Option("--show", metavar="SECTIONS",
+        help="After the build, show what is inside: a comma list of ptx, sass, resources, "
+        "fatbin (or all).")] = None,
+    via: Annotated[str, typer.Option("--via",
+        help="Compiler path: nvcc (stage by stage) or nvrtc (NVRTC + nvJitLink, in-process).")
+        ] = "nvcc",
+    name_expr: Annotated[Optional[list[str]], typer.Option("--name-expr",
+        help="--via nvrtc: a template kernel to instantiate, e.g. 'scale<float>'. Repeatable.")
+        ] = None,
+    jobs: Annotated[Optional[int], typer.Option("-j", "--jobs",
+        help="Stages to run at once (default: one per core).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache",
+        help="Run every stage even when its inputs are unchanged.")] = False,
     nvcc: Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
         help="Use this nvcc instead of the one from the pip wheels.")] = None,
     json_out: Annotated[bool, typer.Option("--json",
@@ -84,10 +97,26 @@ def compile_cmd(
         if keep and keep_dir is None:
             keep_dir = f"{source.name.rsplit('.', 1)[0]}.nvstage"
         toolkit = find_toolkit(nvcc)
-        with LiveStages() as live:
-            build = run_compile(source, options, toolkit=toolkit, keep=keep_dir, observer=live)
+        if via == "nvrtc":
+            from ..nvrtc import compile_nvrtc
+
+            build = compile_nvrtc(source, options, toolkit=toolkit, keep=keep_dir,
+                                  name_expressions=tuple(name_expr or ()))
+        elif via == "nvcc":
+            with LiveStages() as live:
+                build = run_compile(source, options, toolkit=toolkit, keep=keep_dir,
+                                    observer=live, jobs=jobs, cache=not no_cache)
+        else:
+            from ..errors import UsageError
+
+            raise UsageError(f"unknown --via {via!r}", hint="choose nvcc or nvrtc")
         con = data_console(json_out)
         con.print(stage_table(build))
         stderr().print(summary_line(build))
+        doc = build.to_json()
+        if show:
+            from .show import show_build
+
+            doc["show"] = show_build(build, show, con, toolkit=toolkit)
         if json_out:
-            emit_json(build.to_json())
+            emit_json(doc)
