@@ -32,6 +32,8 @@ class CompileOptions:
     include_dirs: tuple[str, ...] = ()  # -I
     defines: tuple[str, ...] = ()  # -D NAME or NAME=VALUE
     resource_usage: bool = False  # --resource-usage: ptxas -v on every ptxas stage
+    maxrregcount: int | None = None  # -maxrregcount=N
+    lto: bool = False  # -dlto: device link-time optimisation (LTO-IR instead of SASS)
     extra: tuple[str, ...] = field(default=())  # passed to nvcc unchanged
 
     def __post_init__(self):
@@ -94,6 +96,8 @@ _FLAGS = {
     "include_dirs": lambda v: [x for d in v for x in ("-I", d)],
     "defines": lambda v: [x for d in v for x in ("-D", d)],
     "resource_usage": lambda v: ["--resource-usage"],
+    "maxrregcount": lambda v: [f"-maxrregcount={v}"],
+    "lto": lambda v: ["-dlto"],
     "extra": lambda v: list(v),
 }
 

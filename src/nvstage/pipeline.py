@@ -96,6 +96,7 @@ class Build:
     output: str | None
     status: str = "ok"
     error: dict | None = None
+    via: str = "nvcc"  # "nvcc" (the staged driver) or "nvrtc" (the runtime path)
 
     @property
     def artifacts(self) -> list[Artifact]:
@@ -115,6 +116,7 @@ class Build:
         return {
             "schema": SCHEMA,
             "nvstage": __version__,
+            "via": self.via,
             "status": self.status,
             "error": self.error,
             "source": self.source,

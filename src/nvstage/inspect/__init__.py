@@ -1,0 +1,1 @@
+"""Pure readers of what the toolchain produced: PTX, SASS, resources, fatbins, cubin ELF."""

@@ -1,0 +1,85 @@
+"""The records the readers produce, shared by show, occupancy, diff, run and check."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class PtxParam:
+    name: str
+    ptx_type: str  # "u64", "f32", "b8" (for .align N .b8 name[M] aggregates) ...
+    size: int  # bytes
+    align: int  # bytes
+    is_pointer: bool = False  # a .u64 with .ptr, or a 64-bit integer that may be a pointer
+
+
+@dataclass(frozen=True)
+class PtxEntry:
+    name: str  # mangled, as in the PTX
+    demangled: str
+    params: tuple[PtxParam, ...] = ()
+    line_count: int = 0
+    max_ntid: tuple[int, ...] | None = None  # from .maxntid (__launch_bounds__)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PtxModule:
+    version: str  # PTX ISA version, "9.5"
+    target: str  # "sm_90"
+    address_size: int
+    entries: tuple[PtxEntry, ...] = ()
+    line_count: int = 0
+
+    def entry(self, name: str) -> PtxEntry | None:
+        for e in self.entries:
+            if name in (e.name, e.demangled) or e.demangled.split("(")[0] == name:
+                return e
+        return None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    kernel: str  # mangled
+    demangled: str
+    arch: str  # "sm_90"
+    registers: int
+    spill_stores: int = 0  # bytes
+    spill_loads: int = 0  # bytes
+    stack_frame: int = 0  # bytes
+    shared_bytes: int = 0  # static shared memory
+    constant_bytes: int | None = None  # cmem[0]; sm_90+ ptxas omits it, cuobjdump has it
+    local_bytes: int | None = None
+    barriers: int | None = None
+    compile_ms: float | None = None
+    source: str = ""  # which tool(s) the numbers came from
+    final: bool = True  # False for -rdc per-file numbers before the device link
+
+    @property
+    def spills(self) -> bool:
+        return (self.spill_stores or 0) > 0 or (self.spill_loads or 0) > 0
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["spills"] = self.spills
+        return d
+
+
+@dataclass(frozen=True)
+class FatbinImage:
+    kind: str  # "cubin" | "ptx" | "ltoir"
+    arch: str  # "sm_90" for cubins, "compute_90" for PTX / LTO-IR
+    size: int  # bytes
+    name: str  # unique within one inventory
+    role: str = "kernel"  # "kernel" | "device-link"
+    ptx_version: str | None = None  # PTX ISA version for PTX images
+    kernels: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict:
+        return asdict(self)
