@@ -64,6 +64,15 @@ class Toolkit:
 
     def tool(self, name: str) -> str:
         info = self.tools.get(name) or _locate(self, name)
+        if info.found and info.version and info.version != self.version:
+            # Found outside this toolkit (cuobjdump and nvdisasm are separate wheels): a
+            # 13.5 cuobjdump reading a 13.0 build may misreport, so refuse when it is used.
+            raise ToolkitError(
+                f"mixed CUDA toolkit: nvcc is {self.version} but {name} is {info.version} "
+                f"({info.path})",
+                hint=f"install {name} {self.release} beside this nvcc, or use the toolkit "
+                     f"{name} belongs to (--nvcc)",
+            )
         if not info.found:
             raise ToolkitError(
                 f"{name} is not part of the toolkit at {self.root}",
@@ -161,8 +170,9 @@ def _load(source: str, nvcc: str) -> Toolkit:
     tk = Toolkit(nvcc, source, version, ".".join(version.split(".")[:2]), root, {})
     for name in TOOL_PATHS:
         tk.tools[name] = _locate(tk, name)
-    mixed = {n: t for n, t in tk.tools.items()
-             if n in VERSIONED and t.found and t.version and t.version != version}
+    # Inside one toolkit root every tool must agree: a mismatch there is a broken install.
+    mixed = {n: t for n, t in tk.tools.items() if n in VERSIONED and t.found and t.version
+             and t.version != version and t.path.startswith(root + os.sep)}
     if mixed:
         detail = ", ".join(f"{n} {t.version} at {t.path}" for n, t in mixed.items())
         raise ToolkitError(

@@ -1,0 +1,93 @@
+"""nvstage compile and doctor through the CLI: tables, JSON, and one-line errors."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+
+def test_compile_prints_the_stage_table_and_keeps(cli, kernels, workdir):
+    shutil.copy(kernels / "saxpy.cu", workdir)
+    r = cli("compile", "saxpy.cu", "-c", "--arch", "sm_90", "--keep")
+    assert r.exit_code == 0, r.output
+    for word in ("host-preprocess", "cudafe++", "cicc", "ptxas", "fatbinary", "host-compile",
+                 "saxpy.ptx", "saxpy.sm_90.cubin"):
+        assert word in r.output
+    assert (workdir / "saxpy.nvstage/stages.json").is_file()
+    assert (workdir / "saxpy.o").is_file()
+
+
+def test_compile_json_is_the_manifest_on_stdout(cli, kernels, workdir):
+    shutil.copy(kernels / "saxpy.cu", workdir)
+    r = cli("compile", "saxpy.cu", "--ptx", "--arch", "sm_80", "--json")
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "nvstage.compile/1" and doc["status"] == "ok"
+    assert [s["kind"] for s in doc["stages"]][:2] == ["device-preprocess", "cicc"]
+    assert (workdir / "saxpy.ptx").read_text().startswith("//")
+    assert doc["keep_dir"] is None and not (workdir / "saxpy.nvstage").exists()
+
+
+def test_nvcc_args_after_double_dash_pass_through(cli, kernels, workdir):
+    shutil.copy(kernels / "saxpy.cu", workdir)
+    r = cli("compile", "saxpy.cu", "--cubin", "--arch", "sm_90", "--json", "--", "-Xptxas",
+            "-v")
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    ptxas = next(s for s in doc["stages"] if s["kind"] == "ptxas")
+    assert "-v" in ptxas["argv"] and "Used" in ptxas["stderr"]
+
+
+def test_errors_are_one_message_and_an_exit_code(cli, workdir):
+    r = cli("compile", "missing.cu")
+    assert r.exit_code == 2 and "error: no such file: missing.cu" in r.stderr
+    assert "Traceback" not in r.output
+    (workdir / "k.cu").write_text("__global__ void k() {}\n")
+    r = cli("compile", "k.cu", "--arch", "sm_50")
+    assert r.exit_code == 2 and "unsupported gpu architecture 'sm_50'" in r.stderr
+    assert "sm_90" in r.stderr  # says what would work
+    (workdir / "bad.cu").write_text("__global__ void k() { return 1 }\n")
+    r = cli("compile", "bad.cu", "--keep")
+    assert r.exit_code == 5
+    assert "stage 3 (cudafe++) failed" in r.stderr and "reproduce with:" in r.stderr
+    assert "bad.cu(1): error" in r.stderr
+    assert "Traceback" not in r.output
+    r = cli("compile", "k.cu", "--ptx", "--cubin")
+    assert r.exit_code == 2 and "choose one stop point" in r.stderr
+
+
+def test_json_error_is_json_too(cli, workdir):
+    r = cli("compile", "missing.cu", "--json")
+    assert r.exit_code == 2
+    assert json.loads(r.stdout)["error"] == "InputNotFound"
+
+
+def test_doctor_says_what_works(cli):
+    r = cli("doctor", "--json")
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    assert doc["can_compile"] is True
+    assert doc["toolkit"]["source"] == "pip wheels"
+    names = set(doc["toolkit"]["tools"])
+    assert {"nvcc", "cicc", "ptxas", "fatbinary", "cudafe++", "nvlink", "cuobjdump",
+            "nvdisasm"} <= names
+    assert isinstance(doc["can_run"], bool) and doc["driver"]["reason"]
+    r = cli("doctor")
+    assert "compile: yes" in r.stdout and "run: " in r.stdout
+
+
+def test_help_is_fast_and_teaches():
+    # A fresh interpreter: --help must not import the heavy parts (cuda, numpy).
+    code = ("import sys, nvstage.cli.app as a; sys.argv=['nvstage','--help'];\n"
+            "try: a.main()\nexcept SystemExit: pass\n"
+            "heavy=[m for m in ('numpy','cuda.core','cuda.bindings','pynvml') if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    assert "HEAVY []" in out
+    assert "compile" in out and "doctor" in out
+
+
+def test_python_dash_m_works():
+    out = subprocess.run([sys.executable, "-m", "nvstage", "--version"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and out.stdout.startswith("nvstage ")

@@ -1,0 +1,69 @@
+"""Finding the toolkit: the wheels by default, an explicit nvcc on request, never a mix."""
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nvstage.errors import ToolkitError
+from nvstage.toolkit import find_toolkit, host_compiler
+
+
+def test_default_toolkit_is_the_pip_wheels_and_complete(toolkit):
+    assert toolkit.source == "pip wheels"
+    assert "site-packages" in toolkit.nvcc
+    assert toolkit.major == 13
+    for name in ("nvcc", "cudafe++", "cicc", "ptxas", "fatbinary", "nvlink", "cuobjdump",
+                 "nvdisasm"):
+        path = toolkit.tool(name)
+        assert Path(path).is_file(), name
+    out = subprocess.run([toolkit.tool("ptxas"), "--version"], capture_output=True,
+                         text=True).stdout
+    assert f"V{toolkit.version}" in out
+
+
+def _fake_tool(path: Path, version: str) -> None:
+    # A stand-in that only answers --version: enough to exercise the mixed-toolkit check.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release "
+                    f"{version.rsplit('.', 1)[0]}, V{version}'\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def test_a_mixed_toolkit_is_refused_with_names_and_versions(tmp_path):
+    root = tmp_path / "cuda"
+    _fake_tool(root / "bin/nvcc", "13.5.37")
+    for tool in ("cudafe++", "fatbinary", "nvlink", "cuobjdump", "nvdisasm"):
+        _fake_tool(root / "bin" / tool, "13.5.37")
+    _fake_tool(root / "bin/ptxas", "13.0.88")
+    with pytest.raises(ToolkitError, match=r"mixed CUDA toolkit: nvcc is 13\.5\.37 but ptxas "
+                                           r"13\.0\.88"):
+        find_toolkit(str(root / "bin/nvcc"))
+
+
+def test_explicit_nvcc_wins_and_missing_one_is_clear(tmp_path, monkeypatch):
+    with pytest.raises(ToolkitError, match="nvcc not found"):
+        find_toolkit(str(tmp_path / "nope/nvcc"))
+    monkeypatch.setenv("NVSTAGE_NVCC", str(tmp_path / "env/nvcc"))
+    with pytest.raises(ToolkitError, match=r"\$NVSTAGE_NVCC"):
+        find_toolkit()
+
+
+@pytest.mark.skipif(not os.path.isfile("/usr/local/cuda/bin/nvcc"),
+                    reason="no system CUDA toolkit on this machine")
+def test_a_system_toolkit_can_be_chosen():
+    tk = find_toolkit("/usr/local/cuda/bin/nvcc")
+    assert tk.source == "--nvcc" and tk.root.startswith("/usr/local/cuda")
+    assert tk.tool("ptxas").startswith(tk.root)
+    # An inspection tool only found elsewhere at another version is refused when used.
+    other = tk.tools["cuobjdump"]
+    if other.found and other.version != tk.version:
+        with pytest.raises(ToolkitError, match="mixed CUDA toolkit"):
+            tk.tool("cuobjdump")
+
+
+def test_host_compiler_is_found():
+    gcc = host_compiler()
+    assert gcc.found and gcc.version
