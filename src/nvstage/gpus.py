@@ -1,0 +1,587 @@
+"""What the hardware offers: per-arch SM limits (for occupancy) and named GPU presets (for
+roofline estimates), each number with where it came from.
+
+Two tables, two kinds of fact. ``ARCHS`` holds compute-capability facts: every GPU of one
+arch has the same SM (warps, registers, shared memory). ``GPUS`` holds product facts, which
+differ between parts of one arch (an H100 and an H200 are both sm_90): SM count, clocks,
+memory, peak rates, the PCIe link. ``lookup_gpu`` accepts either a preset name or an arch;
+``load_gpu_spec`` reads a custom spec from a TOML or JSON file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+
+class GpuSpecError(UsageError):
+    """A custom GPU spec file is malformed: missing field, wrong type, impossible value."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources. Short names keep the table readable; ``sources`` on each record spells them out.
+# ---------------------------------------------------------------------------------------------
+GUIDE = ("CUDA C++ Programming Guide (CUDA 13.x), Compute Capabilities, Technical "
+         "Specifications per Compute Capability")
+OCC_H = ("cuda_occupancy.h shipped with CUDA 13.5 (nvidia-cuda-runtime wheel, "
+         "__CUDA_OCC_MAJOR__ 12.1)")
+CCCL = "NVIDIA CCCL libcudacxx include/cuda/__device/arch_traits.h (traits for sm_60..sm_120)"
+
+
+def _occ(fn: str) -> str:
+    return f"{OCC_H}, {fn}()"
+
+
+KB = 1024
+
+
+@dataclass(frozen=True)
+class ArchLimits:
+    """The per-SM resources of one compute capability, as the occupancy formulas use them."""
+
+    arch: str  # "sm_90"
+    major: int
+    minor: int
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    shared_per_sm: int  # bytes: the largest shared-memory carveout an SM can be configured to
+    shared_per_block_optin: int  # bytes: the most one block may opt in to (dynamic smem)
+    reserved_shared_per_block: int  # bytes the driver keeps per block (1 KB from sm_80 on)
+    shared_alloc_unit: int  # bytes: a block's shared memory is rounded up to this
+    barrier_factor: int | None = None  # block barriers per SM = factor x max blocks (sm_90+)
+    warp_size: int = 32
+    max_threads_per_block: int = 1024
+    registers_per_sm: int = 64 * KB  # 32-bit registers
+    max_registers_per_block: int = 64 * KB
+    max_registers_per_thread: int = 255
+    register_alloc_unit: int = 256  # registers; allocated per warp, rounded up to this
+    register_alloc_granularity: str = "warp"
+    register_sub_partitions: int = 4  # the register file is split in 4 per SM sub-partition
+    shared_per_block_default: int = 48 * KB  # without the opt-in attribute
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def max_threads_per_sm(self) -> int:
+        return self.max_warps_per_sm * self.warp_size
+
+    @property
+    def compute_capability(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, "")
+
+    def to_json(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
+        d["max_threads_per_sm"] = self.max_threads_per_sm
+        d["compute_capability"] = self.compute_capability
+        d["sources"] = dict(self.sources)
+        return d
+
+
+# Fields whose value and source are the same on every arch in the table.
+_COMMON_SOURCES = {
+    "warp_size": GUIDE,
+    "max_threads_per_block": GUIDE,
+    "registers_per_sm": f"{GUIDE} (64K 32-bit registers per SM)",
+    "max_registers_per_block": f"{GUIDE} (64K)",
+    # cuda_occupancy.h's cudaOccRegAllocationMaxPerThread says 256 for cc 7+, but ptxas and
+    # the guide cap a thread at 255: the compiler never emits more.
+    "max_registers_per_thread": f"{GUIDE} (255); ptxas never allocates more",
+    "register_alloc_unit": _occ("cudaOccRegAllocationGranularity") + ": 256 for cc 3..12",
+    "register_alloc_granularity": _occ("cudaOccMaxBlocksPerSMRegsLimit") + ": per warp",
+    "register_sub_partitions": _occ("cudaOccSubPartitionsPerMultiprocessor") + ": 4",
+    "shared_per_block_default": f"{GUIDE} (48 KB without opt-in)",
+}
+
+
+def _arch(arch: str, major: int, minor: int, *, warps: tuple[int, str], blocks: tuple[int, str],
+          smem_sm: tuple[int, str], smem_optin: tuple[int, str], reserved: tuple[int, str],
+          smem_unit: tuple[int, str], barrier_factor: tuple[int | None, str]) -> ArchLimits:
+    sources = dict(_COMMON_SOURCES)
+    sources.update(max_warps_per_sm=warps[1], max_blocks_per_sm=blocks[1],
+                   shared_per_sm=smem_sm[1], shared_per_block_optin=smem_optin[1],
+                   reserved_shared_per_block=reserved[1], shared_alloc_unit=smem_unit[1],
+                   barrier_factor=barrier_factor[1])
+    return ArchLimits(arch=arch, major=major, minor=minor, max_warps_per_sm=warps[0],
+                      max_blocks_per_sm=blocks[0], shared_per_sm=smem_sm[0],
+                      shared_per_block_optin=smem_optin[0], reserved_shared_per_block=reserved[0],
+                      shared_alloc_unit=smem_unit[0], barrier_factor=barrier_factor[0],
+                      sources=sources)
+
+
+_BLOCKS = _occ("cudaOccMaxBlocksPerMultiprocessor")
+_SMEM_UNIT = _occ("cudaOccSMemAllocationGranularity")
+_CARVE = _occ("cudaOccAlignUpShmemSizeVoltaPlus") + " (largest carveout step)"
+_BARRIERS = _occ("cudaOccMaxBlocksPerSMBlockBarrierLimit")
+_NO_BARRIER = "the block-barrier limit applies from cc 9.0 on (cudaOccMaxActiveBlocks...)"
+_RESERVED = f"{CCCL} reserved_shared_memory_per_block; {GUIDE} (1 KB reserved per block)"
+_OPTIN = f"{GUIDE}; {CCCL} (= shared per SM - reserved per block)"
+
+ARCHS: dict[str, ArchLimits] = {a.arch: a for a in (
+    _arch("sm_75", 7, 5,
+          warps=(32, f"{GUIDE}; {CCCL} (1024 threads per SM)"),
+          blocks=(16, f"{_BLOCKS}: 16 for Turing"),
+          smem_sm=(64 * KB, f"{GUIDE}; {_CARVE}: Turing 32 or 64 KB"),
+          smem_optin=(64 * KB, _OPTIN),
+          reserved=(0, f"{CCCL}: 0 before sm_80"),
+          smem_unit=(256, f"{_SMEM_UNIT}: 256 for cc 7.x"),
+          barrier_factor=(None, _NO_BARRIER)),
+    _arch("sm_80", 8, 0,
+          warps=(64, f"{GUIDE}; {CCCL} (2048 threads per SM)"),
+          blocks=(32, f"{_BLOCKS}: 32 for 8.0"),
+          smem_sm=(164 * KB, f"{GUIDE}; {_CARVE}: 8.0 up to 164 KB"),
+          smem_optin=(163 * KB, _OPTIN),
+          reserved=(1 * KB, _RESERVED),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(None, _NO_BARRIER)),
+    _arch("sm_86", 8, 6,
+          warps=(48, f"{GUIDE}; {CCCL} (1536 threads per SM)"),
+          blocks=(16, f"{_BLOCKS}: 16 for 8.x other than 8.0 and 8.9"),
+          smem_sm=(100 * KB, f"{GUIDE}; {_CARVE}: 8.6 up to 100 KB"),
+          smem_optin=(99 * KB, _OPTIN),
+          reserved=(1 * KB, _RESERVED),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(None, _NO_BARRIER)),
+    _arch("sm_87", 8, 7,
+          warps=(48, f"{GUIDE} (1536 threads per SM for 8.7)"),
+          blocks=(16, f"{_BLOCKS}: 16 for 8.x other than 8.0 and 8.9"),
+          smem_sm=(164 * KB, f"{GUIDE}; {_CARVE}: 8.7 up to 164 KB"),
+          smem_optin=(163 * KB, f"{GUIDE} (shared per SM - 1 KB reserved)"),
+          reserved=(1 * KB, f"{GUIDE} (1 KB reserved per block from 8.0 on)"),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(None, _NO_BARRIER)),
+    _arch("sm_89", 8, 9,
+          warps=(48, f"{GUIDE}; {CCCL} (1536 threads per SM)"),
+          blocks=(24, f"{_BLOCKS}: 24 for 8.9; {CCCL} agrees"),
+          smem_sm=(100 * KB, f"{GUIDE}; {CCCL}; {_CARVE}: up to 100 KB"),
+          smem_optin=(99 * KB, _OPTIN),
+          reserved=(1 * KB, _RESERVED),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(None, _NO_BARRIER)),
+    _arch("sm_90", 9, 0,
+          warps=(64, f"{GUIDE}; {CCCL} (2048 threads per SM)"),
+          blocks=(32, f"{_BLOCKS}: 32 for 9.x"),
+          smem_sm=(228 * KB, f"{GUIDE}; {CCCL}; {_CARVE}: 9.x up to 228 KB"),
+          smem_optin=(227 * KB, _OPTIN),
+          reserved=(1 * KB, _RESERVED),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(2, f"{_BARRIERS}: 2 x max blocks for 9.x")),
+    _arch("sm_100", 10, 0,
+          warps=(64, f"{GUIDE}; {CCCL} (2048 threads per SM)"),
+          blocks=(32, f"{_BLOCKS}: 32 for 10.0; {CCCL} agrees"),
+          smem_sm=(228 * KB, f"{GUIDE}; {CCCL}; {_CARVE}: 10.0 up to 228 KB"),
+          smem_optin=(227 * KB, _OPTIN),
+          reserved=(1 * KB, _RESERVED),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(2, f"{_BARRIERS}: 2 x max blocks for 10.0")),
+    _arch("sm_103", 10, 3,
+          warps=(64, f"{GUIDE}; {CCCL} (sm_103 = sm_100 traits)"),
+          blocks=(32, f"{_BLOCKS}: 32 for 10.3 (default case of cc 10)"),
+          smem_sm=(228 * KB, f"{CCCL} (sm_103 = sm_100 traits); {_CARVE}: 10.3 up to 228 KB"),
+          smem_optin=(227 * KB, _OPTIN),
+          reserved=(1 * KB, _RESERVED),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(1, f"{_BARRIERS}: 1 x max blocks for 10.x other than 10.0")),
+    # sm_12x: the toolkit's occupancy header says 24 resident blocks; CCCL's arch_traits.h
+    # says 32. The header is what the occupancy calculator itself computes with: use it.
+    _arch("sm_120", 12, 0,
+          warps=(48, f"{GUIDE}; {CCCL} (1536 threads per SM)"),
+          blocks=(24, f"{_BLOCKS}: 24 for 12.x (CCCL arch_traits.h says 32)"),
+          smem_sm=(100 * KB, f"{GUIDE}; {CCCL}; {_CARVE}: 12.x up to 100 KB"),
+          smem_optin=(99 * KB, _OPTIN),
+          reserved=(1 * KB, _RESERVED),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(1, f"{_BARRIERS}: 1 x max blocks for 12.x")),
+    _arch("sm_121", 12, 1,
+          warps=(48, f"{GUIDE} (12.x column: 1536 threads per SM)"),
+          blocks=(24, f"{_BLOCKS}: 24 for 12.x"),
+          smem_sm=(100 * KB, f"{GUIDE} (12.x); {_CARVE}: 12.1 up to 100 KB"),
+          smem_optin=(99 * KB, f"{GUIDE} (12.x: shared per SM - 1 KB reserved)"),
+          reserved=(1 * KB, f"{GUIDE} (1 KB reserved per block from 8.0 on)"),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(1, f"{_BARRIERS}: 1 x max blocks for 12.x")),
+)}
+
+_ARCH_RE = re.compile(r"^(?:sm_|compute_|lto_)?(\d{2,3})([af]?)$")
+_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")
+
+
+def parse_arch(text: str) -> tuple[int, int, str]:
+    """``"sm_90a"`` -> (9, 0, "a"); accepts sm_/compute_/lto_ prefixes, "90" and "9.0"."""
+    t = text.strip().lower()
+    m = _CC_RE.match(t)
+    if m:
+        return int(m.group(1)), int(m.group(2)), ""
+    m = _ARCH_RE.match(t)
+    if not m:
+        raise UsageError(f"not an architecture: {text!r}",
+                         hint="write it as sm_90, sm_90a, compute_90, 90 or 9.0")
+    num = int(m.group(1))
+    return num // 10, num % 10, m.group(2)
+
+
+def arch_limits(arch: str) -> ArchLimits:
+    """The SM limits of an arch; ``sm_90a`` and ``sm_100f`` share their base arch's SM."""
+    major, minor, _suffix = parse_arch(arch)
+    key = f"sm_{major}{minor}"
+    try:
+        return ARCHS[key]
+    except KeyError:
+        from .errors import UnknownArch
+
+        raise UnknownArch(f"no SM limits known for {arch}",
+                          hint=f"known: {', '.join(ARCHS)}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU presets: product facts.
+# ---------------------------------------------------------------------------------------------
+# Theoretical PCIe rate per lane and direction: GT/s times the line-code efficiency.
+# Gen3..5 use 128b/130b; Gen6 uses PAM4 with FLIT mode (1b/1b line code; FLIT CRC/FEC
+# overhead ignored here, as datasheets do).
+_PCIE_GTS = {3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+_PCIE_CODE = {3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 1.0}
+PCIE_SOURCE = ("PCI-SIG base specifications: 8/16/32/64 GT/s per lane for Gen3/4/5/6, "
+               "128b/130b encoding for Gen3-5 (Gen4 x16 = 31.5 GB/s, Gen5 x16 = 63 GB/s)")
+
+
+def pcie_bytes_per_s(gen: int, width: int) -> float:
+    """Theoretical bytes per second in one direction of a PCIe link."""
+    if gen not in _PCIE_GTS:
+        raise GpuSpecError(f"unknown PCIe generation {gen}",
+                           hint=f"known: {', '.join(map(str, _PCIE_GTS))}")
+    return _PCIE_GTS[gen] * 1e9 * _PCIE_CODE[gen] * width / 8
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU: its arch (and so its SM limits) plus, for a named product, the datasheet
+    figures a roofline model needs. Units are SI: bytes, bytes/s, FLOP/s, MHz.
+
+    A spec made from an arch alone (``lookup_gpu("sm_90")``) has only ``arch``; the product
+    fields are None.
+    """
+
+    name: str  # "h200", or the arch for an arch-only spec
+    arch: str  # "sm_90"
+    display_name: str = ""
+    sm_count: int | None = None
+    boost_clock_mhz: float | None = None
+    base_clock_mhz: float | None = None
+    memory_bytes: int | None = None
+    memory_bandwidth: float | None = None  # bytes/s, datasheet peak
+    fp32_flops: float | None = None  # FLOP/s, non-tensor FP32 peak
+    bf16_flops: float | None = None  # FLOP/s, dense (no sparsity) BF16 tensor peak
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    notes: str = ""
+
+    @property
+    def limits(self) -> ArchLimits:
+        return arch_limits(self.arch)
+
+    @property
+    def is_product(self) -> bool:
+        return self.sm_count is not None
+
+    @property
+    def pcie_bandwidth(self) -> float | None:
+        """Theoretical bytes/s per direction of the host link."""
+        if self.pcie_gen is None or self.pcie_width is None:
+            return None
+        return pcie_bytes_per_s(self.pcie_gen, self.pcie_width)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, "")
+
+    def to_json(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
+        d["pcie_bandwidth"] = self.pcie_bandwidth
+        d["sources"] = dict(self.sources)
+        if self.pcie_bandwidth is not None:
+            d["sources"]["pcie_bandwidth"] = PCIE_SOURCE
+        d["limits"] = self.limits.to_json()
+        return d
+
+
+TB = 1e12
+GB = 1e9
+GIB = 1024 ** 3
+
+_H100_DS = "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column)"
+_H200_DS = "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column)"
+_A100_DS = "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column)"
+_L4_DS = "NVIDIA L4 Tensor Core GPU datasheet"
+_L40S_DS = "NVIDIA L40S GPU datasheet"
+_ADA_WP = "NVIDIA Ada GPU Architecture whitepaper v2.1, Appendix A (GeForce RTX 4090)"
+_B200_DS = "NVIDIA HGX B200 / DGX B200 datasheet (per-GPU share of the 8-GPU figures)"
+_BW_BRIEF = "NVIDIA Blackwell Architecture Technical Brief (HGX B200, 1000 W)"
+_HOPPER_WP = "NVIDIA H100 Tensor Core GPU Architecture whitepaper (H100 SXM5: 132 SMs)"
+_TPU = "TechPowerUp GPU Database (clock not in NVIDIA's datasheet)"
+_SPARSE = "; the datasheet's figure is with 2:4 sparsity, halved here for dense"
+
+GPUS: dict[str, GpuSpec] = {g.name: g for g in (
+    GpuSpec(
+        name="h200", arch="sm_90", display_name="NVIDIA H200 SXM 141GB",
+        sm_count=132, boost_clock_mhz=1980, base_clock_mhz=1590,
+        memory_bytes=141 * 10**9, memory_bandwidth=4.8 * TB,
+        fp32_flops=67 * TB, bf16_flops=989.5 * TB, pcie_gen=5, pcie_width=16,
+        sources={
+            "sm_count": f"{_HOPPER_WP}; H200 uses the same GH100 configuration",
+            "boost_clock_mhz": _TPU, "base_clock_mhz": _TPU,
+            "memory_bytes": f"{_H200_DS}: 141 GB HBM3e",
+            "memory_bandwidth": f"{_H200_DS}: 4.8 TB/s",
+            "fp32_flops": f"{_H200_DS}: 67 TFLOPS",
+            "bf16_flops": f"{_H200_DS}: 1,979 TFLOPS BF16 Tensor Core{_SPARSE}",
+            "pcie_gen": f"{_H200_DS}: PCIe Gen5 128 GB/s (both directions)",
+            "pcie_width": f"{_H200_DS}: x16 (128 GB/s at Gen5)",
+        }),
+    GpuSpec(
+        name="h100", arch="sm_90", display_name="NVIDIA H100 SXM5 80GB",
+        sm_count=132, boost_clock_mhz=1980, base_clock_mhz=1590,
+        memory_bytes=80 * 10**9, memory_bandwidth=3.35 * TB,
+        fp32_flops=67 * TB, bf16_flops=989.5 * TB, pcie_gen=5, pcie_width=16,
+        sources={
+            "sm_count": _HOPPER_WP,
+            "boost_clock_mhz": _TPU, "base_clock_mhz": _TPU,
+            "memory_bytes": f"{_H100_DS}: 80 GB HBM3",
+            "memory_bandwidth": f"{_H100_DS}: 3.35 TB/s",
+            "fp32_flops": f"{_H100_DS}: 67 TFLOPS",
+            "bf16_flops": f"{_H100_DS}: 1,979 TFLOPS BF16 Tensor Core{_SPARSE}",
+            "pcie_gen": f"{_H100_DS}: PCIe Gen5 128 GB/s (both directions)",
+            "pcie_width": f"{_H100_DS}: x16 (128 GB/s at Gen5)",
+        }),
+    GpuSpec(
+        name="a100", arch="sm_80", display_name="NVIDIA A100 SXM4 80GB",
+        sm_count=108, boost_clock_mhz=1410, base_clock_mhz=1275,
+        memory_bytes=80 * 10**9, memory_bandwidth=2039 * GB,
+        fp32_flops=19.5 * TB, bf16_flops=312 * TB, pcie_gen=4, pcie_width=16,
+        sources={
+            "sm_count": "NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs",
+            "boost_clock_mhz": "NVIDIA A100 Tensor Core GPU Architecture whitepaper: 1410 MHz",
+            "base_clock_mhz": _TPU,
+            "memory_bytes": f"{_A100_DS}: 80 GB HBM2e",
+            "memory_bandwidth": f"{_A100_DS}: 2,039 GB/s",
+            "fp32_flops": f"{_A100_DS}: 19.5 TFLOPS",
+            "bf16_flops": f"{_A100_DS}: 312 TFLOPS BF16 Tensor Core (624 with sparsity)",
+            "pcie_gen": f"{_A100_DS}: PCIe Gen4 64 GB/s (both directions)",
+            "pcie_width": f"{_A100_DS}: x16 (64 GB/s at Gen4)",
+        }),
+    GpuSpec(
+        name="l4", arch="sm_89", display_name="NVIDIA L4 24GB",
+        sm_count=58, boost_clock_mhz=2040, base_clock_mhz=795,
+        memory_bytes=24 * GIB, memory_bandwidth=300 * GB,
+        fp32_flops=30.3 * TB, bf16_flops=121 * TB, pcie_gen=4, pcie_width=16,
+        sources={
+            "sm_count": f"{_TPU}; AD104 as configured for L4 (7,424 CUDA cores / 128)",
+            "boost_clock_mhz": _TPU, "base_clock_mhz": _TPU,
+            "memory_bytes": f"{_L4_DS}: 24 GB GDDR6",
+            "memory_bandwidth": f"{_L4_DS}: 300 GB/s",
+            "fp32_flops": f"{_L4_DS}: 30.3 TFLOPS",
+            "bf16_flops": f"{_L4_DS}: 242 TFLOPS BF16 Tensor Core{_SPARSE}",
+            "pcie_gen": f"{_L4_DS}: PCIe Gen4 x16 64 GB/s",
+            "pcie_width": f"{_L4_DS}: x16",
+        }),
+    GpuSpec(
+        name="l40s", arch="sm_89", display_name="NVIDIA L40S 48GB",
+        sm_count=142, boost_clock_mhz=2520, base_clock_mhz=1110,
+        memory_bytes=48 * GIB, memory_bandwidth=864 * GB,
+        fp32_flops=91.6 * TB, bf16_flops=362.05 * TB, pcie_gen=4, pcie_width=16,
+        sources={
+            "sm_count": f"{_TPU}; AD102 as configured for L40S (18,176 CUDA cores / 128)",
+            "boost_clock_mhz": _TPU, "base_clock_mhz": _TPU,
+            "memory_bytes": f"{_L40S_DS}: 48 GB GDDR6 with ECC",
+            "memory_bandwidth": f"{_L40S_DS}: 864 GB/s",
+            "fp32_flops": f"{_L40S_DS}: 91.6 TFLOPS",
+            "bf16_flops": f"{_L40S_DS}: 733 TFLOPS BF16 Tensor Core{_SPARSE}",
+            "pcie_gen": f"{_L40S_DS}: PCIe Gen4 x16 64 GB/s bidirectional",
+            "pcie_width": f"{_L40S_DS}: x16",
+        }),
+    GpuSpec(
+        name="rtx4090", arch="sm_89", display_name="NVIDIA GeForce RTX 4090",
+        sm_count=128, boost_clock_mhz=2520, base_clock_mhz=2235,
+        memory_bytes=24 * GIB, memory_bandwidth=1008 * GB,
+        fp32_flops=82.6 * TB, bf16_flops=165.2 * TB, pcie_gen=4, pcie_width=16,
+        sources={
+            "sm_count": f"{_ADA_WP}: 128 SMs",
+            "boost_clock_mhz": f"{_ADA_WP}: 2520 MHz", "base_clock_mhz": f"{_ADA_WP}: 2235 MHz",
+            "memory_bytes": f"{_ADA_WP}: 24 GB GDDR6X",
+            "memory_bandwidth": f"{_ADA_WP}: 1008 GB/s",
+            "fp32_flops": f"{_ADA_WP}: 82.6 TFLOPS",
+            "bf16_flops": f"{_ADA_WP}: 165.2 TFLOPS BF16 with FP32 accumulate, dense",
+            "pcie_gen": "NVIDIA GeForce RTX 4090 product specifications: PCIe Gen4",
+            "pcie_width": "NVIDIA GeForce RTX 4090 product specifications: x16",
+        }),
+    GpuSpec(
+        name="b200", arch="sm_100", display_name="NVIDIA B200 (HGX B200, 1000 W)",
+        sm_count=148, boost_clock_mhz=None, base_clock_mhz=None,
+        memory_bytes=180 * 10**9, memory_bandwidth=8 * TB,
+        fp32_flops=80 * TB, bf16_flops=2250 * TB, pcie_gen=5, pcie_width=16,
+        sources={
+            "sm_count": "cudaDevAttrMultiProcessorCount as reported on B200 (148); "
+                        "NVIDIA's datasheet does not list SMs",
+            "boost_clock_mhz": "not published by NVIDIA", "base_clock_mhz": "not published",
+            "memory_bytes": f"{_B200_DS}: 1,440 GB HBM3e per 8 GPUs",
+            "memory_bandwidth": f"{_B200_DS}: 64 TB/s per 8 GPUs",
+            "fp32_flops": f"{_BW_BRIEF}: 80 TFLOPS FP32",
+            "bf16_flops": f"{_BW_BRIEF}: 2.25 PFLOPS BF16 dense (4.5 with sparsity)",
+            "pcie_gen": f"{_B200_DS}: host links are PCIe Gen5 (the GPU itself supports Gen6)",
+            "pcie_width": f"{_B200_DS}: x16",
+        },
+        notes="HGX B200 part at 1000 W; the GB200 part runs faster."),
+)}
+
+_ALIASES = {"h200-sxm": "h200", "h100-sxm": "h100", "h100sxm": "h100", "a100-sxm": "a100",
+            "a100-80gb": "a100", "rtx-4090": "rtx4090", "4090": "rtx4090", "geforce-rtx-4090": "rtx4090"}
+
+
+def known_gpus() -> list[str]:
+    return list(GPUS)
+
+
+def lookup_gpu(name_or_arch: str) -> GpuSpec:
+    """A preset by name (any case: "h200", "H200"), or an arch-only spec ("sm_90", "9.0")."""
+    key = name_or_arch.strip().lower().replace(" ", "-")
+    key = _ALIASES.get(key, key)
+    if key in GPUS:
+        return GPUS[key]
+    try:
+        major, minor, suffix = parse_arch(key)
+    except UsageError:
+        pass
+    else:
+        limits = arch_limits(f"sm_{major}{minor}")  # raises UnknownArch with the known list
+        return GpuSpec(name=f"sm_{major}{minor}{suffix}", arch=limits.arch,
+                       display_name=f"any sm_{major}{minor}{suffix} GPU (arch limits only)")
+    raise UsageError(f"unknown GPU {name_or_arch!r}",
+                     hint=f"known GPUs: {', '.join(GPUS)}; or an arch such as sm_90 "
+                          f"({', '.join(ARCHS)}); or the path of a .toml/.json spec file")
+
+
+def resolve_gpu(text: str) -> GpuSpec:
+    """What a ``--gpu`` option names: a spec file (.toml/.json), a preset, or an arch."""
+    if text.lower().endswith((".toml", ".json")) or Path(text).is_file():
+        return load_gpu_spec(text)
+    return lookup_gpu(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Custom specs from a file.
+# ---------------------------------------------------------------------------------------------
+_INT_FIELDS = ("sm_count", "memory_bytes", "pcie_gen", "pcie_width")
+_NUM_FIELDS = ("boost_clock_mhz", "base_clock_mhz", "memory_bandwidth", "fp32_flops",
+               "bf16_flops")
+_STR_FIELDS = ("name", "arch", "display_name", "notes")
+_REQUIRED = ("name", "arch", "sm_count", "memory_bandwidth", "fp32_flops")
+_ALLOWED = set(_INT_FIELDS) | set(_NUM_FIELDS) | set(_STR_FIELDS) | {"sources", "base"}
+
+
+def load_gpu_spec(path: str | Path) -> GpuSpec:
+    """Read a GPU spec from a TOML (``.toml``) or JSON file.
+
+    Keys are GpuSpec's field names, in SI units (bytes, bytes/s, FLOP/s, MHz). Required:
+    name, arch, sm_count, memory_bandwidth, fp32_flops -- unless ``base = "h100"`` names a
+    preset to start from, in which case every key only overrides. An optional ``[sources]``
+    table gives a source per field; fields without one are credited to the file.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        from .errors import InputNotFound
+
+        raise InputNotFound(f"GPU spec file not found: {p}") from None
+    except OSError as e:
+        raise GpuSpecError(f"cannot read GPU spec {p}: {e.strerror}") from None
+    if p.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise GpuSpecError(f"{p}: not valid JSON: {e.msg} (line {e.lineno})") from None
+    else:
+        import tomllib
+
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise GpuSpecError(f"{p}: not valid TOML: {e}",
+                               hint="use .json for a JSON spec") from None
+    return gpu_spec_from_dict(data, origin=str(p))
+
+
+def gpu_spec_from_dict(data: Any, *, origin: str = "custom spec") -> GpuSpec:
+    """Validate a mapping as a GPU spec; each problem names the field and the file."""
+    if not isinstance(data, dict):
+        raise GpuSpecError(f"{origin}: a GPU spec must be a table of fields, "
+                           f"not {type(data).__name__}")
+    unknown = sorted(set(data) - _ALLOWED)
+    if unknown:
+        raise GpuSpecError(f"{origin}: unknown field(s) {', '.join(unknown)}",
+                           hint=f"allowed: {', '.join(sorted(_ALLOWED))}")
+    base: GpuSpec | None = None
+    if "base" in data:
+        if not isinstance(data["base"], str):
+            raise GpuSpecError(f"{origin}: field 'base' must be a preset name (a string)")
+        try:
+            base = GPUS[data["base"].strip().lower()]
+        except KeyError:
+            raise GpuSpecError(f"{origin}: base {data['base']!r} is not a known GPU",
+                               hint=f"known GPUs: {', '.join(GPUS)}") from None
+    if base is None:
+        missing = [k for k in _REQUIRED if k not in data]
+        if missing:
+            raise GpuSpecError(f"{origin}: missing required field(s) {', '.join(missing)}",
+                               hint=f"required: {', '.join(_REQUIRED)} (or base = \"h100\" "
+                                    f"to start from a preset)")
+    values: dict[str, Any] = {}
+    for k, v in data.items():
+        if k in ("sources", "base"):
+            continue
+        if k in _STR_FIELDS:
+            if not isinstance(v, str) or (k in ("name", "arch") and not v.strip()):
+                raise GpuSpecError(f"{origin}: field {k!r} must be a non-empty string, "
+                                   f"got {v!r}")
+        elif k in _INT_FIELDS:
+            # bool is an int in Python; a spec saying sm_count = true is a mistake.
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise GpuSpecError(f"{origin}: field {k!r} must be an integer, got {v!r}")
+            if v <= 0:
+                raise GpuSpecError(f"{origin}: field {k!r} must be positive, got {v}")
+        else:  # numbers
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise GpuSpecError(f"{origin}: field {k!r} must be a number, got {v!r}")
+            if not math.isfinite(v) or v <= 0:
+                raise GpuSpecError(f"{origin}: field {k!r} must be a positive number, got {v}")
+            v = float(v)
+        values[k] = v
+    if "arch" in values:
+        try:
+            limits = arch_limits(values["arch"])
+        except UsageError as e:
+            raise GpuSpecError(f"{origin}: field 'arch': {e.message}", hint=e.hint) from None
+        values["arch"] = limits.arch
+    if "pcie_gen" in values and values["pcie_gen"] not in _PCIE_GTS:
+        raise GpuSpecError(f"{origin}: field 'pcie_gen' must be one of "
+                           f"{', '.join(map(str, _PCIE_GTS))}, got {values['pcie_gen']}")
+    given_sources = data.get("sources", {})
+    if not isinstance(given_sources, dict) or not all(
+            isinstance(s, str) for s in given_sources.values()):
+        raise GpuSpecError(f"{origin}: 'sources' must be a table of field = \"source\" strings")
+    sources = dict(base.sources) if base else {}
+    for k in values:
+        sources[k] = given_sources.get(k, origin)
+    if base is not None:
+        spec = replace(base, **values, sources=sources)
+        if "name" not in values:
+            spec = replace(spec, name=f"{base.name}-custom")
+        return spec
+    return GpuSpec(**values, sources=sources)
