@@ -50,8 +50,8 @@ class KernelResources:
     demangled: str
     arch: str  # "sm_90"
     registers: int
-    spill_stores: int = 0  # bytes
-    spill_loads: int = 0  # bytes
+    spill_stores: int | None = 0  # bytes; None: unknown (cuobjdump alone does not say)
+    spill_loads: int | None = 0  # bytes; None: unknown
     stack_frame: int = 0  # bytes
     shared_bytes: int = 0  # static shared memory
     constant_bytes: int | None = None  # cmem[0]; sm_90+ ptxas omits it, cuobjdump has it
@@ -60,6 +60,9 @@ class KernelResources:
     compile_ms: float | None = None
     source: str = ""  # which tool(s) the numbers came from
     final: bool = True  # False for -rdc per-file numbers before the device link
+    # cuobjdump's SHARED: the .nv.shared section, which on sm_90+ also holds the 1 KiB the
+    # system reserves when the kernel uses shared memory (ptxas' smem leaves it out).
+    shared_section_bytes: int | None = None
 
     @property
     def spills(self) -> bool:
@@ -80,6 +83,15 @@ class FatbinImage:
     role: str = "kernel"  # "kernel" | "device-link"
     ptx_version: str | None = None  # PTX ISA version for PTX images
     kernels: tuple[str, ...] = field(default=())
+    # ".nv_fatbin": what the driver loads; "__nv_relfatbin": relocatable copies for nvlink.
+    section: str = ".nv_fatbin"
+    compressed: bool = False
+    stored_size: int | None = None  # bytes in the container (compressed size if compressed)
+    index: int = 0  # position in the file
+
+    @property
+    def loadable(self) -> bool:
+        return self.section == ".nv_fatbin"
 
     def to_json(self) -> dict:
         return asdict(self)

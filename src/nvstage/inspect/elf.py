@@ -1,0 +1,108 @@
+"""Cubin ELF reading with pyelftools: arch, which tool made it, its kernels. Pure (bytes in)."""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+
+from ..errors import ArtifactError
+
+EM_CUDA = 190
+ELF_MAGIC = b"\x7fELF"
+# Fatbins inside host objects and executables: the loadable one and the one kept for nvlink.
+FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+
+
+@dataclass(frozen=True)
+class Cubin:
+    arch: str  # "sm_90"
+    relocatable: bool  # ET_REL: built with -rdc, still to be device-linked
+    producer: str | None  # "ptxas" or "nvlink", from .note.nv.tkinfo
+    kernels: tuple[str, ...]  # entry functions (mangled), in section order
+    functions: tuple[str, ...]  # every function with code, kernels included
+    size: int
+
+    @property
+    def from_device_link(self) -> bool:
+        return self.producer == "nvlink"
+
+
+def _elf(data: bytes, what: str):
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    if data[:4] != ELF_MAGIC:
+        raise ArtifactError(f"{what} is not an ELF file")
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        end = elf["e_shoff"] + elf["e_shnum"] * elf["e_shentsize"]
+        if end > len(data):
+            raise ArtifactError(f"{what} is truncated: its section table ends at byte {end}, "
+                                f"the file has {len(data)}")
+        for s in elf.iter_sections():
+            if s["sh_type"] != "SHT_NOBITS" and s["sh_offset"] + s["sh_size"] > len(data):
+                raise ArtifactError(f"{what} is truncated: section {s.name or '?'} runs past "
+                                    f"the end of the file")
+        return elf
+    except ArtifactError:
+        raise
+    except (ELFError, struct.error, ValueError, KeyError, IndexError, TypeError,
+            UnicodeDecodeError, AssertionError, OverflowError) as e:
+        raise ArtifactError(f"{what} is a damaged ELF file: {e}") from e
+
+
+def elf_machine(data: bytes) -> tuple[int, int] | None:
+    """(e_machine, e_type) straight from the header, or None when too short to say."""
+    if len(data) < 20 or data[:4] != ELF_MAGIC:
+        return None
+    order = "<" if data[5] == 1 else ">"
+    e_type, e_machine = struct.unpack_from(order + "HH", data, 16)
+    return e_machine, e_type
+
+
+def _producer(elf) -> str | None:
+    note = elf.get_section_by_name(".note.nv.tkinfo")
+    if note is None:
+        return None
+    blob = note.data()
+    # The first tool named in the note made this file; a linked cubin names nvlink first.
+    found = [(blob.find(b"\x00" + t + b"\x00"), t.decode())
+             for t in (b"nvlink", b"ptxas", b"nvJitLink", b"nvrtc")]
+    found = [f for f in found if f[0] >= 0]
+    return min(found)[1] if found else None
+
+
+def read_cubin(data: bytes, what: str = "cubin") -> Cubin:
+    """Read a cubin's ELF. Raises ``ArtifactError`` if it is not one, or is cut short."""
+    elf = _elf(data, what)
+    try:
+        if elf["e_machine"] != "EM_CUDA" and elf["e_machine"] != EM_CUDA:
+            raise ArtifactError(f"{what} is an ELF file for {elf['e_machine']}, not a CUDA "
+                                "cubin")
+        # The SM version sits in bits 8-15 of e_flags (0x5a04: sm_90) since CUDA 12.
+        arch = f"sm_{(elf['e_flags'] >> 8) & 0xFF}"
+        names = [s.name for s in elf.iter_sections()]
+        functions = tuple(n[len(".text."):] for n in names if n.startswith(".text."))
+        # A kernel has a parameter bank (.nv.constant0.<name>); a device function has none.
+        banks = {n[len(".nv.constant0."):] for n in names if n.startswith(".nv.constant0.")}
+        kernels = tuple(f for f in functions if f in banks)
+        return Cubin(arch, elf["e_type"] == "ET_REL", _producer(elf), kernels, functions,
+                     len(data))
+    except ArtifactError:
+        raise
+    except Exception as e:  # pyelftools raises many kinds on damaged input
+        raise ArtifactError(f"{what} is a damaged ELF file: {e}") from e
+
+
+def host_fatbins(data: bytes, what: str) -> list[tuple[str, bytes]]:
+    """The fatbin sections of a host object or executable, in file order."""
+    elf = _elf(data, what)
+    out = []
+    try:
+        for s in elf.iter_sections():
+            if s.name in FATBIN_SECTIONS and s["sh_type"] != "SHT_NOBITS":
+                out.append((s.name, s.data()))
+    except Exception as e:
+        raise ArtifactError(f"{what} is a damaged ELF file: {e}") from e
+    return out
