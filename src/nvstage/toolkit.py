@@ -163,7 +163,7 @@ def _load(source: str, nvcc: str) -> Toolkit:
             f"nvcc not found at {nvcc} (from {source})",
             hint="point --nvcc or $NVSTAGE_NVCC at an nvcc executable, or unset it",
         )
-    version = tool_version(nvcc)
+    version = _cached_version(nvcc)
     if version is None:
         raise ToolkitError(f"{nvcc} --version did not print a CUDA release")
     root = str(Path(nvcc).resolve().parent.parent)
@@ -195,8 +195,36 @@ def _locate(tk: Toolkit, name: str) -> ToolInfo:
         except Exception:
             path = None
         path = path or shutil.which(name)
-    version = tool_version(path) if (path and name in VERSIONED) else None
+    version = _cached_version(path) if (path and name in VERSIONED) else None
     return ToolInfo(name, path, version)
+
+
+def _cached_version(path: str) -> str | None:
+    """``tool --version``, remembered on disk per (path, size, mtime): every nvstage command
+    would otherwise start seven tools just to learn what it already knew."""
+    import hashlib
+    import json
+
+    from .artifacts import write_json_atomic
+    from .paths import cache_dir
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = hashlib.sha256(f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}".encode())
+    entry = cache_dir() / "tools" / f"{key.hexdigest()[:24]}.json"
+    try:
+        return json.loads(entry.read_text())["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    version = tool_version(path)
+    if version is not None:
+        try:
+            write_json_atomic(entry, {"path": path, "version": version})
+        except OSError:
+            pass  # a read-only home is no reason to fail
+    return version
 
 
 def host_compiler(name: str = "gcc") -> ToolInfo:
