@@ -48,6 +48,14 @@ def cli(monkeypatch):
     return invoke
 
 
+def pytest_configure(config):
+    # Tests never read or fill the user's cache: one fresh cache folder per test session.
+    import tempfile
+
+    if "NVSTAGE_CACHE_DIR" not in os.environ or os.environ.get("NVSTAGE_TEST_KEEP_CACHE") != "1":
+        os.environ["NVSTAGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="nvstage-test-cache-")
+
+
 def pytest_collection_modifyitems(config, items):
     if not any(item.get_closest_marker("gpu") for item in items):
         return
