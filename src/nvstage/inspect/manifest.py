@@ -1,0 +1,66 @@
+"""A finished build read back from its keep folder or ``stages.json``, as a ``Build``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..artifacts import Artifact
+from ..errors import ArtifactError, InputNotFound
+from ..options import CompileOptions
+from ..pipeline import MANIFEST, Build, StageRun
+from ..plan import Plan, Stage
+from ..toolkit import Toolkit, ToolInfo
+
+
+def manifest_path(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        p = p / MANIFEST
+    if not p.is_file():
+        raise InputNotFound(f"no build manifest at {p}",
+                            hint="give a folder made by nvstage compile --keep, or its "
+                                 "stages.json")
+    return p
+
+
+def load_build(path: str | os.PathLike) -> Build:
+    """Rebuild the ``Build`` a keep folder records. Artifact paths that moved with the folder
+    are found again beside the manifest."""
+    mpath = manifest_path(path)
+    try:
+        doc = json.loads(mpath.read_text())
+        return _from_json(doc, mpath.parent)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ArtifactError(f"{mpath} is not an nvstage build manifest: {e}") from e
+
+
+def _artifact(d: dict, folder: Path) -> Artifact:
+    a = Artifact.from_json(d)
+    if not os.path.exists(a.path) and (folder / a.name).exists():
+        a = Artifact(str(folder / a.name), a.kind, a.arch, a.size, a.sha256, a.stage)
+    return a
+
+
+def _from_json(doc: dict, folder: Path) -> Build:
+    if not str(doc.get("schema", "")).startswith("nvstage.compile/"):
+        raise ArtifactError(f"{folder / MANIFEST} is not an nvstage build manifest "
+                            f"(schema {doc.get('schema')!r})")
+    opts = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["options"].items()}
+    tk = doc["toolkit"]
+    toolkit = Toolkit(tk["nvcc"], tk["source"], tk["version"], tk["release"], tk["root"],
+                      {n: ToolInfo(n, t["path"], t["version"]) for n, t in
+                       tk.get("tools", {}).items()})
+    runs = []
+    for s in doc["stages"]:
+        stage = Stage.from_json({k: s[k] for k in ("index", "kind", "tool", "argv", "arch",
+                                                   "inputs", "outputs")})
+        runs.append(StageRun(stage, s["seconds"], s["returncode"], s.get("stdout", ""),
+                             s.get("stderr", ""),
+                             [_artifact(a, folder) for a in s.get("artifacts", [])],
+                             s.get("started", 0.0), s.get("cached", False)))
+    return Build(doc["source"], CompileOptions(**opts), toolkit, doc["cwd"],
+                 Plan.from_json(doc["plan"]), doc["dryrun_argv"], doc["plan_seconds"], runs,
+                 doc["wall_seconds"], str(folder), doc.get("output"),
+                 doc.get("status", "ok"), doc.get("error"), doc.get("via", "nvcc"))

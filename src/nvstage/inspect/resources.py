@@ -1,0 +1,265 @@
+"""Registers, spills, stack, shared and constant memory per kernel and arch.
+
+Two sources, joined: ptxas' ``-v`` report (spills, barriers, compile time; cmem[0] only up to
+sm_8x) and ``cuobjdump -res-usage`` on the cubin (registers, stack, shared, local, cmem[0] on
+every arch, but no spills). For ``-rdc`` builds the ptxas numbers are per file; the cubin from
+the device link holds the final ones.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from .. import proc
+from ..errors import ArtifactError, ToolkitError
+from .names import demangle_all
+from .records import KernelResources
+
+_COMPILING = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
+_PROPS = re.compile(r"(?:ptxas|nvlink) info\s*: Function properties for '?([^':\s]+)'?:?\s*$")
+_FRAME = re.compile(r"^\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
+                    r"(\d+) bytes spill loads")
+_USED = re.compile(r"(?:ptxas|nvlink) info\s*: [Uu]sed (\d+) registers(.*)$")
+_TIME = re.compile(r"ptxas info\s*: Compile time = ([\d.]+) ms")
+_FIELDS = {
+    "barriers": re.compile(r"used (\d+) barriers"),
+    "shared_bytes": re.compile(r"(\d+) bytes smem"),
+    "constant_bytes": re.compile(r"(\d+) bytes cmem\[0\]"),
+    "stack": re.compile(r"(\d+) (?:bytes cumulative stack size|stack)\b"),
+    "local_bytes": re.compile(r"(\d+) bytes lmem"),
+}
+
+
+def parse_ptxas_verbose(text: str, *, arch: str | None = None, final: bool = True,
+                        source: str = "ptxas -v") -> list[KernelResources]:
+    """Kernels from ptxas ``-v`` (or nvlink ``-v``) output, in order. Pure but for demangling.
+
+    nvlink does not name the arch: pass ``arch``. Lines that are not resource lines (warnings,
+    the gmem summary) are skipped; a ``Used`` line with no kernel before it is an error.
+    """
+    if not isinstance(text, str):
+        raise ArtifactError("ptxas output must be text")
+    rows: list[dict] = []
+    current: dict | None = None
+    frames: dict[str, tuple[int, int, int]] = {}
+    pending_props: str | None = None
+    for line in text.splitlines():
+        m = _COMPILING.search(line)
+        if m:
+            current = {"kernel": m.group(1), "arch": m.group(2)}
+            rows.append(current)
+            continue
+        m = _PROPS.search(line)
+        if m:
+            pending_props = m.group(1)
+            if "nvlink" in line:  # nvlink names the kernel here and reports on the next line
+                current = {"kernel": pending_props, "arch": arch or ""}
+                rows.append(current)
+            continue
+        m = _FRAME.search(line)
+        if m and pending_props is not None:
+            frames[pending_props] = tuple(int(x) for x in m.groups())  # type: ignore[assignment]
+            pending_props = None
+            continue
+        m = _USED.search(line)
+        if m:
+            if current is None or "registers" in current:
+                raise ArtifactError(f"ptxas output has a 'Used' line with no kernel before it: "
+                                    f"{line.strip()[:100]!r}")
+            current["registers"] = int(m.group(1))
+            for key, rx in _FIELDS.items():
+                f = rx.search(m.group(2))
+                if f:
+                    current[key] = int(f.group(1))
+            continue
+        m = _TIME.search(line)
+        if m and current is not None and "registers" in current:
+            current["compile_ms"] = float(m.group(1))
+    names = demangle_all(r["kernel"] for r in rows)
+    out = []
+    for r in rows:
+        if "registers" not in r:
+            continue  # a device function, or output cut short before its numbers
+        frame = frames.get(r["kernel"])
+        out.append(KernelResources(
+            kernel=r["kernel"], demangled=names[r["kernel"]], arch=r["arch"] or (arch or ""),
+            registers=r["registers"],
+            spill_stores=frame[1] if frame else None,
+            spill_loads=frame[2] if frame else None,
+            stack_frame=frame[0] if frame else r.get("stack", 0),
+            shared_bytes=r.get("shared_bytes", 0),
+            constant_bytes=r.get("constant_bytes"), local_bytes=r.get("local_bytes"),
+            barriers=r.get("barriers"), compile_ms=r.get("compile_ms"),
+            source=source, final=final))
+    return out
+
+
+_ARCH_LINE = re.compile(r"^\s*arch = (\w+)")
+_FUNC = re.compile(r"^\s*Function ([^\s:]+):\s*$")
+_KV = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
+
+
+def parse_res_usage(text: str, *, arch: str | None = None, final: bool = True,
+                    source: str = "cuobjdump -res-usage") -> list[KernelResources]:
+    """Kernels from ``cuobjdump -res-usage``. ``arch`` for a bare cubin, whose listing has no
+    ``arch =`` header. Pure but for demangling."""
+    if not isinstance(text, str):
+        raise ArtifactError("cuobjdump output must be text")
+    rows: list[tuple[str, str, dict]] = []
+    cur_arch, in_elf, func = arch, True, None
+    for line in text.splitlines():
+        if line.startswith("Fatbin "):
+            in_elf = line.startswith("Fatbin elf")
+            cur_arch = None
+            continue
+        m = _ARCH_LINE.match(line)
+        if m:
+            cur_arch = m.group(1)
+            continue
+        m = _FUNC.match(line)
+        if m and in_elf:
+            func = m.group(1)
+            continue
+        if func is not None and "REG:" in line:
+            vals = {k: int(v) for k, v in _KV.findall(line)}
+            if cur_arch is None:
+                raise ArtifactError("cuobjdump resource usage names no arch for "
+                                    f"{func}; pass arch=")
+            rows.append((func, cur_arch, vals))
+            func = None
+    names = demangle_all(r[0] for r in rows)
+    return [KernelResources(
+        kernel=k, demangled=names[k], arch=a, registers=v.get("REG", 0),
+        spill_stores=None, spill_loads=None, stack_frame=v.get("STACK", 0),
+        shared_bytes=v.get("SHARED", 0), constant_bytes=v.get("CONSTANT[0]"),
+        local_bytes=v.get("LOCAL"), source=source, final=final,
+        shared_section_bytes=v.get("SHARED")) for k, a, v in rows]
+
+
+def res_usage_of_cubin(data: bytes, toolkit, *, arch: str, final: bool = True,
+                       source: str = "cuobjdump -res-usage") -> list[KernelResources]:
+    """Run cuobjdump -res-usage on one cubin's bytes (from a file or a fatbin image)."""
+    from .elf import read_cubin
+
+    cubin = read_cubin(data)
+    with tempfile.TemporaryDirectory(prefix="nvstage-res-") as tmp:
+        p = Path(tmp, f"image.{arch}.cubin")
+        p.write_bytes(data)
+        cp = proc.run([toolkit.tool("cuobjdump"), "-res-usage", str(p)], timeout=120)
+    if cp.returncode != 0:
+        raise ToolkitError(f"cuobjdump -res-usage failed: {(cp.stderr or cp.stdout).strip()}")
+    # cuobjdump lists device functions too; keep the kernels.
+    return [r for r in parse_res_usage(cp.stdout, arch=arch, final=final, source=source)
+            if r.kernel in cubin.kernels]
+
+
+def resources_of(path: str | os.PathLike, toolkit) -> list[KernelResources]:
+    """Per kernel and arch, for a cubin, fatbin, object or executable.
+
+    Numbers come from cuobjdump -res-usage on each cubin image (spills are not in it: they
+    show as unknown). In an executable only the images the driver loads are used; in an -rdc
+    object the cubins are relocatable and their numbers are not final.
+    """
+    from .elf import read_cubin
+    from .fatbin import image_bytes, kind_of_file, read_bytes
+
+    kind = kind_of_file(path)
+    if kind == "cubin":
+        data = read_bytes(path)
+        cubin = read_cubin(data, str(path))
+        return res_usage_of_cubin(data, toolkit, arch=cubin.arch,
+                                  final=not cubin.relocatable)
+    if kind == "ptx":
+        raise ArtifactError(f"{path} is PTX: it has no resource usage until ptxas compiles it",
+                            hint="nvstage compile it with --cubin --resource-usage")
+    if kind == "build":
+        from .manifest import load_build
+
+        return build_resources(load_build(path), toolkit)
+    images = image_bytes(path, toolkit, "cubin")
+    loadable = [(im, d) for im, d in images if im.section in ("", ".nv_fatbin")]
+    out: list[KernelResources] = []
+    for im, data in loadable or images:
+        cubin = read_cubin(data, f"{path} image {im.index}")
+        source = "cuobjdump -res-usage" + (" (after device link)"
+                                           if cubin.from_device_link else "")
+        out += res_usage_of_cubin(data, toolkit, arch=cubin.arch,
+                                  final=not cubin.relocatable, source=source)
+    return out
+
+
+def _merge(p: KernelResources, c: KernelResources | None) -> KernelResources:
+    """ptxas' figures, completed by cuobjdump's (cmem[0] on sm_90+, local, the shared
+    section)."""
+    if c is None:
+        return p
+    return replace(
+        p,
+        constant_bytes=p.constant_bytes if p.constant_bytes is not None else c.constant_bytes,
+        local_bytes=c.local_bytes, shared_section_bytes=c.shared_section_bytes,
+        source=f"{p.source} + {c.source}")
+
+
+def _ptxas_text(run, build) -> str:
+    """A ptxas stage's -v report: its own stderr, or a rerun of the same command with -v."""
+    if "Compiling entry function" in run.stderr or not run.ok:
+        return run.stderr
+    argv = list(run.stage.argv)
+    if "-o" not in argv or not all(Path(build.cwd, i).is_file() for i in run.stage.inputs):
+        return ""  # the inputs are gone (no --keep): cuobjdump's numbers will have to do
+    with tempfile.TemporaryDirectory(prefix="nvstage-ptxas-") as tmp:
+        i = argv.index("-o")
+        argv[i + 1] = str(Path(tmp, "out.cubin"))
+        cp = proc.run(argv + ["-v"], cwd=build.cwd, timeout=300)
+    return cp.stderr if cp.returncode == 0 else ""
+
+
+def build_resources(build, toolkit=None) -> list[KernelResources]:
+    """Resources for every kernel a ``Build`` compiled, joined from ptxas and cuobjdump.
+
+    Whole-program builds give one final row per kernel and arch. ``-rdc`` builds give the
+    per-file rows (``final=False``) and, when the build went through the device link, the
+    final rows from the linked cubin (``source`` names where each number came from).
+    """
+    from ..plan import StageKind
+    from .elf import read_cubin
+
+    toolkit = toolkit or build.toolkit
+    rows: list[KernelResources] = []
+    for run in build.runs:
+        if run.stage.kind is StageKind.PTXAS and run.ok:
+            relocatable = any(a in ("-c", "--compile-only") for a in run.stage.argv)
+            text = _ptxas_text(run, build)
+            ptxas = parse_ptxas_verbose(text, arch=run.stage.arch, final=not relocatable)
+            cubins = [a for a in run.artifacts if a.kind == "cubin"]
+            dumped: dict[tuple[str, str], KernelResources] = {}
+            for a in cubins:
+                data = Path(a.path).read_bytes()
+                arch = read_cubin(data, a.path).arch
+                for r in res_usage_of_cubin(data, toolkit, arch=arch, final=not relocatable):
+                    dumped[(r.kernel, r.arch)] = r
+            for p in ptxas:
+                rows.append(_merge(p, dumped.pop((p.kernel, p.arch), None)))
+            rows += dumped.values()  # kernels ptxas did not report on (no -v rerun possible)
+        elif run.stage.kind is StageKind.DEVICE_LINK and run.ok:
+            for a in run.artifacts:
+                if a.kind != "cubin":
+                    continue
+                data = Path(a.path).read_bytes()
+                cubin = read_cubin(data, a.path)
+                linked = res_usage_of_cubin(data, toolkit, arch=cubin.arch,
+                                            source="cuobjdump -res-usage (after device link)")
+                nvlink = {r.kernel: r for r in parse_ptxas_verbose(
+                    run.stderr, arch=cubin.arch, source="nvlink -v")}
+                rows += [_with_nvlink(r, nvlink.get(r.kernel)) for r in linked]
+    return rows
+
+
+def _with_nvlink(c: KernelResources, n: KernelResources | None) -> KernelResources:
+    if n is None:
+        return c
+    return replace(c, barriers=n.barriers, source=f"{n.source} + {c.source}")
