@@ -14,8 +14,12 @@ def doctor_cmd(
         help="Check this nvcc instead of the one from the pip wheels.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Check the toolkit (nvcc, cicc, ptxas, fatbinary, cudafe++, nvlink, cuobjdump, nvdisasm),
-    the host compiler, the CUDA driver and GPUs, and say what works: compile yes/no, run yes/no.
+    """Say what this machine can do: toolkit, host compiler, driver, GPUs.
+
+    Lists nvcc, cudafe++, cicc, ptxas, fatbinary, nvlink, cuobjdump and nvdisasm with where
+    each was found and its version; the host compiler; whether a CUDA driver and GPUs are
+    present (name, compute capability, memory, PCIe link, via NVML); then compile yes/no
+    (measured: a one-line kernel is compiled) and run yes/no.
 
     Exits 0 when compiling works, even with no GPU.
     """
