@@ -7,18 +7,23 @@ intermediate files get readable names (``vadd.ptx``, ``vadd.sm_90.cubin``) inste
 
 from __future__ import annotations
 
+import heapq
 import os
 import re
 import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, proc
-from .artifacts import Artifact, write_json_atomic
+from .artifacts import Artifact, arch_of, kind_of, write_json_atomic
+from .cache import DEBUG_FLAGS, HOST_ENV, Cache, Counters, FileHasher, Paths, digest, \
+    parse_depfile, tool_identity
 from .errors import InputNotFound, PlanError, StageFailed, ToolkitError, UsageError
+from .graph import Graph, build_graph
 from .options import CompileOptions, check_archs
 from .plan import Plan, Stage, StageKind, parse_dryrun
 from .toolkit import Toolkit, find_toolkit
@@ -97,6 +102,10 @@ class Build:
     status: str = "ok"
     error: dict | None = None
     via: str = "nvcc"  # "nvcc" (the staged driver) or "nvrtc" (the runtime path)
+    jobs: int = 1  # stages allowed to run at once
+    critical_path: list[int] = field(default_factory=list)  # stage indices, first to last
+    critical_path_seconds: float = 0.0  # the chain's measured time: the wall-time floor
+    cache: dict | None = None  # the cache folder and this build's hits and misses; None: off
 
     @property
     def artifacts(self) -> list[Artifact]:
@@ -129,6 +138,10 @@ class Build:
             "stages": [r.to_json() for r in self.runs],
             "stage_seconds": round(self.stage_seconds, 6),
             "wall_seconds": round(self.wall_seconds, 6),
+            "jobs": self.jobs,
+            "critical_path": self.critical_path,
+            "critical_path_seconds": round(self.critical_path_seconds, 6),
+            "cache": self.cache,
             "keep_dir": self.keep_dir,
             "output": self.output,
             "artifacts": [a.to_json() for a in self.artifacts],
@@ -182,14 +195,16 @@ def compile(  # noqa: A001 - the verb users expect
     cwd: str | os.PathLike | None = None,
     observer: Observer | None = None,
     jobs: int | None = None,
-    cache: bool = True,
+    cache: bool | str | os.PathLike | Cache = True,
 ) -> Build:
     """Compile ``source`` as nvcc would, one stage at a time.
 
     ``keep``: a folder for every intermediate file and ``stages.json``; without it nothing but
     the requested output is left behind. Raises ``StageFailed`` when a tool fails (its partial
     manifest is written first when ``keep`` is given). ``jobs``: how many stages may run at
-    once (None: one per core); ``cache``: reuse stages whose inputs are unchanged.
+    once (None: one per core available); ``cache``: reuse stages whose inputs are unchanged
+    (True: the user cache folder, ``$NVSTAGE_CACHE_DIR`` or ``~/.cache/nvstage``; a path or a
+    ``Cache``: that one; False: off).
     """
     t_start = time.perf_counter()
     options = options or CompileOptions()
@@ -202,8 +217,12 @@ def compile(  # noqa: A001 - the verb users expect
     if any(c in cwd for c in '"`\\'):
         raise UsageError(f"cannot build from a folder whose path contains quotes or backslashes: "
                          f"{cwd}", hint="cd to a folder with a plainer path")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"-j {jobs}: at least one stage must be allowed to run")
+    jobs = jobs or default_jobs()
     toolkit = toolkit or find_toolkit()
     check_archs(options, toolkit.nvcc)
+    store = _open_cache(cache)
 
     if keep is not None:
         work = Path(cwd, keep).resolve()
@@ -216,25 +235,31 @@ def compile(  # noqa: A001 - the verb users expect
         observer.on_plan(plan)
         build = Build(str(src), options, toolkit, cwd, plan, dryrun_argv, plan_seconds, [],
                       0.0, str(work) if keep is not None else None,
-                      _final_output(plan, cwd))
-        env = stage_env(plan)
-        for stage in plan.stages:
-            observer.on_stage_start(stage)
-            run = run_stage(stage, env, cwd, t_start)
-            build.runs.append(run)
-            observer.on_stage_end(run)
-            if not run.ok:
-                err = StageFailed(
-                    stage_index=stage.index, stage_kind=stage.kind.value, tool=stage.tool,
-                    argv=stage.argv, returncode=run.returncode, stdout=run.stdout,
-                    stderr=run.stderr, cwd=cwd, env_overrides=_repro_env(plan, stage),
-                    keep_dir=build.keep_dir,
-                )
-                build.status, build.error = "failed", err.to_json()
-                build.wall_seconds = time.perf_counter() - t_start
-                if keep is not None:
-                    write_json_atomic(work / MANIFEST, build.to_json())
-                raise err
+                      _final_output(plan, cwd), jobs=jobs)
+        graph = build_graph(plan)
+        ctx = _Context(plan, graph, stage_env(plan), cwd, str(work), toolkit, store, t_start)
+        try:
+            runs, failed = _schedule(graph, ctx, jobs, observer)
+        finally:
+            ctx.close()
+        build.runs = [runs[i] for i in sorted(runs)]
+        build.critical_path, build.critical_path_seconds = graph.critical_path(
+            {i: runs[i].seconds if i in runs else 0.0 for i in graph.stages})
+        if store is not None:
+            build.cache = {"dir": str(store.root), **ctx.counters.to_json()}
+        if failed:
+            stage = failed.stage
+            err = StageFailed(
+                stage_index=stage.index, stage_kind=stage.kind.value, tool=stage.tool,
+                argv=stage.argv, returncode=failed.returncode, stdout=failed.stdout,
+                stderr=failed.stderr, cwd=cwd, env_overrides=_repro_env(plan, stage),
+                keep_dir=build.keep_dir,
+            )
+            build.status, build.error = "failed", err.to_json()
+            build.wall_seconds = time.perf_counter() - t_start
+            if keep is not None:
+                write_json_atomic(work / MANIFEST, build.to_json())
+            raise err
         build.wall_seconds = time.perf_counter() - t_start
         if keep is not None:
             write_json_atomic(work / MANIFEST, build.to_json())
@@ -242,6 +267,68 @@ def compile(  # noqa: A001 - the verb users expect
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (affinity and cgroup cpusets included)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _open_cache(cache: bool | str | os.PathLike | Cache) -> Cache | None:
+    if cache is False or cache is None:
+        return None
+    if isinstance(cache, Cache):
+        return cache
+    return Cache(None if cache is True else cache)
+
+
+def _schedule(graph: Graph, ctx: _Context, jobs: int, observer: Observer
+              ) -> tuple[dict[int, StageRun], StageRun | None]:
+    """Run every stage once its inputs exist, at most ``jobs`` at a time.
+
+    Ready stages start longest-remaining-chain first (plan order with one job, as nvcc).
+    After a failure nothing new starts; the stages already running are waited for.
+    Returns the runs by index and the failing run with the lowest index, if any.
+    """
+    after = graph.dependents()
+    waiting = {i: len(ds) for i, ds in graph.deps.items()}
+    rank = graph.bottom_levels() if jobs > 1 else {i: 0.0 for i in graph.stages}
+    ready = [(-rank[i], i) for i, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    runs: dict[int, StageRun] = {}
+    failures: list[StageRun] = []
+
+    def one(stage: Stage) -> StageRun:
+        observer.on_stage_start(stage)
+        run = ctx.run(stage)
+        observer.on_stage_end(run)
+        return run
+
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="nvstage-stage") as pool:
+        running: dict[Future, int] = {}
+        while ready or running:
+            while ready and len(running) < jobs and not failures:
+                _, i = heapq.heappop(ready)
+                running[pool.submit(one, graph.stages[i])] = i
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = running.pop(fut)
+                run = fut.result()
+                runs[i] = run
+                if not run.ok:
+                    failures.append(run)
+                    continue
+                for j in after[i]:
+                    waiting[j] -= 1
+                    if waiting[j] == 0:
+                        heapq.heappush(ready, (-rank[j], j))
+    first = min(failures, key=lambda r: r.stage.index, default=None)
+    return runs, first
 
 
 def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path,
@@ -332,8 +419,13 @@ def _repro_env(plan: Plan, stage: Stage) -> dict[str, str]:
     return {}
 
 
-def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float) -> StageRun:
-    """Run one stage (a cleanup is done here, in-process) and record what it produced."""
+def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
+              extra_args: tuple[str, ...] = ()) -> StageRun:
+    """Run one stage (a cleanup is done here, in-process) and record what it produced.
+
+    ``extra_args`` go after the plan's arguments without becoming part of the stage (the
+    cache's ``-MD -MF`` for the host compiler).
+    """
     started = time.perf_counter() - t0
     if stage.kind is StageKind.CLEANUP:
         t = time.perf_counter()
@@ -343,7 +435,7 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float) -> StageRu
                 target.unlink()
         return StageRun(stage, time.perf_counter() - t, 0, started=started)
     try:
-        cp = proc.run(stage.argv, cwd=cwd, env=env)
+        cp = proc.run([*stage.argv, *extra_args], cwd=cwd, env=env)
     except proc.ToolMissing as e:
         return StageRun(stage, 0.0, 127, "", str(e), started=started)
     run = StageRun(stage, cp.seconds, cp.returncode, cp.stdout, cp.stderr, started=started)
@@ -351,6 +443,146 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float) -> StageRu
         run.artifacts = [Artifact.of(Path(cwd, p), stage=stage.index, arch=_arch_for(stage, p))
                          for p in stage.outputs if Path(cwd, p).is_file()]
     return run
+
+
+# Stages whose outputs follow from their key. Not the final link (it searches for system
+# libraries by name) nor anything unclassified.
+_CACHEABLE = frozenset({
+    StageKind.HOST_PREPROCESS, StageKind.CUDAFE, StageKind.DEVICE_PREPROCESS, StageKind.CICC,
+    StageKind.PTXAS, StageKind.FATBINARY, StageKind.HOST_COMPILE, StageKind.DEVICE_LINK,
+    StageKind.DLINK_FATBINARY, StageKind.DLINK_COMPILE})
+# The host compiler's stages read headers no command line names: they use the direct mode.
+_HOST_COMPILER = frozenset({StageKind.HOST_PREPROCESS, StageKind.DEVICE_PREPROCESS,
+                            StageKind.HOST_COMPILE, StageKind.DLINK_COMPILE})
+
+
+class _Context:
+    """What every stage of one build shares: environment, folders, the cache and counters."""
+
+    def __init__(self, plan: Plan, graph: Graph, env: dict[str, str], cwd: str, work: str,
+                 toolkit: Toolkit, cache: Cache | None, t0: float):
+        self.plan, self.graph, self.env, self.cwd, self.work = plan, graph, env, cwd, work
+        self.toolkit, self.cache, self.t0 = toolkit, cache, t0
+        self.counters = Counters()
+        self._lock = threading.Lock()
+        self.hasher = FileHasher(work)
+        self._scratch: str | None = None
+        host_env = {k: os.environ[k] for k in HOST_ENV if k in os.environ}
+        self.env_part = [sorted(plan.variables.items()), sorted(host_env.items())]
+
+    def close(self) -> None:
+        if self._scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        if self.cache is not None:
+            try:
+                if self.counters.hits or self.counters.misses:
+                    self.cache.record(self.counters)
+                if self.counters.stored:
+                    self.cache.evict()
+            except OSError:
+                pass  # bookkeeping only: never fail a build over it
+
+    def count(self, **kw: int) -> None:
+        with self._lock:
+            for k, v in kw.items():
+                setattr(self.counters, k, getattr(self.counters, k) + v)
+
+    def run(self, stage: Stage) -> StageRun:
+        if self.cache is None or stage.kind not in _CACHEABLE or not stage.outputs:
+            return run_stage(stage, self.env, self.cwd, self.t0)
+        try:
+            return self._cached(stage)
+        except OSError:
+            # The cache folder is unusable (full disk, permissions): build as if it were off.
+            return run_stage(stage, self.env, self.cwd, self.t0)
+
+    def _scratch_dir(self) -> str:
+        with self._lock:
+            if self._scratch is None:
+                tmp = self.cache.root / "tmp"
+                tmp.mkdir(parents=True, exist_ok=True)
+                self._scratch = tempfile.mkdtemp(prefix="deps-", dir=tmp)
+        return self._scratch
+
+    def _cached(self, stage: Stage) -> StageRun:
+        started = time.perf_counter() - self.t0
+        t = time.perf_counter()
+        keep_cwd = any(a in DEBUG_FLAGS or a.startswith(("-g", "-G")) for a in stage.argv)
+        paths = Paths(self.work, self.cwd, keep_cwd=keep_cwd)
+        inputs = []
+        for p in self.graph.reads(stage.index):
+            sha = self.hasher(paths.abs(p))
+            if sha is None and p in stage.inputs:
+                return run_stage(stage, self.env, self.cwd, self.t0)  # let the tool complain
+            inputs.append([paths.norm(p), sha])
+        base = ["stage/1", self.toolkit.version, stage.kind.value, tool_identity(stage.argv[0]),
+                [paths.norm(a) for a in stage.argv[1:]], self.env_part, inputs]
+        direct = stage.kind in _HOST_COMPILER and not any(
+            a.startswith("-M") for a in stage.argv)
+        if direct:
+            dkey = digest(base + ["direct"])
+            for headers in self.cache.header_sets(dkey):
+                if all(self.hasher(paths.abs(paths.real(name))) == sha
+                       for name, sha in headers.items()):
+                    hit = self._restore(stage, digest([dkey, sorted(headers.items())]), paths,
+                                        started, t)
+                    if hit is not None:
+                        self.count(direct_hits=1)
+                        return hit
+            depfile = os.path.join(self._scratch_dir(), f"{stage.index}.d")
+            run = run_stage(stage, self.env, self.cwd, self.t0, ("-MD", "-MF", depfile))
+            self.count(misses=1)
+            if run.ok:
+                try:
+                    names = parse_depfile(Path(depfile).read_text(errors="replace"))
+                except OSError:
+                    return run
+                headers = {paths.norm(n): self.hasher(paths.abs(n)) for n in names}
+                if all(headers.values()):
+                    key = digest([dkey, sorted(headers.items())])
+                    self._store(stage, key, run, paths)
+                    self.cache.add_header_set(dkey, headers)
+            return run
+        key = digest(base)
+        hit = self._restore(stage, key, paths, started, t)
+        if hit is not None:
+            return hit
+        run = run_stage(stage, self.env, self.cwd, self.t0)
+        self.count(misses=1)
+        if run.ok:
+            self._store(stage, key, run, paths)
+        return run
+
+    def _restore(self, stage: Stage, key: str, paths: Paths, started: float,
+                 t: float) -> StageRun | None:
+        entry = self.cache.get(key)
+        if entry is None:
+            return None
+        restored = None
+        if entry is not False:
+            dests = [paths.abs(paths.real(f["name"])) for f in entry.files]
+            restored = self.cache.restore(entry, dests)
+        if restored is None:  # damaged: drop it; the stage runs and stores a good one
+            self.cache.discard(key)
+            self.count(corrupt=1)
+            return None
+        self.count(hits=1)
+        run = StageRun(stage, time.perf_counter() - t, 0, entry.stdout, entry.stderr,
+                       started=started, cached=True)
+        run.artifacts = [Artifact(os.path.abspath(d), kind_of(d), _arch_for(stage, d) or arch_of(d), size, sha, stage.index)
+                         for d, (sha, size) in restored.files.items()]
+        return run
+
+    def _store(self, stage: Stage, key: str, run: StageRun, paths: Paths) -> None:
+        outs = [p for p in stage.outputs if Path(self.cwd, p).is_file()]
+        try:
+            if self.cache.put(key, [paths.abs(p) for p in outs],
+                              names=[paths.norm(p) for p in outs], stdout=run.stdout,
+                              stderr=run.stderr, seconds=run.seconds,
+                              about={"kind": stage.kind.value, "arch": stage.arch}):
+                self.count(stored=1)
+        except OSError:
+            pass  # an output vanished or the disk is full: the build itself is fine
 
 
 def _arch_for(stage: Stage, path: str) -> str | None:

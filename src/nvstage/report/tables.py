@@ -44,10 +44,20 @@ def _row(run: StageRun, build: Build) -> list[str]:
 
 
 def summary_line(build: Build) -> str:
+    """Wall time, the stage sum, the critical path (the wall-time floor) and the cache."""
     n = len(build.runs)
     parts = [f"{n} stages in {fmt_seconds(build.wall_seconds)}",
              f"stage sum {fmt_seconds(build.stage_seconds)}",
              f"plan {fmt_seconds(build.plan_seconds)}"]
+    if build.critical_path:
+        chain = " > ".join(str(i) for i in build.critical_path)
+        parts.append(f"critical path {fmt_seconds(build.critical_path_seconds)} ({chain})")
+    if getattr(build, "jobs", 1) > 1:
+        parts.append(f"-j {build.jobs}")
+    cache = getattr(build, "cache", None)
+    if cache:
+        parts.append(f"cache {cache['hits']} hit{'s' if cache['hits'] != 1 else ''}, "
+                     f"{cache['misses']} miss{'es' if cache['misses'] != 1 else ''}")
     text = ", ".join(parts)
     if build.output:
         text += f"; output {os.path.relpath(build.output, build.cwd)}"
