@@ -78,3 +78,46 @@ def _try(fn, *args):
         return int(fn(*args))
     except Exception:
         return None
+
+
+def cuda_device_facts(dev) -> dict:
+    """What cuda.core says about a device (after ``driver.require()``): SMs, clocks, memory."""
+    p = dev.properties
+    cc = dev.compute_capability
+    facts = {"name": dev.name, "compute_capability": f"{cc.major}.{cc.minor}",
+             "arch": f"sm_{cc.major}{cc.minor}", "pci_bus_id": _safe(lambda: dev.pci_bus_id)}
+    for key, attr in (("sm_count", "multiprocessor_count"),
+                      ("sm_clock_khz", "clock_rate"),
+                      ("memory_clock_khz", "memory_clock_rate"),
+                      ("memory_bus_width_bits", "global_memory_bus_width"),
+                      ("l2_cache_bytes", "l2_cache_size"),
+                      ("max_shared_memory_per_block_optin", "max_shared_memory_per_block_optin"),
+                      ("async_engine_count", "async_engine_count")):
+        facts[key] = _safe(lambda a=attr: int(getattr(p, a)))
+    return facts
+
+
+def device_facts(dev=None) -> dict:
+    """cuda.core's facts (when a device object is given) merged with NVML's for GPU 0."""
+    gpus, driver, note = nvml_gpus()
+    out: dict = {"nvml": gpus[0].to_json() if gpus else None, "nvml_note": note,
+                 "driver_version": driver}
+    if dev is not None:
+        out.update(cuda_device_facts(dev))
+    elif gpus:
+        out.update(name=gpus[0].name, compute_capability=gpus[0].compute_capability,
+                   arch=gpus[0].arch)
+    if gpus:
+        g = gpus[0]
+        out.update(memory_bytes=g.memory_bytes, pcie_generation=g.pcie_generation,
+                   pcie_width=g.pcie_width, pcie_max_generation=g.pcie_max_generation,
+                   pcie_max_width=g.pcie_max_width, sm_clock_max_mhz=g.sm_clock_max_mhz,
+                   mem_clock_max_mhz=g.mem_clock_max_mhz)
+    return out
+
+
+def _safe(fn):
+    try:
+        return fn()
+    except Exception:
+        return None

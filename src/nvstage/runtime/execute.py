@@ -319,15 +319,21 @@ class Engine:
 
     # -- the run -----------------------------------------------------------------------
     def run(self, reps: int | None = None, warmup: int | None = None,
-            timeline: bool = True) -> RunResult:
+            timeline: bool = True, profile: bool = True) -> RunResult:
         reps = self.w.reps if reps is None else reps
         warmup = self.w.warmup if warmup is None else warmup
         r = self.result
         ops = self._ops()
+        if not profile:  # run, time the whole sequence, check: no per-op instrumentation
+            for _ in range(warmup):
+                self._wall_pass(ops, None)
+            r.walls_ns = [self._wall_pass(ops, None) for _ in range(reps)]
+            r.completed_ops = len(ops) * (reps + warmup)
+            return self._finish(r, ops, None)
         samples = [OpSamples(op.index, op.kind, op.name, nbytes=op.nbytes) for op in ops]
         walls: list[float] = []
         expired: list[int] = []
-        self.log(f"measuring the noise floor")
+        self.log("measuring the noise floor")
         floor = self.noise_floor()
         r.decomposition = decompose([], [], floor, self.mode)
         for _ in range(warmup):
@@ -361,13 +367,17 @@ class Engine:
                 r.cupti = cupti.finish([(op.index, op.kind, op.name) for op in ops],
                                        helper_prefix="nvstage_")
         r.decomposition = decompose(samples, walls, floor, self.mode)
+        r.walls_ns = walls
         if expired:
             r.notes.append(f"the hold kernel expired before {len(expired)} op sample(s) were "
                            "released: those GPU times may include launch latency")
+        return self._finish(r, ops, r.decomposition if timeline else None)
+
+    def _finish(self, r: RunResult, ops: list[_Op], decomp) -> RunResult:
         results = {name: self._views_out[name].copy() for name in self.w.from_device}
         r.checks = run_check(self.w, self.initial, results, self.values)
-        if timeline:
-            medians = {o.index: o.gpu.median for o in r.decomposition.ops if o.gpu}
+        if decomp is not None:
+            medians = {o.index: o.gpu.median for o in decomp.ops if o.gpu}
             r.timeline = self._timeline(ops, medians)
         if any(not c.ok for c in r.checks):
             r.status = "check-failed"

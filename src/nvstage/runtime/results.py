@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..decompose import Decomposition
+from ..decompose import Decomposition, spread
 from ..errors import NvstageError
 
 SCHEMA = "nvstage.run/1"
@@ -41,6 +41,7 @@ class RunResult:
     checks: list = field(default_factory=list)  # CheckResult
     timeline: object | None = None  # report.trace.Timeline
     cupti: dict | None = None  # per-op CUPTI kernel/copy times when the extra is there
+    walls_ns: list[float] = field(default_factory=list)  # wall time of each repetition
     completed_ops: int = 0
     status: str = "ok"  # "ok" | "check-failed" | "failed"
     error: dict | None = None
@@ -55,6 +56,7 @@ class RunResult:
             "workload": self.workload, "mode": self.mode, "arch": self.arch,
             "status": self.status, "error": self.error, "device": self.device,
             "load": self.load, "completed_ops": self.completed_ops,
+            "wall_ns": spread(self.walls_ns).to_json() if self.walls_ns else None,
             "decomposition": self.decomposition.to_json() if self.decomposition else None,
             "checks": [c.to_json() for c in self.checks],
             "cupti": self.cupti, "notes": self.notes,

@@ -1,0 +1,59 @@
+"""Run a prepared workload: the driver probe first, then the engine. The library entry point.
+
+``run_workload`` never touches cuda.core unless ``driver.require()`` passes (the hang hazard
+in shared/TOOLCHAIN_FACTS.md); it raises ``NoDriver`` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import __version__
+from ..workload import Prepared, Workload
+from .driver import require
+from .results import SCHEMA, RunResult
+
+
+def run_workload(w: Workload, prep: Prepared, *, mode: str = "serialized",
+                 reps: int | None = None, warmup: int | None = None, profile: bool = True,
+                 use_cupti: bool = False, timeline: bool = True, toolkit=None,
+                 log: Callable[[str], None] | None = None) -> RunResult:
+    require()
+    from .devices import device_facts
+    from .execute import Engine, Loaded
+    from .helpers import helper_cubin
+
+    loaded = Loaded(prep.kind, prep.image, prep.mangled(), helper_cubin(prep.arch, toolkit))
+    engine = Engine(w, loaded, mode=mode, arch=prep.arch, use_cupti=use_cupti, log=log)
+    try:
+        engine.setup()
+    finally:
+        dev = getattr(engine, "dev", None)
+        engine.result.device = device_facts(dev)
+    return engine.run(reps=reps, warmup=warmup, timeline=timeline, profile=profile)
+
+
+def run_document(result: RunResult | None, w: Workload, prep: Prepared, *, probe=None,
+                 error: dict | None = None) -> dict:
+    """The ``--json`` document: schema ``nvstage.run/1``."""
+    from .driver import probe as get_probe
+
+    p = probe or get_probe()
+    doc = {
+        "schema": SCHEMA,
+        "nvstage": __version__,
+        "workload": {"name": w.name, "file": w.file, "code": w.code.kind,
+                     "path": w.code.path, "reps": w.reps, "warmup": w.warmup},
+        "arch": prep.arch,
+        "build": prep.build,
+        "compile_seconds": prep.compile_seconds,
+        "toolkit": (prep.build or {}).get("toolkit"),
+        "driver": p.to_json(),
+    }
+    if result is not None:
+        doc.update(result.to_json())
+        doc["driver"] = p.to_json()
+    if error is not None:
+        doc["status"] = "failed"
+        doc["error"] = error
+    return doc
