@@ -7,6 +7,10 @@ import typer
 from .. import __version__
 from .compile import compile_cmd
 from .doctor import doctor_cmd
+from .run import run_cmd
+from .occupancy import occupancy_cmd
+from .show import show_cmd
+from .diff import diff_cmd
 
 app = typer.Typer(
     name="nvstage",
@@ -20,6 +24,10 @@ app = typer.Typer(
 )
 app.command("compile")(compile_cmd)
 app.command("doctor")(doctor_cmd)
+app.command("run")(run_cmd)
+app.command("occupancy")(occupancy_cmd)
+app.command("show")(show_cmd)
+app.command("diff")(diff_cmd)
 
 
 def _version(value: bool) -> None:

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from ..artifacts import Artifact
+from ..artifacts import Artifact, sha256_file
 from ..errors import ArtifactError, InputNotFound
 from ..options import CompileOptions
 from ..pipeline import MANIFEST, Build, StageRun
@@ -43,6 +43,14 @@ def _artifact(d: dict, folder: Path) -> Artifact:
     return a
 
 
+def _unchanged(a: Artifact) -> bool:
+    """Still the file the build wrote? (A later build may have written the same path.)"""
+    try:
+        return os.path.getsize(a.path) == a.size and sha256_file(a.path) == a.sha256
+    except OSError:
+        return False
+
+
 def _from_json(doc: dict, folder: Path) -> Build:
     if not str(doc.get("schema", "")).startswith("nvstage.compile/"):
         raise ArtifactError(f"{folder / MANIFEST} is not an nvstage build manifest "
@@ -52,15 +60,19 @@ def _from_json(doc: dict, folder: Path) -> Build:
     toolkit = Toolkit(tk["nvcc"], tk["source"], tk["version"], tk["release"], tk["root"],
                       {n: ToolInfo(n, t["path"], t["version"]) for n, t in
                        tk.get("tools", {}).items()})
-    runs = []
+    runs, stale = [], []
     for s in doc["stages"]:
         stage = Stage.from_json({k: s[k] for k in ("index", "kind", "tool", "argv", "arch",
                                                    "inputs", "outputs")})
+        arts = [_artifact(a, folder) for a in s.get("artifacts", [])]
+        stale += [a.path for a in arts if not _unchanged(a)]
         runs.append(StageRun(stage, s["seconds"], s["returncode"], s.get("stdout", ""),
-                             s.get("stderr", ""),
-                             [_artifact(a, folder) for a in s.get("artifacts", [])],
+                             s.get("stderr", ""), [a for a in arts if _unchanged(a)],
                              s.get("started", 0.0), s.get("cached", False)))
-    return Build(doc["source"], CompileOptions(**opts), toolkit, doc["cwd"],
+    build = Build(doc["source"], CompileOptions(**opts), toolkit, doc["cwd"],
                  Plan.from_json(doc["plan"]), doc["dryrun_argv"], doc["plan_seconds"], runs,
                  doc["wall_seconds"], str(folder), doc.get("output"),
                  doc.get("status", "ok"), doc.get("error"), doc.get("via", "nvcc"))
+    # Artifacts gone or rewritten since the build are left out; say which.
+    build.stale = stale  # type: ignore[attr-defined]
+    return build

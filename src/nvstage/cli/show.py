@@ -1,0 +1,205 @@
+"""nvstage show: what is inside a PTX file, cubin, fatbin, object, executable or build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .common import data_console, emit_json, handled, stderr
+
+
+def show_cmd(
+    artifact: Annotated[Path, typer.Argument(
+        help="A .ptx, .cubin, .fatbin, object file, executable, keep folder or stages.json.",
+        show_default=False)],
+    sections: Annotated[Optional[str], typer.Option("--sections", "-s", metavar="SECTIONS",
+        help="Comma list of ptx, sass, resources, fatbin (or all). Default: what applies."
+        )] = None,
+    kernel: Annotated[Optional[str], typer.Option("--kernel", "-k",
+        help="Only this kernel (mangled, demangled, or the bare name).")] = None,
+    listing: Annotated[bool, typer.Option("--listing",
+        help="Print every SASS instruction, not just the counts.")] = False,
+    lineinfo: Annotated[bool, typer.Option("--lineinfo",
+        help="Interleave source lines in the SASS listing (needs a -lineinfo build).")
+        ] = False,
+    gpu: Annotated[Optional[str], typer.Option("--gpu",
+        help="Say whether it would run on this GPU (sm_90, h200, ...).")] = None,
+    driver: Annotated[Optional[str], typer.Option("--driver",
+        help="With --gpu: the driver version (580.65 or a CUDA version like 13.0).")] = None,
+    nvcc: Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
+        help="Use the cuobjdump/nvdisasm of the toolkit of this nvcc.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")] = False,
+) -> None:
+    """Show what is inside an artifact: PTX entries, SASS, resources, fatbin images.
+
+    Examples:
+
+      nvstage show vadd.nvstage
+
+      nvstage show multi.o --sections resources,fatbin --kernel block_sum
+
+      nvstage show a.out --gpu h200 --driver 580
+    """
+    from ..inspect.fatbin import kind_of_file
+    from ..inspect.view import collect_build, collect_file, parse_sections, to_json
+    from ..toolkit import find_toolkit
+
+    with handled(json_out):
+        kind = kind_of_file(artifact)
+        wanted = parse_sections(sections, kind)
+        if gpu and "fatbin" not in wanted and kind != "ptx":
+            wanted = wanted + ("fatbin",)  # will-it-run reads the image list
+        toolkit = find_toolkit(nvcc)
+        if kind == "build":
+            from ..inspect.manifest import load_build
+
+            build = load_build(artifact)
+            for path in getattr(build, "stale", []):
+                stderr().print(f"note: {path} is gone or was rewritten after this build; "
+                               "left out")
+            data = collect_build(build, wanted, toolkit, kernel=kernel,
+                                 lineinfo=lineinfo or None)
+        else:
+            data = collect_file(artifact, kind, wanted, toolkit, kernel=kernel,
+                                lineinfo=lineinfo)
+        con = data_console(json_out)
+        render(data, con, listing=listing or bool(kernel and "sass" in (sections or "")))
+        doc = {"artifact": str(artifact), "kind": kind, **to_json(data)}
+        if gpu:
+            doc["will_it_run"] = _will_it_run(data, kind, artifact, gpu, driver, con)
+        if json_out:
+            emit_json(doc)
+
+
+def _will_it_run(data: dict, kind: str, artifact: Path, gpu: str, driver: str | None, con):
+    from ..inspect import compat  # another module's; imported only when asked for
+
+    images = data.get("fatbin")
+    if images is None:
+        images = _images_of_single(data, kind, artifact)
+    verdict = compat.will_it_run(images, gpu, driver)
+    con.print(verdict.explain())
+    return verdict.to_json()
+
+
+def _images_of_single(data: dict, kind: str, artifact: Path):
+    """A bare cubin or PTX file is one image."""
+    from ..inspect.elf import read_cubin
+    from ..inspect.ptx import read_ptx
+    from ..inspect.records import FatbinImage
+
+    if kind == "cubin":
+        c = read_cubin(artifact.read_bytes(), str(artifact))
+        return [FatbinImage("cubin", c.arch, c.size, artifact.name,
+                            "device-link" if c.from_device_link else "kernel",
+                            kernels=c.kernels)]
+    m = read_ptx(artifact)
+    arch = m.target.replace("sm_", "compute_")
+    return [FatbinImage("ptx", arch, artifact.stat().st_size, artifact.name,
+                        ptx_version=m.version, kernels=tuple(e.name for e in m.entries))]
+
+
+def show_build(build, sections: str, console, *, toolkit, kernel: str | None = None) -> dict:
+    """After ``nvstage compile --show``: render the asked sections, return them as JSON."""
+    from ..inspect.view import collect_build, parse_sections, to_json
+
+    data = collect_build(build, parse_sections(sections, "build"), toolkit, kernel=kernel)
+    render(data, console, listing=False)
+    return to_json(data)
+
+
+# Rendering: one table per section, plain when the console has no colour.
+
+def render(data: dict, con, *, listing: bool = False) -> None:
+    for section in ("ptx", "fatbin", "resources", "sass"):
+        if section in data:
+            _RENDER[section](data[section], con, listing)
+
+
+def _table(title: str, *cols: str):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
+    for c in cols:
+        t.add_column(c, justify="right" if c.startswith(("#", "size", "regs", "spill",
+                                                          "stack", "smem", "cmem", "lmem",
+                                                          "bar", "time", "instr", "lines"))
+                     else "left", overflow="fold")
+    return t
+
+
+def _ptx(modules, con, _listing) -> None:
+    for m in modules:
+        t = _table(f"PTX {m.version}, target {m.target}, {m.line_count} lines",
+                   "entry", "parameters", "lines", "maxntid")
+        for e in m.entries:
+            params = ", ".join(f"{p.ptx_type}{'*' if p.is_pointer else ''}"
+                               f"{'[' + str(p.size) + ']' if p.ptx_type == 'b8' else ''}"
+                               f" ({p.size} B, align {p.align})" for p in e.params)
+            t.add_row(e.demangled, params or "-", str(e.line_count),
+                      "x".join(map(str, e.max_ntid)) if e.max_ntid else "")
+        con.print(t)
+
+
+def _fatbin(images, con, _listing) -> None:
+    from ..report.units import fmt_bytes
+
+    if not images:
+        return
+
+    t = _table("fatbin images", "#", "image", "kind", "arch", "size", "role", "section",
+               "PTX ISA", "kernels")
+    for im in images:
+        t.add_row(str(im.index), im.name, im.kind, im.arch, fmt_bytes(im.size), im.role,
+                  im.section, im.ptx_version or "", str(len(im.kernels)) if im.kernels
+                  or im.kind != "ltoir" else "?")
+    con.print(t)
+
+
+def _n(v) -> str:
+    return "?" if v is None else str(v)
+
+
+def _resources(rows, con, _listing) -> None:
+    t = _table("resources", "kernel", "arch", "regs", "spill st/ld", "stack", "smem", "cmem[0]",
+               "lmem", "bar", "time (ms)", "final", "source")
+    for r in rows:
+        spill = f"{_n(r.spill_stores)}/{_n(r.spill_loads)}"
+        if r.spills:
+            spill += " SPILLS"
+        t.add_row(r.demangled, r.arch, str(r.registers), spill, str(r.stack_frame),
+                  str(r.shared_bytes), _n(r.constant_bytes), _n(r.local_bytes),
+                  _n(r.barriers), "" if r.compile_ms is None else f"{r.compile_ms:.2f}",
+                  "yes" if r.final else "no (per file)", r.source)
+    con.print(t)
+    spilling = [r for r in rows if r.spills]
+    for r in spilling:
+        stderr().print(f"warning: {r.demangled} ({r.arch}) spills: {r.spill_stores} bytes "
+                       f"stored, {r.spill_loads} bytes loaded from local memory")
+
+
+def _sass(kernels, con, listing) -> None:
+    t = _table("SASS", "kernel", "arch", "image", "instructions", "top opcodes")
+    for k in kernels:
+        top = ", ".join(f"{op} {n}" for op, n in list(k.opcode_counts.items())[:6])
+        t.add_row(k.demangled + ("" if k.is_entry else " (device function)"), k.arch,
+                  k.image, str(k.instruction_count), top)
+    con.print(t)
+    if not listing:
+        return
+    from rich.text import Text
+
+    for k in kernels:
+        con.print(Text(f"\n{k.demangled} ({k.arch}, {k.image})", style="bold"))
+        last = None
+        for i in k.instructions:
+            if i.source and i.source != last:
+                con.print(Text(f"        // {i.source}", style="dim"))
+                last = i.source
+            con.print(Text(f"  {i.offset:05x}  {i.text}"))
+
+
+_RENDER = {"ptx": _ptx, "fatbin": _fatbin, "resources": _resources, "sass": _sass}

@@ -1,0 +1,120 @@
+"""Two builds side by side: per kernel (registers, spills, shared memory, SASS instructions,
+cubin size) and per stage (time), with deltas. "What did my change do to the kernel?"."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+KERNEL_METRICS = ("registers", "spill_stores", "spill_loads", "shared_bytes",
+                  "instructions", "cubin_size")
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str  # "kernel (arch)" or "stage kind (arch)"
+    a: dict  # metric -> value (None: absent in that build)
+    b: dict
+
+    def delta(self, metric: str):
+        va, vb = self.a.get(metric), self.b.get(metric)
+        if va is None or vb is None:
+            return None
+        return vb - va
+
+    @property
+    def changed(self) -> bool:
+        return any(self.a.get(m) != self.b.get(m) for m in set(self.a) | set(self.b)
+                   if m != "seconds")
+
+    def to_json(self) -> dict:
+        metrics = sorted(set(self.a) | set(self.b))
+        return {"key": self.key, "a": self.a, "b": self.b,
+                "delta": {m: self.delta(m) for m in metrics}}
+
+
+@dataclass
+class BuildDiff:
+    a: str  # where each build was read from
+    b: str
+    kernels: list[Row] = field(default_factory=list)
+    stages: list[Row] = field(default_factory=list)
+    total_seconds: tuple[float, float] = (0.0, 0.0)
+
+    def to_json(self) -> dict:
+        return {"a": self.a, "b": self.b,
+                "kernels": [r.to_json() for r in self.kernels],
+                "stages": [r.to_json() for r in self.stages],
+                "stage_seconds": {"a": self.total_seconds[0], "b": self.total_seconds[1],
+                                  "delta": self.total_seconds[1] - self.total_seconds[0]}}
+
+
+def kernel_figures(build, toolkit) -> dict[str, dict]:
+    """"kernel (arch[, per file])" -> the kernel metrics, from the build's kept artifacts."""
+    from .inspect.elf import read_cubin
+    from .inspect.resources import build_resources
+    from .inspect.sass import build_sass
+
+    out: dict[str, dict] = {}
+
+    def key(name, arch, final=True):
+        return f"{name} ({arch}{'' if final else ', per file'})"
+
+    for r in build_resources(build, toolkit):
+        out[key(r.demangled, r.arch, r.final)] = {
+            "registers": r.registers, "spill_stores": r.spill_stores,
+            "spill_loads": r.spill_loads, "shared_bytes": r.shared_bytes}
+    for a in build.artifacts:
+        if a.kind != "cubin" or not os.path.isfile(a.path):
+            continue
+        cubin = read_cubin(open(a.path, "rb").read(), a.path)
+        final = not cubin.relocatable
+        for k in build_sass(build_only(a), toolkit, lineinfo=False):
+            if not k.is_entry:
+                continue
+            row = out.setdefault(key(k.demangled, k.arch, final), {})
+            row["instructions"] = k.instruction_count
+            row["cubin_size"] = a.size
+    return out
+
+
+class build_only:  # noqa: N801 - a tiny stand-in Build holding one artifact
+    def __init__(self, artifact):
+        self.artifacts = [artifact]
+        self.options = type("O", (), {"lineinfo": False})()
+        self.toolkit = None
+
+
+def stage_times(build) -> dict[str, float]:
+    """"kind (arch)" -> seconds; a kind seen twice for one arch is numbered (#2)."""
+    seen: dict[str, int] = defaultdict(int)
+    out = {}
+    for run in build.runs:
+        s = run.stage
+        base = f"{s.kind.value}" + (f" ({s.arch})" if s.arch else "")
+        seen[base] += 1
+        out[base if seen[base] == 1 else f"{base} #{seen[base]}"] = run.seconds
+    return out
+
+
+def diff_builds(a, b, toolkit=None, *, a_name: str = "A", b_name: str = "B") -> BuildDiff:
+    """Compare two ``Build`` s (e.g. from ``nvstage.inspect.manifest.load_build``)."""
+    toolkit = toolkit or a.toolkit
+    ka, kb = kernel_figures(a, toolkit), kernel_figures(b, toolkit)
+    kernels = [Row(k, ka.get(k, {}), kb.get(k, {})) for k in _union(ka, kb)]
+    sa, sb = stage_times(a), stage_times(b)
+    stages = [Row(k, {"seconds": sa.get(k)} if k in sa else {},
+                  {"seconds": sb.get(k)} if k in sb else {}) for k in _union(sa, sb)]
+    return BuildDiff(a_name, b_name, kernels, stages, (a.stage_seconds, b.stage_seconds))
+
+
+def diff_paths(a_path, b_path, toolkit=None) -> BuildDiff:
+    from .inspect.manifest import load_build
+
+    a, b = load_build(a_path), load_build(b_path)
+    return diff_builds(a, b, toolkit, a_name=str(a_path), b_name=str(b_path))
+
+
+def _union(a: dict, b: dict) -> list[str]:
+    return list(dict.fromkeys([*a, *b]))
