@@ -51,8 +51,9 @@ def run_document(result: RunResult | None, w: Workload, prep: Prepared, *, probe
         "driver": p.to_json(),
     }
     if result is not None:
-        doc.update(result.to_json())
-        doc["driver"] = p.to_json()
+        rj = result.to_json()
+        rj.pop("workload", None)
+        doc.update(rj)
     if error is not None:
         doc["status"] = "failed"
         doc["error"] = error

@@ -1,0 +1,239 @@
+"""nvstage run: launch a workload's kernels on the GPU, check the results, decompose the time.
+
+The order of checks, so a bad workload is reported the same way on any machine:
+1. the workload file is parsed (errors name the file, table and key; exit 2);
+2. the code is compiled (or read) and every launch is validated against the kernels' real
+   parameter lists (exit 2), with no GPU needed;
+3. ``--dry-run`` stops here and prints the plan;
+4. only then is the driver probed: no driver or GPU is one line and exit 7, never a hang;
+5. the run itself: a failing kernel, copy or allocation is named (exit 8) with what ran before
+   it kept in ``--json``; a failed check exits 9.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .common import data_console, emit_json, handled, stderr
+
+DEFAULT_ARCH = "sm_90"  # used to validate (and dry-run) when no --arch and no GPU is seen
+
+
+def run_cmd(
+    workload: Annotated[Path, typer.Argument(help="The workload TOML file.",
+                                             show_default=False)],
+    profile: Annotated[bool, typer.Option("--profile",
+        help="Time every launch (host), kernel and copy (GPU), and decompose the total.")
+        ] = False,
+    mode: Annotated[str, typer.Option("--mode",
+        help="serialized: synchronise after every operation (the sequential baseline); "
+             "pipelined: asynchronous, as real programs run.")] = "serialized",
+    json_file: Annotated[Optional[Path], typer.Option("--json",
+        help="Write the run document (schema nvstage.run/1) to this file.")] = None,
+    trace_file: Annotated[Optional[Path], typer.Option("--trace",
+        help="Write a Chrome/Perfetto trace (host, kernel and copy lanes) to this file.")
+        ] = None,
+    arch: Annotated[Optional[str], typer.Option("--arch",
+        help="Compile for this arch (default: the GPU's; sm_90 to validate without one).")
+        ] = None,
+    reps: Annotated[Optional[int], typer.Option("--reps",
+        help="Repetitions (default: the workload's [run] reps).")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup",
+        help="Warm-up repetitions (default: the workload's).")] = None,
+    cupti: Annotated[bool, typer.Option("--cupti",
+        help="Also collect CUPTI activity records (needs the cupti extra).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", "--validate-only",
+        help="Validate the workload and print the plan of operations; needs no GPU.")
+        ] = False,
+    nvcc: Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
+        help="Use this nvcc instead of the one from the pip wheels.")] = None,
+) -> None:
+    """Run a workload's kernels on the GPU, check the results, and measure the time.
+
+    With --profile: each launch's host time, each kernel's and copy's GPU time (event pairs;
+    CUPTI too with --cupti), bytes and bandwidth of each copy (pinned host memory), module
+    load time apart, and T = sum launch + sum kernel + sum transfer against the measured wall
+    time, with medians and spread over repetitions. Figures below the measured noise floor
+    are flagged.
+
+    Examples:
+
+      nvstage run examples/run/saxpy.toml --profile
+
+      nvstage run examples/run/many_launches.toml --profile --mode pipelined --trace t.json
+
+      nvstage run examples/run/vadd.toml --dry-run
+    """
+    from ..errors import NoDriver
+
+    with handled(False):
+        try:
+            _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cupti,
+                 dry_run, nvcc)
+        except NoDriver as e:  # exactly one line, never wrapped by the console
+            import sys
+
+            sys.stderr.write(f"error: {e.message}\n")
+            sys.stderr.flush()
+            raise typer.Exit(e.exit_code) from None
+
+
+def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cupti, dry_run,
+         nvcc) -> None:
+    from ..errors import NoDriver, UsageError
+    from ..runtime.driver import probe
+    from ..toolkit import find_toolkit
+    from ..workload import Workload, load_and_validate, plan_lines
+
+    if mode not in ("serialized", "pipelined"):
+        raise UsageError(f"unknown --mode {mode!r}", hint="choose serialized or pipelined")
+    for name, v in (("--reps", reps), ("--warmup", warmup)):
+        if v is not None and v < (1 if name == "--reps" else 0):
+            raise UsageError(f"{name} must be {'>= 1' if name == '--reps' else '>= 0'}")
+    err = stderr()
+    w = Workload.from_toml(workload)
+    p = probe()
+    arch_note = ""
+    if arch is None:
+        arch, arch_note = _default_arch(p)
+    toolkit = find_toolkit(nvcc)
+    w, prep, notes = load_and_validate(w, arch, toolkit=toolkit)
+    for n in notes:
+        err.print(f"note: {n.where}: {n.message}", markup=False, highlight=False)
+    if dry_run:
+        out = data_console(False)
+        if arch_note:
+            err.print(arch_note, markup=False)
+        for line in plan_lines(w):
+            out.print(line, markup=False, highlight=False)
+        err.print(f"valid: {len(w.launches)} launch entr{'y' if len(w.launches) == 1 else 'ies'}"
+                  f", {len(w.operations())} operations per repetition (no GPU used)",
+                  markup=False)
+        return
+    if not p.available:  # one line: what is missing and what still works
+        raise NoDriver(f"cannot run on a GPU: {p.reason}; compile, show and the offline tools "
+                       "still work (the workload is valid)")
+    from ..runtime.results import GpuRunFailed
+    from ..runtime.session import run_document, run_workload
+
+    def log(msg: str) -> None:
+        err.print(msg, markup=False, style="dim")
+
+    result, failure = None, None
+    try:
+        result = run_workload(w, prep, mode=mode, reps=reps, warmup=warmup, profile=profile,
+                              use_cupti=cupti, timeline=trace_file is not None, toolkit=toolkit,
+                              log=log)
+    except GpuRunFailed as e:
+        failure, result = e, e.result
+    doc = run_document(result, w, prep, probe=p,
+                       error=failure.to_json() if failure else None)
+    if result is not None:
+        render(result, data_console(False))
+    if json_file:
+        from ..artifacts import write_json_atomic
+
+        write_json_atomic(json_file, doc)
+        err.print(f"wrote {json_file}", markup=False)
+    if trace_file and result is not None and result.timeline is not None:
+        from ..artifacts import write_json_atomic
+        from ..report.trace import chrome_trace
+
+        write_json_atomic(trace_file, chrome_trace(
+            result.timeline, result.decomposition,
+            {"workload": w.name, "mode": mode, "device": result.device.get("name")}))
+        err.print(f"wrote {trace_file}", markup=False)
+    if failure:
+        raise failure
+    if result.status == "check-failed":
+        raise CheckFailed("the results do not match the check: "
+                          + "; ".join(f"{c.buffer}: {c.mismatches}/{c.elements} differ"
+                                      f"{' (' + c.message + ')' if c.message else ''}"
+                                      for c in result.checks if not c.ok))
+
+
+def _default_arch(p) -> tuple[str, str]:
+    if p.available:
+        from ..runtime.devices import nvml_gpus
+
+        gpus, _, _ = nvml_gpus()
+        if gpus:
+            return gpus[0].arch, ""
+    return DEFAULT_ARCH, (f"note: no GPU seen; validated for {DEFAULT_ARCH} (pass --arch to "
+                          "choose)")
+
+
+def _checkfailed_cls():
+    from ..errors import NvstageError
+
+    class CheckFailed(NvstageError):
+        exit_code = 9
+
+    return CheckFailed
+
+
+CheckFailed = _checkfailed_cls()
+
+
+def _us(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1000:.2f}"
+
+
+def render(result, con) -> None:
+    """Per-op rows, the decomposition, the checks: all measured, units in the headers."""
+    from rich import box
+    from rich.table import Table
+
+    d = result.decomposition
+    load = result.load or {}
+    if load:
+        con.print(f"module load ({load.get('kind')}, {load.get('bytes')} bytes"
+                  f"{', incl. PTX JIT' if load.get('includes_ptx_jit') else ''}): "
+                  f"{load.get('seconds', 0) * 1e3:.2f} ms (not part of T)", markup=False)
+    if d is not None and d.ops:
+        t = Table(box=box.SIMPLE, title=f"operations, median over {len(d.reps)} reps "
+                  f"(IQR), {result.mode}")
+        for col in ("#", "op", "name", "host us", "GPU us", "GPU IQR us", "bytes", "GB/s",
+                    "flags"):
+            t.add_column(col, justify="right" if col not in ("op", "name", "flags") else "left")
+        for o in d.ops:
+            t.add_row(str(o.index), o.kind, o.name,
+                      _us(o.host.median if o.host else None),
+                      _us(o.gpu.median if o.gpu else None),
+                      _us(o.gpu.iqr if o.gpu else None),
+                      str(o.nbytes) if o.nbytes else "",
+                      f"{o.bandwidth_gbs:.1f}" if o.bandwidth_gbs else "",
+                      "; ".join(o.flags))
+        con.print(t)
+        s = Table(box=box.SIMPLE, title="decomposition (us): T = launch + kernel + transfer")
+        for col in ("term", "median", "p25", "p75", "min", "max"):
+            s.add_column(col, justify="left" if col == "term" else "right")
+        for label, sp in (("sum launch (host)", d.launch), ("sum kernel (GPU)", d.kernel),
+                          ("sum transfer (GPU)", d.transfer), ("T", d.total),
+                          ("wall (measured)", d.wall), ("overlap = T - wall", d.overlap)):
+            if sp:
+                s.add_row(label, _us(sp.median), _us(sp.p25), _us(sp.p75), _us(sp.min),
+                          _us(sp.max))
+        con.print(s)
+        f = d.floor
+        con.print(f"noise floor: event resolution {_us(f.event_resolution_ns)} us, empty "
+                  f"kernel {_us(f.empty_kernel_ns)} us, 4-byte copy {_us(f.smallest_copy_ns)} "
+                  f"us (copies from pinned host memory)", markup=False)
+        for flag in d.flags:
+            con.print(f"flag: {flag}", markup=False)
+    elif result.walls_ns:
+        from ..decompose import spread
+
+        sp = spread(result.walls_ns)
+        con.print(f"wall time per repetition: median {_us(sp.median)} us, IQR {_us(sp.iqr)} "
+                  f"us over {sp.n} (run with --profile for the decomposition)", markup=False)
+    for n in result.notes:
+        con.print(f"note: {n}", markup=False)
+    for c in result.checks:
+        status = "pass" if c.ok else "FAIL"
+        con.print(f"check {c.buffer}: {status} ({c.mismatches}/{c.elements} differ, max abs "
+                  f"err {c.max_abs_err})", markup=False)
+    con.print(f"status: {result.status}", markup=False)
