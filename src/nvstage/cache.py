@@ -162,9 +162,11 @@ class Cache:
         except (ValueError, KeyError, TypeError, AttributeError):
             return False
 
-    def restore(self, entry: Entry, dests: Sequence[str | os.PathLike]) -> Restored | None:
+    def restore(self, entry: Entry, dests: Sequence[str | os.PathLike],
+                rewrite: tuple[bytes, bytes] | None = None) -> Restored | None:
         """Copy the entry's files to ``dests`` (same order), checking each hash on the way.
 
+        ``rewrite``: (placeholder, real path) put back into text files (see ``put``).
         Returns None, having copied nothing into place, when a file is missing or damaged.
         Each destination is replaced by rename: a hard link or open reader elsewhere never
         sees the cache's bytes change.
@@ -176,22 +178,21 @@ class Cache:
         try:
             for i, (info, dest) in enumerate(zip(entry.files, dests, strict=True)):
                 dest = os.fspath(dest)
+                data = (entry.path / str(i)).read_bytes()
+                if len(data) != info["size"] or _sha(data) != info["sha256"]:
+                    raise ValueError("hash mismatch")
+                if rewrite and b"\0" not in data:
+                    data = data.replace(*rewrite)
                 os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
                 fd, tmp = tempfile.mkstemp(prefix=".nvstage-", dir=os.path.dirname(dest) or ".")
                 staged.append((dest, Path(tmp)))
-                h, n = hashlib.sha256(), 0
-                with open(entry.path / str(i), "rb") as src, os.fdopen(fd, "wb") as dst:
-                    while block := src.read(1 << 20):
-                        h.update(block)
-                        n += len(block)
-                        dst.write(block)
-                if h.hexdigest() != info["sha256"] or n != info["size"]:
-                    raise ValueError("hash mismatch")
-                out.files[dest] = (info["sha256"], n)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                out.files[dest] = (_sha(data), len(data))
             for dest, tmp in staged:
                 os.replace(tmp, dest)
             staged = []
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, TypeError):
             return None
         finally:
             for _, tmp in staged:
@@ -202,9 +203,14 @@ class Cache:
         return out
 
     def put(self, key: str, files: Sequence[str | os.PathLike], *, stdout: str, stderr: str,
-            seconds: float, names: Sequence[str] | None = None, about: dict | None = None
-            ) -> bool:
-        """Store ``files`` under ``key``; False when another build stored it first."""
+            seconds: float, names: Sequence[str] | None = None, about: dict | None = None,
+            rewrite: tuple[bytes, bytes] | None = None) -> bool:
+        """Store ``files`` under ``key``; False when another build stored it first.
+
+        ``rewrite``: (real path, placeholder) replaced in text files, so an entry made in one
+        work folder restores correctly into another (cudafe's stub names its own path in
+        ``#line`` markers). A binary file holding the path is not stored: False.
+        """
         final = self._entry_dir(key)
         if final.exists():
             return False
@@ -213,14 +219,14 @@ class Cache:
         try:
             infos = []
             for i, f in enumerate(files):
-                h, n = hashlib.sha256(), 0
-                with open(f, "rb") as src, open(tmp / str(i), "wb") as dst:
-                    while block := src.read(1 << 20):
-                        h.update(block)
-                        n += len(block)
-                        dst.write(block)
+                data = Path(f).read_bytes()
+                if rewrite and rewrite[0] in data:
+                    if b"\0" in data:
+                        return False
+                    data = data.replace(*rewrite)
+                (tmp / str(i)).write_bytes(data)
                 infos.append({"name": (names[i] if names else os.path.basename(f)),
-                              "sha256": h.hexdigest(), "size": n})
+                              "sha256": _sha(data), "size": len(data)})
             meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": stdout,
                     "stderr": stderr, "seconds": seconds, "created": time.time(),
                     "about": about or {}}
@@ -354,24 +360,33 @@ def _write_atomic(path: Path, data: bytes, tmpdir: Path) -> None:
 
 # -- keys -----------------------------------------------------------------------------------
 class FileHasher:
-    """sha256 of files, remembered by (inode, size, mtime) for files outside the work folder:
-    the same headers are read by every preprocessing stage of a build."""
+    """sha256 of files as a key sees them.
 
-    def __init__(self, volatile: str | os.PathLike):
+    Files in the work folder are hashed with the folder's path replaced by a placeholder (so
+    a build in another folder finds the same keys); files elsewhere (headers) are remembered
+    by (inode, size, mtime): every preprocessing stage of a build reads the same ones.
+    """
+
+    def __init__(self, volatile: str | os.PathLike, token: bytes = b"@WORK@"):
         self.volatile = os.path.join(os.path.abspath(volatile), "")
+        self.real = os.path.abspath(volatile).encode()
+        self.token = token
         self._memo: dict[str, tuple[tuple, str]] = {}
 
     def __call__(self, path: str) -> str | None:
+        if os.path.abspath(path).startswith(self.volatile):
+            try:
+                return _sha(Path(path).read_bytes().replace(self.real, self.token))
+            except OSError:
+                return None
         try:
             st = os.stat(path)
         except OSError:
             return None
         sig = (st.st_ino, st.st_size, st.st_mtime_ns)
-        stable = not os.path.abspath(path).startswith(self.volatile)
-        if stable:
-            got = self._memo.get(path)
-            if got and got[0] == sig:
-                return got[1]
+        got = self._memo.get(path)
+        if got and got[0] == sig:
+            return got[1]
         h = hashlib.sha256()
         try:
             with open(path, "rb") as f:
@@ -380,8 +395,7 @@ class FileHasher:
         except OSError:
             return None
         digest = h.hexdigest()
-        if stable:
-            self._memo[path] = (sig, digest)
+        self._memo[path] = (sig, digest)
         return digest
 
 

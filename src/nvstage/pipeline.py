@@ -456,6 +456,17 @@ _HOST_COMPILER = frozenset({StageKind.HOST_PREPROCESS, StageKind.DEVICE_PREPROCE
                             StageKind.HOST_COMPILE, StageKind.DLINK_COMPILE})
 
 
+def _key_args(stage: Stage, paths: Paths) -> list[str]:
+    """The arguments as a key sees them: folders as placeholders and, for the host compiler,
+    the ``-o`` file as a slot (an object or .ii does not depend on its own name)."""
+    out = [paths.norm(a) for a in stage.argv[1:]]
+    if stage.kind in _HOST_COMPILER:
+        for n, a in enumerate(stage.argv[1:-1]):
+            if a == "-o" and stage.argv[n + 2] in stage.outputs:
+                out[n + 1] = "@OUT@"
+    return out
+
+
 class _Context:
     """What every stage of one build shares: environment, folders, the cache and counters."""
 
@@ -516,7 +527,7 @@ class _Context:
                 return run_stage(stage, self.env, self.cwd, self.t0)  # let the tool complain
             inputs.append([paths.norm(p), sha])
         base = ["stage/1", self.toolkit.version, stage.kind.value, tool_identity(stage.argv[0]),
-                [paths.norm(a) for a in stage.argv[1:]], self.env_part, inputs]
+                _key_args(stage, paths), self.env_part, inputs]
         direct = stage.kind in _HOST_COMPILER and not any(
             a.startswith("-M") for a in stage.argv)
         if direct:
@@ -560,8 +571,12 @@ class _Context:
             return None
         restored = None
         if entry is not False:
-            dests = [paths.abs(paths.real(f["name"])) for f in entry.files]
-            restored = self.cache.restore(entry, dests)
+            try:  # each file is stored under its place in the stage's outputs
+                dests = [paths.abs(stage.outputs[int(f["name"])]) for f in entry.files]
+            except (ValueError, IndexError, KeyError, TypeError):
+                dests = None
+            if dests is not None:
+                restored = self.cache.restore(entry, dests, (b"@WORK@", self.work.encode()))
         if restored is None:  # damaged: drop it; the stage runs and stores a good one
             self.cache.discard(key)
             self.count(corrupt=1)
@@ -574,12 +589,13 @@ class _Context:
         return run
 
     def _store(self, stage: Stage, key: str, run: StageRun, paths: Paths) -> None:
-        outs = [p for p in stage.outputs if Path(self.cwd, p).is_file()]
+        slots = [n for n, p in enumerate(stage.outputs) if Path(self.cwd, p).is_file()]
         try:
-            if self.cache.put(key, [paths.abs(p) for p in outs],
-                              names=[paths.norm(p) for p in outs], stdout=run.stdout,
+            if self.cache.put(key, [paths.abs(stage.outputs[n]) for n in slots],
+                              names=[str(n) for n in slots], stdout=run.stdout,
                               stderr=run.stderr, seconds=run.seconds,
-                              about={"kind": stage.kind.value, "arch": stage.arch}):
+                              about={"kind": stage.kind.value, "arch": stage.arch},
+                              rewrite=(self.work.encode(), b"@WORK@")):
                 self.count(stored=1)
         except OSError:
             pass  # an output vanished or the disk is full: the build itself is fine
