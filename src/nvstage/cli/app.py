@@ -7,6 +7,7 @@ import typer
 from .. import __version__
 from .compile import compile_cmd
 from .doctor import doctor_cmd
+from .occupancy import occupancy_cmd
 from .run import run_cmd
 from .occupancy import occupancy_cmd
 from .show import show_cmd
@@ -24,6 +25,7 @@ app = typer.Typer(
 )
 app.command("compile")(compile_cmd)
 app.command("doctor")(doctor_cmd)
+app.command("occupancy")(occupancy_cmd)
 app.command("run")(run_cmd)
 app.command("occupancy")(occupancy_cmd)
 app.command("show")(show_cmd)
