@@ -5,6 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
+def short_names(demangled: str) -> tuple[str, ...]:
+    """``void scale<float>(float*, float, int)`` -> (``void scale<float>``, ``scale<float>``,
+    ``scale``): the shorter ways a user may name a kernel."""
+    head = demangled.split("(")[0].strip()
+    words = head.split()
+    last = words[-1] if words else ""
+    return tuple(dict.fromkeys(n for n in (head, last, last.split("<")[0]) if n))
+
+
 @dataclass(frozen=True)
 class PtxParam:
     name: str
@@ -35,8 +44,9 @@ class PtxModule:
     line_count: int = 0
 
     def entry(self, name: str) -> PtxEntry | None:
+        """By mangled name, demangled signature, or bare name (``scale<float>``, ``scale``)."""
         for e in self.entries:
-            if name in (e.name, e.demangled) or e.demangled.split("(")[0] == name:
+            if name in (e.name, e.demangled) or name in short_names(e.demangled):
                 return e
         return None
 

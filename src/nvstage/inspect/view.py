@@ -35,11 +35,9 @@ def parse_sections(text: str | None, kind: str) -> tuple[str, ...]:
 def matches(wanted: str | None, name: str, demangled: str = "") -> bool:
     """``--kernel``: the mangled name, the demangled signature, or its bare function name
     (``scale<float>`` or ``scale``)."""
-    if not wanted or wanted in (name, demangled):
-        return True
-    words = demangled.split("(")[0].split()
-    head = words[-1] if words else ""
-    return wanted in (head, head.split("<")[0])
+    from .records import short_names
+
+    return not wanted or wanted in (name, demangled) or wanted in short_names(demangled)
 
 
 def _filter(items, kernel, key=lambda x: (x.kernel, x.demangled)):

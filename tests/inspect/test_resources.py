@@ -1,0 +1,121 @@
+"""Resource readers against ptxas -v and cuobjdump -res-usage; spills flagged; fuzzed."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nvstage.errors import NvstageError
+from nvstage.inspect.resources import (build_resources, parse_ptxas_verbose, parse_res_usage,
+                                       resources_of)
+
+
+def test_ptxas_verbose_captured(captured):
+    rows = parse_ptxas_verbose((captured / "cuda13.5-multi-ptxas-v.txt").read_text())
+    assert len(rows) == 10 and {r.arch for r in rows} == {"sm_80", "sm_90"}
+    hist80 = next(r for r in rows if r.kernel == "histogram" and r.arch == "sm_80")
+    assert (hist80.registers, hist80.barriers, hist80.shared_bytes, hist80.constant_bytes,
+            hist80.compile_ms) == (8, 1, 1024, 372, 6.526)
+    hist90 = next(r for r in rows if r.kernel == "histogram" and r.arch == "sm_90")
+    assert hist90.registers == 12 and hist90.constant_bytes is None  # sm_90+ omits cmem[0]
+    assert not any(r.spills for r in rows)
+    assert next(r for r in rows if r.kernel == "_Z5scaleIfEvPT_S0_i").demangled == \
+        "void scale<float>(float*, float, int)"
+
+
+def test_spill_report_captured(captured):
+    (r,) = parse_ptxas_verbose((captured / "cuda13.5-spill-sm80-ptxas-v.txt").read_text())
+    assert (r.kernel, r.arch, r.registers) == ("spill", "sm_80", 24)
+    assert r.spills and r.spill_stores > 0 and r.spill_loads > 0 and r.stack_frame > 0
+
+
+def test_nvlink_verbose_captured(captured):
+    text = (captured / "cuda13.5-rdc-ptxas-nvlink-v.txt").read_text()
+    linked = [r for r in parse_ptxas_verbose(text, arch="sm_80") if r.compile_ms is None]
+    assert [(r.kernel, r.registers, r.local_bytes) for r in linked] == \
+        [("_Z4vaddPKfS0_Pfi", 12, 0)]
+
+
+def test_res_usage_captured(captured):
+    rows = parse_res_usage((captured / "cuda13.5-multi-res-usage.txt").read_text())
+    assert len(rows) == 10
+    h = next(r for r in rows if r.kernel == "histogram" and r.arch == "sm_90")
+    assert (h.registers, h.shared_section_bytes, h.constant_bytes) == (12, 2048, 548)
+    assert h.spill_stores is None  # cuobjdump does not report spills
+
+
+def test_ptxas_and_cuobjdump_agree_on_the_same_object(built, reference):
+    root, _ = built
+    ptxas = {(r.kernel, r.arch): r for r in
+             parse_ptxas_verbose((root / "multi_ptxas.txt").read_text())}
+    dumped = {(r.kernel, r.arch): r for r in
+              parse_res_usage(reference("cuobjdump", "-res-usage", root / "multi.o"))}
+    assert set(ptxas) == set(dumped) and len(ptxas) == 10
+    for key, p in ptxas.items():
+        d = dumped[key]
+        assert p.registers == d.registers and p.stack_frame == d.stack_frame
+        if p.constant_bytes is not None:
+            assert p.constant_bytes == d.constant_bytes
+    # resources_of reads the same figures from the object itself.
+    mine = {(r.kernel, r.arch): r for r in resources_of(root / "multi.o", None or _tk(built))}
+    assert {k: (v.registers, v.constant_bytes, v.shared_section_bytes)
+            for k, v in mine.items()} == \
+        {k: (v.registers, v.constant_bytes, v.shared_section_bytes) for k, v in dumped.items()}
+
+
+def _tk(built):
+    return built[1]["vadd"].toolkit
+
+
+def test_spilling_kernel_is_flagged(built, reference):
+    _, builds = built
+    rows = build_resources(builds["spill16"])
+    (r,) = rows
+    assert r.spills and r.final and r.registers <= 24
+    assert r.source == "ptxas -v + cuobjdump -res-usage"
+    # The figures are ptxas' own, and cuobjdump agrees on registers and stack.
+    ptxas_stage = next(run for run in builds["spill16"].runs if run.stage.tool == "ptxas")
+    assert f"{r.spill_stores} bytes spill stores" in ptxas_stage.stderr
+    cubin = next(a.path for a in builds["spill16"].artifacts if a.kind == "cubin")
+    out = reference("cuobjdump", "-res-usage", cubin)
+    assert f"REG:{r.registers} STACK:{r.stack_frame} " in out
+    (plain,) = build_resources(builds["spill"])
+    assert not plain.spills and plain.registers > r.registers
+
+
+def test_build_without_resource_usage_reruns_ptxas(built):
+    _, builds = built
+    rows = build_resources(builds["vadd"])
+    assert [(r.kernel, r.arch, r.spill_stores) for r in rows] == \
+        [("_Z4vaddPKfS0_Pfi", "sm_90", 0)]
+    assert rows[0].constant_bytes is not None  # from cuobjdump: ptxas omits it on sm_90
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([
+    "ptxas info    : Compiling entry function 'k' for 'sm_90'",
+    "ptxas info    : Function properties for k",
+    "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads",
+    "ptxas info    : Used 32 registers, used 1 barriers, 12 bytes smem",
+    "ptxas info    : Compile time = 1.5 ms", "nvlink info    : Function properties for 'k':",
+    "nvlink info    : used 3 registers, 0 stack", "junk", ""]), max_size=30).map("\n".join)
+    | st.text(max_size=300))
+def test_fuzz_ptxas_verbose(text):
+    try:
+        rows = parse_ptxas_verbose(text, arch="sm_90")
+    except NvstageError as e:
+        assert str(e)
+    else:
+        assert all(r.registers >= 0 for r in rows)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([
+    "Fatbin elf code:", "Fatbin ptx code:", "arch = sm_90", " Function k:",
+    "  REG:8 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:372", "Resource usage:", "REG:x", ""]),
+    max_size=30).map("\n".join) | st.text(max_size=300))
+def test_fuzz_res_usage(text):
+    try:
+        parse_res_usage(text)
+    except NvstageError as e:
+        assert str(e)
