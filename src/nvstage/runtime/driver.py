@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import sys
 from dataclasses import asdict, dataclass
 
@@ -30,6 +31,8 @@ class DriverProbe:
 
 @functools.lru_cache(maxsize=1)
 def probe() -> DriverProbe:
+    if os.environ.get("NVSTAGE_NO_GPU"):  # behave as a machine without a GPU (tests, CI)
+        return DriverProbe(False, "NVSTAGE_NO_GPU is set: GPU use is turned off")
     lib = None
     for name in _LIBS:
         try:
