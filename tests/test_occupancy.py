@@ -10,6 +10,8 @@ part = 65536 / 4 = 16384 registers per sub-partition.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nvstage.errors import UsageError
 from nvstage.gpus import ARCHS
@@ -183,3 +185,26 @@ def test_json_round_trip():
     d = json.loads(json.dumps(r.to_json()))
     assert d["active_blocks"] == 6 and d["occupancy"] == 0.75
     assert d["limiters"] == ["registers"] and d["limit_barriers"] is None
+
+
+# Properties over any valid input: the result is the minimum of the limits, never above the
+# SM's warp budget, and more registers or more shared memory never raise occupancy.
+_inputs = st.tuples(st.sampled_from(sorted(ARCHS)), st.integers(1, 1024), st.integers(0, 255),
+                    st.integers(0, 64 * KB), st.integers(0, 16))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_inputs)
+def test_properties(args):
+    arch, block, regs, smem, bars = args
+    r = occupancy(arch, block_size=block, registers=regs, shared_dynamic=smem, barriers=bars)
+    assert 0 <= r.active_warps <= r.max_warps
+    limits = [v for v in r.limits().values() if v is not None]
+    assert r.active_blocks == min(limits + [r.limit_blocks])
+    assert r.limiters and all(r.limits()[n] == r.active_blocks for n in r.limiters)
+    more_regs = occupancy(arch, block_size=block, registers=min(regs + 8, 255),
+                          shared_dynamic=smem, barriers=bars)
+    assert more_regs.active_blocks <= r.active_blocks
+    more_smem = occupancy(arch, block_size=block, registers=regs, shared_dynamic=smem + 4096,
+                          barriers=bars)
+    assert more_smem.active_blocks <= r.active_blocks
