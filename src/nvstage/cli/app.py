@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from .. import __version__
+from .cache import cache_cmd
 from .compile import compile_cmd
 from .doctor import doctor_cmd
 from .occupancy import occupancy_cmd
@@ -30,6 +31,7 @@ app.command("run")(run_cmd)
 app.command("occupancy")(occupancy_cmd)
 app.command("show")(show_cmd)
 app.command("diff")(diff_cmd)
+app.command("cache")(cache_cmd)
 
 
 def _version(value: bool) -> None:
