@@ -128,7 +128,7 @@ def test_presets_have_the_issue_5_figures():
 
 def test_h200_matches_measuring_md():
     g = lookup_gpu("h200")
-    assert g.memory_bandwidth == 4.8e12 and g.memory_bytes == 141e9
+    assert g.memory_bandwidth == 4.8e12 and g.memory_bytes == 141 * 1024**3
 
 
 def test_pcie_per_direction_matches_the_known_figures():

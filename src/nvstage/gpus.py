@@ -276,7 +276,7 @@ class GpuSpec:
     sm_count: int | None = None
     boost_clock_mhz: float | None = None
     base_clock_mhz: float | None = None
-    memory_bytes: int | None = None
+    memory_bytes: int | None = None  # datasheet "GB" read as GiB, as nvidia-smi reports
     memory_bandwidth: float | None = None  # bytes/s, datasheet peak
     fp32_flops: float | None = None  # FLOP/s, non-tensor FP32 peak
     bf16_flops: float | None = None  # FLOP/s, dense (no sparsity) BF16 tensor peak
@@ -333,7 +333,7 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
     GpuSpec(
         name="h200", arch="sm_90", display_name="NVIDIA H200 SXM 141GB",
         sm_count=132, boost_clock_mhz=1980, base_clock_mhz=1590,
-        memory_bytes=141 * 10**9, memory_bandwidth=4.8 * TB,
+        memory_bytes=141 * GIB, memory_bandwidth=4.8 * TB,
         fp32_flops=67 * TB, bf16_flops=989.5 * TB, pcie_gen=5, pcie_width=16,
         sources={
             "sm_count": f"{_HOPPER_WP}; H200 uses the same GH100 configuration",
@@ -348,7 +348,7 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
     GpuSpec(
         name="h100", arch="sm_90", display_name="NVIDIA H100 SXM5 80GB",
         sm_count=132, boost_clock_mhz=1980, base_clock_mhz=1590,
-        memory_bytes=80 * 10**9, memory_bandwidth=3.35 * TB,
+        memory_bytes=80 * GIB, memory_bandwidth=3.35 * TB,
         fp32_flops=67 * TB, bf16_flops=989.5 * TB, pcie_gen=5, pcie_width=16,
         sources={
             "sm_count": _HOPPER_WP,
@@ -363,7 +363,7 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
     GpuSpec(
         name="a100", arch="sm_80", display_name="NVIDIA A100 SXM4 80GB",
         sm_count=108, boost_clock_mhz=1410, base_clock_mhz=1275,
-        memory_bytes=80 * 10**9, memory_bandwidth=2039 * GB,
+        memory_bytes=80 * GIB, memory_bandwidth=2039 * GB,
         fp32_flops=19.5 * TB, bf16_flops=312 * TB, pcie_gen=4, pcie_width=16,
         sources={
             "sm_count": "NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs",
@@ -424,7 +424,7 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
     GpuSpec(
         name="b200", arch="sm_100", display_name="NVIDIA B200 (HGX B200, 1000 W)",
         sm_count=148, boost_clock_mhz=None, base_clock_mhz=None,
-        memory_bytes=180 * 10**9, memory_bandwidth=8 * TB,
+        memory_bytes=180 * GIB, memory_bandwidth=8 * TB,
         fp32_flops=80 * TB, bf16_flops=2250 * TB, pcie_gen=5, pcie_width=16,
         sources={
             "sm_count": "cudaDevAttrMultiProcessorCount as reported on B200 (148); "
