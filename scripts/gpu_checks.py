@@ -1,0 +1,122 @@
+"""Every GPU check of `nvstage run` in one go; results into one folder (see gpu_checks.sh).
+
+Uses only what is installed (no network). Writes, under OUT:
+  pytest-gpu.txt / .xml      the gpu-marked tests
+  run-<example>-<mode>.json / .trace.json / .txt    nvstage run --profile on every example
+  claims.json                serialized wall vs T, pipelined wall < T, CUPTI vs events
+  bench/                     the launch-overhead benchmark
+  summary.txt                one line per check: PASS / FAIL / SKIP and the figures
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "run"
+
+
+def sh(argv, out: Path, timeout=900) -> int:
+    with open(out, "w") as f:
+        try:
+            cp = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
+                                timeout=timeout)
+        except subprocess.TimeoutExpired:
+            f.write(f"\nTIMED OUT after {timeout} s\n")
+            return 124
+    return cp.returncode
+
+
+def main(out: Path) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    py = sys.executable
+    nv = [py, "-m", "nvstage"]
+    rc = sh([py, "-m", "pytest", "-m", "gpu", "-v", "tests/gpu", "tests",
+             f"--junitxml={out / 'pytest-gpu.xml'}"], out / "pytest-gpu.txt")
+    lines.append(f"{'PASS' if rc == 0 else 'FAIL'} pytest -m gpu (rc {rc})")
+    try:
+        import cupti  # noqa: F401
+        have_cupti = True
+    except Exception:
+        have_cupti = False
+    docs = {}
+    for ex in sorted(EXAMPLES.glob("*.toml")):
+        for mode in ("serialized", "pipelined"):
+            stem = f"run-{ex.stem}-{mode}"
+            argv = nv + ["run", str(ex), "--profile", "--mode", mode,
+                         "--json", str(out / f"{stem}.json"),
+                         "--trace", str(out / f"{stem}.trace.json")]
+            if have_cupti:
+                argv.append("--cupti")
+            rc = sh(argv, out / f"{stem}.txt")
+            lines.append(f"{'PASS' if rc == 0 else 'FAIL'} {stem} (rc {rc})")
+            jf = out / f"{stem}.json"
+            if jf.is_file():
+                docs[(ex.stem, mode)] = json.loads(jf.read_text())
+    claims = {}
+
+    def med(doc, key):
+        return ((doc.get("decomposition") or {}).get(key) or {}).get("median")
+
+    for name in ("saxpy", "vadd"):
+        d = docs.get((name, "serialized"))
+        if d and med(d, "total_ns"):
+            gap = abs(med(d, "wall_ns") - med(d, "total_ns")) / med(d, "total_ns")
+            claims[f"{name}_serialized_wall_vs_T"] = {"wall_ns": med(d, "wall_ns"),
+                                                     "T_ns": med(d, "total_ns"), "gap": gap,
+                                                     "pass": gap < 0.05}
+    d = docs.get(("many_launches", "pipelined"))
+    if d and med(d, "total_ns"):
+        claims["many_launches_pipelined_wall_below_T"] = {
+            "wall_ns": med(d, "wall_ns"), "T_ns": med(d, "total_ns"),
+            "overlap_ns": med(d, "overlap_ns"), "pass": med(d, "wall_ns") < med(d, "total_ns")}
+    if have_cupti:
+        agree = []
+        for (name, mode), d in docs.items():
+            cup = {o["index"]: o for o in ((d.get("cupti") or {}).get("operations") or [])}
+            for op in (d.get("decomposition") or {}).get("operations", []):
+                c = cup.get(op["index"])
+                ev = (op.get("gpu_ns") or {}).get("median")
+                if op["kind"] == "launch" and c and c["gpu_ns_median"] and ev and ev >= 10_000:
+                    rel = abs(ev - c["gpu_ns_median"]) / c["gpu_ns_median"]
+                    agree.append({"workload": name, "mode": mode, "op": op["index"],
+                                  "kernel": op["name"], "events_ns": ev,
+                                  "cupti_ns": c["gpu_ns_median"], "rel": rel,
+                                  "pass": rel <= 0.05})
+        claims["cupti_vs_events_kernels_ge_10us"] = agree
+    else:
+        claims["cupti_vs_events_kernels_ge_10us"] = "SKIP: cupti-python is not installed"
+    (out / "claims.json").write_text(json.dumps(claims, indent=2) + "\n")
+    for k, v in claims.items():
+        if isinstance(v, dict):
+            lines.append(f"{'PASS' if v['pass'] else 'FAIL'} {k}: "
+                         + ", ".join(f"{a}={b}" for a, b in v.items() if a != "pass"))
+        elif isinstance(v, list):
+            bad = [x for x in v if not x["pass"]]
+            lines.append(f"{'PASS' if v and not bad else 'FAIL'} {k}: {len(v)} kernels, "
+                         f"{len(bad)} outside 5%")
+        else:
+            lines.append(f"{v} ({k})")
+    rc = sh([py, str(ROOT / "bench" / "launch_overhead" / "bench.py"), str(out / "bench")],
+            out / "bench.txt")
+    bj = out / "bench" / "launch_overhead.json"
+    if bj.is_file():
+        b = json.loads(bj.read_text())
+        lines.append(f"{'PASS' if b['within_target'] else 'FAIL'} launch overhead: ratio "
+                     f"{b['ratio']:.2f} (C++ {b['cpp']['median_ns']} ns, nvstage "
+                     f"{b['nvstage']['median_ns']:.0f} ns, target <= {b['target']})")
+    else:
+        lines.append(f"FAIL launch overhead bench (rc {rc}, see bench.txt)")
+    (out / "summary.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if all(not l.startswith("FAIL") for l in lines) else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: gpu_checks.py OUT_DIR")
+    sys.exit(main(Path(sys.argv[1])))
