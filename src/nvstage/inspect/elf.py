@@ -88,11 +88,23 @@ def read_cubin(data: bytes, what: str = "cubin") -> Cubin:
         banks = {n[len(".nv.constant0."):] for n in names if n.startswith(".nv.constant0.")}
         kernels = tuple(f for f in functions if f in banks)
         return Cubin(arch, elf["e_type"] == "ET_REL", _producer(elf), kernels, functions,
-                     len(data))
+                     _elf_end(elf))
     except ArtifactError:
         raise
     except Exception as e:  # pyelftools raises many kinds on damaged input
         raise ArtifactError(f"{what} is a damaged ELF file: {e}") from e
+
+
+def _elf_end(elf) -> int:
+    """Where the ELF file ends: a fatbin pads each image to 8 bytes, the cubin itself not."""
+    end = elf["e_shoff"] + elf["e_shnum"] * elf["e_shentsize"]
+    end = max(end, elf["e_phoff"] + elf["e_phnum"] * elf["e_phentsize"])
+    for s in elf.iter_sections():
+        if s["sh_type"] != "SHT_NOBITS":
+            end = max(end, s["sh_offset"] + s["sh_size"])
+    for seg in elf.iter_segments():
+        end = max(end, seg["p_offset"] + seg["p_filesz"])
+    return end
 
 
 def host_fatbins(data: bytes, what: str) -> list[tuple[str, bytes]]:

@@ -57,14 +57,15 @@ class RawImage:
         return self.uncompressed_size if self.compressed else len(self.payload)
 
 
-def parse_fatbin(data: bytes, section: str = "", *, first_index: int = 0) -> list[RawImage]:
+def parse_fatbin(data: bytes, section: str = "", *, first_index: int = 0,
+                 where: str | None = None) -> list[RawImage]:
     """Every image in one or more concatenated fatbin containers. Pure.
 
     Raises ``ArtifactError`` for a bad magic number, a truncated container or no images.
     """
     images: list[RawImage] = []
     off = 0
-    where = section or "fatbin"
+    where = where or section or "fatbin"
     while off < len(data):
         if not any(data[off:off + 16]) and off:
             off += 8  # zero padding between containers in a section
@@ -98,7 +99,7 @@ def parse_fatbin(data: bytes, section: str = "", *, first_index: int = 0) -> lis
             p += ehs + size
         off = end
     if not images:
-        raise ArtifactError(f"{where} is empty: it holds no images")
+        raise ArtifactError(f"{where} is an empty fatbin: it holds no images")
     return images
 
 
@@ -151,7 +152,7 @@ def kind_of_file(path: str | os.PathLike) -> str:
     if kind == "cubin":
         read_cubin(data, str(path))
     elif kind == "fatbin":
-        parse_fatbin(data, "", first_index=0) if len(data) > 16 else _empty(path)
+        parse_fatbin(data, where=str(path))
     elif kind in ("object", "executable"):
         if not host_fatbins(data, str(path)):
             raise ArtifactError(f"{path} is an ELF {kind} with no CUDA device code in it "
@@ -159,18 +160,12 @@ def kind_of_file(path: str | os.PathLike) -> str:
     return kind
 
 
-def _empty(path) -> None:
-    raise ArtifactError(f"{path} is an empty fatbin: it holds no images")
-
-
 def raw_images(path: str | os.PathLike) -> tuple[str, list[RawImage]]:
     """(kind of file, every fatbin image in it) for a .fatbin, object or executable."""
     data = read_bytes(path)
     kind = kind_of_data(data, str(path))
     if kind == "fatbin":
-        if len(data) <= 16:
-            _empty(path)
-        return kind, parse_fatbin(data)
+        return kind, parse_fatbin(data, "", where=str(path))
     if kind not in ("object", "executable"):
         raise ArtifactError(f"{path} is a {kind}, not a fatbin, object or executable")
     images: list[RawImage] = []
@@ -231,9 +226,11 @@ def inventory(path: str | os.PathLike, toolkit=None) -> list[FatbinImage]:
     out = []
     for im in images:
         data = payload(im, toolkit) if (im.compressed and im.kind != "ltoir") else im.payload
-        known = im.kind in ("cubin", "ptx") and not (im.compressed and im.kind == "ltoir")
+        known = im.kind in ("cubin", "ptx")
+        size = read_cubin(data, f"{path} image {im.index}").size if im.kind == "cubin" \
+            else im.size
         out.append(FatbinImage(
-            kind=im.kind, arch=im.arch_name, size=im.size,
+            kind=im.kind, arch=im.arch_name, size=size,
             name=f"{stem}.{im.index}.{im.arch_name}.{_EXT.get(im.kind, 'bin')}",
             role=_role(im, data) if known else "kernel",
             ptx_version=f"{im.version[0]}.{im.version[1]}" if im.kind == "ptx" else None,
