@@ -208,3 +208,14 @@ def test_missing_source(toolkit, workdir):
 
     with pytest.raises(InputNotFound):
         compile_nvrtc("nope.cu", _opts(archs=("sm_90",)), toolkit=toolkit)
+
+
+def test_link_failure_carries_nvjitlinks_log(kernels, toolkit, workdir):
+    # lto_a.cu alone, relocatable: NVRTC is content, the link finds shade() undefined.
+    with pytest.raises(RuntimeCompileFailed) as info:
+        compile_nvrtc(kernels / "lto_a.cu", _opts(archs=("sm_90",), rdc=True), toolkit=toolkit)
+    e = info.value
+    assert e.tool == "nvjitlink" and e.stage_index == 2
+    assert "nvJitLink failed to link lto_a.ptx" in e.message
+    assert "Undefined reference to '_Z5shadefi'" in e.message
+    assert "pass every source together" in e.hint

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import proc
 from .errors import UsageError
 from .options import CompileOptions
 from .toolkit import Toolkit, find_toolkit
@@ -166,6 +165,7 @@ def compare_paths(
     toolkit: Toolkit | None = None,
     lto: bool = False,
     name_expressions: Sequence[str] = (),
+    maxrregcount: int | None = None,
     keep: str | os.PathLike | None = None,
     cwd: str | os.PathLike | None = None,
 ) -> PathComparison:
@@ -175,6 +175,7 @@ def compare_paths(
     ``nvrtc+nvjitlink`` (NVRTC's PTX linked by nvJitLink), and with ``lto`` also
     ``nvrtc+lto`` (NVRTC's LTO-IR linked by nvJitLink with -lto). ``keep``: a folder that gets
     one subfolder per path with its artifacts and manifest; without it all is removed.
+    ``maxrregcount`` applies to every path (a low one makes kernels/spill.cu spill).
     """
     from .nvrtc import compile_nvrtc, versions
     from .pipeline import compile as nvcc_compile
@@ -206,14 +207,20 @@ def compare_paths(
         # nvcc: one build per source (nvcc's plan is per file), stopping at the cubin.
         nvcc_path = PathResult(NVCC, f"nvcc -arch={arch} --cubin" + (" -rdc=true" if multi
                                                                        else ""))
+        (work / NVCC).mkdir(parents=True, exist_ok=True)
         for src in srcs:
-            b = nvcc_compile(src, CompileOptions(archs=(arch,), stop="cubin", rdc=multi),
-                             toolkit=toolkit, keep=work / NVCC, cwd=cwd)
+            # -o into the work folder: nvcc would otherwise leave NAME.cubin in cwd.
+            opts = CompileOptions(archs=(arch,), stop="cubin", rdc=multi, resource_usage=True,
+                                  maxrregcount=maxrregcount,
+                                  output=str(work / NVCC / f"{Path(src).stem}.cubin"))
+            b = nvcc_compile(src, opts, toolkit=toolkit, keep=work / NVCC, cwd=cwd)
             _collect(nvcc_path, b, final=not multi, toolkit=toolkit)
         result.paths.append(nvcc_path)
 
-        rb = compile_nvrtc(srcs, CompileOptions(archs=(arch,)), toolkit=toolkit,
-                           keep=work / NVRTC, name_expressions=name_expressions, cwd=cwd)
+        rb = compile_nvrtc(srcs, CompileOptions(archs=(arch,), resource_usage=True,
+                                                maxrregcount=maxrregcount),
+                           toolkit=toolkit, keep=work / NVRTC,
+                           name_expressions=name_expressions, cwd=cwd)
         rtc = PathResult(NVRTC, f"NVRTC -arch={arch}" + (" -rdc=true" if multi else ""))
         _collect(rtc, rb, final=not multi, toolkit=toolkit, kinds=("nvrtc",))
         result.paths.append(rtc)
@@ -228,8 +235,10 @@ def compare_paths(
                                                          for e, m in rb.name_map.items()))
 
         if lto:
-            lb = compile_nvrtc(srcs, CompileOptions(archs=(arch,), lto=True), toolkit=toolkit,
-                               keep=work / LTO, name_expressions=name_expressions, cwd=cwd)
+            lb = compile_nvrtc(srcs, CompileOptions(archs=(arch,), lto=True, resource_usage=True,
+                                                    maxrregcount=maxrregcount),
+                               toolkit=toolkit, keep=work / LTO,
+                               name_expressions=name_expressions, cwd=cwd)
             lpath = PathResult(LTO, f"NVRTC -dlto, linked by nvJitLink -lto -arch={arch}")
             _collect(lpath, lb, final=True, toolkit=toolkit)
             result.paths.append(lpath)
@@ -257,11 +266,12 @@ def _collect(path: PathResult, build, *, final: bool, toolkit: Toolkit,
 
     ``kinds``: only stages of these kinds (the nvrtc and nvrtc+nvjitlink paths share a build).
     """
-    last_cubins = []
+    last_cubins, log = [], ""
     for run in build.runs:
         if kinds is not None and run.stage.kind.value not in kinds:
             continue
         outs = [a.name for a in run.artifacts]
+        log += run.stderr + "\n" + run.stdout + "\n"
         path.stages.append(StageTime(run.stage.kind.value, run.stage.tool, run.seconds, outs))
         for a in run.artifacts:
             if a.kind == "ptx" and ptx:
@@ -269,8 +279,25 @@ def _collect(path: PathResult, build, *, final: bool, toolkit: Toolkit,
                 path.ptx[module] = Path(a.path).read_text(errors="replace")
             if a.kind == "cubin":
                 last_cubins.append(a.path)
+    spills = spills_from_log(log)
     for cubin in dict.fromkeys(last_cubins):
-        path.kernels += kernel_stats(cubin, toolkit, final=final)
+        for k in kernel_stats(cubin, toolkit, final=final):
+            if k.spill_stores is None and k.kernel in spills:
+                k.spill_stores, k.spill_loads = spills[k.kernel]
+            path.kernels.append(k)
+
+
+# ptxas -v, as nvcc --resource-usage, NVRTC -Xptxas=-v and nvJitLink -verbose print it.
+_SPILLS = re.compile(r"Function properties for (\S+)\s*\n[^\n]*?(\d+) bytes spill stores, "
+                     r"(\d+) bytes spill loads")
+
+
+def spills_from_log(text: str) -> dict[str, tuple[int, int]]:
+    """kernel -> (spill store bytes, spill load bytes) from a ptxas -v report.
+
+    cuobjdump -res-usage has no spill figures; each path's own ptxas report does.
+    """
+    return {m.group(1): (int(m.group(2)), int(m.group(3))) for m in _SPILLS.finditer(text)}
 
 
 # --- reading cubins -----------------------------------------------------------------------------
@@ -293,59 +320,18 @@ def kernel_stats(cubin: str, toolkit: Toolkit, *, final: bool = True) -> list[Ke
 
 
 def _read_resources(cubin: str, toolkit: Toolkit) -> dict[str, tuple]:
-    """kernel -> (registers, spill store bytes, spill load bytes)."""
-    try:
-        from .inspect.resources import resources_of
-    except ImportError:
-        return _resources_fallback(cubin, toolkit)
+    """kernel -> (registers, spill store bytes, spill load bytes); spills may be None."""
+    from .inspect.resources import resources_of
+
     return {r.kernel: (r.registers, r.spill_stores, r.spill_loads)
             for r in resources_of(cubin, toolkit)}
 
 
 def _read_sass(cubin: str, toolkit: Toolkit) -> dict[str, int]:
     """kernel -> SASS instruction count."""
-    try:
-        from .inspect.sass import disassemble
-    except ImportError:
-        return _sass_fallback(cubin, toolkit)
+    from .inspect.sass import disassemble
+
     return {k.name: k.instruction_count for k in disassemble(cubin, toolkit)}
-
-
-# Until nvstage.inspect.resources / .sass exist: cuobjdump, read just enough.
-_FUNC = re.compile(r"^\s*Function (\S+?):?\s*$")
-_REG = re.compile(r"\bREG:(\d+)")
-_SASS_FUNC = re.compile(r"^\s*Function : (\S+)")
-_SASS_INSN = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+[^\s;]")
-
-
-def _resources_fallback(cubin: str, toolkit: Toolkit) -> dict[str, tuple]:
-    cp = proc.run([toolkit.tool("cuobjdump"), "-res-usage", cubin], timeout=120)
-    out, current = {}, None
-    for line in cp.stdout.splitlines():
-        m = _FUNC.match(line)
-        if m:
-            current = m.group(1)
-            continue
-        m = _REG.search(line)
-        if m and current:
-            # cuobjdump -res-usage has no spill figures (LOCAL mixes spills and arrays).
-            out[current] = (int(m.group(1)), None, None)
-            current = None
-    return out
-
-
-def _sass_fallback(cubin: str, toolkit: Toolkit) -> dict[str, int]:
-    cp = proc.run([toolkit.tool("cuobjdump"), "-sass", cubin], timeout=120)
-    out: dict[str, int] = {}
-    current = None
-    for line in cp.stdout.splitlines():
-        m = _SASS_FUNC.match(line)
-        if m:
-            current = m.group(1)
-            out[current] = 0
-        elif current and _SASS_INSN.match(line):
-            out[current] += 1
-    return out
 
 
 # --- PTX ----------------------------------------------------------------------------------------

@@ -145,7 +145,8 @@ class RuntimeCompileFailed(NvstageError):
         msg += f"\nas run: {shlex.join(self.argv)}"
         if hint is None:
             hint = (f"the artifacts produced before the failure are kept in {keep_dir}"
-                    if keep_dir else "fix the source or options above; the log is NVRTC's own")
+                    if keep_dir else f"fix the source or options above; the log is "
+                                     f"{'NVRTC' if tool == 'nvrtc' else 'nvJitLink'}'s own")
         super().__init__(msg, hint=hint)
 
     def to_json(self) -> dict:
@@ -472,6 +473,7 @@ def compile_nvrtc(
             else:
                 want = "ptx" if "-ptx" in stage.argv else "cubin"
                 kinds = [os.path.splitext(p)[1][1:] for p in stage.inputs]
+                names = ", ".join(os.path.basename(p) for p in stage.inputs)
                 out = _link(stage.argv[1:len(stage.argv) - len(stage.inputs)],
                             [(k, produced[p], os.path.basename(p))
                              for k, p in zip(kinds, stage.inputs)], want)
@@ -482,9 +484,11 @@ def compile_nvrtc(
                     fail(run, RuntimeCompileFailed(
                         stage_index=stage.index, stage_kind=stage.kind.value, tool="nvjitlink",
                         argv=stage.argv, result=out.result, log=out.log,
-                        source=", ".join(os.path.basename(p) for p in stage.inputs),
-                        keep_dir=build.keep_dir,
-                        what=f"nvJitLink failed to link {', '.join(map(os.path.basename, stage.inputs))}"))
+                        source=names, keep_dir=build.keep_dir,
+                        what=f"nvJitLink failed to link {names}",
+                        hint="an undefined reference needs the source that defines it in the "
+                             "same link: pass every source together" if "Undefined reference"
+                             in out.log else None))
                 produced[stage.outputs[0]] = out.data or b""
             for path in stage.outputs:
                 write_atomic(path, produced[path])
