@@ -1,0 +1,153 @@
+"""nvstage check: fail a build whose kernels break their budgets (or grew past a baseline)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .common import data_console, emit_json, handled, stderr
+
+FORMATS = ("text", "json", "github", "markdown")
+
+
+def check_cmd(
+    target: Annotated[Optional[Path], typer.Argument(
+        help="A .cu file (compiled first, with [tool.nvstage.compile] options), a keep "
+        "folder, or its stages.json. Default: [tool.nvstage] source.", show_default=False)
+        ] = None,
+    config: Annotated[Optional[Path], typer.Option("--config",
+        help="pyproject.toml or a budgets TOML file (default: the nearest pyproject.toml "
+        "with [tool.nvstage]).")] = None,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline",
+        help="An earlier check report (--write-baseline) or stages.json to compare with.")
+        ] = None,
+    run_report: Annotated[Optional[Path], typer.Option("--run-report",
+        help="A run profile (nvstage run --profile --json) for the time budgets.")] = None,
+    fmt: Annotated[str, typer.Option("--format",
+        help="text, json, github (workflow annotations) or markdown.")] = "text",
+    json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    summary: Annotated[Optional[Path], typer.Option("--summary",
+        help="Append a Markdown summary to this file (e.g. $GITHUB_STEP_SUMMARY).")] = None,
+    write_baseline: Annotated[Optional[Path], typer.Option("--write-baseline",
+        help="Write this check's report (JSON) here, for a later --baseline.")] = None,
+    keep_dir: Annotated[Optional[str], typer.Option("--keep-dir",
+        help="For a .cu: keep the build here (default: a temporary folder).")] = None,
+    nvcc: Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
+        help="Use this nvcc instead of the one from the pip wheels.")] = None,
+) -> None:
+    """Check kernels against budgets: registers, spills, shared memory, sizes, arches, times.
+
+    Exits 1 when any budget is broken, naming each kernel. Budgets live in [tool.nvstage.budgets]
+    of pyproject.toml or in a TOML file given with --config.
+
+    Examples:
+
+      nvstage check kernels/saxpy.cu --config budgets.toml
+
+      nvstage check build.nvstage --format github --summary "$GITHUB_STEP_SUMMARY"
+
+      nvstage check kernels/saxpy.cu --baseline main-check.json --write-baseline check.json
+    """
+    if json_out:
+        fmt = "json"
+    json_mode = fmt == "json"
+    with handled(json_mode):
+        from ..artifacts import write_json_atomic
+        from ..budgets import (check, find_config, github_annotations, load_budgets,
+                               markdown_summary, summary_line)
+        from ..errors import UsageError
+        from ..toolkit import find_toolkit
+
+        if fmt not in FORMATS:
+            raise UsageError(f"unknown --format {fmt!r}", hint=f"choose {', '.join(FORMATS)}")
+        cfg = config or find_config()
+        if cfg is None:
+            raise UsageError("no budgets: no --config and no pyproject.toml with "
+                             "[tool.nvstage] here or above",
+                             hint="add [tool.nvstage.budgets] to pyproject.toml or pass "
+                                  "--config budgets.toml")
+        budgets = load_budgets(cfg)
+        if target is None:
+            if not budgets.source:
+                raise UsageError("nothing to check: give a .cu file, keep folder or "
+                                 "stages.json (or set source in [tool.nvstage])")
+            target = Path(budgets.source)
+        toolkit = find_toolkit(nvcc)
+        build = _build_of(target, budgets, toolkit, keep_dir)
+        result = check(build, budgets, toolkit=toolkit, run_report=run_report,
+                       baseline=baseline)
+        doc = result.to_json()
+        if write_baseline:
+            write_json_atomic(write_baseline, doc)
+            stderr().print(f"check report written to {write_baseline}")
+        if summary:
+            _append(summary, markdown_summary(result))
+        if fmt == "json":
+            emit_json(doc)
+        elif fmt == "github":
+            typer.echo(github_annotations(result, base=os.environ.get("GITHUB_WORKSPACE")),
+                       nl=False)
+        elif fmt == "markdown":
+            typer.echo(markdown_summary(result), nl=False)
+        else:
+            _text(result, data_console(False))
+        for n in result.notes:
+            stderr().print(f"note: {n}", markup=False)
+        stderr().print(f"nvstage check {summary_line(result)}", markup=False)
+        if not result.passed:
+            raise typer.Exit(1)
+
+
+def _build_of(target: Path, budgets, toolkit, keep_dir: str | None):
+    """A Build for the target: a keep folder or manifest as it is; a .cu compiled now."""
+    import tempfile
+
+    if target.is_dir() or target.name.endswith(".json"):
+        from ..inspect.manifest import load_build
+
+        return load_build(target)
+    from ..errors import InputNotFound
+    from ..pipeline import compile as run_compile
+
+    if not target.is_file():
+        raise InputNotFound(f"no such file: {target}")
+    options = budgets.compile_options()
+    if keep_dir:
+        return run_compile(target, options, toolkit=toolkit, keep=keep_dir)
+    # The resource readers rerun ptxas on kept inputs and read the cubins: a temporary keep
+    # folder that outlives the check's measuring, removed when the process ends.
+    tmp = tempfile.mkdtemp(prefix="nvstage-check-")
+    import atexit
+    import shutil
+
+    atexit.register(shutil.rmtree, tmp, True)
+    return run_compile(target, options, toolkit=toolkit, keep=tmp)
+
+
+def _append(path: Path, text: str) -> None:
+    # A job summary file is shared by every step of a job: add to it, never replace it.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _text(result, con) -> None:
+    from rich import box
+    from rich.table import Table
+
+    m = result.measurements
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for col, just in (("kernel", "left"), ("arch", "left"), ("registers", "right"),
+                      ("spill bytes", "right"), ("static shared", "right")):
+        t.add_column(col, justify=just)
+    for k in m.kernels:
+        t.add_row(k.demangled, k.arch, str(k.registers),
+                  "?" if k.spill_bytes is None else str(k.spill_bytes), str(k.shared_bytes))
+    con.print(t)
+    con.print(f"arches in {m.arches_from}: {', '.join(m.arches) or 'none'}", markup=False)
+    for v in result.violations:
+        where = f"{os.path.relpath(v.file)}:{v.line}: " if v.file and v.line else ""
+        con.print(f"FAIL {where}{v.message}", markup=False)

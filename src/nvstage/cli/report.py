@@ -1,0 +1,63 @@
+"""nvstage report: one self-contained HTML page for a build and, if given, a GPU run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .common import emit_json, handled, stderr
+
+
+def report_cmd(
+    build: Annotated[Path, typer.Argument(
+        help="A keep folder (nvstage compile --keep) or its stages.json.", show_default=False)],
+    run: Annotated[Optional[Path], typer.Option("--run",
+        help="A run document (nvstage run --profile --json FILE) to add.")] = None,
+    trace: Annotated[Optional[Path], typer.Option("--trace",
+        help="A Chrome trace (nvstage run --trace FILE) to draw.")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output",
+        help="The HTML file to write (default: report.html in the keep folder).")] = None,
+    title: Annotated[Optional[str], typer.Option("--title", help="The page title.")] = None,
+    nvcc: Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
+        help="Use this nvcc's tools (cuobjdump, nvdisasm) instead of the build's.")] = None,
+    json_out: Annotated[bool, typer.Option("--json",
+        help="Print {\"output\": PATH, ...} as JSON instead of the bare path.")] = False,
+) -> None:
+    """Write one HTML file: the stage graph, stage times, resources, SASS, PTX, and the run.
+
+    The page needs no network: styles, charts (SVG) and script are inline. Prints its path.
+
+    Examples:
+
+      nvstage compile kernels/saxpy.cu --arch sm_90 --keep && nvstage report saxpy.nvstage
+
+      nvstage report build.nvstage --run run.json --trace trace.json -o report.html
+    """
+    with handled(json_out):
+        from ..budgets import load_json_doc
+        from ..inspect.manifest import load_build, manifest_path
+        from ..report.html import gather, render
+        from ..artifacts import write_atomic
+
+        b = load_build(build)
+        toolkit = None
+        if nvcc:
+            from ..toolkit import find_toolkit
+
+            toolkit = find_toolkit(nvcc)
+        run_doc = load_json_doc(run, "run document") if run else None
+        trace_doc = load_json_doc(trace, "Chrome trace") if trace else None
+        inp = gather(b, toolkit=toolkit, run=run_doc, trace=trace_doc)
+        out = output or manifest_path(build).parent / "report.html"
+        write_atomic(out, render(inp, title=title))
+        for n in inp.notes:
+            stderr().print(f"note: {n}", markup=False)
+        if json_out:
+            emit_json({"output": str(out), "notes": inp.notes,
+                       "sections": {"resources": len(inp.resources), "sass": len(inp.sass),
+                                    "ptx": len(inp.ptx), "fatbin": len(inp.fatbin),
+                                    "run": run_doc is not None}})
+        else:
+            typer.echo(str(out))

@@ -1,0 +1,586 @@
+"""One self-contained HTML page for a build (and a run): inline CSS, SVG and a little JS.
+
+Nothing is fetched when the page opens: no fonts, scripts or images from anywhere. Every
+string taken from a build or a run (paths, kernel names, tool output, SASS, PTX) is escaped;
+data for the script travels as JSON inside a ``<script type="application/json">`` block with
+``<`` escaped, so no value can close the block.
+
+Sections: the stage graph (source -> each stage with the artifacts it wrote -> GPU
+execution), the stage time chart, resources per kernel, the fatbin inventory, SASS and PTX
+views, and for a run the decomposition chart and the trace.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from dataclasses import dataclass, field
+
+from .. import __version__
+from ..errors import NvstageError
+from .units import fmt_bytes, fmt_seconds
+
+# Long listings are cut so the page stays quick to open; the kept file has the rest.
+MAX_CODE_LINES = 3000
+LANE_COLORS = {"launch": "#4e79a7", "kernel": "#f28e2b", "transfer": "#59a14f",
+               "wall": "#9c755f", "h2d": "#59a14f", "d2h": "#76b7b2", "other": "#bab0ac"}
+STAGE_COLORS = {
+    "host-preprocess": "#9c755f", "cudafe++": "#b07aa1", "device-preprocess": "#76b7b2",
+    "cicc": "#4e79a7", "ptxas": "#f28e2b", "fatbinary": "#e15759", "host-compile": "#9c755f",
+    "device-link": "#edc948", "dlink-fatbinary": "#e15759", "dlink-compile": "#9c755f",
+    "link": "#59a14f", "nvrtc": "#4e79a7", "nvjitlink": "#f28e2b",
+}
+
+
+def esc(value) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+@dataclass
+class ReportInputs:
+    """What the page shows, gathered once (so rendering stays pure)."""
+
+    build: object  # pipeline.Build
+    resources: list = field(default_factory=list)  # KernelResources
+    fatbin: list = field(default_factory=list)  # FatbinImage
+    sass: list = field(default_factory=list)  # SassKernel
+    ptx: list[tuple[str, str]] = field(default_factory=list)  # (file name, text)
+    run: dict | None = None  # nvstage.run/1 document
+    trace: dict | None = None  # Chrome trace
+    notes: list[str] = field(default_factory=list)  # what could not be read, and why
+
+
+def gather(build, *, toolkit=None, run: dict | None = None, trace: dict | None = None,
+           sass: bool = True) -> ReportInputs:
+    """Read what the page needs from a build's kept files. A reader that fails leaves a note
+    and an empty section instead of failing the whole report."""
+    toolkit = toolkit or build.toolkit
+    inp = ReportInputs(build, run=run, trace=trace)
+    try:
+        from ..inspect.resources import build_resources
+
+        inp.resources = build_resources(build, toolkit)
+    except (NvstageError, OSError) as e:
+        inp.notes.append(f"resources: {getattr(e, 'message', e)}")
+    for a in build.artifacts:
+        if a.kind in ("fatbin", "object", "executable") and os.path.isfile(a.path):
+            try:
+                from ..inspect.fatbin import inventory
+
+                inp.fatbin = inventory(a.path, toolkit)
+                break
+            except (NvstageError, OSError) as e:
+                inp.notes.append(f"fatbin inventory of {a.name}: {getattr(e, 'message', e)}")
+    if sass:
+        try:
+            from ..inspect.sass import build_sass
+
+            inp.sass = [k for k in build_sass(build, toolkit)]
+        except (NvstageError, OSError, ImportError) as e:
+            inp.notes.append(f"SASS: {getattr(e, 'message', e)}")
+    for a in build.artifacts:
+        if a.kind == "ptx" and os.path.isfile(a.path):
+            try:
+                with open(a.path, encoding="utf-8", errors="replace") as f:
+                    inp.ptx.append((a.name, f.read()))
+            except OSError as e:
+                inp.notes.append(f"PTX {a.name}: {e.strerror}")
+    return inp
+
+
+# -- the run document, read defensively --------------------------------------------------
+
+def _find(doc, key: str, depth: int = 3):
+    """The first value under ``key`` in a nested dict, breadth first (the run document's
+    layout may nest the decomposition under a per-run record)."""
+    level = [doc]
+    for _ in range(depth):
+        nxt = []
+        for d in level:
+            if isinstance(d, dict):
+                if key in d and d[key] is not None:
+                    return d[key]
+                nxt += [v for v in d.values() if isinstance(v, (dict, list))]
+            elif isinstance(d, list):
+                nxt += [v for v in d if isinstance(v, (dict, list))]
+        level = nxt
+    return None
+
+
+def _median(spread) -> float | None:
+    if isinstance(spread, dict) and isinstance(spread.get("median"), (int, float)):
+        return float(spread["median"])
+    return None
+
+
+# -- SVG pieces ------------------------------------------------------------------------
+
+def _graph_layout(build) -> tuple[dict[int, int], dict[int, set[int]]]:
+    """Layer of each stage (longest chain of dependencies before it) and its dependencies."""
+    present = {r.stage.index for r in build.runs}
+    deps: dict[int, set[int]] = {i: set() for i in present}
+    try:
+        from ..graph import build_graph
+
+        g = build_graph(build.plan)
+        for i in present:
+            deps[i] = {d for d in g.deps.get(i, set()) if d in present}
+    except Exception:  # noqa: BLE001 - a plan the graph cannot read: draw a chain instead
+        order = sorted(present)
+        deps = {i: ({order[n - 1]} if n else set()) for n, i in enumerate(order)}
+    layer: dict[int, int] = {}
+    for i in sorted(present):
+        layer[i] = 1 + max((layer.get(d, 0) for d in deps[i]), default=0)
+    return layer, deps
+
+
+def stage_graph_svg(build, run: dict | None) -> str:
+    layer, deps = _graph_layout(build)
+    runs = {r.stage.index: r for r in build.runs}
+    w, gap_x, pad = 190, 50, 12
+    line_h = 14
+    heights = {i: 40 + line_h * max(1, len(runs[i].artifacts)) for i in runs}
+    cols: dict[int, list[int]] = {}
+    for i in sorted(runs):
+        cols.setdefault(layer[i], []).append(i)
+    n_cols = (max(cols) if cols else 0) + 2  # source column, stage columns, GPU column
+    pos: dict = {}
+    col_h = []
+    for c in range(n_cols):
+        y = pad
+        for i in cols.get(c, []):
+            pos[i] = (pad + c * (w + gap_x), y, heights[i])
+            y += heights[i] + 16
+        col_h.append(y)
+    height = max(col_h + [140]) + pad
+    pos["source"] = (pad, pad, 54)
+    gx = pad + (n_cols - 1) * (w + gap_x)
+    pos["gpu"] = (gx, pad, 54)
+    width = gx + w + pad
+    out = [f'<svg id="stage-graph" class="chart" xmlns="http://www.w3.org/2000/svg" '
+           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+           f'aria-label="stage graph">',
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+           'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+           'fill="#555"/></marker></defs>']
+
+    def edge(a, b, cls="edge"):
+        ax, ay, ah = pos[a]
+        bx, by, bh = pos[b]
+        x1, y1, x2, y2 = ax + w, ay + min(ah, 54) / 2, bx, by + min(bh, 54) / 2
+        mx = (x1 + x2) / 2
+        out.append(f'<path class="{cls}" d="M{x1:.0f},{y1:.0f} C{mx:.0f},{y1:.0f} '
+                   f'{mx:.0f},{y2:.0f} {x2 - 2:.0f},{y2:.0f}" fill="none" stroke="#555" '
+                   f'stroke-width="1.3" marker-end="url(#arrow)"/>')
+
+    for i, ds in deps.items():
+        if not ds:
+            edge("source", i)
+        for d in ds:
+            edge(d, i)
+    has_dependents = {d for ds in deps.values() for d in ds}
+    for i in runs:
+        if i not in has_dependents:
+            edge(i, "gpu", "edge edge-gpu")
+
+    def box(key, title, sub, lines, color, cls, tip):
+        x, y, h = pos[key]
+        out.append(f'<g class="{cls}" data-tip="{esc(tip)}">')
+        out.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6" fill="#fff" '
+                   f'stroke="{color}" stroke-width="2"/>')
+        out.append(f'<rect x="{x}" y="{y}" width="6" height="{h}" rx="3" fill="{color}"/>')
+        out.append(f'<text x="{x + 14}" y="{y + 17}" class="box-title">{esc(title)}</text>')
+        out.append(f'<text x="{x + 14}" y="{y + 32}" class="box-sub">{esc(sub)}</text>')
+        for n, text in enumerate(lines):
+            out.append(f'<text x="{x + 14}" y="{y + 32 + line_h * (n + 1)}" '
+                       f'class="artifact">{esc(_clip(text, 30))}</text>')
+        out.append("</g>")
+
+    box("source", os.path.basename(build.source), "source", [], "#333", "node node-source",
+        build.source)
+    for i, r in runs.items():
+        s = r.stage
+        sub = f"{s.tool}{' ' + s.arch if s.arch else ''} · " \
+              f"{fmt_seconds(r.seconds)}{' (cached)' if r.cached else ''}"
+        lines = [f"{a.name} {fmt_bytes(a.size)}" for a in r.artifacts]
+        tip = " ".join(s.argv)
+        cls = "node node-stage" + ("" if r.ok else " node-failed")
+        box(i, f"{s.index}. {s.kind.value}", sub, lines,
+            STAGE_COLORS.get(s.kind.value, "#888"), cls, tip)
+    gpu_sub = "nvstage run"
+    if run:
+        dev = _find(run, "device")
+        name = dev.get("name") if isinstance(dev, dict) else None
+        gpu_sub = name or str(run.get("arch") or "measured")
+    box("gpu", "GPU execution", gpu_sub if run else "not run (no --run given)", [],
+        "#59a14f" if run else "#bbb", "node node-gpu" + ("" if run else " node-absent"),
+        "the kernels run on the GPU")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def gantt_svg(build) -> str:
+    runs = build.runs
+    total = max([build.wall_seconds] + [r.started + r.seconds for r in runs] + [1e-9])
+    label_w, chart_w, row_h, top = 230, 620, 20, 24
+    height = top + row_h * len(runs) + 24
+    width = label_w + chart_w + 90
+    out = [f'<svg id="stage-gantt" class="chart" xmlns="http://www.w3.org/2000/svg" '
+           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+           f'aria-label="stage times">']
+    for k in range(5):  # a time axis in quarters of the build's wall time
+        x = label_w + chart_w * k / 4
+        out.append(f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{height - 18}" '
+                   f'class="grid"/>')
+        out.append(f'<text x="{x:.1f}" y="{top - 10}" class="axis" text-anchor="middle">'
+                   f'{esc(fmt_seconds(total * k / 4))}</text>')
+    for n, r in enumerate(runs):
+        y = top + n * row_h
+        s = r.stage
+        label = f"{s.index}. {s.kind.value}{' ' + s.arch if s.arch else ''}"
+        x = label_w + chart_w * r.started / total
+        bw = max(1.5, chart_w * r.seconds / total)
+        color = STAGE_COLORS.get(s.kind.value, "#888")
+        tip = f"{label}: started {fmt_seconds(r.started)}, took {fmt_seconds(r.seconds)}"
+        out.append(f'<text x="{label_w - 8}" y="{y + 14}" class="label" text-anchor="end">'
+                   f'{esc(label)}</text>')
+        fade = ' opacity="0.45"' if r.cached else ""
+        out.append(f'<rect class="gantt-bar" x="{x:.1f}" y="{y + 3}" width="{bw:.1f}" '
+                   f'height="{row_h - 6}" fill="{color}" data-tip="{esc(tip)}"{fade}/>')
+        out.append(f'<text x="{x + bw + 4:.1f}" y="{y + 14}" class="value">'
+                   f'{esc(fmt_seconds(r.seconds))}{" cached" if r.cached else ""}</text>')
+    out.append(f'<text x="{label_w}" y="{height - 4}" class="axis">wall '
+               f'{esc(fmt_seconds(build.wall_seconds))}; stage sum '
+               f'{esc(fmt_seconds(build.stage_seconds))}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def decomposition_svg(run: dict) -> str | None:
+    dec = _find(run, "decomposition")
+    if not isinstance(dec, dict):
+        return None
+    terms = [(t, _median(dec.get(f"{t}_ns"))) for t in ("launch", "kernel", "transfer")]
+    wall = _median(dec.get("wall_ns"))
+    if all(v is None for _, v in terms) and wall is None:
+        return None
+    total = sum(v or 0.0 for _, v in terms)
+    scale_max = max(total, wall or 0.0, 1e-9)
+    label_w, chart_w, row_h = 150, 600, 34
+    width, height = label_w + chart_w + 120, 2 * row_h + 70
+    out = [f'<svg id="decomposition-chart" class="chart" xmlns="http://www.w3.org/2000/svg" '
+           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+           f'aria-label="decomposition">']
+    y = 10
+    out.append(f'<text x="{label_w - 8}" y="{y + 21}" class="label" text-anchor="end">'
+               f'T (sequential)</text>')
+    x = float(label_w)
+    for t, v in terms:
+        if not v:
+            continue
+        bw = chart_w * v / scale_max
+        out.append(f'<rect class="decomp-seg decomp-{t}" x="{x:.1f}" y="{y}" '
+                   f'width="{bw:.1f}" height="{row_h - 4}" fill="{LANE_COLORS[t]}" '
+                   f'data-tip="{esc(f"{t}: {v / 1000:.3f} us (median)")}"/>')
+        x += bw
+    out.append(f'<text x="{x + 6:.1f}" y="{y + 21}" class="value">'
+               f'{esc(f"{total / 1000:.2f} us")}</text>')
+    y += row_h
+    if wall is not None:
+        bw = chart_w * wall / scale_max
+        out.append(f'<text x="{label_w - 8}" y="{y + 21}" class="label" text-anchor="end">'
+                   f'wall</text>')
+        out.append(f'<rect class="decomp-seg decomp-wall" x="{label_w}" y="{y}" '
+                   f'width="{bw:.1f}" height="{row_h - 4}" fill="{LANE_COLORS["wall"]}" '
+                   f'data-tip="{esc(f"wall: {wall / 1000:.3f} us (median)")}"/>')
+        out.append(f'<text x="{label_w + bw + 6:.1f}" y="{y + 21}" class="value">'
+                   f'{esc(f"{wall / 1000:.2f} us")}</text>')
+    y += row_h + 14
+    lx = label_w
+    for t in ("launch", "kernel", "transfer", "wall"):
+        out.append(f'<rect x="{lx}" y="{y}" width="12" height="12" fill="{LANE_COLORS[t]}"/>')
+        out.append(f'<text x="{lx + 16}" y="{y + 11}" class="axis">{t}</text>')
+        lx += 90
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _trace_spans(run: dict | None, trace: dict | None) -> list[tuple[str, str, float, float]]:
+    """(lane, name, start us, duration us) from a Chrome trace, or else the sequential
+    baseline laid out from the run's per-operation medians."""
+    events = None
+    if isinstance(trace, dict):
+        events = trace.get("traceEvents")
+    if events is None and run is not None:
+        t = _find(run, "trace")
+        events = t.get("traceEvents") if isinstance(t, dict) else None
+    spans = []
+    if isinstance(events, list):
+        names: dict[tuple, str] = {}
+        for e in events:
+            if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "thread_name":
+                names[(e.get("pid"), e.get("tid"))] = str((e.get("args") or {}).get("name"))
+        procs = {e.get("pid"): str((e.get("args") or {}).get("name"))
+                 for e in events if isinstance(e, dict) and e.get("ph") == "M"
+                 and e.get("name") == "process_name"}
+        for e in events:
+            if isinstance(e, dict) and e.get("ph") == "X" and \
+                    isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"),
+                                                                          (int, float)):
+                key = (e.get("pid"), e.get("tid"))
+                lane = f"{procs.get(e.get('pid'), e.get('pid'))}: {names.get(key, e.get('tid'))}"
+                spans.append((lane, str(e.get("name")), float(e["ts"]), float(e["dur"])))
+        if spans:
+            return spans
+    dec = _find(run, "decomposition") if run else None
+    ops = dec.get("operations") if isinstance(dec, dict) else None
+    t = 0.0
+    for op in ops or []:
+        if not isinstance(op, dict):
+            continue
+        h, g = _median(op.get("host_ns")), _median(op.get("gpu_ns"))
+        name = str(op.get("name"))
+        if op.get("kind") == "launch" and h:
+            spans.append(("baseline: launch", f"launch {name}", t / 1000, h / 1000))
+            t += h
+        if g:
+            lane = "baseline: kernel" if op.get("kind") == "launch" else "baseline: transfer"
+            spans.append((lane, name, t / 1000, g / 1000))
+            t += g
+    return spans
+
+
+def trace_svg(run: dict | None, trace: dict | None) -> str | None:
+    spans = _trace_spans(run, trace)
+    if not spans:
+        return None
+    lanes = list(dict.fromkeys(s[0] for s in spans))
+    t0 = min(s[2] for s in spans)
+    t1 = max(s[2] + s[3] for s in spans)
+    span_us = max(t1 - t0, 1e-9)
+    label_w, chart_w, row_h, top = 210, 640, 24, 22
+    width, height = label_w + chart_w + 20, top + row_h * len(lanes) + 26
+    out = [f'<svg id="trace-chart" class="chart" xmlns="http://www.w3.org/2000/svg" '
+           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+           f'aria-label="trace">']
+    for k in range(5):
+        x = label_w + chart_w * k / 4
+        out.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{height - 20}" '
+                   f'class="grid"/>')
+        out.append(f'<text x="{x:.1f}" y="{top - 8}" class="axis" text-anchor="middle">'
+                   f'{span_us * k / 4:.1f} us</text>')
+    for n, lane in enumerate(lanes):
+        out.append(f'<text x="{label_w - 8}" y="{top + n * row_h + 16}" class="label" '
+                   f'text-anchor="end">{esc(_clip(lane, 32))}</text>')
+    for lane, name, ts, dur in spans:
+        n = lanes.index(lane)
+        low = lane.lower()
+        kind = "kernel" if "kernel" in low else "launch" if "launch" in low else \
+            "transfer" if ("cop" in low or "transfer" in low) else "other"
+        x = label_w + chart_w * (ts - t0) / span_us
+        bw = max(1.0, chart_w * dur / span_us)
+        out.append(f'<rect class="trace-span" x="{x:.1f}" y="{top + n * row_h + 3}" '
+                   f'width="{bw:.1f}" height="{row_h - 6}" fill="{LANE_COLORS[kind]}" '
+                   f'data-tip="{esc(f"{name}: {dur:.3f} us at {ts - t0:.3f} us")}"/>')
+    what = "Chrome trace" if trace or _find(run or {}, "trace") else \
+        "sequential baseline from the per-operation medians (no trace given)"
+    out.append(f'<text x="{label_w}" y="{height - 6}" class="axis">{what}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+# -- tables and code views -------------------------------------------------------------
+
+def _table(table_id: str, head: list[str], rows: list[list], numeric: set[int] = frozenset()
+           ) -> str:
+    out = [f'<table id="{table_id}"><thead><tr>']
+    out += [f"<th>{esc(h)}</th>" for h in head]
+    out.append("</tr></thead><tbody>")
+    for r in rows:
+        out.append("<tr>" + "".join(
+            f'<td{" class=num" if i in numeric else ""}>{esc(c)}</td>' for i, c in enumerate(r))
+            + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _code(title: str, text: str, cls: str) -> str:
+    lines = text.splitlines()
+    more = len(lines) - MAX_CODE_LINES
+    body = "\n".join(lines[:MAX_CODE_LINES])
+    note = f'<p class="note">{more} more lines not shown; see the kept file.</p>' \
+        if more > 0 else ""
+    return (f'<details class="code-view {cls}"><summary>{esc(title)} '
+            f'<span class="dim">({len(lines)} lines)</span></summary>'
+            f'<pre><code>{esc(body)}</code></pre>{note}</details>')
+
+
+_CSS = """
+:root{--fg:#1d1d1f;--dim:#6e6e73;--line:#d2d2d7;--bg:#fafafa}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);
+ background:var(--bg);margin:0;padding:24px 32px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid
+ var(--line);padding-bottom:4px}
+.dim,.note{color:var(--dim)} .meta{color:var(--dim);margin:0 0 8px}
+.scroll{overflow-x:auto;background:#fff;border:1px solid var(--line);border-radius:8px;
+ padding:8px}
+table{border-collapse:collapse;background:#fff;font-size:13px}
+th,td{border-bottom:1px solid var(--line);padding:4px 10px;text-align:left;white-space:nowrap}
+th{background:#f0f0f3} td.num{text-align:right;font-variant-numeric:tabular-nums}
+svg text{font:12px system-ui,sans-serif;fill:var(--fg)}
+svg .box-title{font-weight:600} svg .box-sub,svg .axis{fill:var(--dim);font-size:11px}
+svg .artifact{font:11px ui-monospace,monospace;fill:#333}
+svg .grid{stroke:#e5e5ea;stroke-width:1} svg .value{font-size:11px;fill:var(--dim)}
+.node-absent rect{stroke-dasharray:4 3} .node-failed rect{stroke:#d00}
+details.code-view{background:#fff;border:1px solid var(--line);border-radius:8px;
+ margin:6px 0;padding:4px 10px}
+details.code-view summary{cursor:pointer;font-family:ui-monospace,monospace}
+pre{margin:6px 0;max-height:480px;overflow:auto;font:12px/1.35 ui-monospace,monospace}
+#tip{position:fixed;pointer-events:none;background:#1d1d1f;color:#fff;padding:4px 8px;
+ border-radius:4px;font-size:12px;max-width:520px;display:none;z-index:9}
+.flags li{color:#a05a00}
+"""
+
+# Tooltips for every element with data-tip, and a marker the browser test waits for.
+_JS = """
+(function(){
+  var data = JSON.parse(document.getElementById('nvstage-data').textContent);
+  var tip = document.getElementById('tip');
+  document.querySelectorAll('[data-tip]').forEach(function(el){
+    el.addEventListener('mousemove', function(ev){
+      tip.textContent = el.getAttribute('data-tip');
+      tip.style.display = 'block';
+      tip.style.left = (ev.clientX + 12) + 'px';
+      tip.style.top = (ev.clientY + 12) + 'px';
+    });
+    el.addEventListener('mouseleave', function(){ tip.style.display = 'none'; });
+  });
+  var charts = document.querySelectorAll('svg.chart').length;
+  document.body.setAttribute('data-charts', String(charts));
+  document.body.setAttribute('data-stages', String(data.stages));
+  document.body.setAttribute('data-ready', '1');
+})();
+"""
+
+
+def _json_for_script(obj) -> str:
+    # "<" as \\u003c: no "</script>" or "<!--" can appear inside the block.
+    return json.dumps(obj).replace("<", "\\u003c").replace(">", "\\u003e") \
+        .replace("&", "\\u0026")
+
+
+def render(inp: ReportInputs, *, title: str | None = None) -> str:
+    """The whole page as one string. Pure: everything comes from ``inp``."""
+    b = inp.build
+    title = title or f"nvstage report: {os.path.basename(b.source)}"
+    parts = [f"<h1>{esc(title)}</h1>",
+             f'<p class="meta">{esc(b.source)} · {len(b.runs)} stages in '
+             f"{esc(fmt_seconds(b.wall_seconds))} · via {esc(b.via)} · "
+             f"toolkit {esc(getattr(b.toolkit, 'release', '') or '')} · "
+             f"nvstage {esc(__version__)}</p>"]
+    if b.status != "ok":
+        parts.append(f'<p class="note">build status: {esc(b.status)}: '
+                     f'{esc((b.error or {}).get("message", ""))}</p>')
+    parts.append('<section id="graph"><h2>Stage graph: source to GPU</h2>'
+                 f'<div class="scroll">{stage_graph_svg(b, inp.run)}</div></section>')
+    parts.append('<section id="times"><h2>Stage times</h2>'
+                 f'<div class="scroll">{gantt_svg(b)}</div></section>')
+    rows = [[r.demangled, r.arch, r.registers,
+             "?" if r.spill_stores is None else r.spill_stores,
+             "?" if r.spill_loads is None else r.spill_loads, r.stack_frame, r.shared_bytes,
+             "-" if r.constant_bytes is None else r.constant_bytes,
+             "final" if r.final else "per file", r.source] for r in inp.resources]
+    parts.append('<section id="resources-section"><h2>Resources per kernel</h2>'
+                 + (_table("resources", ["kernel", "arch", "registers", "spill stores (B)",
+                                         "spill loads (B)", "stack (B)", "static shared (B)",
+                                         "cmem[0] (B)", "numbers", "from"], rows,
+                           {2, 3, 4, 5, 6, 7})
+                    if rows else '<p class="note">no resource figures</p>') + "</section>")
+    if inp.fatbin:
+        frows = [[im.name, im.kind, im.arch, im.size, im.section, im.role,
+                  ", ".join(im.kernels)] for im in inp.fatbin]
+        parts.append('<section id="fatbin-section"><h2>Fatbin inventory</h2>'
+                     + _table("fatbin", ["image", "kind", "arch", "bytes", "section", "role",
+                                         "kernels"], frows, {3}) + "</section>")
+    if inp.sass or inp.ptx:
+        parts.append('<section id="code"><h2>SASS and PTX</h2>')
+        for k in inp.sass:
+            text = "\n".join(f"/*{i.offset:04x}*/ {i.text}"
+                             + (f"    // {i.source}" if i.source else "")
+                             for i in k.instructions)
+            parts.append(_code(f"SASS {k.demangled or k.name} ({k.arch}, "
+                               f"{k.instruction_count} instructions)", text, "sass"))
+        for name, text in inp.ptx:
+            parts.append(_code(f"PTX {name}", text, "ptx"))
+        parts.append("</section>")
+    if inp.run is not None or inp.trace is not None:
+        parts.append('<section id="run"><h2>GPU run</h2>')
+        run = inp.run or {}
+        dev = _find(run, "device")
+        facts = [f"workload {run.get('workload')}" if run.get("workload") else None,
+                 f"mode {run.get('mode')}" if run.get("mode") else None,
+                 f"device {dev.get('name')}" if isinstance(dev, dict) and dev.get("name")
+                 else None, f"status {run.get('status')}" if run.get("status") else None]
+        facts = [f for f in facts if f]
+        if facts:
+            parts.append(f'<p class="meta">{esc(" · ".join(facts))}</p>')
+        dsvg = decomposition_svg(run) if inp.run else None
+        if dsvg:
+            parts.append(f'<h3>Decomposition</h3><div class="scroll">{dsvg}</div>')
+            dec = _find(run, "decomposition")
+            ops = [o for o in dec.get("operations") or [] if isinstance(o, dict)]
+            if ops:
+                orows = [[o.get("index"), o.get("kind"), o.get("name"),
+                          _us(_median(o.get("host_ns"))), _us(_median(o.get("gpu_ns"))),
+                          o.get("bytes") or "", "; ".join(map(str, o.get("flags") or []))]
+                         for o in ops]
+                parts.append(_table("operations", ["op", "kind", "name", "host us (median)",
+                                                   "GPU us (median)", "bytes", "flags"],
+                                    orows, {0, 3, 4, 5}))
+            flags = dec.get("flags") or []
+            if flags:
+                parts.append('<ul class="flags">' + "".join(f"<li>{esc(f)}</li>"
+                                                            for f in flags) + "</ul>")
+        elif inp.run is not None:
+            parts.append('<p class="note">the run document has no decomposition (run with '
+                         '--profile)</p>')
+        tsvg = trace_svg(inp.run, inp.trace)
+        if tsvg:
+            parts.append(f'<h3>Trace</h3><div class="scroll">{tsvg}</div>')
+        parts.append("</section>")
+    if inp.notes:
+        parts.append('<section id="notes"><h2>Notes</h2><ul>'
+                     + "".join(f"<li>{esc(n)}</li>" for n in inp.notes) + "</ul></section>")
+    data = {"schema": "nvstage.report/1", "source": b.source, "stages": len(b.runs),
+            "kernels": sorted({r.demangled for r in inp.resources}),
+            "run": inp.run is not None}
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            # No network: the policy forbids every fetch; inline style and script only.
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+            "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
+            f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
+            + "\n".join(parts)
+            + '<div id="tip"></div>'
+            + f'<script type="application/json" id="nvstage-data">{_json_for_script(data)}'
+            + f"</script><script>{_JS}</script></body></html>\n")
+
+
+def _us(ns: float | None) -> str:
+    return "" if ns is None else f"{ns / 1000:.3f}"
+
+
+def write_report(build, output, *, toolkit=None, run: dict | None = None,
+                 trace: dict | None = None, title: str | None = None) -> str:
+    """Gather, render and write the page atomically; returns its path."""
+    from ..artifacts import write_atomic
+
+    page = render(gather(build, toolkit=toolkit, run=run, trace=trace), title=title)
+    write_atomic(output, page)
+    return os.fspath(output)
