@@ -8,6 +8,8 @@ from .. import __version__
 from .cache import cache_cmd
 from .compile import compile_cmd
 from .doctor import doctor_cmd
+from .check import check_cmd
+from .report import report_cmd
 from .occupancy import occupancy_cmd
 from .run import run_cmd
 from .occupancy import occupancy_cmd
@@ -26,6 +28,8 @@ app = typer.Typer(
 )
 app.command("compile")(compile_cmd)
 app.command("doctor")(doctor_cmd)
+app.command("check")(check_cmd)
+app.command("report")(report_cmd)
 app.command("occupancy")(occupancy_cmd)
 app.command("run")(run_cmd)
 app.command("occupancy")(occupancy_cmd)
