@@ -1,0 +1,223 @@
+"""The stage cache: keys follow content (headers included), damage is a miss, builds share it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import nvstage
+from nvstage.cache import Cache, parse_depfile, parse_size
+from nvstage.options import CompileOptions
+from nvstage.plan import StageKind as K
+
+GENCODES = ("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]")
+PREPROCESS = (K.HOST_PREPROCESS, K.DEVICE_PREPROCESS)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path_factory, monkeypatch) -> Path:
+    root = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(root))
+    return root
+
+
+def kernel(workdir: Path, scale: str = "3.0f") -> None:
+    (workdir / "inc").mkdir(exist_ok=True)
+    (workdir / "inc/coef.h").write_text(f"#pragma once\n#define SCALE {scale}\n")
+    (workdir / "inc/unused.h").write_text("#define UNUSED 1\n")
+    (workdir / "k.cu").write_text('#include "coef.h"\n'
+                                  "__global__ void k(float* p) { p[threadIdx.x] *= SCALE; }\n")
+
+
+def build(toolkit, keep="k", **kw):
+    opts = CompileOptions(gencodes=GENCODES, compile_only=True, include_dirs=("inc",))
+    return nvstage.compile("k.cu", opts, toolkit=toolkit, keep=keep, jobs=2, **kw)
+
+
+def cached(b) -> dict:
+    return {r.stage.index: r.cached for r in b.runs}
+
+
+# -- the store on its own -------------------------------------------------------------------
+def test_put_get_restore_and_damage(tmp_path):
+    c = Cache(tmp_path / "c")
+    (tmp_path / "a.txt").write_text("hello @ /w/x\n")
+    (tmp_path / "b.bin").write_bytes(b"\0\1\2")
+    assert c.get("ab" * 32) is None
+    assert c.put("ab" * 32, [tmp_path / "a.txt", tmp_path / "b.bin"], stdout="o", stderr="e",
+                 seconds=1.5)
+    assert not c.put("ab" * 32, [tmp_path / "a.txt"], stdout="", stderr="", seconds=0)
+    e = c.get("ab" * 32)
+    assert e.stdout == "o" and e.stderr == "e" and e.seconds == 1.5
+    out = c.restore(e, [tmp_path / "x/a", tmp_path / "x/b"])
+    assert (tmp_path / "x/a").read_text() == "hello @ /w/x\n"
+    assert (tmp_path / "x/b").read_bytes() == b"\0\1\2" and len(out.files) == 2
+    blob = e.path / "1"
+    blob.write_bytes(b"\0\1")  # truncated
+    assert c.restore(e, [tmp_path / "y/a", tmp_path / "y/b"]) is None
+    assert not (tmp_path / "y/a").exists()  # nothing half-restored
+    (e.path / "meta.json").write_text((e.path / "meta.json").read_text().replace('"o"', '"p"'))
+    assert c.get("ab" * 32) is False  # the record itself fails its check
+    c.discard("ab" * 32)
+    assert c.get("ab" * 32) is None
+
+
+def test_text_outputs_are_relocated_between_work_folders(tmp_path):
+    c = Cache(tmp_path / "c")
+    (tmp_path / "s.c").write_text('# 1 "/old/work/s.c"\n')
+    assert c.put("cd" * 32, [tmp_path / "s.c"], stdout="", stderr="", seconds=0,
+                 rewrite=(b"/old/work", b"@WORK@"))
+    c.restore(c.get("cd" * 32), [tmp_path / "t.c"], rewrite=(b"@WORK@", b"/new/place"))
+    assert (tmp_path / "t.c").read_text() == '# 1 "/new/place/s.c"\n'
+    (tmp_path / "o.bin").write_bytes(b"\0/old/work")  # a binary naming the folder: not stored
+    assert not c.put("ef" * 32, [tmp_path / "o.bin"], stdout="", stderr="", seconds=0,
+                     rewrite=(b"/old/work", b"@WORK@"))
+
+
+def test_least_recently_used_entries_go_first(tmp_path):
+    c = Cache(tmp_path / "c", max_bytes=3000)
+    (tmp_path / "f").write_bytes(b"x" * 1000)
+    keys = [f"{n:02d}" * 32 for n in range(4)]
+    for n, k in enumerate(keys):
+        c.put(k, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+        os.utime(c.get(k).path / "meta.json", (1000 + n, 1000 + n))
+    c.restore(c.get(keys[0]), [tmp_path / "g"])  # a hit makes the oldest the newest
+    assert c.evict() >= 1
+    left = {d.name for d, _, _ in c.entries()}
+    assert keys[0] in left and keys[1] not in left and c.size() <= 3000
+
+
+def test_racing_writers_of_one_key_both_succeed(tmp_path):
+    c = Cache(tmp_path / "c")
+    (tmp_path / "f").write_bytes(os.urandom(1 << 20))
+    results = []
+
+    def put():
+        results.append(c.put("aa" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0))
+
+    threads = [threading.Thread(target=put) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count(True) == 1
+    c.restore(c.get("aa" * 32), [tmp_path / "g"])
+    assert (tmp_path / "g").read_bytes() == (tmp_path / "f").read_bytes()
+    assert not list((tmp_path / "c/tmp").iterdir())
+
+
+def test_small_parsers():
+    assert parse_depfile("a.o: x.cu /usr/a\\ b.h \\\n  c.h\n") == ["x.cu", "/usr/a b.h", "c.h"]
+    assert parse_size("2G") == 2 << 30 and parse_size("500M") == 500 << 20
+    assert parse_size("1234") == 1234 and parse_size("1.5KiB") == 1536
+
+
+# -- in builds ------------------------------------------------------------------------------
+def test_warm_rebuild_starts_no_tool_and_gives_the_same_files(toolkit, workdir):
+    kernel(workdir)
+    cold = build(toolkit, keep="cold")
+    assert not any(cached(cold).values()) and cold.cache["stored"] == len(cold.runs)
+    warm = build(toolkit, keep="warm")
+    assert all(cached(warm).values())
+    # Every host-compiler stage was found through its recorded headers: no gcc ran.
+    assert warm.cache["direct_hits"] == sum(r.stage.kind in PREPROCESS + (K.HOST_COMPILE,)
+                                            for r in warm.runs)
+    for p in (workdir / "cold").iterdir():
+        if p.name != "stages.json":
+            mine = (workdir / "warm" / p.name).read_bytes()
+            assert mine.replace(b"/warm/", b"/cold/") == p.read_bytes(), p.name
+    assert {a.sha256 for a in warm.artifacts} == {
+        nvstage.artifacts.sha256_file(a.path) for a in warm.artifacts}
+
+
+def test_editing_an_included_header_rebuilds_and_gives_the_new_result(toolkit, workdir):
+    kernel(workdir, "3.0f")
+    first = build(toolkit)
+    ptx = (workdir / "k/k.compute_90.ptx").read_text()
+    assert "0f40400000" in ptx  # 3.0f
+    kernel(workdir, "5.0f")
+    second = build(toolkit)
+    # The header reaches every preprocessed file, so nothing downstream can be reused...
+    assert not any(r.cached for r in second.runs if r.stage.kind in (K.CICC, K.PTXAS))
+    assert "0f40A00000" in (workdir / "k/k.compute_90.ptx").read_text()  # 5.0f
+    # ...and the result is what a build without the cache gives.
+    (workdir / "ref").mkdir()
+    nvstage.compile("k.cu", CompileOptions(gencodes=GENCODES, compile_only=True,
+                                           include_dirs=("inc",), output="ref/k.o"),
+                    toolkit=toolkit, keep="ref", cache=False)
+    names = [p.name for p in (workdir / "ref").iterdir()
+             if p.suffix in (".ptx", ".cubin", ".fatbin", ".ii")]
+    assert len(names) == 8
+    for name in names:
+        assert (workdir / "k" / name).read_bytes() == (workdir / "ref" / name).read_bytes()
+    assert first.cache["misses"] == len(first.runs)
+
+
+def test_editing_an_unrelated_file_reuses_everything(toolkit, workdir):
+    kernel(workdir)
+    build(toolkit)
+    (workdir / "inc/unused.h").write_text("#define UNUSED 2\n")
+    (workdir / "other.cu").write_text("int x;\n")
+    again = build(toolkit)
+    assert all(cached(again).values())
+
+
+def test_a_corrupt_or_truncated_entry_is_a_miss_and_is_rebuilt(toolkit, workdir,
+                                                                private_cache):
+    kernel(workdir)
+    build(toolkit, keep="a")
+    blobs = sorted(p for p in (private_cache / "entries").rglob("*") if p.is_file()
+                   and p.name != "meta.json" and p.stat().st_size > 100)
+    blobs[0].write_bytes(blobs[0].read_bytes()[:50])  # truncated
+    damaged = bytearray(blobs[1].read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF  # one bit pattern flipped
+    blobs[1].write_bytes(bytes(damaged))
+    metas = sorted((private_cache / "entries").rglob("meta.json"))
+    metas[-1].write_text("{ not json")
+    b = build(toolkit, keep="b")
+    assert b.cache["corrupt"] >= 2 and b.cache["misses"] >= b.cache["corrupt"]
+    assert b.status == "ok"
+    for p in (workdir / "a").iterdir():
+        if p.name != "stages.json":
+            assert (workdir / "b" / p.name).read_bytes().replace(b"/b/", b"/a/") == \
+                p.read_bytes(), p.name
+    c = build(toolkit, keep="c")  # the rebuilt entries are good again
+    assert all(cached(c).values())
+
+
+def test_two_processes_share_one_cache(toolkit, workdir, private_cache):
+    kernel(workdir)
+    script = (
+        "import sys, nvstage\n"
+        "from nvstage.options import CompileOptions\n"
+        f"o = CompileOptions(gencodes={GENCODES!r}, compile_only=True, include_dirs=('inc',),"
+        " output=sys.argv[1] + '.o')\n"
+        "b = nvstage.compile('k.cu', o, keep=sys.argv[1], jobs=2)\n"
+        "print(b.status)\n")
+    env = {**os.environ, "NVSTAGE_CACHE_DIR": str(private_cache)}
+    procs = [subprocess.Popen([sys.executable, "-c", script, name], cwd=workdir, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name in ("p1", "p2")]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    build(toolkit, keep="ref", cache=False)
+    for name in ("p1", "p2"):
+        for f in ("k.compute_80.ptx", "k.compute_90.sm_90.cubin", "k.fatbin.c"):
+            assert (workdir / name / f).read_bytes() == (workdir / "ref" / f).read_bytes()
+    assert (workdir / "p1.o").read_bytes() == (workdir / "p2.o").read_bytes()
+    stats = json.loads((private_cache / "stats.json").read_text())
+    assert stats["misses"] + stats["hits"] == 2 * 10
+    assert not [p for p in (private_cache / "tmp").iterdir() if not p.name.startswith(".")]
+
+
+def test_cache_off_touches_nothing(toolkit, workdir, private_cache):
+    kernel(workdir)
+    b = build(toolkit, cache=False)
+    assert b.cache is None and not any(cached(b).values())
+    assert not (private_cache / "entries").exists()
