@@ -126,3 +126,13 @@ def test_spills_come_from_each_compilers_own_report(toolkit, kernels, workdir):
         assert k.registers <= 16 + 8  # ptxas may round up; it must not ignore the cap
         assert k.spill_stores > 0 and k.spill_loads > 0, p.name
     assert list(workdir.iterdir()) == []  # nothing left behind, not even nvcc's NAME.cubin
+
+
+def test_a_path_that_fails_says_its_folder_is_gone(toolkit, kernels, workdir):
+    from nvstage.errors import StageFailed
+
+    # lto_a.cu alone calls shade() that only lto_b.cu defines: nvcc's ptxas refuses first.
+    with pytest.raises(StageFailed) as info:
+        compare_paths(kernels / "lto_a.cu", arch="sm_90", toolkit=toolkit)
+    assert "Unresolved extern function '_Z5shadefi'" in info.value.message
+    assert "temporary folder is removed" in info.value.hint

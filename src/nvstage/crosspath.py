@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import NvstageError, UsageError
 from .options import CompileOptions
 from .toolkit import Toolkit, find_toolkit
 
@@ -213,14 +213,28 @@ def compare_paths(
             opts = CompileOptions(archs=(arch,), stop="cubin", rdc=multi, resource_usage=True,
                                   maxrregcount=maxrregcount,
                                   output=str(work / NVCC / f"{Path(src).stem}.cubin"))
-            b = nvcc_compile(src, opts, toolkit=toolkit, keep=work / NVCC, cwd=cwd)
+            try:
+                b = nvcc_compile(src, opts, toolkit=toolkit, keep=work / NVCC, cwd=cwd)
+            except NvstageError as e:
+                _not_kept(e, keep)
+                raise
             _collect(nvcc_path, b, final=not multi, toolkit=toolkit)
         result.paths.append(nvcc_path)
 
-        rb = compile_nvrtc(srcs, CompileOptions(archs=(arch,), resource_usage=True,
-                                                maxrregcount=maxrregcount),
-                           toolkit=toolkit, keep=work / NVRTC,
-                           name_expressions=name_expressions, cwd=cwd)
+        try:
+            rb = compile_nvrtc(srcs, CompileOptions(archs=(arch,), resource_usage=True,
+                                                    maxrregcount=maxrregcount),
+                               toolkit=toolkit, keep=work / NVRTC,
+                               name_expressions=name_expressions, cwd=cwd)
+            if lto:
+                lb = compile_nvrtc(srcs, CompileOptions(archs=(arch,), lto=True,
+                                                        resource_usage=True,
+                                                        maxrregcount=maxrregcount),
+                                   toolkit=toolkit, keep=work / LTO,
+                                   name_expressions=name_expressions, cwd=cwd)
+        except NvstageError as e:
+            _not_kept(e, keep)
+            raise
         rtc = PathResult(NVRTC, f"NVRTC -arch={arch}" + (" -rdc=true" if multi else ""))
         _collect(rtc, rb, final=not multi, toolkit=toolkit, kinds=("nvrtc",))
         result.paths.append(rtc)
@@ -235,10 +249,6 @@ def compare_paths(
                                                          for e, m in rb.name_map.items()))
 
         if lto:
-            lb = compile_nvrtc(srcs, CompileOptions(archs=(arch,), lto=True, resource_usage=True,
-                                                    maxrregcount=maxrregcount),
-                               toolkit=toolkit, keep=work / LTO,
-                               name_expressions=name_expressions, cwd=cwd)
             lpath = PathResult(LTO, f"NVRTC -dlto, linked by nvJitLink -lto -arch={arch}")
             _collect(lpath, lb, final=True, toolkit=toolkit)
             result.paths.append(lpath)
@@ -258,6 +268,13 @@ def compare_paths(
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _not_kept(err: NvstageError, keep) -> None:
+    # The build said its artifacts were kept, but without ``keep`` this folder is removed.
+    if keep is None:
+        err.hint = ("the comparison's temporary folder is removed; pass keep= (or build this "
+                    "path alone with nvstage compile --keep) to look at its artifacts")
 
 
 def _collect(path: PathResult, build, *, final: bool, toolkit: Toolkit,
