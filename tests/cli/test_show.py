@@ -1,0 +1,95 @@
+"""nvstage show through the CLI: JSON figures, kernel filter, bad input, builds."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "inspect"))
+from _builds import get_built  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def built(toolkit, kernels, tmp_path_factory):
+    return get_built(toolkit, kernels, tmp_path_factory)
+
+
+def test_show_object_json(cli, built):
+    root, _ = built
+    r = cli("show", root / "multi.o", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "object" and set(doc) >= {"fatbin", "resources", "sass"}
+    assert [i["arch"] for i in doc["fatbin"]] == ["sm_80", "sm_90", "compute_90"]
+    regs = {(k["kernel"], k["arch"]): k["registers"] for k in doc["resources"]}
+    assert regs[("histogram", "sm_90")] == 12 and regs[("histogram", "sm_80")] == 8
+
+
+def test_show_kernel_filter_and_listing(cli, built):
+    root, _ = built
+    r = cli("show", root / "multi.o", "--sections", "sass", "--kernel", "block_sum",
+            "--listing")
+    assert r.exit_code == 0, r.output
+    assert "block_sum(float const*, float*, int)" in r.stdout
+    assert "histogram" not in r.stdout and "EXIT" in r.stdout
+
+
+def test_show_build_flags_spill(cli, built):
+    _, builds = built
+    r = cli("show", builds["spill16"].keep_dir, "--sections", "resources", "--json")
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(r.stdout)["resources"]
+    assert row["spills"] and row["spill_stores"] > 0
+    r = cli("show", builds["spill16"].keep_dir, "--sections", "resources")
+    assert "SPILLS" in r.stdout
+
+
+def test_show_ptx(cli, captured_ptx):
+    r = cli("show", captured_ptx, "--json")
+    assert r.exit_code == 0, r.output
+    (mod,) = json.loads(r.stdout)["ptx"]
+    assert mod["target"] == "sm_90" and len(mod["entries"]) == 2
+
+
+@pytest.fixture
+def captured_ptx() -> Path:
+    return Path(__file__).resolve().parent.parent / "data" / "captured" / "params.sm_90.ptx"
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"hello\n", "not a CUDA artifact"),
+    (b"\x7fELF\x02\x01\x01", "truncated"),
+    (b"", "empty"),
+    (b"\x50\xed\x55\xba\x01\x00\x10\x00" + bytes(8), "empty fatbin"),
+])
+def test_bad_input_one_message_no_traceback(cli, tmp_path, content, message):
+    bad = tmp_path / "bad.fatbin"
+    bad.write_bytes(content)
+    r = cli("show", bad)
+    assert r.exit_code == 6
+    assert message in r.stderr and "Traceback" not in r.output
+    assert r.stdout == ""
+
+
+def test_truncated_cubin(cli, built, tmp_path):
+    root, _ = built
+    bad = tmp_path / "cut.cubin"
+    bad.write_bytes((root / "saxpy.sm_90.cubin").read_bytes()[:700])
+    r = cli("show", bad)
+    assert r.exit_code == 6 and "truncated" in r.stderr and "Traceback" not in r.output
+
+
+def test_unknown_section(cli, built):
+    root, _ = built
+    r = cli("show", root / "multi.o", "--sections", "bogus")
+    assert r.exit_code == 2 and "unknown section" in r.stderr
+
+
+def test_show_will_it_run(cli, built):
+    root, _ = built
+    r = cli("show", root / "multi.o", "--sections", "fatbin", "--gpu", "sm_90", "--json")
+    assert r.exit_code == 0, r.output
+    assert "will_it_run" in json.loads(r.stdout)

@@ -1,0 +1,28 @@
+"""The diff library on two real builds: same build gives zero deltas."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "inspect"))
+from _builds import get_built  # noqa: E402
+
+from nvstage.diff import diff_builds, diff_paths  # noqa: E402
+
+
+def test_build_against_itself_has_no_kernel_change(toolkit, kernels, tmp_path_factory):
+    _, b = get_built(toolkit, kernels, tmp_path_factory)
+    d = diff_builds(b["vadd"], b["vadd"], toolkit)
+    assert d.kernels and not any(r.changed for r in d.kernels)
+    assert all(r.delta("seconds") == 0 for r in d.stages)
+
+
+def test_spill_diff_from_manifests(toolkit, kernels, tmp_path_factory):
+    _, b = get_built(toolkit, kernels, tmp_path_factory)
+    d = diff_paths(b["spill"].keep_dir, b["spill16"].keep_dir, toolkit)
+    (row,) = d.kernels
+    assert row.a["spill_stores"] == 0 and row.b["spill_stores"] > 0
+    assert row.delta("registers") == row.b["registers"] - row.a["registers"] < 0
+    assert row.a["instructions"] != row.b["instructions"]
+    assert d.to_json()["kernels"][0]["delta"]["spill_loads"] == row.b["spill_loads"]
