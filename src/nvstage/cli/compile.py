@@ -112,6 +112,10 @@ def compile_cmd(
             raise UsageError(f"unknown --via {via!r}", hint="choose nvcc or nvrtc")
         con = data_console(json_out)
         con.print(stage_table(build))
+        if build.via == "nvrtc":
+            from ..nvrtc import render_name_map
+
+            render_name_map(build, con)
         stderr().print(summary_line(build))
         doc = build.to_json()
         if show:
