@@ -114,17 +114,25 @@ def _build_of(target: Path, budgets, toolkit, keep_dir: str | None):
 
     if not target.is_file():
         raise InputNotFound(f"no such file: {target}")
-    options = budgets.compile_options()
-    if keep_dir:
-        return run_compile(target, options, toolkit=toolkit, keep=keep_dir)
-    # The resource readers rerun ptxas on kept inputs and read the cubins: a temporary keep
-    # folder that outlives the check's measuring, removed when the process ends.
-    tmp = tempfile.mkdtemp(prefix="nvstage-check-")
-    import atexit
-    import shutil
+    from dataclasses import replace
 
-    atexit.register(shutil.rmtree, tmp, True)
-    return run_compile(target, options, toolkit=toolkit, keep=tmp)
+    options = budgets.compile_options()
+    if not keep_dir:
+        # The resource readers rerun ptxas on kept inputs and read the cubins: a temporary
+        # keep folder that outlives the check's measuring, removed when the process ends.
+        import atexit
+        import shutil
+
+        keep_dir = tempfile.mkdtemp(prefix="nvstage-check-")
+        atexit.register(shutil.rmtree, keep_dir, True)
+    if options.output is None:
+        # nvcc would put the fatbin or object in the current folder, where a second check
+        # overwrites it: it belongs with the rest of the build.
+        suffix = "." + options.stop if options.stop else ".o" if options.compile_only else ""
+        if suffix:
+            out = Path(keep_dir).resolve() / (target.name.rsplit(".", 1)[0] + suffix)
+            options = replace(options, output=str(out))
+    return run_compile(target, options, toolkit=toolkit, keep=keep_dir)
 
 
 def _append(path: Path, text: str) -> None:

@@ -1,0 +1,242 @@
+"""Budgets against real builds: registers, spills, arches, sizes, stage times, baselines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nvstage.budgets import (BaselineError, BudgetConfigError, base_name, check,
+                             github_annotations, kernel_matches, load_budgets, locate_kernel,
+                             markdown_summary, parse_budgets, run_figures)
+from nvstage.options import CompileOptions
+
+TWO_ARCHES = ("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]")
+
+
+def _build(toolkit, kernels, tmp_path_factory, name, source, **opts):
+    from nvstage.pipeline import compile
+
+    keep = tmp_path_factory.mktemp(name)
+    out = keep / source.replace(".cu", ".fatbin")  # nvcc's default is the current folder
+    return compile(kernels / source, CompileOptions(stop="fatbin", output=str(out), **opts),
+                   toolkit=toolkit, keep=keep, jobs=1)
+
+
+@pytest.fixture(scope="module")
+def small(toolkit, kernels, tmp_path_factory):
+    return _build(toolkit, kernels, tmp_path_factory, "small", "budget_acc.cu",
+                  gencodes=TWO_ARCHES, defines=("ACC=4",))
+
+
+@pytest.fixture(scope="module")
+def big(toolkit, kernels, tmp_path_factory):
+    return _build(toolkit, kernels, tmp_path_factory, "big", "budget_acc.cu",
+                  gencodes=TWO_ARCHES, defines=("ACC=32",))
+
+
+@pytest.fixture(scope="module")
+def one_arch(toolkit, kernels, tmp_path_factory):
+    return _build(toolkit, kernels, tmp_path_factory, "one", "budget_acc.cu",
+                  archs=("sm_90",), defines=("ACC=4",))
+
+
+@pytest.fixture(scope="module")
+def spilled(toolkit, kernels, tmp_path_factory):
+    return _build(toolkit, kernels, tmp_path_factory, "spill", "spill.cu", archs=("sm_90",),
+                  maxrregcount=16)
+
+
+BUDGETS = {"budgets": {"max_registers": 32, "no_spills": True,
+                       "required_arches": ["sm_80", "sm_90"]}}
+
+
+def test_within_budget_passes(small, toolkit):
+    r = check(small, parse_budgets(BUDGETS), toolkit=toolkit)
+    assert r.passed, r.violations
+    assert r.checked >= 6
+    regs = {k.arch: k.registers for k in r.measurements.kernels}
+    assert set(regs) == {"sm_80", "sm_90"} and max(regs.values()) <= 32
+    assert r.measurements.arches == ["compute_90", "sm_80", "sm_90"]
+
+
+def test_more_registers_fail_with_the_kernel_named(big, toolkit):
+    r = check(big, parse_budgets(BUDGETS), toolkit=toolkit)
+    assert not r.passed
+    regs = [v for v in r.violations if v.metric == "registers"]
+    assert regs and {v.kernel for v in regs} == {"budget_acc"}
+    v = regs[0]
+    assert v.value > 32 and v.limit == 32
+    assert "budget_acc" in v.message and v.file.endswith("budget_acc.cu") and v.line == 7
+
+
+def test_per_kernel_table_overrides_the_defaults(big, toolkit):
+    b = parse_budgets({"budgets": {"max_registers": 32,
+                                   "kernels": {"budget_*": {"max_registers": 255}}}})
+    assert check(big, b, toolkit=toolkit).passed
+
+
+def test_spills_fail(spilled, toolkit):
+    r = check(spilled, parse_budgets({"budgets": {"no_spills": True}}), toolkit=toolkit)
+    (v,) = r.violations
+    assert v.kernel == "spill" and v.metric == "spill_bytes" and v.value > 0 and v.limit == 0
+    assert "no spills are allowed" in v.message
+    # a spill allowance above what it spills passes
+    allowed = parse_budgets({"budgets": {"max_spill_bytes": v.value}})
+    assert check(spilled, allowed, toolkit=toolkit).passed
+
+
+def test_dropped_arch_fails(one_arch, toolkit):
+    r = check(one_arch, parse_budgets(BUDGETS), toolkit=toolkit)
+    (v,) = r.violations
+    assert v.metric == "required_arch" and v.arch == "sm_80"
+    assert "sm_80 is missing" in v.message and "budget_acc.fatbin" in v.message
+
+
+def test_sizes_and_stage_times(small, toolkit):
+    m = check(small, parse_budgets({}), toolkit=toolkit).measurements
+    tight = parse_budgets({"budgets": {"max_cubin_bytes": 100, "max_fatbin_bytes": 100,
+                                       "stage_seconds": {"ptxas": 0.0}}})
+    r = check(small, tight, toolkit=toolkit)
+    metrics = sorted(v.metric for v in r.violations)
+    assert metrics.count("cubin_bytes") == 2 and metrics.count("fatbin_bytes") == 1
+    assert metrics.count("stage_seconds") == sum(1 for s in m.stages if s["kind"] == "ptxas"
+                                                 and s["seconds"] > 0)
+    loose = parse_budgets({"budgets": {"max_fatbin_bytes": m.fatbin_bytes,
+                                       "stage_seconds": {"*": 3600}}})
+    assert check(small, loose, toolkit=toolkit).passed
+
+
+def test_keep_folder_and_manifest_paths_work(small, toolkit):
+    r1 = check(small.keep_dir, parse_budgets(BUDGETS), toolkit=toolkit)
+    r2 = check(f"{small.keep_dir}/stages.json", parse_budgets(BUDGETS), toolkit=toolkit)
+    assert r1.passed and r2.passed
+    assert r1.measurements.kernels == r2.measurements.kernels
+
+
+def test_baseline_growth(small, big, toolkit, tmp_path):
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(check(small, parse_budgets({}), toolkit=toolkit).to_json()))
+    same = check(small, parse_budgets({}), toolkit=toolkit, baseline=base)
+    assert not [v for v in same.violations if v.metric != "stage_seconds"]
+    grown = check(big, parse_budgets({}), toolkit=toolkit, baseline=base)
+    regs = [v for v in grown.violations if v.metric == "registers"]
+    assert {v.arch for v in regs} == {"sm_80", "sm_90"}
+    assert all(v.against == "baseline" and "grew from" in v.message for v in regs)
+    # a generous threshold lets the same growth through
+    lax = parse_budgets({"baseline": {"registers": 10.0, "cubin_bytes": 10.0,
+                                      "fatbin_bytes": 10.0, "stage_seconds": 100.0}})
+    assert not [v for v in check(big, lax, toolkit=toolkit, baseline=base).violations
+                if v.metric != "stage_seconds"]
+    # a manifest works as a baseline too
+    vs_manifest = check(big, parse_budgets({}), toolkit=toolkit,
+                        baseline=f"{small.keep_dir}/stages.json")
+    assert any(v.metric == "registers" for v in vs_manifest.violations)
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("{not json", "not JSON"),
+    ("[1, 2]", "a JSON list"),
+    ('{"schema": "something/1"}', "not an nvstage check report"),
+    ('{"schema": "nvstage.check/1", "measurements": {"source": "x"}}', "damaged"),
+])
+def test_corrupt_baseline_is_one_clear_error(small, toolkit, tmp_path, content, expected):
+    p = tmp_path / "base.json"
+    p.write_text(content)
+    with pytest.raises(BaselineError, match=expected):
+        check(small, parse_budgets({}), toolkit=toolkit, baseline=p)
+
+
+def test_mismatched_baseline_names_the_difference(small, one_arch, toolkit, tmp_path):
+    p = tmp_path / "base.json"
+    p.write_text(json.dumps(check(one_arch, parse_budgets({}), toolkit=toolkit).to_json()))
+    with pytest.raises(BaselineError, match=r"only in this build: budget_acc \(sm_80\)"):
+        check(small, parse_budgets({}), toolkit=toolkit, baseline=p)
+
+
+def test_renderers(big, toolkit):
+    r = check(big, parse_budgets(BUDGETS), toolkit=toolkit)
+    gh = github_annotations(r, base=str(big.source).rsplit("/kernels/", 1)[0])
+    first = gh.splitlines()[0]
+    assert first.startswith("::error file=kernels/budget_acc.cu,line=7,title=nvstage check%3A "
+                            "registers::budget_acc (sm_")
+    md = markdown_summary(r)
+    assert md.startswith("## ❌ nvstage check: failed: 2 violations"), r.violations
+    assert "| budget_acc | sm_80 | registers |" in md
+
+
+# -- pure parts --------------------------------------------------------------------------
+
+def test_names_and_globs():
+    assert base_name("ns::scale<float>(float*, float, int)") == "scale"
+    assert base_name("f<a::b<c>>(int)") == "f"
+    dem = "void scale<float>(float*, float, int)".replace("void ", "")
+    assert kernel_matches("scale", "_Z5scaleIfEvPT_S0_i", dem)
+    assert kernel_matches("scale<float>", "_Z5scaleIfEvPT_S0_i", dem)
+    assert kernel_matches("_Z5scale*", "_Z5scaleIfEvPT_S0_i", dem)
+    assert not kernel_matches("scal", "_Z5scaleIfEvPT_S0_i", dem)
+
+
+def test_locate_kernel(kernels):
+    assert locate_kernel(kernels / "multi.cu", "scale<float>(float*, float, int)") == 20
+    assert locate_kernel(kernels / "multi.cu", "histogram") is not None
+    assert locate_kernel(kernels / "multi.cu", "nowhere") is None
+
+
+@pytest.mark.parametrize("doc, expected", [
+    ({"budgets": {"max_registerz": 3}}, "unknown key"),
+    ({"budgets": {"max_registers": -1}}, "whole number >= 0"),
+    ({"budgets": {"max_registers": 1.5}}, "whole number"),
+    ({"budgets": {"no_spills": True, "max_spill_bytes": 8}}, "disagree"),
+    ({"budgets": {"kernels": {"k": {"max_fatbin_bytes": 3}}}}, "unknown key"),
+    ({"budgets": {"required_arches": ["sm90"]}}, "required_arches"),
+    ({"budgets": {"stage_seconds": {"ptxass": 1}}}, "unknown stage kind"),
+    ({"baseline": {"regs": 0.1}}, "unknown metric"),
+    ({"tool": {"nvstage": {"budget": {}}}}, "unknown table"),
+    ({"compile": {"arch": ["sm_90"]}}, "unknown option"),
+])
+def test_bad_config_is_refused(doc, expected):
+    with pytest.raises(BudgetConfigError, match=expected):
+        parse_budgets(doc)
+
+
+def test_pyproject_tables(tmp_path):
+    p = tmp_path / "pyproject.toml"
+    p.write_text('[project]\nname = "x"\n[tool.nvstage.budgets]\nmax_registers = 64\n'
+                 '[tool.nvstage.budgets.kernels."saxpy"]\nmax_registers = 32\n'
+                 '[tool.nvstage.compile]\narchs = ["sm_90"]\n')
+    b = load_budgets(p)
+    assert b.limits_for("saxpy", "saxpy").max_registers == 32
+    assert b.limits_for("other", "other").max_registers == 64
+    assert b.compile_options().archs == ("sm_90",) and b.compile_options().stop == "fatbin"
+    p.write_text('[project]\nname = "x"\n')
+    with pytest.raises(BudgetConfigError, match=r"no \[tool.nvstage\]"):
+        load_budgets(p)
+    p.write_text("[tool.nvstage\n")
+    with pytest.raises(BudgetConfigError, match="not valid TOML"):
+        load_budgets(p)
+
+
+def test_run_figures_read_the_decomposition_and_ignore_the_rest():
+    doc = {"schema": "nvstage.run/1", "unknown": {"x": 1}, "decomposition": {
+        "launch_ns": {"median": 4000.0}, "kernel_ns": {"median": 12000.0},
+        "wall_ns": {"median": 20000.0}, "transfer_ns": None,
+        "operations": [{"kind": "launch", "name": "saxpy", "gpu_ns": {"median": 12000.0}},
+                       {"kind": "h2d", "name": "x", "gpu_ns": {"median": 1.0}}]}}
+    kernels, terms = run_figures(doc)
+    assert kernels == {"saxpy": 12.0}
+    assert terms == {"launch": 4.0, "kernel": 12.0, "wall": 20.0}
+    assert run_figures({"schema": "nvstage.run/1"}) == ({}, {})
+
+
+def test_run_budgets(small, toolkit):
+    run = {"decomposition": {"launch_ns": {"median": 4000.0}, "operations": [
+        {"kind": "launch", "name": "budget_acc", "gpu_ns": {"median": 12000.0}}]}}
+    b = parse_budgets({"budgets": {"max_kernel_us": 10.0, "run": {"max_launch_us": 5.0}}})
+    r = check(small, b, toolkit=toolkit, run_report=run)
+    (v,) = r.violations
+    assert v.metric == "kernel_us" and v.kernel == "budget_acc" and v.value == 12.0
+    assert v.line == 7
+    b2 = parse_budgets({"budgets": {"run": {"max_launch_us": 3.0}}})
+    (v2,) = check(small, b2, toolkit=toolkit, run_report=run).violations
+    assert v2.metric == "launch_us"
