@@ -15,6 +15,12 @@ from nvstage.options import CompileOptions
 from nvstage.plan import StageKind as K
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path_factory, monkeypatch):
+    # The stage cache is on by default: these builds must neither read nor fill the user's.
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
 def nvcc(toolkit, *args, cwd):
     cp = subprocess.run([toolkit.nvcc, *map(str, args)], cwd=cwd, capture_output=True, text=True)
     assert cp.returncode == 0, cp.stderr
