@@ -1,0 +1,163 @@
+"""nvstage check through the CLI: real builds, exit codes, every output format, baselines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+CONFIG = """
+[tool.nvstage.compile]
+gencodes = ["arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]"]
+defines = ["ACC=4"]
+
+[tool.nvstage.budgets]
+max_registers = 32
+no_spills = true
+required_arches = ["sm_80", "sm_90"]
+"""
+
+
+def _config(path, *, defines="ACC=4", extra=""):
+    path.write_text(CONFIG.replace('"ACC=4"', f'"{defines}"') + extra)
+    return path
+
+
+@pytest.fixture(scope="module")
+def kept(toolkit, kernels, tmp_path_factory):
+    """One build within budget, kept, for the checks that read a keep folder."""
+    from nvstage.options import CompileOptions
+    from nvstage.pipeline import compile
+
+    keep = tmp_path_factory.mktemp("kept")
+    return compile(kernels / "budget_acc.cu", CompileOptions(
+        gencodes=("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]"),
+        defines=("ACC=4",), stop="fatbin", output=str(keep / "budget_acc.fatbin")),
+        toolkit=toolkit, keep=keep, jobs=1)
+
+
+def test_source_within_budget_passes(cli, workdir, kernels):
+    cfg = _config(workdir / "budgets.toml")
+    r = cli("check", kernels / "budget_acc.cu", "--config", cfg)
+    assert r.exit_code == 0, r.output
+    assert "budget_acc" in r.stdout and "sm_80" in r.stdout
+    assert "nvstage check passed" in r.stderr
+    assert not list(workdir.glob("*.fatbin")), "the build's output stays in its own folder"
+
+
+def test_more_registers_fail_with_kernel_named(cli, workdir, kernels):
+    cfg = _config(workdir / "budgets.toml", defines="ACC=32")
+    r = cli("check", kernels / "budget_acc.cu", "--config", cfg)
+    assert r.exit_code == 1
+    assert "FAIL" in r.stdout and "budget_acc (sm_90) uses" in r.stdout
+    assert "registers; the budget is 32" in r.stdout
+    assert "nvstage check failed: 2 violations" in r.stderr
+
+
+def test_spills_fail_in_json(cli, workdir, kernels):
+    cfg = workdir / "pyproject.toml"
+    cfg.write_text('[project]\nname = "k"\n[tool.nvstage.compile]\narchs = ["sm_90"]\n'
+                   "maxrregcount = 16\n[tool.nvstage.budgets]\nno_spills = true\n")
+    r = cli("check", kernels / "spill.cu", "--json")  # finds ./pyproject.toml itself
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "nvstage.check/1" and doc["passed"] is False
+    (v,) = doc["violations"]
+    assert v["kernel"] == "spill" and v["metric"] == "spill_bytes" and v["value"] > 0
+
+
+def test_dropped_arch_fails_in_github_format(cli, workdir, kept, monkeypatch):
+    cfg = _config(workdir / "budgets.toml", extra="")
+    cfg.write_text(cfg.read_text().replace('["sm_80", "sm_90"]', '["sm_75", "sm_90"]'))
+    summary = workdir / "summary.md"
+    summary.write_text("earlier step\n")
+    r = cli("check", kept.keep_dir, "--config", cfg, "--format", "github", "--summary",
+            summary)
+    assert r.exit_code == 1
+    assert r.stdout.startswith("::error title=nvstage check%3A required_arch::required arch "
+                               "sm_75 is missing")
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## ❌ nvstage check: failed: 1 violation")
+
+
+def test_github_annotations_point_at_the_kernel(cli, workdir, kept, kernels, monkeypatch):
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(kernels.parent))
+    cfg = workdir / "budgets.toml"
+    cfg.write_text("[budgets.kernels.budget_acc]\nmax_registers = 8\n")
+    r = cli("check", f"{kept.keep_dir}/stages.json", "--config", cfg, "--format", "github")
+    assert r.exit_code == 1
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2
+    assert all(line.startswith("::error file=kernels/budget_acc.cu,line=7,title=nvstage "
+                               "check%3A registers::budget_acc (sm_") for line in lines)
+
+
+def test_markdown_and_passing_notice(cli, workdir, kept):
+    cfg = _config(workdir / "budgets.toml")
+    r = cli("check", kept.keep_dir, "--config", cfg, "--format", "markdown")
+    assert r.exit_code == 0
+    assert r.stdout.startswith("## ✅ nvstage check: passed: 6 limits checked")
+    assert "| `budget_acc` | sm_80 |" in r.stdout
+    r = cli("check", kept.keep_dir, "--config", cfg, "--format", "github")
+    assert r.stdout.startswith("::notice title=nvstage check::passed")
+
+
+def test_baseline_round_trip(cli, workdir, kept, kernels):
+    cfg = _config(workdir / "budgets.toml")
+    base = workdir / "base.json"
+    r = cli("check", kept.keep_dir, "--config", cfg, "--write-baseline", base)
+    assert r.exit_code == 0 and json.loads(base.read_text())["passed"] is True
+    lax = workdir / "lax.toml"
+    lax.write_text(CONFIG.replace('"ACC=4"', '"ACC=32"').replace("max_registers = 32", "")
+                   + "[tool.nvstage.baseline]\nstage_seconds = 1000.0\n")
+    r = cli("check", kernels / "budget_acc.cu", "--config", lax, "--baseline", base)
+    assert r.exit_code == 1
+    assert "registers grew from" in r.stdout and "the baseline allows 10%" in r.stdout
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("{truncated", "is not a check report or build manifest: not JSON"),
+    ('{"schema": "nvstage.run/1"}', "is not an nvstage check report or build manifest"),
+])
+def test_corrupt_baseline_one_message(cli, workdir, kept, content, expected):
+    cfg = _config(workdir / "budgets.toml")
+    base = workdir / "base.json"
+    base.write_text(content)
+    r = cli("check", kept.keep_dir, "--config", cfg, "--baseline", base)
+    assert r.exit_code == 6
+    assert r.stdout == ""
+    err = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and expected in err[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_mismatched_baseline_one_message(cli, workdir, kept, kernels, toolkit):
+    from nvstage.budgets import check, parse_budgets
+    from nvstage.options import CompileOptions
+    from nvstage.pipeline import compile
+
+    other = compile(kernels / "saxpy.cu", CompileOptions(
+        archs=("sm_90",), stop="fatbin", output=str(workdir / "saxpy.fatbin")),
+        toolkit=toolkit, keep=workdir / "saxpy.nvstage", jobs=1)
+    base = workdir / "saxpy-check.json"
+    base.write_text(json.dumps(check(other, parse_budgets({}), toolkit=toolkit).to_json()))
+    cfg = _config(workdir / "budgets.toml")
+    r = cli("check", kept.keep_dir, "--config", cfg, "--baseline", base, "--json")
+    assert r.exit_code == 6
+    doc = json.loads(r.stdout)
+    assert doc["error"] == "BaselineError"
+    assert "is for a different build" in doc["message"]
+    assert "only in the baseline: saxpy (sm_90)" in doc["message"]
+    assert "only in this build: budget_acc (sm_80), budget_acc (sm_90)" in doc["message"]
+
+
+def test_no_config_is_a_usage_error(cli, workdir, kept):
+    r = cli("check", kept.keep_dir)
+    assert r.exit_code == 2 and "no budgets" in r.stderr
+
+
+def test_bad_config_is_a_usage_error(cli, workdir, kept):
+    cfg = workdir / "b.toml"
+    cfg.write_text("[budgets]\nmax_regs = 3\n")
+    r = cli("check", kept.keep_dir, "--config", cfg)
+    assert r.exit_code == 2 and "unknown key(s) max_regs" in r.stderr
