@@ -214,7 +214,9 @@ def compare_paths(
                                   maxrregcount=maxrregcount,
                                   output=str(work / NVCC / f"{Path(src).stem}.cubin"))
             try:
-                b = nvcc_compile(src, opts, toolkit=toolkit, keep=work / NVCC, cwd=cwd)
+                # cache=False: compile times are compared, so every stage really runs.
+                b = nvcc_compile(src, opts, toolkit=toolkit, keep=work / NVCC, cwd=cwd,
+                                 cache=False)
             except NvstageError as e:
                 _not_kept(e, keep)
                 raise

@@ -41,3 +41,13 @@ def test_diff_usage_errors(cli, built, tmp_path):
     assert r.exit_code == 2 and "--arch" in r.stderr
     r = cli("diff", tmp_path, b["spill"].keep_dir)
     assert r.exit_code == 2 and "no build manifest" in r.stderr and "Traceback" not in r.output
+
+
+def test_diff_via_two_sources_shows_lto_cutting_registers(cli, kernels, workdir):
+    r = cli("diff", kernels / "lto_a.cu", kernels / "lto_b.cu", "--via", "nvcc,nvrtc",
+            "--arch", "sm_90", "--lto", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    regs = {p["name"]: p["kernels"][0]["registers"] for p in doc["paths"]}
+    assert regs["nvrtc+lto"] < regs["nvrtc+nvjitlink"]
+    assert any("lto_apply" in d for d in doc["resource_differences"])

@@ -15,7 +15,8 @@ def diff_cmd(
         help="A build (keep folder or stages.json); with --via, the .cu file.",
         show_default=False)],
     b: Annotated[Optional[Path], typer.Argument(
-        help="The other build (keep folder or stages.json).", show_default=False)] = None,
+        help="The other build (keep folder or stages.json); with --via, a second .cu file "
+        "linked with the first.", show_default=False)] = None,
     via: Annotated[Optional[str], typer.Option("--via",
         help="Compare compiler paths for ONE .cu file instead: nvcc,nvrtc.")] = None,
     arch: Annotated[Optional[str], typer.Option("--arch", help="With --via: the arch (sm_90).")
@@ -36,6 +37,8 @@ def diff_cmd(
       nvstage diff before.nvstage after.nvstage
 
       nvstage diff kernels/saxpy.cu --via nvcc,nvrtc --arch sm_90
+
+      nvstage diff kernels/lto_a.cu kernels/lto_b.cu --via nvcc,nvrtc --arch sm_90 --lto
     """
     from ..errors import UsageError
     from ..toolkit import find_toolkit
@@ -45,14 +48,14 @@ def diff_cmd(
             paths = sorted(p.strip() for p in via.split(","))
             if paths != ["nvcc", "nvrtc"]:
                 raise UsageError(f"--via {via!r}: only nvcc,nvrtc can be compared")
-            if b is not None:
-                raise UsageError("--via takes one .cu file, not two builds")
             if not arch:
                 raise UsageError("--via needs --arch (e.g. --arch sm_90)")
-            from .. import crosspath  # another module's; imported only when asked for
+            from .. import crosspath
 
+            # Two sources are linked together (the LTO case: lto_a.cu calls into lto_b.cu).
+            sources = str(a) if b is None else [str(a), str(b)]
             toolkit = find_toolkit(nvcc)
-            result = crosspath.compare_paths(str(a), arch=arch, toolkit=toolkit, lto=lto)
+            result = crosspath.compare_paths(sources, arch=arch, toolkit=toolkit, lto=lto)
             crosspath.render(result, data_console(json_out))
             if json_out:
                 emit_json(result.to_json())

@@ -172,6 +172,8 @@ def will_it_run(images: list[FatbinImage], gpu: str | GpuSpec,
     drv = parse_driver(driver) if driver is not None else None
     driver_text = f"{drv[0]}.{drv[1]}" if drv else None
 
+    # Copies in __nv_relfatbin are kept for nvlink; the driver never loads them.
+    images = [i for i in images if getattr(i, "loadable", True)] or list(images)
     kernel_images = [i for i in images if i.role == "kernel"]
     pool = kernel_images or list(images)
     reasons: list[str] = []
