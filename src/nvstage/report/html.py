@@ -138,7 +138,7 @@ def _graph_layout(build) -> tuple[dict[int, int], dict[int, set[int]]]:
 def stage_graph_svg(build, run: dict | None) -> str:
     layer, deps = _graph_layout(build)
     runs = {r.stage.index: r for r in build.runs}
-    w, gap_x, pad = 190, 50, 12
+    w, gap_x, pad = 180, 40, 12
     line_h = 14
     heights = {i: 40 + line_h * max(1, len(runs[i].artifacts)) for i in runs}
     cols: dict[int, list[int]] = {}
@@ -158,9 +158,11 @@ def stage_graph_svg(build, run: dict | None) -> str:
     gx = pad + (n_cols - 1) * (w + gap_x)
     pos["gpu"] = (gx, pad, 54)
     width = gx + w + pad
+    # Scales down to the page width (a long -rdc plan is wide), never below 60 % size.
     out = [f'<svg id="stage-graph" class="chart" xmlns="http://www.w3.org/2000/svg" '
            f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="stage graph">',
+           f'style="width:100%;max-width:{width}px;min-width:{int(width * 0.6)}px;'
+           f'height:auto" aria-label="stage graph">',
            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
            'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
            'fill="#555"/></marker></defs>']
@@ -310,8 +312,25 @@ def decomposition_svg(run: dict) -> str | None:
     return "\n".join(out)
 
 
-def _trace_spans(run: dict | None, trace: dict | None) -> list[tuple[str, str, float, float]]:
-    """(lane, name, start us, duration us) from a Chrome trace, or else the sequential
+_TERMS = {"t_launch": "launch", "t_kernel": "kernel", "t_transfer": "transfer"}
+_CATS = {"kernel": "kernel", "copy": "transfer"}
+
+
+def _event_kind(e: dict, lane: str) -> str:
+    """Colour by the decomposition term the event stands for (baseline lane), else its
+    category, else its lane's name."""
+    term = (e.get("args") or {}).get("term") if isinstance(e.get("args"), dict) else None
+    if term in _TERMS:
+        return _TERMS[term]
+    if e.get("cat") in _CATS:
+        return _CATS[e["cat"]]
+    low = lane.lower()
+    return "launch" if "launch" in low else "transfer" if "cop" in low else "other"
+
+
+def _trace_spans(run: dict | None, trace: dict | None
+                 ) -> list[tuple[str, str, float, float, str]]:
+    """(lane, name, start us, duration us, colour kind) from a Chrome trace, or else the sequential
     baseline laid out from the run's per-operation medians."""
     events = None
     if isinstance(trace, dict):
@@ -334,7 +353,8 @@ def _trace_spans(run: dict | None, trace: dict | None) -> list[tuple[str, str, f
                                                                           (int, float)):
                 key = (e.get("pid"), e.get("tid"))
                 lane = f"{procs.get(e.get('pid'), e.get('pid'))}: {names.get(key, e.get('tid'))}"
-                spans.append((lane, str(e.get("name")), float(e["ts"]), float(e["dur"])))
+                spans.append((lane, str(e.get("name")), float(e["ts"]), float(e["dur"]),
+                              _event_kind(e, lane)))
         if spans:
             return spans
     dec = _find(run, "decomposition") if run else None
@@ -346,11 +366,11 @@ def _trace_spans(run: dict | None, trace: dict | None) -> list[tuple[str, str, f
         h, g = _median(op.get("host_ns")), _median(op.get("gpu_ns"))
         name = str(op.get("name"))
         if op.get("kind") == "launch" and h:
-            spans.append(("baseline: launch", f"launch {name}", t / 1000, h / 1000))
+            spans.append(("baseline: launch", f"launch {name}", t / 1000, h / 1000, "launch"))
             t += h
         if g:
-            lane = "baseline: kernel" if op.get("kind") == "launch" else "baseline: transfer"
-            spans.append((lane, name, t / 1000, g / 1000))
+            kind = "kernel" if op.get("kind") == "launch" else "transfer"
+            spans.append((f"baseline: {kind}", name, t / 1000, g / 1000, kind))
             t += g
     return spans
 
@@ -377,11 +397,8 @@ def trace_svg(run: dict | None, trace: dict | None) -> str | None:
     for n, lane in enumerate(lanes):
         out.append(f'<text x="{label_w - 8}" y="{top + n * row_h + 16}" class="label" '
                    f'text-anchor="end">{esc(_clip(lane, 32))}</text>')
-    for lane, name, ts, dur in spans:
+    for lane, name, ts, dur, kind in spans:
         n = lanes.index(lane)
-        low = lane.lower()
-        kind = "kernel" if "kernel" in low else "launch" if "launch" in low else \
-            "transfer" if ("cop" in low or "transfer" in low) else "other"
         x = label_w + chart_w * (ts - t0) / span_us
         bw = max(1.0, chart_w * dur / span_us)
         out.append(f'<rect class="trace-span" x="{x:.1f}" y="{top + n * row_h + 3}" '

@@ -1,0 +1,130 @@
+"""nvstage report: the HTML page from a real kept build (and a run document), escaped and
+self-contained."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+EVIL = '</script><script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def synthetic_run(name: str = "saxpy"):
+    """A run document and trace made by nvstage's own decomposition and trace code from fixed
+    samples (no GPU here): the shape nvstage run --profile writes, numbers not measured."""
+    from nvstage.decompose import NoiseFloor, OpSamples, decompose
+    from nvstage.report.trace import Span, Timeline, chrome_trace
+
+    ops = [OpSamples(0, "h2d", "x", gpu_ns=[4000.0, 4200.0, 4100.0], nbytes=1 << 20),
+           OpSamples(1, "launch", name, host_ns=[3000.0, 3100.0, 2900.0],
+                     gpu_ns=[12000.0, 12500.0, 11800.0]),
+           OpSamples(2, "d2h", "y", gpu_ns=[4100.0, 4000.0, 4300.0], nbytes=1 << 20)]
+    dec = decompose(ops, [25000.0, 26000.0, 24500.0], NoiseFloor(500.0, 2500.0, 1500.0, 40.0),
+                    "serialized")
+    tl = Timeline(host=[Span(1, "launch", f"kernel {name}", 5000.0, 3000.0)],
+                  gpu=[Span(0, "h2d", "x", 0.0, 4100.0), Span(1, "launch", name, 8000.0,
+                                                                 12000.0),
+                       Span(2, "d2h", "y", 20500.0, 4100.0)], title="synthetic")
+    doc = {"schema": "nvstage.run/1", "workload": "synthetic", "mode": "serialized",
+           "status": "ok", "device": {"name": "no GPU: synthetic samples"},
+           "decomposition": dec.to_json(), "field_from_the_future": {"x": [1, 2]}}
+    return doc, chrome_trace(tl, dec)
+
+
+@pytest.fixture(scope="module")
+def kept(toolkit, kernels, tmp_path_factory):
+    from nvstage.options import CompileOptions
+    from nvstage.pipeline import compile
+
+    keep = tmp_path_factory.mktemp("report")
+    return compile(kernels / "multi.cu", CompileOptions(
+        archs=("sm_90",), stop="fatbin", output=str(keep / "multi.fatbin"), lineinfo=True),
+        toolkit=toolkit, keep=keep, jobs=1)
+
+
+@pytest.fixture(scope="module")
+def page(kept, toolkit):
+    from nvstage.report.html import gather, render
+
+    run, trace = synthetic_run()
+    return render(gather(kept, toolkit=toolkit, run=run, trace=trace))
+
+
+def test_every_section_is_there(page, kept):
+    for marker in ('id="stage-graph"', 'id="stage-gantt"', 'id="resources"', 'id="fatbin"',
+                   'class="code-view sass"', 'class="code-view ptx"',
+                   'id="decomposition-chart"', 'id="trace-chart"', 'id="operations"'):
+        assert marker in page, marker
+    assert page.count('class="gantt-bar"') == len(kept.runs)
+    assert page.count('class="node node-stage') == len(kept.runs)
+    for k in ("block_sum", "histogram", "apply_poly", "scale&lt;float&gt;"):
+        assert k in page, k
+    # each artifact is named in the graph, with the stage that wrote it
+    for a in kept.artifacts:
+        assert a.name in page or a.name[:29] in page, a.name
+
+
+def test_self_contained(page):
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "@import" not in page and "url(http" not in page
+    assert "default-src 'none'" in page
+
+
+def test_everything_is_escaped(kept, toolkit):
+    from nvstage.report.html import gather, render
+
+    run, _ = synthetic_run(EVIL)
+    run["workload"] = EVIL
+    inp = gather(kept, toolkit=toolkit, run=run, sass=False)
+    inp.notes.append(EVIL)
+    html = render(inp, title=EVIL)
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert html.count("<script") == 2  # the data block and the page's own script
+    data = re.search(r'<script type="application/json" id="nvstage-data">(.*?)</script>',
+                     html, re.S).group(1)
+    assert json.loads(data)["schema"] == "nvstage.report/1"
+
+
+def test_without_run_the_gpu_box_says_so(kept, toolkit):
+    from nvstage.report.html import gather, render
+
+    html = render(gather(kept, toolkit=toolkit, sass=False))
+    assert "not run (no --run given)" in html
+    assert 'id="decomposition-chart"' not in html and 'id="run"' not in html
+
+
+def test_unknown_run_layout_degrades(kept, toolkit):
+    from nvstage.report.html import gather, render
+
+    html = render(gather(kept, toolkit=toolkit, run={"schema": "nvstage.run/9", "x": 1},
+                         sass=False))
+    assert "the run document has no decomposition" in html
+    # a run with a decomposition but no trace: the trace lane is the sequential baseline
+    run, _ = synthetic_run()
+    html = render(gather(kept, toolkit=toolkit, run=run, sass=False))
+    assert 'id="trace-chart"' in html and "sequential baseline" in html
+
+
+def test_cli_writes_the_page_and_prints_its_path(cli, workdir, kept):
+    run, trace = synthetic_run()
+    (workdir / "run.json").write_text(json.dumps(run))
+    (workdir / "trace.json").write_text(json.dumps(trace))
+    out = workdir / "r" / "report.html"
+    r = cli("report", kept.keep_dir, "--run", "run.json", "--trace", "trace.json", "-o", out)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() == str(out)
+    assert 'id="trace-chart"' in out.read_text()
+    r = cli("report", f"{kept.keep_dir}/stages.json", "--json", "-o", out)
+    doc = json.loads(r.stdout)
+    assert doc["output"] == str(out) and doc["sections"]["resources"] >= 4
+
+
+def test_cli_bad_inputs(cli, workdir, kept):
+    (workdir / "run.json").write_text("{nope")
+    r = cli("report", kept.keep_dir, "--run", "run.json", "-o", "x.html")
+    assert r.exit_code == 6 and "is not a run document: not JSON" in r.stderr
+    assert not (workdir / "x.html").exists()
+    r = cli("report", workdir)
+    assert r.exit_code == 2 and "no build manifest" in r.stderr

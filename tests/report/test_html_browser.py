@@ -1,0 +1,88 @@
+"""The report in a real headless browser: Debian's Chromium driven by Playwright.
+
+Browsers cannot be downloaded here, so Playwright launches the system Chromium by path. The
+page must render, draw its charts, make no network request and log no console error.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("NVSTAGE_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)) and \
+        not shutil.which("chromium"):
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)",
+                allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_html import synthetic_run  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def report_file(toolkit, kernels, tmp_path_factory):
+    from nvstage.options import CompileOptions
+    from nvstage.pipeline import compile
+    from nvstage.report.html import write_report
+
+    keep = tmp_path_factory.mktemp("browser")
+    build = compile(kernels / "multi.cu", CompileOptions(
+        gencodes=("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]"),
+        stop="fatbin", output=str(keep / "multi.fatbin")), toolkit=toolkit, keep=keep, jobs=1)
+    run, trace = synthetic_run("scale<float>")
+    return Path(write_report(build, keep / "report.html", toolkit=toolkit, run=run,
+                             trace=trace)), build
+
+
+def test_report_renders_in_chromium(report_file, tmp_path):
+    path, build = report_file
+    console_errors, page_errors, requests = [], [], []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM if os.path.isfile(CHROMIUM)
+                                     else shutil.which("chromium"), args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("console", lambda m: console_errors.append(m.text)
+                    if m.type == "error" else None)
+            page.on("pageerror", lambda e: page_errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(path.as_uri(), wait_until="load")
+            page.wait_for_selector("body[data-ready='1']", timeout=10_000)
+
+            assert page.title().startswith("nvstage report: multi.cu")
+            for sel in ("svg#stage-graph", "svg#stage-gantt", "svg#decomposition-chart",
+                        "svg#trace-chart", "table#resources", "table#fatbin"):
+                assert page.locator(sel).count() == 1, sel
+                box = page.locator(sel).bounding_box()
+                assert box and box["width"] > 100 and box["height"] > 30, (sel, box)
+            assert page.get_attribute("body", "data-charts") == "4"
+            assert page.locator("svg#stage-gantt rect.gantt-bar").count() == len(build.runs)
+            assert page.locator("svg#stage-graph g.node-stage").count() == len(build.runs)
+            assert page.locator("svg#decomposition-chart rect.decomp-seg").count() == 4
+            assert page.locator("svg#trace-chart rect.trace-span").count() >= 4
+            # resources: one row per kernel and arch (5 kernels x 2 arches)
+            assert page.locator("table#resources tbody tr").count() == 10
+            # the code views open on click
+            first = page.locator("details.code-view.sass").first
+            first.locator("summary").click()
+            assert first.locator("pre").is_visible()
+            # the tooltip follows the pointer over a bar
+            page.locator("svg#stage-gantt rect.gantt-bar").first.hover()
+            assert "took" in page.locator("#tip").inner_text()
+            shot = tmp_path / "report.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    print(f"\nscreenshot: {shot}")
+    assert shot.stat().st_size > 10_000
+    assert console_errors == [] and page_errors == []
+    assert all(u.startswith(("file:", "data:", "about:")) for u in requests), requests
