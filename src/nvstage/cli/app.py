@@ -15,6 +15,8 @@ from .run import run_cmd
 from .occupancy import occupancy_cmd
 from .show import show_cmd
 from .diff import diff_cmd
+from .model import model_cmd
+from .compare import compare_cmd
 
 app = typer.Typer(
     name="nvstage",
@@ -35,6 +37,8 @@ app.command("run")(run_cmd)
 app.command("occupancy")(occupancy_cmd)
 app.command("show")(show_cmd)
 app.command("diff")(diff_cmd)
+app.command("model")(model_cmd)
+app.command("compare")(compare_cmd)
 app.command("cache")(cache_cmd)
 
 
