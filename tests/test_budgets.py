@@ -6,9 +6,19 @@ import json
 
 import pytest
 
-from nvstage.budgets import (BaselineError, BudgetConfigError, base_name, check,
-                             github_annotations, kernel_matches, load_budgets, locate_kernel,
-                             markdown_summary, parse_budgets, run_figures)
+from nvstage.budgets import (
+    BaselineError,
+    BudgetConfigError,
+    base_name,
+    check,
+    github_annotations,
+    kernel_matches,
+    load_budgets,
+    locate_kernel,
+    markdown_summary,
+    parse_budgets,
+    run_figures,
+)
 from nvstage.options import CompileOptions
 
 TWO_ARCHES = ("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]")

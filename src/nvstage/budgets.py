@@ -556,7 +556,7 @@ def check(manifest_or_build, budgets: Budgets, *, toolkit=None, run_report=None,
     for k in m.kernels:
         lim = budgets.limits_for(k.kernel, k.demangled)
         name = k.demangled
-        where = dict(kernel=name, arch=k.arch, file=k.file, line=k.line)
+        where = {"kernel": name, "arch": k.arch, "file": k.file, "line": k.line}
         c.over(k.registers, lim.max_registers, metric="registers", **where,
                message=f"{name} ({k.arch}) uses {k.registers} registers; the budget is "
                        f"{lim.max_registers}")

@@ -83,7 +83,7 @@ def test_everything_is_escaped(kept, toolkit):
     assert "<script>alert" not in html and "<img src=x" not in html
     assert html.count("<script") == 2  # the data block and the page's own script
     data = re.search(r'<script type="application/json" id="nvstage-data">(.*?)</script>',
-                     html, re.S).group(1)
+                     html, re.DOTALL).group(1)
     assert json.loads(data)["schema"] == "nvstage.report/1"
 
 

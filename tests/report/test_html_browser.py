@@ -25,7 +25,7 @@ if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)) and \
                 allow_module_level=True)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_html import synthetic_run  # noqa: E402
+from test_html import synthetic_run  # noqa: E402 - after the skips and sys.path
 
 
 @pytest.fixture(scope="module")

@@ -56,8 +56,14 @@ def check_cmd(
     json_mode = fmt == "json"
     with handled(json_mode):
         from ..artifacts import write_json_atomic
-        from ..budgets import (check, find_config, github_annotations, load_budgets,
-                               markdown_summary, summary_line)
+        from ..budgets import (
+            check,
+            find_config,
+            github_annotations,
+            load_budgets,
+            markdown_summary,
+            summary_line,
+        )
         from ..errors import UsageError
         from ..toolkit import find_toolkit
 

@@ -36,10 +36,10 @@ def report_cmd(
       nvstage report build.nvstage --run run.json --trace trace.json -o report.html
     """
     with handled(json_out):
+        from ..artifacts import write_atomic
         from ..budgets import load_json_doc
         from ..inspect.manifest import load_build, manifest_path
         from ..report.html import gather, render
-        from ..artifacts import write_atomic
 
         b = load_build(build)
         toolkit = None

@@ -126,7 +126,7 @@ def _graph_layout(build) -> tuple[dict[int, int], dict[int, set[int]]]:
         g = build_graph(build.plan)
         for i in present:
             deps[i] = {d for d in g.deps.get(i, set()) if d in present}
-    except Exception:  # noqa: BLE001 - a plan the graph cannot read: draw a chain instead
+    except Exception:
         order = sorted(present)
         deps = {i: ({order[n - 1]} if n else set()) for n, i in enumerate(order)}
     layer: dict[int, int] = {}
