@@ -98,6 +98,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; reports are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -105,6 +106,12 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: str | os.PathLike, obj) -> None:
