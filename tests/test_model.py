@@ -295,3 +295,16 @@ def test_calibration_with_the_wrong_workload(tmp_path, toolkit):
     doc = synthetic_report(MODEL / "chain_unfused.toml")
     with pytest.raises(CalibrationError, match="3 launches measured"):
         calibrate(doc, H200, workload=MODEL / "chain_fused.toml", toolkit=toolkit)
+
+
+def test_relative_errors_against_a_report(toolkit):
+    from nvstage.model import relative_errors
+
+    doc = synthetic_report(MODEL / "chain_fused.toml")
+    cal = calibrate(doc, H200, toolkit=toolkit)
+    errs = relative_errors(estimate(MODEL / "chain_fused.toml", H200, calibration=cal,
+                                    toolkit=toolkit), doc)
+    assert errs["launch"] == pytest.approx(0, abs=1e-9)
+    assert errs["kernel"] == pytest.approx(0, abs=1e-9)
+    assert errs["total"] == pytest.approx(0, abs=1e-9)
+    assert set(errs) == {"launch", "kernel", "transfer", "total", "pipelined_vs_wall"}

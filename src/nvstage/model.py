@@ -629,3 +629,19 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
         notes.append(f"the report was measured on {device}, the estimate is for "
                      f"{gpu.display_name}")
     return Calibration(fitted, tuple(changes), origin, device, tuple(notes))
+
+
+def relative_errors(e: Estimate, doc: Mapping) -> dict[str, float | None]:
+    """(estimate - measured) / measured per term and for T, against a run report's medians
+    (schema nvstage.run/1): the table the GPU session fills in."""
+    d = doc.get("decomposition") or {}
+    out: dict[str, float | None] = {}
+    for key, est in (("launch", e.launch_s), ("kernel", e.kernel_s),
+                     ("transfer", e.transfer_s), ("total", e.total_s)):
+        sp = d.get(f"{key}_ns")
+        m = sp.get("median") if isinstance(sp, dict) else None
+        out[key] = (est - m * 1e-9) / (m * 1e-9) if m else None
+    wall = d.get("wall_ns")
+    m = wall.get("median") if isinstance(wall, dict) else None
+    out["pipelined_vs_wall"] = (e.pipelined_s - m * 1e-9) / (m * 1e-9) if m else None
+    return out
