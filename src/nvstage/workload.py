@@ -47,7 +47,6 @@ import ast
 import math
 import operator
 import os
-import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +56,8 @@ from typing import Any
 from .errors import UsageError
 
 SCHEMA_KEYS = ("kernel", "params", "buffers", "transfer", "launch", "run", "check")
+# Tables other commands read from the same file (nvstage model's byte and FLOP counts).
+FOREIGN_KEYS = ("model",)
 
 # dtype name -> (numpy name, bytes)
 DTYPES = {
@@ -89,7 +90,7 @@ class WorkloadError(UsageError):
 _BINOPS: dict[type, Callable] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-    ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+    ast.Pow: operator.pow, ast.MatMult: operator.matmul, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
     ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
 }
 _UNOPS: dict[type, Callable] = {ast.USub: operator.neg, ast.UAdd: operator.pos,
@@ -473,7 +474,7 @@ class _Reader:
 
     def read(self, name: str) -> Workload:
         for k in self.data:
-            if k not in SCHEMA_KEYS:
+            if k not in SCHEMA_KEYS and k not in FOREIGN_KEYS:
                 raise WorkloadError(f"unknown table [{k}]", where=self.file or "workload",
                                     hint=f"the tables are: {', '.join(SCHEMA_KEYS)}")
         code = self.code()
@@ -809,50 +810,9 @@ def kernel_signatures(ptx_text: str) -> dict[str, KernelSig]:
 
 
 def _parse_ptx(text: str):
-    try:
-        from .inspect.ptx import parse_ptx
-    except ImportError:  # the shared reader is being written by another helper
-        return _fallback_parse_ptx(text)
+    from .inspect.ptx import parse_ptx
+
     return parse_ptx(text)
-
-
-_ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*\((.*?)\)", re.S)
-_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)(?:\s+\.ptr[\w.\s]*?)?\s+"
-                    r"([\w$]+)(?:\[(\d+)\])?")
-_PTX_SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
-
-
-def _fallback_parse_ptx(text: str):
-    """Entries and their parameters, enough for validation (inspect.ptx does the full job)."""
-    from .inspect.records import PtxEntry, PtxModule, PtxParam
-
-    raw = [(m.group(1), m.group(2)) for m in _ENTRY.finditer(text)]
-    names = _demangle([n for n, _ in raw])
-    entries = []
-    for (name, body), dem in zip(raw, names):
-        params = []
-        for pm in _PARAM.finditer(body):
-            align, ty, pname, count = pm.groups()
-            elem = _PTX_SIZES.get(re.sub(r"\D", "", ty) or "0", 0)
-            size = elem * int(count) if count else elem
-            params.append(PtxParam(pname, ty, size, int(align) if align else elem,
-                                   ty in ("u64", "b64") and not count))
-        entries.append(PtxEntry(name, dem, tuple(params)))
-    return PtxModule("", "", 64, tuple(entries))
-
-
-def _demangle(names: list[str]) -> list[str]:
-    mangled = [n for n in names if n.startswith("_Z")]
-    if not mangled:
-        return names
-    from . import proc
-
-    try:
-        cp = proc.run(["c++filt"], input_text="\n".join(mangled) + "\n", timeout=30)
-        table = dict(zip(mangled, cp.stdout.splitlines())) if cp.returncode == 0 else {}
-    except proc.ToolMissing:
-        table = {}
-    return [table.get(n, n) for n in names]
 
 
 @dataclass(frozen=True)
@@ -1111,3 +1071,74 @@ def plan_lines(w: Workload) -> list[str]:
     for b, e in w.check.expect:
         lines.append(f"check {b} == {e} (rtol {w.check.rtol}, atol {w.check.atol})")
     return lines
+
+
+# ---------------------------------------------------------------------------------------
+# Getting the code and its signatures (compile when needed; no GPU)
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Prepared:
+    """The device code to load and what validation learnt from it."""
+
+    kind: str  # what gets loaded: "cubin" | "fatbin" | "ptx"
+    image: bytes
+    arch: str
+    sigs: dict[str, KernelSig] | None  # None: no PTX to read parameter lists from
+    compile_seconds: float | None = None
+    build: dict | None = None  # a short summary of the nvstage build, when one ran
+
+    def mangled(self) -> dict[str, str]:
+        return {k: s.mangled for k, s in (self.sigs or {}).items()}
+
+
+def prepare(w: Workload, arch: str, *, toolkit=None) -> Prepared:
+    """Compile a source workload for ``arch`` (cubin or fatbin, PTX kept for validation), or
+    read a packaged one. Nothing here needs a GPU."""
+    import tempfile
+    import time
+
+    code = w.code
+    if code.kind == "source":
+        from .options import CompileOptions
+        from .pipeline import compile as run_compile
+
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="nvstage-run-") as tmp:
+            # -o into the temporary folder: nvcc would leave NAME.cubin beside the source.
+            opts = CompileOptions(archs=(arch,), stop=code.stop, defines=code.defines,
+                                  include_dirs=code.include_dirs,
+                                  output=str(Path(tmp, f"{Path(code.path).stem}.{code.stop}")))
+            build = run_compile(code.path, opts, toolkit=toolkit, keep=Path(tmp, "keep"),
+                                cwd=Path(code.path).parent)
+            image_art = build.artifact(code.stop)
+            ptx_art = build.artifact("ptx")
+            if image_art is None:
+                from .errors import ArtifactError
+
+                raise ArtifactError(f"compiling {code.path} for {arch} left no {code.stop}")
+            image = Path(image_art.path).read_bytes()
+            ptx = Path(ptx_art.path).read_text(errors="replace") if ptx_art else None
+        summary = {"source": code.path, "options": opts.to_json(),
+                   "stages": len(build.runs), "wall_seconds": build.wall_seconds,
+                   "toolkit": build.toolkit.to_json()}
+        return Prepared(code.stop, image, arch, kernel_signatures(ptx) if ptx else None,
+                        time.perf_counter() - t0, summary)
+    image = Path(code.path).read_bytes()
+    ptx_text = None
+    if code.kind == "ptx":
+        ptx_text = image.decode(errors="replace")
+    elif code.ptx:
+        ptx_text = Path(code.ptx).read_text(errors="replace")
+    return Prepared(code.kind, image, arch, kernel_signatures(ptx_text) if ptx_text else None)
+
+
+def load_and_validate(path_or_workload, arch: str, *, toolkit=None):
+    """(workload, prepared, notes): parse, compile and validate; raises on any error."""
+    w = (path_or_workload if isinstance(path_or_workload, Workload)
+         else Workload.from_toml(path_or_workload))
+    w.param_values()  # parameter errors first: they name the [params] key
+    prep = prepare(w, arch, toolkit=toolkit)
+    notes = raise_on_errors(validate(w, prep.sigs))
+    return w, prep, notes

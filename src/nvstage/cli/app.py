@@ -6,40 +6,40 @@ import typer
 
 from .. import __version__
 from .cache import cache_cmd
-from .compile import compile_cmd
-from .doctor import doctor_cmd
 from .check import check_cmd
-from .report import report_cmd
-from .occupancy import occupancy_cmd
-from .run import run_cmd
-from .occupancy import occupancy_cmd
-from .show import show_cmd
-from .diff import diff_cmd
-from .model import model_cmd
 from .compare import compare_cmd
+from .compile import compile_cmd
+from .diff import diff_cmd
+from .doctor import doctor_cmd
+from .model import model_cmd
+from .occupancy import occupancy_cmd
+from .report import report_cmd
+from .run import run_cmd
+from .show import show_cmd
 
 app = typer.Typer(
     name="nvstage",
     help="See and measure how CUDA source becomes work on a GPU.\n\n"
-         "compile runs nvcc's own plan stage by stage and keeps every artifact; doctor says "
-         "what toolkit and GPU this machine has.",
+         "compile runs nvcc's own plan stage by stage and keeps every artifact; show, "
+         "occupancy and diff look inside what it built; run launches it on a GPU and "
+         "decomposes the time; model and compare estimate the same offline; check and "
+         "report gate and document builds in CI.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.command("compile")(compile_cmd)
-app.command("doctor")(doctor_cmd)
-app.command("check")(check_cmd)
-app.command("report")(report_cmd)
-app.command("occupancy")(occupancy_cmd)
-app.command("run")(run_cmd)
-app.command("occupancy")(occupancy_cmd)
-app.command("show")(show_cmd)
-app.command("diff")(diff_cmd)
-app.command("model")(model_cmd)
-app.command("compare")(compare_cmd)
-app.command("cache")(cache_cmd)
+# Commands in the order a user meets them, grouped in --help.
+_COMMANDS = (
+    ("Build", (("compile", compile_cmd), ("cache", cache_cmd))),
+    ("Inspect", (("show", show_cmd), ("occupancy", occupancy_cmd), ("diff", diff_cmd))),
+    ("Run and estimate", (("run", run_cmd), ("model", model_cmd), ("compare", compare_cmd))),
+    ("CI", (("check", check_cmd), ("report", report_cmd))),
+    ("Setup", (("doctor", doctor_cmd),)),
+)
+for panel, commands in _COMMANDS:
+    for name, fn in commands:
+        app.command(name, rich_help_panel=panel)(fn)
 
 
 def _version(value: bool) -> None:
