@@ -31,7 +31,9 @@ def compare_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")
         ] = False,
 ) -> None:
-    """Compare two workloads: launches, intermediate bytes, kernels, registers, spills,
+    """Compare two workloads (unfused vs fused) term by term, with a verdict.
+
+    Launches, intermediate bytes, kernels, registers, spills,
     occupancy, and the estimated decomposition (measured too with --measure on a GPU); the
     difference explained term by term, and a verdict that respects noise.
 

@@ -29,8 +29,10 @@ def diff_cmd(
         help="Use this nvcc's toolkit.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")] = False,
 ) -> None:
-    """Compare two builds: per kernel registers, spills, shared memory, SASS instructions,
-    cubin size; per stage time; each with its delta.
+    """Compare two builds kernel by kernel and stage by stage.
+
+    Per kernel registers, spills, shared memory, SASS instructions, cubin size; per stage
+    time; each with its delta. With --via, one source through nvcc, NVRTC and LTO instead.
 
     Examples:
 

@@ -51,7 +51,9 @@ def occupancy_cmd(
         help="Read artifacts with this toolkit instead of the pip wheels.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
-    """Theoretical occupancy of each kernel: active blocks and warps per SM, and what limits
+    """Theoretical occupancy per kernel, and what limits it. No GPU needed.
+
+    Active blocks and warps per SM, and what limits
     them (warps, registers, shared memory, blocks per SM), computed with the CUDA occupancy
     formulas from the kernel's registers and shared memory. No GPU needed.
 
