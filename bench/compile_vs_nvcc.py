@@ -1,4 +1,4 @@
-"""nvstage compile vs plain nvcc: wall-time ratio on the bundled kernels (issue 2's target: <= 1.05).
+"""nvstage compile vs plain nvcc: wall-time ratio on the bundled kernels (target: <= 1.05).
 
 Both sides keep their artifacts (plain nvcc: -keep -keep-dir; nvstage: keep=DIR), same flags,
 runs interleaved so machine load hits both alike; the median of N runs is reported. nvstage is

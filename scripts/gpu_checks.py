@@ -121,7 +121,7 @@ def main(out: Path) -> int:
         lines.append(f"FAIL launch overhead bench (rc {rc}, see bench.txt)")
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 0 if all(not l.startswith("FAIL") for l in lines) else 1
+    return 0 if all(not line.startswith("FAIL") for line in lines) else 1
 
 
 if __name__ == "__main__":

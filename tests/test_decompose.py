@@ -42,7 +42,8 @@ def test_copy_host_time_is_not_a_term():
 
 
 def test_decompose_medians_bandwidth_and_json():
-    d = decompose(_ops(), [160_000, 190_000, 100_000], NoiseFloor(500, 2000, 1500, 50), "serialized")
+    d = decompose(_ops(), [160_000, 190_000, 100_000], NoiseFloor(500, 2000, 1500, 50),
+                  "serialized")
     assert d.total.median == 173_000  # per-rep T: 173000, 194000, 155000
     assert d.wall.median == 160_000
     assert d.overlap.median == 13_000  # overlaps: 13000, 4000, 55000

@@ -28,7 +28,8 @@ def private_cache(tmp_path_factory, monkeypatch):
 def sass(toolkit, path) -> str:
     out = subprocess.run([toolkit.tool("cuobjdump"), "-sass", str(path)], capture_output=True,
                          text=True, check=True).stdout
-    return "\n".join(l for l in out.splitlines() if not l.startswith(("Fatbin", "\tcode for")))
+    return "\n".join(line for line in out.splitlines()
+                     if not line.startswith(("Fatbin", "\tcode for")))
 
 
 def device_files(folder):

@@ -31,7 +31,8 @@ def sass(toolkit, path) -> str:
     out = subprocess.run([toolkit.tool("cuobjdump"), "-sass", str(path)], capture_output=True,
                          text=True, check=True).stdout
     # The listing names the file it read; everything else must match.
-    return "\n".join(l for l in out.splitlines() if not l.startswith(("Fatbin", "\tcode for")))
+    return "\n".join(line for line in out.splitlines()
+                     if not line.startswith(("Fatbin", "\tcode for")))
 
 
 def run_exe(path, cwd):

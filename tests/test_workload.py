@@ -8,7 +8,7 @@ import pytest
 from nvstage.errors import UsageError
 from nvstage.workload import (ExprError, ValidationError, Workload, WorkloadError,
                               eval_array_expr, eval_int_expr, initial_contents,
-                              kernel_signatures, load_and_validate, plan_lines, prepare,
+                              load_and_validate, plan_lines, prepare,
                               run_check, split_c_args, validate)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,7 +141,8 @@ def test_initial_contents_and_check(tmp_path):
         "kernel": {"source": str(ROOT / "kernels" / "saxpy.cu")},
         "params": {"n": 8},
         "buffers": {"z": {"dtype": "float32", "count": "n"},
-                    "r": {"dtype": "int32", "count": "n", "init": {"range": {"start": 1, "step": 2}}},
+                    "r": {"dtype": "int32", "count": "n",
+                          "init": {"range": {"start": 1, "step": 2}}},
                     "f": {"dtype": "float64", "count": 4, "init": {"fill": 1.5}},
                     "u": {"dtype": "uint8", "count": "n", "init": {"random": {"seed": 3}}},
                     "v": {"dtype": "int32", "count": "n", "init": {"npy": "v.npy"}}},
@@ -286,7 +287,7 @@ def test_plan_lines():
     lines = plan_lines(Workload.from_dict(_saxpy()))
     assert "launch saxpy grid=(4,) block=(256,) shared=0 (i32(1024), f32(2.0), x, y)" in \
         "\n".join(lines)
-    assert any("copy y device -> host, 4096 bytes (pinned)" in l for l in lines)
+    assert any("copy y device -> host, 4096 bytes (pinned)" in line for line in lines)
 
 
 def test_split_c_args():

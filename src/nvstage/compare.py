@@ -107,7 +107,7 @@ class Comparison:
                 "intermediates": list(e.intermediates),
                 "intermediate_bytes_written": e.intermediate_bytes_written,
                 "intermediate_bytes_read": e.intermediate_bytes_read,
-                "resources": [l.facts.to_json() for l in e.launches],
+                "resources": [la.facts.to_json() for la in e.launches],
                 "estimate": {"label": "estimate", "launch_s": e.launch_s,
                              "kernel_s": e.kernel_s, "transfer_s": e.transfer_s,
                              "total_s": e.total_s, "pipelined_s": e.pipelined_s},

@@ -380,7 +380,7 @@ def compare_ptx(a: PathResult, b: PathResult, module: str,
     full = list(difflib.unified_diff(na.splitlines(), nb.splitlines(),
                                      f"{a.name}/{module}.ptx", f"{b.name}/{module_b or module}.ptx",
                                      n=1, lineterm=""))
-    changed = sum(1 for l in full[2:] if l[:1] in "+-")
+    changed = sum(1 for line in full[2:] if line[:1] in "+-")
     shown = full[:DIFF_LINES]
     if len(full) > DIFF_LINES:
         shown.append(f"... {len(full) - DIFF_LINES} more diff lines")

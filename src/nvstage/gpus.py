@@ -441,7 +441,8 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
 )}
 
 _ALIASES = {"h200-sxm": "h200", "h100-sxm": "h100", "h100sxm": "h100", "a100-sxm": "a100",
-            "a100-80gb": "a100", "rtx-4090": "rtx4090", "4090": "rtx4090", "geforce-rtx-4090": "rtx4090"}
+            "a100-80gb": "a100", "rtx-4090": "rtx4090", "4090": "rtx4090",
+            "geforce-rtx-4090": "rtx4090"}
 
 
 def known_gpus() -> list[str]:

@@ -580,7 +580,7 @@ def source_excerpt(log: str, texts: dict[str, str], context: int = 1, limit: int
         if text is None:
             continue
         src_lines = text.splitlines()
-        show = sorted({n for l in lines for n in range(l - context, l + context + 1)
+        show = sorted({n for ln in lines for n in range(ln - context, ln + context + 1)
                        if 1 <= n <= len(src_lines)})
         width = len(str(show[-1])) if show else 1
         out, prev = [f"  {fname}:"], None

@@ -349,9 +349,10 @@ def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path
     except proc.ToolMissing as e:
         raise ToolkitError(str(e), hint="check --nvcc / $NVSTAGE_NVCC") from e
     if cp.returncode != 0:
-        msg = "\n".join(l for l in (cp.stderr + cp.stdout).splitlines()
-                        if not l.startswith("#$ ")).strip()
-        raise PlanError(f"nvcc rejected the build: {ph.restore(msg) or 'exit ' + str(cp.returncode)}",
+        msg = "\n".join(line for line in (cp.stderr + cp.stdout).splitlines()
+                        if not line.startswith("#$ ")).strip()
+        said = ph.restore(msg) or f"exit {cp.returncode}"
+        raise PlanError(f"nvcc rejected the build: {said}",
                         hint="check the flags; nvcc's own message is above")
     plan = ph.restore_plan(parse_dryrun(cp.stderr))
     _resolve_tools(plan)
@@ -584,7 +585,8 @@ class _Context:
         self.count(hits=1)
         run = StageRun(stage, time.perf_counter() - t, 0, entry.stdout, entry.stderr,
                        started=started, cached=True)
-        run.artifacts = [Artifact(os.path.abspath(d), kind_of(d), _arch_for(stage, d) or arch_of(d), size, sha, stage.index)
+        run.artifacts = [Artifact(os.path.abspath(d), kind_of(d),
+                                  _arch_for(stage, d) or arch_of(d), size, sha, stage.index)
                          for d, (sha, size) in restored.files.items()]
         return run
 

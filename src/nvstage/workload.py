@@ -49,7 +49,7 @@ import operator
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,8 @@ class WorkloadError(UsageError):
 _BINOPS: dict[type, Callable] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-    ast.Pow: operator.pow, ast.MatMult: operator.matmul, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+    ast.Pow: operator.pow, ast.MatMult: operator.matmul, ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
     ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
 }
 _UNOPS: dict[type, Callable] = {ast.USub: operator.neg, ast.UAdd: operator.pos,
@@ -134,7 +135,8 @@ def _eval(node: ast.AST, names: Mapping[str, Any], *, numpy_mod=None) -> Any:
         raise ExprError(f"unknown name {node.id!r}")
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left, right = rec(node.left), rec(node.right)
-        if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > _MAX_POW:
+        if (isinstance(node.op, ast.Pow) and isinstance(right, (int, float))
+                and abs(right) > _MAX_POW):
             raise ExprError("exponent too large")
         if isinstance(node.op, ast.LShift) and isinstance(right, int) and right > 64:
             raise ExprError("shift too large")
@@ -900,8 +902,9 @@ def _check_args(w, i, lz, sig: KernelSig, scalar_values, counts) -> list[Finding
                 continue
             kind = _param_kind(p)
             if kind and (kind == "float") != a.is_float:
-                out.append(Finding("error", f"{label} is {'a floating-point' if kind == 'float' else 'an integer'} "
-                                   f"parameter, but the workload passes {a.tag}", where))
+                what = "a floating-point" if kind == "float" else "an integer"
+                out.append(Finding("error", f"{label} is {what} parameter, but the workload "
+                                   f"passes {a.tag}", where))
             elif p.c_type and p.c_type in _C_TYPES and a.tag.startswith("u") != \
                     p.c_type.startswith("unsigned") and _C_TYPES[p.c_type][1] == "int":
                 out.append(Finding("note", f"{label}: signedness differs from {a.tag} "

@@ -80,7 +80,8 @@ def test_help_is_fast_and_teaches():
     # A fresh interpreter: --help must not import the heavy parts (cuda, numpy).
     code = ("import sys, nvstage.cli.app as a; sys.argv=['nvstage','--help'];\n"
             "try: a.main()\nexcept SystemExit: pass\n"
-            "heavy=[m for m in ('numpy','cuda.core','cuda.bindings','pynvml') if m in sys.modules]\n"
+            "heavy=[m for m in ('numpy','cuda.core','cuda.bindings','pynvml')\n"
+            "       if m in sys.modules]\n"
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
     assert "HEAVY []" in out

@@ -1,6 +1,5 @@
 """nvstage run without a GPU: validation first, then one line and a non-zero exit, fast."""
 
-import json
 import os
 import subprocess
 import sys

@@ -41,7 +41,8 @@ def compare_cmd(
 
       nvstage compare examples/model/chain_unfused.toml examples/model/chain_fused.toml
 
-      nvstage compare examples/model/chain_fused.toml examples/model/chain_fused_wide.toml --svg f.svg
+      nvstage compare examples/model/chain_fused.toml examples/model/chain_fused_wide.toml \
+        --svg f.svg
 
       nvstage compare A.toml B.toml --gpu h200 --measure --json
     """

@@ -71,7 +71,8 @@ def compile_cmd(
 
       nvstage compile kernels/vadd.cu --arch sm_90 --keep
 
-      nvstage compile kernels/saxpy.cu -c --gencode arch=compute_80,code=sm_80 --gencode arch=compute_90,code=[sm_90,compute_90]
+      nvstage compile kernels/multi.cu -c --gencode arch=compute_80,code=sm_80 \
+        --gencode arch=compute_90,code=[sm_90,compute_90]
 
       nvstage compile kernels/saxpy.cu --ptx -o saxpy.ptx --json
     """

@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import data_console, emit_json, handled, stderr
+from .common import data_console, handled, stderr
 
 DEFAULT_ARCH = "sm_90"  # used to validate (and dry-run) when no --arch and no GPU is seen
 
