@@ -4,7 +4,8 @@ Inputs are measured samples (nanoseconds, one per repetition per operation) and 
 of each repetition; nothing here touches a GPU. ``overlap = T - wall``: positive when the
 host, the SMs and the copy engines ran side by side, negative when time went to something
 none of the three terms holds (launch-to-start latency, synchronisation wake-ups).
-See shared/MEASURING.md for the definitions.
+t_launch is host time inside the launch call (what Nsight Systems calls API time); t_kernel and
+t_transfer are GPU time (an event pair on the stream, or a CUPTI activity record).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Run a prepared workload: the driver probe first, then the engine. The library entry point.
 
 ``run_workload`` never touches cuda.core unless ``driver.require()`` passes (the hang hazard
-in shared/TOOLCHAIN_FACTS.md); it raises ``NoDriver`` instead.
+seen with cuda.core 1.2.2 and no driver: a SystemError, then a hang); it raises ``NoDriver``
+instead.
 """
 
 from __future__ import annotations
