@@ -4,30 +4,25 @@ where a GPU is present."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from .common import data_console, emit_json, handled, stderr
+from .model import CalibrateOpt, GpuOpt, GpuSpecOpt, NvccOpt, svg_option
 
 
 def compare_cmd(
     a: Annotated[Path, typer.Argument(help="Workload A (e.g. unfused).", show_default=False)],
     b: Annotated[Path, typer.Argument(help="Workload B (e.g. fused).", show_default=False)],
-    gpu: Annotated[Optional[str], typer.Option("--gpu",
-        help="A GPU preset: h200, h100, a100, l4, l40s, rtx4090, b200.")] = None,
-    gpu_spec: Annotated[Optional[Path], typer.Option("--gpu-spec",
-        help="A custom GPU spec (.toml or .json).")] = None,
-    calibrate: Annotated[Optional[Path], typer.Option("--calibrate",
-        help="Fit the presets to a measured report first (nvstage run --profile --json).")
-        ] = None,
+    gpu: GpuOpt = None,
+    gpu_spec: GpuSpecOpt = None,
+    calibrate: CalibrateOpt = None,
     measure: Annotated[bool, typer.Option("--measure",
         help="Also run both on the GPU (nvstage run's path, serialized, profiled); skipped "
              "with the reason when no driver is found.")] = False,
-    svg: Annotated[Optional[Path], typer.Option("--svg",
-        help="Draw both decompositions as stacked bars to this SVG file.")] = None,
-    nvcc: Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
-        help="Compile with this nvcc instead of the one from the pip wheels.")] = None,
+    svg: svg_option("Draw both decompositions as stacked bars to this SVG file.") = None,
+    nvcc: NvccOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")
         ] = False,
 ) -> None:

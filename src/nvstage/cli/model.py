@@ -9,6 +9,20 @@ import typer
 
 from .common import data_console, emit_json, handled, stderr
 
+# Options that model, compare and run share: one definition each.
+GpuOpt = Annotated[Optional[str], typer.Option("--gpu",
+    help="A GPU preset: h200, h100, a100, l4, l40s, rtx4090, b200.")]
+GpuSpecOpt = Annotated[Optional[Path], typer.Option("--gpu-spec",
+    help="A custom GPU spec (.toml or .json; see nvstage.gpus.load_gpu_spec).")]
+CalibrateOpt = Annotated[Optional[Path], typer.Option("--calibrate",
+    help="Fit the presets to a measured report (nvstage run W --profile --json FILE).")]
+NvccOpt = Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
+    help="Compile with this nvcc instead of the one from the pip wheels.")]
+
+
+def svg_option(help: str):
+    return Annotated[Optional[Path], typer.Option("--svg", help=help)]
+
 
 def gpu_option_value(gpu: str | None, gpu_spec: Path | None):
     """The GpuSpec named by --gpu or read from --gpu-spec (h200 when neither is given)."""
@@ -23,19 +37,13 @@ def gpu_option_value(gpu: str | None, gpu_spec: Path | None):
 def model_cmd(
     workload: Annotated[Path, typer.Argument(help="The workload TOML file (with its "
                                              "NAME.cost.toml beside it).", show_default=False)],
-    gpu: Annotated[Optional[str], typer.Option("--gpu",
-        help="A GPU preset: h200, h100, a100, l4, l40s, rtx4090, b200.")] = None,
-    gpu_spec: Annotated[Optional[Path], typer.Option("--gpu-spec",
-        help="A custom GPU spec (.toml or .json; see nvstage.gpus.load_gpu_spec).")] = None,
+    gpu: GpuOpt = None,
+    gpu_spec: GpuSpecOpt = None,
     cost: Annotated[Optional[Path], typer.Option("--cost",
         help="The per-launch reads, writes and FLOPs (default: NAME.cost.toml).")] = None,
-    calibrate: Annotated[Optional[Path], typer.Option("--calibrate",
-        help="Fit the presets to a measured report (nvstage run W --profile --json FILE).")
-        ] = None,
-    svg: Annotated[Optional[Path], typer.Option("--svg",
-        help="Also draw the decomposition as a stacked bar to this SVG file.")] = None,
-    nvcc: Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
-        help="Compile with this nvcc instead of the one from the pip wheels.")] = None,
+    calibrate: CalibrateOpt = None,
+    svg: svg_option("Also draw the decomposition as a stacked bar to this SVG file.") = None,
+    nvcc: NvccOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the estimate as JSON.")
         ] = False,
 ) -> None:

@@ -18,6 +18,7 @@ from typing import Annotated, Optional
 import typer
 
 from .common import data_console, handled, stderr
+from .model import NvccOpt, svg_option
 
 DEFAULT_ARCH = "sm_90"  # used to validate (and dry-run) when no --arch and no GPU is seen
 
@@ -48,8 +49,9 @@ def run_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", "--validate-only",
         help="Validate the workload and print the plan of operations; needs no GPU.")
         ] = False,
-    nvcc: Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
-        help="Use this nvcc instead of the one from the pip wheels.")] = None,
+    svg: svg_option("Draw the measured decomposition as a stacked bar to this SVG file "
+                     "(needs --profile).") = None,
+    nvcc: NvccOpt = None,
 ) -> None:
     """Run a workload's kernels on the GPU, check the results, and measure the time.
 
@@ -65,6 +67,8 @@ def run_cmd(
 
       nvstage run examples/run/many_launches.toml --profile --mode pipelined --trace t.json
 
+      nvstage run examples/run/saxpy.toml --profile --svg saxpy.svg
+
       nvstage run examples/run/vadd.toml --dry-run
     """
     from ..errors import NoDriver
@@ -72,7 +76,7 @@ def run_cmd(
     with handled(False):
         try:
             _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cupti,
-                 dry_run, nvcc)
+                 dry_run, nvcc, svg)
         except NoDriver as e:  # exactly one line, never wrapped by the console
             import sys
 
@@ -82,7 +86,7 @@ def run_cmd(
 
 
 def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cupti, dry_run,
-         nvcc) -> None:
+         nvcc, svg=None) -> None:
     from ..errors import NoDriver, UsageError
     from ..runtime.driver import probe
     from ..toolkit import find_toolkit
@@ -93,6 +97,10 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
     for name, v in (("--reps", reps), ("--warmup", warmup)):
         if v is not None and v < (1 if name == "--reps" else 0):
             raise UsageError(f"{name} must be {'>= 1' if name == '--reps' else '>= 0'}")
+    for name, v in (("--trace", trace_file), ("--svg", svg), ("--cupti", cupti)):
+        if v and not profile and not dry_run:  # these need the per-op figures
+            raise UsageError(f"{name} needs --profile", hint=f"nvstage run {workload} "
+                             f"--profile {name}{'' if name == '--cupti' else ' FILE'}")
     err = stderr()
     w = Workload.from_toml(workload)
     p = probe()
@@ -146,6 +154,9 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
             result.timeline, result.decomposition,
             {"workload": w.name, "mode": mode, "device": result.device.get("name")}))
         err.print(f"wrote {trace_file}", markup=False)
+    if svg and result is not None and result.decomposition is not None \
+            and result.decomposition.reps:
+        write_run_svg(svg, result, w.name)
     if failure:
         raise failure
     if result.status == "check-failed":
@@ -155,7 +166,21 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
                                       for c in result.checks if not c.ok))
 
 
+def write_run_svg(path, result, name: str) -> None:
+    """The measured decomposition (medians over repetitions) as one stacked bar."""
+    from ..report.bars import bar_from_decomposition
+    from .model import write_svg
+
+    device = (result.device or {}).get("name") or "GPU"
+    write_svg(path, [bar_from_decomposition(result.decomposition, name)],
+              title=f"{name} on {device}",
+              subtitle=f"measured, {result.mode}, median of {len(result.decomposition.reps)} "
+                       f"repetitions")
+
+
 def _default_arch(p) -> tuple[str, str]:
+    if p.available and getattr(p, "arch", None):
+        return p.arch, ""
     if p.available:
         from ..runtime.devices import nvml_gpus
 
