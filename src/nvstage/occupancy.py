@@ -111,21 +111,6 @@ class Occupancy:
         return d
 
 
-def static_shared_of_section(section_bytes: int, arch: ArchLimits | str) -> int:
-    """A kernel's own static shared memory, from the size of its ``.nv.shared`` section
-    (what ``cuobjdump -res-usage`` calls SHARED).
-
-    From sm_90 on, a kernel that uses shared memory has the 1 KB the system reserves per
-    block at the start of that section (seen with CUDA 13.5: ptxas says "100 bytes smem",
-    cuobjdump SHARED:1124 on sm_90, sm_100 and sm_120; the two agree on sm_75..sm_89). The
-    formulas add the reservation themselves, so it comes out here.
-    """
-    lim = _limits(arch)
-    if lim.major >= 9 and section_bytes >= lim.reserved_shared_per_block > 0:
-        return section_bytes - lim.reserved_shared_per_block
-    return section_bytes
-
-
 def _limits(arch: ArchLimits | str) -> ArchLimits:
     return arch if isinstance(arch, ArchLimits) else arch_limits(arch)
 

@@ -119,3 +119,89 @@ def test_fuzz_res_usage(text):
         parse_res_usage(text)
     except NvstageError as e:
         assert str(e)
+
+
+# --- shared memory: one meaning everywhere (the kernel's own, as ptxas prints it) ---------
+
+def test_cuobjdump_shared_leaves_out_the_sm90_reservation(captured):
+    # cuobjdump says SHARED:2048 for histogram on sm_90 and 1024 on sm_80; ptxas says 1024 on
+    # both: the sm_90 section also holds the 1 KiB the system reserves per block.
+    rows = {(r.kernel, r.arch): r for r in
+            parse_res_usage((captured / "cuda13.5-multi-res-usage.txt").read_text())}
+    ptxas = {(r.kernel, r.arch): r for r in
+             parse_ptxas_verbose((captured / "cuda13.5-multi-ptxas-v.txt").read_text())}
+    assert (rows[("histogram", "sm_90")].shared_bytes,
+            rows[("histogram", "sm_90")].shared_section_bytes) == (1024, 2048)
+    assert (rows[("histogram", "sm_80")].shared_bytes,
+            rows[("histogram", "sm_80")].shared_section_bytes) == (1024, 1024)
+    assert {k: r.shared_bytes for k, r in rows.items()} == \
+        {k: r.shared_bytes for k, r in ptxas.items()}
+
+
+def test_relocatable_cubin_shared_is_not_reduced():
+    # An -rdc -c cubin's section holds no reservation (ptxas 100, cuobjdump SHARED:100; after
+    # the device link SHARED:1124 and nvlink "1124 bytes smem").
+    listing = " Function k:\n  REG:12 STACK:0 SHARED:{} LOCAL:0 CONSTANT[0]:536\n"
+    (rel,) = parse_res_usage(listing.format(100), arch="sm_90", final=False)
+    assert (rel.shared_bytes, rel.shared_section_bytes) == (100, 100)
+    (rel,) = parse_res_usage(listing.format(4096), arch="sm_90", final=False)
+    assert rel.shared_bytes == 4096
+    (linked,) = parse_res_usage(listing.format(1124), arch="sm_90")
+    assert (linked.shared_bytes, linked.shared_section_bytes) == (100, 1124)
+    (linked,) = parse_res_usage(listing.format(0), arch="sm_100")  # no shared, no section
+    assert linked.shared_bytes == 0
+
+
+def test_nvlink_smem_leaves_out_the_sm90_reservation():
+    text = ("nvlink info    : Function properties for '_Z4tinyPf':\n"
+            "nvlink info    : used 12 registers, used 1 barriers, 0 stack, 1124 bytes smem, "
+            "536 bytes cmem[0], 0 bytes lmem\n")
+    (r,) = parse_ptxas_verbose(text, arch="sm_90", source="nvlink -v")
+    assert (r.shared_bytes, r.shared_section_bytes) == (100, 1124)
+    (r,) = parse_ptxas_verbose(text.replace("1124", "100"), arch="sm_80", source="nvlink -v")
+    assert r.shared_bytes == 100
+
+
+def test_object_shared_and_barriers_match_ptxas(built, toolkit):
+    # What resources_of reads from the object alone (cuobjdump and the cubin's .nv.info) is
+    # what ptxas -v printed when it compiled it, on sm_80 and sm_90.
+    root, _ = built
+    ptxas = {(r.kernel, r.arch): (r.shared_bytes, r.barriers) for r in
+             parse_ptxas_verbose((root / "multi_ptxas.txt").read_text())}
+    mine = {(r.kernel, r.arch): (r.shared_bytes, r.barriers) for r in
+            resources_of(root / "multi.o", toolkit)}
+    assert mine == ptxas and ptxas[("histogram", "sm_90")] == (1024, 1)
+
+
+def test_device_link_rows_take_barriers_from_the_cubin(toolkit, tmp_path):
+    # nvlink -v prints "used 3 barriers" for a kernel that has none (CUDA 13.5); ptxas and
+    # the linked cubin say 0. The kernel's shared memory is ptxas' figure, not nvlink's.
+    import nvstage
+    from nvstage.options import CompileOptions
+
+    (tmp_path / "k.cu").write_text(
+        "__global__ void none(float* a) { a[threadIdx.x] = 1.f; }\n"
+        "__global__ void tiny(float* a) { __shared__ float s[25];\n"
+        "  s[threadIdx.x % 25] = a[threadIdx.x]; __syncthreads();\n"
+        "  a[threadIdx.x] = s[(threadIdx.x + 1) % 25]; }\n"
+        "int main() { return 0; }\n")
+    build = nvstage.compile("k.cu", CompileOptions(archs=("sm_90",), rdc=True,
+                                                   resource_usage=True, output="k"),
+                            toolkit=toolkit, keep="k.keep", cwd=tmp_path)
+    rows = build_resources(build)
+    per_file = {r.demangled.split("(")[0]: r for r in rows if not r.final}
+    linked = {r.demangled.split("(")[0]: r for r in rows if r.final}
+    assert set(linked) == {"none", "tiny"}
+    assert linked["none"].barriers == per_file["none"].barriers == 0
+    assert linked["tiny"].barriers == per_file["tiny"].barriers == 1
+    assert linked["tiny"].shared_bytes == per_file["tiny"].shared_bytes == 100
+    assert linked["tiny"].shared_section_bytes == 1124
+
+
+def test_short_names_of_a_kernel():
+    # show --kernel and occupancy --kernel share one matcher; a namespace may be left out.
+    from nvstage.inspect.records import short_names
+
+    assert short_names("void ns::scale<float>(float*, float, int)") == (
+        "void ns::scale<float>", "ns::scale<float>", "ns::scale", "scale<float>", "scale")
+    assert short_names("histogram") == ("histogram",)

@@ -121,9 +121,11 @@ def _kernels(artifact: Path | None, registers: int | None, shared_static: int, b
     from ..inspect.resources import resources_of
     from ..toolkit import find_toolkit
 
+    from ..inspect.view import matches
+
     res = resources_of(artifact, find_toolkit(nvcc))
     if name:
-        res = [r for r in res if _matches(r, name)]
+        res = [r for r in res if matches(name, r.kernel, r.demangled)]
         if not res:
             raise UsageError(f"no kernel named {name!r} in {artifact}")
     if not res:
@@ -139,7 +141,7 @@ def _kernels(artifact: Path | None, registers: int | None, shared_static: int, b
             borrowed.append(f"{chosen.demangled} ({chosen.arch})")
         rows.append({
             "kernel": chosen.kernel, "demangled": chosen.demangled, "arch": arch,
-            "registers": chosen.registers, "shared_static": _declared_shared(chosen),
+            "registers": chosen.registers, "shared_static": chosen.shared_bytes,
             "barriers": chosen.barriers or 0, "source": chosen.source,
             "resources_arch": chosen.arch, "spills": chosen.spills, "final": chosen.final,
         })
@@ -149,26 +151,6 @@ def _kernels(artifact: Path | None, registers: int | None, shared_static: int, b
                        f"{', '.join(borrowed)}; using those builds' registers and shared "
                        f"memory, which an {target.arch} build may change")
     return rows
-
-
-def _declared_shared(r) -> int:
-    """The kernel's own static shared memory: ptxas' figure when the record has it; from
-    cuobjdump's section size (which includes the sm_90+ reservation) otherwise."""
-    from ..occupancy import static_shared_of_section
-
-    section = getattr(r, "shared_section_bytes", None)
-    from_ptxas = "ptxas" in r.source or "nvlink" in r.source
-    if not from_ptxas and (section is None or section == r.shared_bytes):
-        return static_shared_of_section(r.shared_bytes, r.arch)
-    return r.shared_bytes
-
-
-def _matches(r, name: str) -> bool:
-    """By mangled name, signature, or a shorter name: ``scale<float>``, ``scale``."""
-    head = r.demangled.split("(")[0].strip()
-    last = head.split()[-1] if head.split() else ""
-    short = {head, last, last.split("<")[0], last.split("::")[-1].split("<")[0]}
-    return name in (r.kernel, r.demangled) or name in short
 
 
 def _groups(res, *, per_arch: bool) -> list[list]:

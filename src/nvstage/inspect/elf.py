@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 import struct
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ..errors import ArtifactError
 
@@ -22,6 +23,9 @@ class Cubin:
     kernels: tuple[str, ...]  # entry functions (mangled), in section order
     functions: tuple[str, ...]  # every function with code, kernels included
     size: int
+    # Block barriers per kernel, from EIATTR_NUM_BARRIERS in .nv.info.<kernel> (what ptxas -v
+    # prints as "used N barriers"); a kernel without the attribute uses none.
+    barriers: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     @property
     def from_device_link(self) -> bool:
@@ -87,12 +91,33 @@ def read_cubin(data: bytes, what: str = "cubin") -> Cubin:
         # A kernel has a parameter bank (.nv.constant0.<name>); a device function has none.
         banks = {n[len(".nv.constant0."):] for n in names if n.startswith(".nv.constant0.")}
         kernels = tuple(f for f in functions if f in banks)
+        barriers = {k: _num_barriers(elf.get_section_by_name(f".nv.info.{k}")) for k in kernels}
         return Cubin(arch, elf["e_type"] == "ET_REL", _producer(elf), kernels, functions,
-                     _elf_end(elf))
+                     _elf_end(elf), barriers)
     except ArtifactError:
         raise
     except Exception as e:  # pyelftools raises many kinds on damaged input
         raise ArtifactError(f"{what} is a damaged ELF file: {e}") from e
+
+
+_EIATTR_NUM_BARRIERS = 0x4C
+_EIFMT_BVAL, _EIFMT_SVAL = 2, 4
+
+
+def _num_barriers(info) -> int:
+    """EIATTR_NUM_BARRIERS from a kernel's ``.nv.info.<kernel>`` section (0 when absent).
+
+    Each attribute is a format byte, an attribute byte, then two bytes: the value itself for
+    byte/half values, or the size of the data that follows for EIFMT_SVAL."""
+    if info is None:
+        return 0
+    data, i = info.data(), 0
+    while i + 4 <= len(data):
+        fmt, attr = data[i], data[i + 1]
+        if attr == _EIATTR_NUM_BARRIERS and fmt == _EIFMT_BVAL:
+            return data[i + 2]
+        i += 4 + (int.from_bytes(data[i + 2:i + 4], "little") if fmt == _EIFMT_SVAL else 0)
+    return 0
 
 
 def _elf_end(elf) -> int:

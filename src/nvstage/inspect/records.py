@@ -11,7 +11,11 @@ def short_names(demangled: str) -> tuple[str, ...]:
     head = demangled.split("(")[0].strip()
     words = head.split()
     last = words[-1] if words else ""
-    return tuple(dict.fromkeys(n for n in (head, last, last.split("<")[0]) if n))
+    bare = last.split("<")[0]
+    # ns::scale<float> may also be named scale<float> or scale.
+    unqualified = last.rsplit("::", 1)[-1] if "::" in bare else ""
+    return tuple(dict.fromkeys(n for n in (head, last, bare, unqualified,
+                                           unqualified.split("<")[0]) if n))
 
 
 @dataclass(frozen=True)
@@ -63,15 +67,16 @@ class KernelResources:
     spill_stores: int | None = 0  # bytes; None: unknown (cuobjdump alone does not say)
     spill_loads: int | None = 0  # bytes; None: unknown
     stack_frame: int = 0  # bytes
-    shared_bytes: int = 0  # static shared memory
+    shared_bytes: int = 0  # the kernel's own static shared memory, as ptxas -v prints it
     constant_bytes: int | None = None  # cmem[0]; sm_90+ ptxas omits it, cuobjdump has it
     local_bytes: int | None = None
     barriers: int | None = None
     compile_ms: float | None = None
     source: str = ""  # which tool(s) the numbers came from
     final: bool = True  # False for -rdc per-file numbers before the device link
-    # cuobjdump's SHARED: the .nv.shared section, which on sm_90+ also holds the 1 KiB the
-    # system reserves when the kernel uses shared memory (ptxas' smem leaves it out).
+    # The .nv.shared section as cuobjdump's SHARED (or nvlink -v's smem) prints it: in a linked
+    # sm_90+ cubin it also holds the 1 KiB the system reserves per block, which shared_bytes
+    # leaves out. None when only ptxas reported.
     shared_section_bytes: int | None = None
 
     @property

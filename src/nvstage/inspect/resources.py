@@ -4,6 +4,13 @@ Two sources, joined: ptxas' ``-v`` report (spills, barriers, compile time; cmem[
 sm_8x) and ``cuobjdump -res-usage`` on the cubin (registers, stack, shared, local, cmem[0] on
 every arch, but no spills). For ``-rdc`` builds the ptxas numbers are per file; the cubin from
 the device link holds the final ones.
+
+``shared_bytes`` is always the kernel's own static shared memory, as ptxas prints it. From
+sm_90 on, the ``.nv.shared.<kernel>`` section of a linked (loadable) cubin also holds the 1 KiB
+the system reserves per block, and both ``cuobjdump -res-usage`` (SHARED) and ``nvlink -v``
+("bytes smem") count it: ``histogram`` in kernels/multi.cu is 1024 bytes to ptxas and 2048 to
+cuobjdump on sm_90. The readers take it out here, and keep the figure the tool printed in
+``shared_section_bytes``. A relocatable (``-rdc -c``) cubin's section holds no reservation.
 """
 
 from __future__ import annotations
@@ -18,6 +25,20 @@ from .. import proc
 from ..errors import ArtifactError, ToolkitError
 from .names import demangle_all
 from .records import KernelResources
+
+# Seen with CUDA 13.5 on sm_90, sm_100, sm_103, sm_110, sm_120 and sm_121, never on sm_75..sm_89.
+SM90_RESERVED_SHARED = 1024
+_SM = re.compile(r"^sm_(\d+)")
+
+
+def own_shared(reported: int, arch: str, *, linked: bool) -> int:
+    """The kernel's own static shared memory, from a figure that counts the sm_90+ system
+    reservation when ``linked`` (cuobjdump's SHARED, nvlink's smem for a loadable cubin)."""
+    m = _SM.match(arch or "")
+    if linked and m and int(m.group(1)) >= 90 and reported >= SM90_RESERVED_SHARED:
+        return reported - SM90_RESERVED_SHARED
+    return reported
+
 
 _COMPILING = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
 _PROPS = re.compile(r"(?:ptxas|nvlink) info\s*: Function properties for '?([^':\s]+)'?:?\s*$")
@@ -57,7 +78,7 @@ def parse_ptxas_verbose(text: str, *, arch: str | None = None, final: bool = Tru
         if m:
             pending_props = m.group(1)
             if "nvlink" in line:  # nvlink names the kernel here and reports on the next line
-                current = {"kernel": pending_props, "arch": arch or ""}
+                current = {"kernel": pending_props, "arch": arch or "", "linked": True}
                 rows.append(current)
             continue
         m = _FRAME.search(line)
@@ -85,16 +106,19 @@ def parse_ptxas_verbose(text: str, *, arch: str | None = None, final: bool = Tru
         if "registers" not in r:
             continue  # a device function, or output cut short before its numbers
         frame = frames.get(r["kernel"])
+        k_arch = r["arch"] or (arch or "")
+        smem = r.get("shared_bytes", 0)
+        linked = r.get("linked", False)  # nvlink counts the sm_90+ reservation; ptxas does not
         out.append(KernelResources(
-            kernel=r["kernel"], demangled=names[r["kernel"]], arch=r["arch"] or (arch or ""),
+            kernel=r["kernel"], demangled=names[r["kernel"]], arch=k_arch,
             registers=r["registers"],
             spill_stores=frame[1] if frame else None,
             spill_loads=frame[2] if frame else None,
             stack_frame=frame[0] if frame else r.get("stack", 0),
-            shared_bytes=r.get("shared_bytes", 0),
+            shared_bytes=own_shared(smem, k_arch, linked=linked),
             constant_bytes=r.get("constant_bytes"), local_bytes=r.get("local_bytes"),
             barriers=r.get("barriers"), compile_ms=r.get("compile_ms"),
-            source=source, final=final))
+            source=source, final=final, shared_section_bytes=smem if linked else None))
     return out
 
 
@@ -106,7 +130,9 @@ _KV = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
 def parse_res_usage(text: str, *, arch: str | None = None, final: bool = True,
                     source: str = "cuobjdump -res-usage") -> list[KernelResources]:
     """Kernels from ``cuobjdump -res-usage``. ``arch`` for a bare cubin, whose listing has no
-    ``arch =`` header. Pure but for demangling."""
+    ``arch =`` header. ``final``: the listing is of linked cubins (not ``-rdc -c`` ones), whose
+    SHARED counts the sm_90+ reservation; ``shared_bytes`` leaves it out, ``shared_section_bytes``
+    keeps SHARED as printed. Pure but for demangling."""
     if not isinstance(text, str):
         raise ArtifactError("cuobjdump output must be text")
     rows: list[tuple[str, str, dict]] = []
@@ -135,9 +161,9 @@ def parse_res_usage(text: str, *, arch: str | None = None, final: bool = True,
     return [KernelResources(
         kernel=k, demangled=names[k], arch=a, registers=v.get("REG", 0),
         spill_stores=None, spill_loads=None, stack_frame=v.get("STACK", 0),
-        shared_bytes=v.get("SHARED", 0), constant_bytes=v.get("CONSTANT[0]"),
-        local_bytes=v.get("LOCAL"), source=source, final=final,
-        shared_section_bytes=v.get("SHARED")) for k, a, v in rows]
+        shared_bytes=own_shared(v.get("SHARED", 0), a, linked=final),
+        constant_bytes=v.get("CONSTANT[0]"), local_bytes=v.get("LOCAL"), source=source,
+        final=final, shared_section_bytes=v.get("SHARED")) for k, a, v in rows]
 
 
 def res_usage_of_cubin(data: bytes, toolkit, *, arch: str, final: bool = True,
@@ -152,8 +178,10 @@ def res_usage_of_cubin(data: bytes, toolkit, *, arch: str, final: bool = True,
         cp = proc.run([toolkit.tool("cuobjdump"), "-res-usage", str(p)], timeout=120)
     if cp.returncode != 0:
         raise ToolkitError(f"cuobjdump -res-usage failed: {(cp.stderr or cp.stdout).strip()}")
-    # cuobjdump lists device functions too; keep the kernels.
-    return [r for r in parse_res_usage(cp.stdout, arch=arch, final=final, source=source)
+    # cuobjdump lists device functions too; keep the kernels. It does not print barriers: the
+    # cubin's EIATTR_NUM_BARRIERS is what ptxas -v reports.
+    return [replace(r, barriers=cubin.barriers.get(r.kernel, 0))
+            for r in parse_res_usage(cp.stdout, arch=arch, final=final, source=source)
             if r.kernel in cubin.kernels]
 
 
@@ -253,13 +281,10 @@ def build_resources(build, toolkit=None) -> list[KernelResources]:
                 cubin = read_cubin(data, a.path)
                 linked = res_usage_of_cubin(data, toolkit, arch=cubin.arch,
                                             source="cuobjdump -res-usage (after device link)")
-                nvlink = {r.kernel: r for r in parse_ptxas_verbose(
+                nvlink = {r.kernel for r in parse_ptxas_verbose(
                     run.stderr, arch=cubin.arch, source="nvlink -v")}
-                rows += [_with_nvlink(r, nvlink.get(r.kernel)) for r in linked]
+                # nvlink -v repeats the linked cubin's figures, but for a kernel with no
+                # barriers it prints "used 3 barriers" (CUDA 13.5): the cubin is the reference.
+                rows += [replace(r, source=f"nvlink -v + {r.source}") if r.kernel in nvlink
+                         else r for r in linked]
     return rows
-
-
-def _with_nvlink(c: KernelResources, n: KernelResources | None) -> KernelResources:
-    if n is None:
-        return c
-    return replace(c, barriers=n.barriers, source=f"{n.source} + {c.source}")
