@@ -52,9 +52,11 @@ class BuildDiff:
 
 def kernel_figures(build, toolkit) -> dict[str, dict]:
     """"kernel (arch[, per file])" -> the kernel metrics, from the build's kept artifacts."""
+    from pathlib import Path
+
     from .inspect.elf import read_cubin
     from .inspect.resources import build_resources
-    from .inspect.sass import build_sass
+    from .inspect.sass import disassemble
 
     out: dict[str, dict] = {}
 
@@ -68,22 +70,14 @@ def kernel_figures(build, toolkit) -> dict[str, dict]:
     for a in build.artifacts:
         if a.kind != "cubin" or not os.path.isfile(a.path):
             continue
-        cubin = read_cubin(open(a.path, "rb").read(), a.path)
-        final = not cubin.relocatable
-        for k in build_sass(build_only(a), toolkit, lineinfo=False):
+        final = not read_cubin(Path(a.path).read_bytes(), a.path).relocatable
+        for k in disassemble(a.path, toolkit):
             if not k.is_entry:
                 continue
             row = out.setdefault(key(k.demangled, k.arch, final), {})
             row["instructions"] = k.instruction_count
             row["cubin_size"] = a.size
     return out
-
-
-class build_only:  # noqa: N801 - a tiny stand-in Build holding one artifact
-    def __init__(self, artifact):
-        self.artifacts = [artifact]
-        self.options = type("O", (), {"lineinfo": False})()
-        self.toolkit = None
 
 
 def stage_times(build) -> dict[str, float]:
