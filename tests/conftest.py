@@ -72,3 +72,66 @@ def pytest_collection_modifyitems(config, items):
 
 def has_system_toolkit() -> bool:
     return os.path.isfile("/usr/local/cuda/bin/nvcc")
+
+
+# --- Builds shared by the inspect, show, occupancy and diff tests: each made once a session.
+
+CAPTURED = DATA / "captured"
+
+
+@pytest.fixture(scope="session")
+def captured() -> Path:
+    """Tool output captured from CUDA 13.5 (ptxas -v, cuobjdump, nvdisasm) and PTX files."""
+    return CAPTURED
+
+
+@pytest.fixture(scope="session")
+def reference(toolkit):
+    """Run one of the toolkit's own tools (cuobjdump, nvdisasm, ptxas) and return its output:
+    the reference the readers are checked against."""
+    import subprocess
+
+    def run(name: str, *args, cwd=None) -> str:
+        cp = subprocess.run([toolkit.tool(name), *map(str, args)], capture_output=True,
+                            text=True, cwd=cwd)
+        assert cp.returncode == 0, cp.stderr
+        return cp.stdout + cp.stderr
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def built(toolkit, kernels, tmp_path_factory):
+    """(folder, builds): multi.o (sm_80 + sm_90 + PTX) by plain nvcc with -Xptxas -v (its
+    report in multi_ptxas.txt), saxpy.sm_90.cubin with -lineinfo, and kept nvstage builds of
+    spill.cu (plain, and -maxrregcount=16) and vadd.cu."""
+    import shutil
+    import subprocess
+
+    import nvstage
+    from nvstage.options import CompileOptions
+
+    root = tmp_path_factory.mktemp("built")
+    for k in ("multi.cu", "spill.cu", "vadd.cu", "saxpy.cu"):
+        shutil.copy(kernels / k, root)
+
+    def nvcc(*args: str) -> str:
+        cp = subprocess.run([toolkit.nvcc, *args], cwd=root, capture_output=True, text=True)
+        assert cp.returncode == 0, cp.stderr
+        return cp.stderr
+
+    (root / "multi_ptxas.txt").write_text(nvcc(
+        "-c", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+        "arch=compute_90,code=[sm_90,compute_90]", "-Xptxas", "-v", "multi.cu", "-o", "multi.o"))
+    nvcc("--cubin", "-arch=sm_90", "-lineinfo", "saxpy.cu", "-o", "saxpy.sm_90.cubin")
+    spill = dict(archs=("sm_90",), stop="cubin", resource_usage=True)
+    builds = {
+        "spill": nvstage.compile("spill.cu", CompileOptions(**spill, output="spill.cubin"),
+                                 toolkit=toolkit, keep="spill.keep", cwd=root),
+        "spill16": nvstage.compile("spill.cu", CompileOptions(**spill, maxrregcount=16,
+                                                              output="spill16.cubin"),
+                                   toolkit=toolkit, keep="spill16.keep", cwd=root),
+        "vadd": nvstage.compile("vadd.cu", CompileOptions(archs=("sm_90",), output="vadd"),
+                                toolkit=toolkit, keep="vadd.keep", cwd=root),
+    }
+    return root, builds

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "inspect"))
-from _builds import get_built  # noqa: E402
-
-from nvstage.diff import diff_builds, diff_paths  # noqa: E402
+from nvstage.diff import diff_builds, diff_paths
 
 
-def test_build_against_itself_has_no_kernel_change(toolkit, kernels, tmp_path_factory):
-    _, b = get_built(toolkit, kernels, tmp_path_factory)
+def test_build_against_itself_has_no_kernel_change(toolkit, built):
+    _, b = built
     d = diff_builds(b["vadd"], b["vadd"], toolkit)
     assert d.kernels and not any(r.changed for r in d.kernels)
     assert all(r.delta("seconds") == 0 for r in d.stages)
 
 
-def test_spill_diff_from_manifests(toolkit, kernels, tmp_path_factory):
-    _, b = get_built(toolkit, kernels, tmp_path_factory)
+def test_spill_diff_from_manifests(toolkit, built):
+    _, b = built
     d = diff_paths(b["spill"].keep_dir, b["spill16"].keep_dir, toolkit)
     (row,) = d.kernels
     assert row.a["spill_stores"] == 0 and row.b["spill_stores"] > 0

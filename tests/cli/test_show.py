@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "inspect"))
-from _builds import get_built  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def built(toolkit, kernels, tmp_path_factory):
-    return get_built(toolkit, kernels, tmp_path_factory)
 
 
 def test_show_object_json(cli, built):
