@@ -308,3 +308,13 @@ def test_relative_errors_against_a_report(toolkit):
     assert errs["kernel"] == pytest.approx(0, abs=1e-9)
     assert errs["total"] == pytest.approx(0, abs=1e-9)
     assert set(errs) == {"launch", "kernel", "transfer", "total", "pipelined_vs_wall"}
+
+
+def test_preset_sources_are_public_or_labelled_assumptions():
+    """A user can follow every source: no pointer into the project's private notes."""
+    from nvstage.model import PRESET_SOURCES
+
+    for name, src in PRESET_SOURCES.items():
+        assert "shared/" not in src and ".md" not in src, name
+        assert ("http" in src or "Guide" in src or "datasheet" in src
+                or "ASSUMPTION" in src or "HEURISTIC" in src or "none published" in src), name

@@ -40,8 +40,8 @@ from .model_spec import CostSpec, LaunchCounts, intermediates, launch_counts
 from .workload import DTYPES, Workload
 
 LABEL = "estimate"
-_MEASURING = "shared/MEASURING.md, Numbers to know"
-_FACTS = "shared/TOOLCHAIN_FACTS.md, Launch and copy costs to expect"
+_PR1959 = "https://github.com/NVIDIA/cuda-python/pull/1959"
+_H200 = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/h200)"
 
 
 class ModelError(UsageError):
@@ -77,21 +77,26 @@ class Presets:
 
 
 PRESET_SOURCES = {
-    "launch_cost_s": f"{_FACTS}: Python cuda.bindings cuLaunchKernel about 3.1 us "
-                     "(cuda-python PR 1959); MEASURING.md says about 3 us",
-    "kernel_floor_s": f"{_FACTS}: an empty kernel's GPU time about 1 us",
-    "dram_efficiency": f"{_MEASURING}: H200 about 4.3 TB/s device-to-device copy measured "
-                       "against 4.8 TB/s datasheet (0.896); applied to every GPU (assumption)",
+    "launch_cost_s": f"host time of one cuLaunchKernel from Python cuda.bindings, about 3.1 us "
+                     f"(C++ about 1.6 us, 16 arguments), NVIDIA/cuda-python {_PR1959}",
+    "kernel_floor_s": "ASSUMPTION: about 1 us of GPU time for an empty kernel on recent "
+                      "NVIDIA GPUs; nvstage run --profile measures it (noise floor)",
+    "dram_efficiency": f"4.8 TB/s from the {_H200}; 4.3 TB/s is a device-to-device copy "
+                       "measured on one H200 (unpublished: an ASSUMPTION), applied to every "
+                       "GPU; --calibrate fits it",
     "compute_efficiency": "none published for plain FP32 kernels: the roofline peak, not "
                           "derated (an upper bound on speed); --calibrate fits it",
     "occupancy_knee": "HEURISTIC, not a measured figure: below half the SM's warps, achieved "
                       "bandwidth is taken to fall in proportion (CUDA C++ Best Practices "
                       "Guide: low occupancy hinders hiding memory latency)",
-    "pcie_pinned_efficiency": f"{_MEASURING}: pinned copies 25.7 GB/s of 31.5 GB/s on a DGX "
-                              "A100 (Gen4 x16); 80-90% in general",
-    "pcie_pageable_efficiency": f"{_MEASURING}: pageable about 10 GB/s of 31.5 GB/s on the "
-                                "same DGX A100",
-    "copy_latency_s": f"{_FACTS}: tiny H2D copies about 0.5 us on the GPU",
+    "pcie_pinned_efficiency": "ASSUMPTION: pinned copies reach about 80% of the PCIe link "
+                              "(25.7 of 31.5 GB/s, Gen4 x16, as once measured on a DGX A100; "
+                              "source not published); --calibrate fits it",
+    "pcie_pageable_efficiency": "ASSUMPTION: pageable copies about 10 of 31.5 GB/s (Gen4 x16), "
+                                "far below pinned (CUDA C++ Best Practices Guide, pinned "
+                                "memory); --calibrate fits it",
+    "copy_latency_s": "ASSUMPTION: about 0.5 us of GPU time for a tiny host-to-device copy; "
+                      "nvstage run --profile measures it (noise floor, 4-byte copy)",
 }
 DEFAULT_PRESETS = Presets()
 
