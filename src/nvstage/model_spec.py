@@ -19,13 +19,13 @@ before the workload is parsed (``nvstage run`` does not accept that table yet).
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .workload import DTYPES, ExprError, Workload, WorkloadError, eval_int_expr
+from .workload import (DTYPES, ExprError, Workload, WorkloadError, eval_int_expr,
+                       read_toml)
 
 HOST_MEMORY = ("pinned", "pageable")
 _LAUNCH_KEYS = ("kernel", "reads", "writes", "flops")
@@ -99,14 +99,7 @@ def load_model_input(path: str | Path, cost: str | Path | None = None
                      ) -> tuple[Workload, CostSpec]:
     """The workload and its counts: from ``cost``, a ``[model]`` table, or ``NAME.cost.toml``."""
     p = Path(path)
-    if not p.is_file():
-        from .errors import InputNotFound
-
-        raise InputNotFound(f"no such workload file: {path}")
-    try:
-        data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise WorkloadError(f"not valid TOML: {e}", where=str(path)) from None
+    data = read_toml(p)
     inline = data.pop("model", None)
     w = Workload.from_dict(data, base=p.resolve().parent, file=str(path), name=p.stem)
     if cost is not None:
@@ -123,16 +116,7 @@ def load_model_input(path: str | Path, cost: str | Path | None = None
 
 
 def load_cost(path: str | Path, w: Workload) -> CostSpec:
-    p = Path(path)
-    if not p.is_file():
-        from .errors import InputNotFound
-
-        raise InputNotFound(f"no such cost file: {path}")
-    try:
-        data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise CostSpecError(f"not valid TOML: {e}", where=str(path)) from None
-    return cost_from_dict(data, w, origin=str(path))
+    return cost_from_dict(read_toml(path, "cost", CostSpecError), w, origin=str(path))
 
 
 def cost_from_dict(data: Any, w: Workload, *, origin: str) -> CostSpec:

@@ -417,15 +417,7 @@ class Workload:
     @classmethod
     def from_toml(cls, path: str | os.PathLike) -> Workload:
         p = Path(path)
-        if not p.is_file():
-            from .errors import InputNotFound
-
-            raise InputNotFound(f"no such workload file: {path}")
-        try:
-            data = tomllib.loads(p.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise WorkloadError(f"not valid TOML: {e}", where=str(path)) from None
-        return cls.from_dict(data, base=p.resolve().parent, file=str(path),
+        return cls.from_dict(read_toml(p), base=p.resolve().parent, file=str(path),
                              name=p.stem)
 
     @classmethod
@@ -437,6 +429,20 @@ class Workload:
 # ---------------------------------------------------------------------------------------
 # Reading TOML-shaped data
 # ---------------------------------------------------------------------------------------
+
+
+def read_toml(path: str | os.PathLike, what: str = "workload",
+              error: type[WorkloadError] = WorkloadError) -> dict:
+    """A TOML file as a dict: a missing file is ``InputNotFound``, bad TOML ``error``."""
+    p = Path(path)
+    if not p.is_file():
+        from .errors import InputNotFound
+
+        raise InputNotFound(f"no such {what} file: {path}")
+    try:
+        return tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"not valid TOML: {e}", where=str(path)) from None
 
 
 class _Reader:
