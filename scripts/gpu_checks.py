@@ -11,7 +11,7 @@ Uses only what is installed (no network). Writes, under OUT:
 from __future__ import annotations
 
 import json
-import subprocess
+import subprocess  # TimeoutExpired only: processes start in nvstage.proc
 import sys
 from pathlib import Path
 
@@ -20,13 +20,18 @@ EXAMPLES = ROOT / "examples" / "run"
 
 
 def sh(argv, out: Path, timeout=900) -> int:
-    with open(out, "w") as f:
-        try:
-            cp = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                                timeout=timeout)
-        except subprocess.TimeoutExpired:
-            f.write(f"\nTIMED OUT after {timeout} s\n")
-            return 124
+    """Run argv (through nvstage.proc, the one place that starts processes); its stdout and
+    stderr go to ``out``."""
+    from nvstage import proc
+
+    try:
+        cp = proc.run(argv, cwd=ROOT, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) \
+            else (e.stdout or "")
+        out.write_text(text + f"\nTIMED OUT after {timeout} s\n")
+        return 124
+    out.write_text(cp.stdout + cp.stderr)
     return cp.returncode
 
 

@@ -1,15 +1,25 @@
 """Optional CUPTI activity records (the ``cupti`` extra: cupti-python, NVIDIA's licence).
 
-Collected during the wall passes only (no hold kernels there), so each kernel and copy record
-belongs to one op of the sequence: records are matched to ops in issue order on our stream,
-and each kernel record is joined to its launch call's driver-API record by correlation id.
-Everything here is guarded: no cupti-python, no records, no error.
+Collected during passes of their own, issued like the wall passes (no hold kernels), after the
+measured repetitions, since DRIVER API tracing adds host time to every call. Each kernel and
+copy record belongs to one op of the sequence: records are matched to ops in issue order on
+our stream, and each kernel record is joined to its launch call's driver-API record by
+correlation id. Everything here is guarded: no cupti-python, no records, no error.
+
+API (cupti-python, docs.nvidia.com/cupti-python: "Python Bindings for CUPTI C APIs"):
+``from cupti import cupti``; ``activity_register_callbacks(requested, completed)`` where
+``requested()`` returns ``(buffer_size, max_num_records)`` and ``completed(activities)`` gets a
+list of record objects with ``kind`` (an int; compare with ``ActivityKind``), ``start`` and
+``end`` (ns), ``correlation_id``, ``name`` (kernels) and ``bytes`` (copies);
+``activity_enable/disable(ActivityKind.X)``; ``activity_flush_all(1)`` (forced flush).
 """
 
 from __future__ import annotations
 
 import statistics
 import threading
+
+KINDS = ("CONCURRENT_KERNEL", "MEMCPY", "DRIVER")
 
 
 class CuptiSession:
@@ -27,11 +37,18 @@ class CuptiSession:
         except Exception:
             return None
         s = cls(cupti)
+        enabled = []
         try:
             cupti.activity_register_callbacks(s._requested, s._completed)
-            for kind in ("CONCURRENT_KERNEL", "MEMCPY", "DRIVER"):
+            for kind in KINDS:
                 cupti.activity_enable(getattr(cupti.ActivityKind, kind))
+                enabled.append(kind)
         except Exception:
+            for kind in enabled:  # leave nothing half switched on
+                try:
+                    cupti.activity_disable(getattr(cupti.ActivityKind, kind))
+                except Exception:
+                    pass
             return None
         return s
 
@@ -56,7 +73,7 @@ class CuptiSession:
     def finish(self, ops: list[tuple[int, str, str]], helper_prefix: str) -> dict:
         try:
             self.c.activity_flush_all(1)
-            for kind in ("CONCURRENT_KERNEL", "MEMCPY", "DRIVER"):
+            for kind in KINDS:
                 self.c.activity_disable(getattr(self.c.ActivityKind, kind))
         except Exception:
             pass
@@ -84,7 +101,7 @@ class CuptiSession:
                 "samples": len(vals), "correlation_ids": correlations[i][:4],
                 "api_ns_median": statistics.median(api) if api else None,
             })
-        return {"source": "CUPTI activity records during the wall passes",
+        return {"source": "CUPTI activity records from passes after the measured ones",
                 "operations": out_ops}
 
 
