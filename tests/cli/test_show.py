@@ -84,3 +84,28 @@ def test_show_will_it_run(cli, built):
     r = cli("show", root / "multi.o", "--sections", "fatbin", "--gpu", "sm_90", "--json")
     assert r.exit_code == 0, r.output
     assert "will_it_run" in json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--gpu", "h300"], ["unknown GPU 'h300'"]),
+    (["--gpu", "sm_90", "--driver", "580.65.06"], ["not a CUDA driver version"]),
+    (["--driver", "13.0"], ["--driver", "--gpu"]),
+])
+def test_bad_gpu_or_driver_fails_before_any_output(cli, built, args, words):
+    # An unknown GPU used to be reported after the tables were printed, with exit 0 output.
+    root, _ = built
+    r = cli("show", root / "multi.o", *args)
+    assert r.exit_code == 2 and r.stdout == "" and "Traceback" not in r.output
+    for w in words:
+        assert w in r.stderr
+
+
+def test_help_example_driver_is_accepted(cli, built):
+    # The --help example gives --driver as a CUDA version; it must parse.
+    root, _ = built
+    assert "--driver 13.0" in cli("show", "--help").stdout
+    r = cli("show", root / "multi.o", "--sections", "fatbin", "--gpu", "b200", "--driver",
+            "13.0", "--json")
+    assert r.exit_code == 0, r.output
+    verdict = json.loads(r.stdout)["will_it_run"]
+    assert verdict["runs"] is False and "9.5" in verdict["explain"]  # PTX 9.5 needs 13.5

@@ -27,7 +27,9 @@ def show_cmd(
     gpu: Annotated[Optional[str], typer.Option("--gpu",
         help="Say whether it would run on this GPU (sm_90, h200, ...).")] = None,
     driver: Annotated[Optional[str], typer.Option("--driver",
-        help="With --gpu: the driver version (580.65 or a CUDA version like 13.0).")] = None,
+        help="With --gpu: the CUDA version the driver supports, as nvidia-smi prints it "
+        "(\"CUDA Version: 13.0\" -> 13.0); decides whether PTX can be JIT-compiled.")
+        ] = None,
     nvcc: Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
         help="Use the cuobjdump/nvdisasm of the toolkit of this nvcc.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")] = False,
@@ -40,13 +42,14 @@ def show_cmd(
 
       nvstage show multi.o --sections resources,fatbin --kernel block_sum
 
-      nvstage show a.out --gpu h200 --driver 580
+      nvstage show a.out --gpu h200 --driver 13.0
     """
     from ..inspect.fatbin import kind_of_file
     from ..inspect.view import collect_build, collect_file, parse_sections, to_json
     from ..toolkit import find_toolkit
 
     with handled(json_out):
+        _check_gpu(gpu, driver)  # before any work: a typo should not cost a disassembly
         kind = kind_of_file(artifact)
         wanted = parse_sections(sections, kind)
         if gpu and "fatbin" not in wanted and kind != "ptx":
@@ -71,6 +74,20 @@ def show_cmd(
             doc["will_it_run"] = _will_it_run(data, kind, artifact, gpu, driver, con)
         if json_out:
             emit_json(doc)
+
+
+def _check_gpu(gpu: str | None, driver: str | None) -> None:
+    from ..errors import UsageError
+    from ..gpus import resolve_gpu
+    from ..inspect.compat import parse_driver
+
+    if driver is not None and not gpu:
+        raise UsageError("--driver says whether PTX can be JIT-compiled for a GPU: give --gpu "
+                         "too", hint="e.g. --gpu b200 --driver 13.0")
+    if gpu:
+        resolve_gpu(gpu)
+    if driver is not None:
+        parse_driver(driver)
 
 
 def _will_it_run(data: dict, kind: str, artifact: Path, gpu: str, driver: str | None, con):
