@@ -7,18 +7,16 @@ import json
 import pytest
 
 from nvstage.budgets import (
-    BaselineError,
     BudgetConfigError,
     base_name,
-    check,
-    github_annotations,
     kernel_matches,
     load_budgets,
-    locate_kernel,
-    markdown_summary,
     parse_budgets,
-    run_figures,
+    qualified_name,
 )
+from nvstage.check import BaselineError, check
+from nvstage.measure import locate_kernel, run_figures
+from nvstage.report.checks import github_annotations, markdown_summary
 from nvstage.options import CompileOptions
 
 TWO_ARCHES = ("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]")
@@ -250,3 +248,132 @@ def test_run_budgets(small, toolkit):
     b2 = parse_budgets({"budgets": {"run": {"max_launch_us": 3.0}}})
     (v2,) = check(small, b2, toolkit=toolkit, run_report=run).violations
     assert v2.metric == "launch_us"
+
+
+def test_names_as_cuxxfilt_spells_them():
+    # c++filt gives template functions their return type, and anonymous namespaces a space
+    # and parentheses of their own: neither is part of the name a budget is written for.
+    sigs = {
+        "void scale<float>(float*, float, int)": ("scale<float>", "scale"),
+        "void ns::scale<float>(float*, float, int)": ("ns::scale<float>", "scale"),
+        "(anonymous namespace)::kernel(float*)": ("(anonymous namespace)::kernel", "kernel"),
+        "void ns::k<foo::k<int> >(foo::bar<int>*)": ("ns::k<foo::k<int> >", "k"),
+        "saxpy": ("saxpy", "saxpy"),
+    }
+    for dem, (qualified, base) in sigs.items():
+        assert (qualified_name(dem), base_name(dem)) == (qualified, base), dem
+    real = "void ns::scale<float>(float*, float, int)"
+    for pattern in ("scale", "scale<float>", "ns::scale<float>", "scale<*>", real):
+        assert kernel_matches(pattern, "_ZN2ns5scaleIfEEvPT_S1_i", real), pattern
+    assert not kernel_matches("void", "_ZN2ns5scaleIfEEvPT_S1_i", real)
+    assert kernel_matches("kernel", "_ZN12_GLOBAL__N_16kernelEPf",
+                          "(anonymous namespace)::kernel(float*)")
+    b = parse_budgets({"budgets": {"max_registers": 64,
+                                   "kernels": {"scale": {"max_registers": 16}}}})
+    assert b.limits_for("_Z5scaleIfEvPT_S0_i",
+                        "void scale<float>(float*, float, int)").max_registers == 16
+
+
+def test_locate_template_kernel_from_its_real_demangled_name(kernels):
+    assert locate_kernel(kernels / "multi.cu", "void scale<float>(float*, float, int)") == 20
+
+
+@pytest.mark.parametrize("doc, expected", [
+    ({"budget": {"max_registers": 1}}, "unknown table"),  # a typo would check nothing
+    ({"budgets": 3}, "budgets must be a table"),
+    ({"budgets": {"kernels": 3}}, "budgets.kernels must be a table"),
+    ({"baseline": 0.1}, "baseline must be a table"),
+    ({"compile": ["sm_90"]}, "compile must be a table"),
+    ({"source": 3}, "source must be a path"),
+    ({"tool": {"nvstage": 3}}, "tool.nvstage must be a table"),
+])
+def test_malformed_tables_are_refused_not_tracebacks(doc, expected):
+    with pytest.raises(BudgetConfigError, match=expected):
+        parse_budgets(doc)
+
+
+def test_standalone_file_may_carry_other_tools_tables():
+    b = parse_budgets({"tool": {"black": {"line-length": 100}},
+                       "budgets": {"max_registers": 8}})
+    assert b.defaults.max_registers == 8
+
+
+def test_a_kernel_table_can_lift_no_spills(spilled, toolkit):
+    b = parse_budgets({"budgets": {"no_spills": True,
+                                   "kernels": {"spill": {"no_spills": False}}}})
+    r = check(spilled, b, toolkit=toolkit)
+    assert r.passed, r.violations
+    assert not r.notes
+
+
+def test_load_budgets_refuses_folders_and_binaries(tmp_path):
+    with pytest.raises(BudgetConfigError, match="is a folder"):
+        load_budgets(tmp_path)
+    png = tmp_path / "b.toml"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n\0")
+    with pytest.raises(BudgetConfigError, match="not text"):
+        load_budgets(png)
+
+
+def test_run_figures_refuse_other_documents(tmp_path):
+    from nvstage.errors import ArtifactError
+
+    for doc in ({"a": 1}, {"schema": "nvstage.check/1", "decomposition": {}}):
+        with pytest.raises(ArtifactError, match="is not a run report"):
+            run_figures(doc)
+
+
+def _facts(**kw):
+    from nvstage.measure import Measurements
+
+    base = dict(source="k.cu", kernels=[], arches=["sm_90"], arches_from="k.fatbin",
+                cubin_bytes={}, fatbin_bytes=None, stages=[])
+    return Measurements(**{**base, **kw})
+
+
+def test_baseline_ignores_time_noise_below_the_floor():
+    from nvstage.check import _Checker, _compare
+
+    stage = {"index": 1, "kind": "ptxas", "arch": "sm_90", "cached": False}
+    before = _facts(stages=[{**stage, "seconds": 0.008}], kernel_us={"k": 2.0})
+    rel = dict(parse_budgets({}).baseline)
+    # +50 % of a few milliseconds, +40 % of 2 us: noise on a shared runner, not a regression
+    c = _Checker()
+    _compare(_facts(stages=[{**stage, "seconds": 0.012}], kernel_us={"k": 2.8}), before, rel,
+             c, "base")
+    assert c.violations == [] and c.checked == 2
+    c = _Checker()
+    _compare(_facts(stages=[{**stage, "seconds": 0.5}], kernel_us={"k": 20.0}), before, rel,
+             c, "base")
+    assert sorted(v.metric for v in c.violations) == ["kernel_us", "stage_seconds"]
+
+
+def _result(violations, kernels=()):
+    from nvstage.check import CheckResult
+
+    return CheckResult(_facts(kernels=list(kernels)), list(violations), checked=3)
+
+
+def test_markdown_cells_are_escaped():
+    from nvstage.check import Violation
+    from nvstage.measure import KernelFacts
+
+    dem = "void k<float>(float*, float*) | x"
+    r = _result([Violation(dem, "sm_90", "registers", 40, 32, "too many")],
+                [KernelFacts("_Z1k", dem, "sm_90", 40, 0, 0)])
+    md = markdown_summary(r)
+    row = next(line for line in md.splitlines() if line.startswith("| void"))
+    # no emphasis from the stars, no HTML from <, the pipe does not split the row
+    assert row.startswith(r"| void k&lt;float>(float\*, float\*) \| x | sm_90 | registers |")
+    # the kernels table shows the name as code: literal, only the pipe escaped
+    assert r"| `void k<float>(float*, float*) \| x` | sm_90 | 40 |" in md
+
+
+def test_github_annotation_escaping():
+    from nvstage.check import Violation
+
+    v = Violation("k", "sm_90", "registers", 40, 32, "50% more\nregisters, k: bad",
+                  file="/repo/dir,a:b/k.cu", line=3)
+    out = github_annotations(_result([v]), base="/repo")
+    assert out == ("::error file=dir%2Ca%3Ab/k.cu,line=3,title=nvstage check%3A registers::"
+                   "50%25 more%0Aregisters, k: bad\n")

@@ -1,0 +1,97 @@
+"""A check result as text for CI: GitHub workflow annotations and a Markdown job summary.
+
+Pure: a ``CheckResult`` in, text out.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..check import CheckResult, fmt_value
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _rel(path: str | None, base: str | None) -> str | None:
+    if not path:
+        return None
+    base = os.path.abspath(base or os.getcwd())
+    p = os.path.abspath(path)
+    return os.path.relpath(p, base) if p.startswith(base.rstrip("/") + "/") else p
+
+
+def github_annotations(result: CheckResult, *, base: str | None = None) -> str:
+    """One ``::error`` workflow command per violation (file and line where known), so GitHub
+    marks the kernel's line in the pull request. ``base``: the repository root."""
+    out = []
+    for v in result.violations:
+        props = []
+        f = _rel(v.file, base)
+        if f:
+            props.append(f"file={_gh_prop(f)}")
+            if v.line:
+                props.append(f"line={v.line}")
+        props.append("title=" + _gh_prop(f"nvstage check: {v.metric}"
+                                         + (" vs baseline" if v.against == "baseline" else "")))
+        out.append(f"::error {','.join(props)}::{_gh_data(v.message)}")
+    if result.passed:
+        out.append(f"::notice title=nvstage check::{_gh_data(summary_line(result))}")
+    return "\n".join(out) + "\n"
+
+
+def summary_line(result: CheckResult) -> str:
+    n = len(result.violations)
+    if not n:
+        return f"passed: {result.checked} limits checked, no violations"
+    return f"failed: {n} violation{'s' if n != 1 else ''} of {result.checked} limits checked"
+
+
+def _md(text) -> str:
+    """Plain text for a Markdown table cell: no HTML, no emphasis (``float*, float*``), no
+    links, and no pipe or newline that would break the row."""
+    out = str(text).replace("\\", "\\\\")
+    for ch in "*`[]|":
+        out = out.replace(ch, "\\" + ch)
+    return out.replace("\n", " ").replace("<", "&lt;")
+
+
+def _md_code(text) -> str:
+    """A code span for a Markdown table cell: literal text, so only the pipe (which GitHub
+    splits the row on even inside a code span) and backticks need care."""
+    text = str(text).replace("|", "\\|").replace("\n", " ")
+    fence = "``" if "`" in text else "`"
+    return f"{fence}{text}{fence}" if fence == "`" else f"{fence} {text} {fence}"
+
+
+def markdown_summary(result: CheckResult, *, title: str = "nvstage check") -> str:
+    """A job summary: the verdict, the violations, then every kernel's numbers."""
+    m = result.measurements
+    icon = "✅" if result.passed else "❌"
+    lines = [f"## {icon} {title}: {summary_line(result)}", "",
+             f"Source: {_md_code(os.path.basename(m.source))}; arches in {_md(m.arches_from)}: "
+             f"{', '.join(m.arches) or 'none'}", ""]
+    if result.violations:
+        lines += ["| kernel | arch | metric | value | limit | against |",
+                  "|---|---|---|---:|---:|---|"]
+        for v in result.violations:
+            lines.append(f"| {_md(v.kernel or '(build)')} | {_md(v.arch or '')} | {v.metric} | "
+                         f"{_md(fmt_value(v.value) if v.value is not None else '-')} | "
+                         f"{_md(fmt_value(v.limit))} | {v.against} |")
+        lines.append("")
+    if m.kernels:
+        lines += ["| kernel | arch | registers | spill bytes | static shared |",
+                  "|---|---|---:|---:|---:|"]
+        for k in m.kernels:
+            spill = "?" if k.spill_bytes is None else k.spill_bytes
+            lines.append(f"| {_md_code(k.demangled)} | {k.arch} | {k.registers} | {spill} | "
+                         f"{k.shared_bytes} |")
+        lines.append("")
+    for n in result.notes:
+        lines.append(f"> {_md(n)}")
+    return "\n".join(lines).rstrip() + "\n\n"
