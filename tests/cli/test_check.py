@@ -132,7 +132,8 @@ def test_corrupt_baseline_one_message(cli, workdir, kept, content, expected):
 
 
 def test_mismatched_baseline_one_message(cli, workdir, kept, kernels, toolkit):
-    from nvstage.budgets import check, parse_budgets
+    from nvstage.budgets import parse_budgets
+    from nvstage.check import check
     from nvstage.options import CompileOptions
     from nvstage.pipeline import compile
 
@@ -161,3 +162,37 @@ def test_bad_config_is_a_usage_error(cli, workdir, kept):
     cfg.write_text("[budgets]\nmax_regs = 3\n")
     r = cli("check", kept.keep_dir, "--config", cfg)
     assert r.exit_code == 2 and "unknown key(s) max_regs" in r.stderr
+
+
+def test_help_shows_the_table_names(cli):
+    r = cli("check", "--help")
+    assert "[tool.nvstage.budgets]" in r.stdout and "[budgets.kernels." in r.stdout
+    assert "with [tool.nvstage])" in " ".join(r.stdout.split())
+
+
+def test_a_config_that_checks_nothing_fails(cli, workdir, kept):
+    cfg = workdir / "empty.toml"
+    cfg.write_text("")
+    r = cli("check", kept.keep_dir, "--config", cfg, "--json")
+    assert r.exit_code == 2
+    doc = json.loads(r.stdout)
+    assert doc["error"] == "UsageError" and "nothing was checked" in doc["message"]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--json", "--format", "github"), "--json and --format github ask for two outputs"),
+    (("--summary", "."), "--summary . is a folder"),
+    (("--write-baseline", "."), "--write-baseline . is a folder"),
+])
+def test_conflicting_or_unwritable_options(cli, workdir, kept, args, expected):
+    cfg = _config(workdir / "budgets.toml")
+    r = cli("check", kept.keep_dir, "--config", cfg, *args)
+    assert r.exit_code == 2 and expected in r.stderr, r.output
+    assert "Traceback" not in r.output
+
+
+def test_a_document_that_is_not_a_run_report(cli, workdir, kept):
+    cfg = _config(workdir / "budgets.toml")
+    (workdir / "other.json").write_text('{"a": 1}')
+    r = cli("check", kept.keep_dir, "--config", cfg, "--run-report", "other.json")
+    assert r.exit_code == 6 and "other.json is not a run report" in r.stderr

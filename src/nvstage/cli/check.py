@@ -15,12 +15,13 @@ FORMATS = ("text", "json", "github", "markdown")
 
 def check_cmd(
     target: Annotated[Optional[Path], typer.Argument(
-        help="A .cu file (compiled first, with [tool.nvstage.compile] options), a keep "
-        "folder, or its stages.json. Default: [tool.nvstage] source.", show_default=False)
+        help="A .cu file (compiled first, with \\[tool.nvstage.compile] options), a keep "
+        "folder, or its stages.json. Default: source in \\[tool.nvstage].",
+        show_default=False)
         ] = None,
     config: Annotated[Optional[Path], typer.Option("--config",
         help="pyproject.toml or a budgets TOML file (default: the nearest pyproject.toml "
-        "with [tool.nvstage]).")] = None,
+        "with \\[tool.nvstage]).")] = None,
     baseline: Annotated[Optional[Path], typer.Option("--baseline",
         help="An earlier check report (--write-baseline) or stages.json to compare with.")
         ] = None,
@@ -40,8 +41,28 @@ def check_cmd(
 ) -> None:
     """Check kernels against budgets: registers, spills, shared memory, sizes, arches, times.
 
-    Exits 1 when any budget is broken, naming each kernel. Budgets live in [tool.nvstage.budgets]
-    of pyproject.toml or in a TOML file given with --config.
+    Exits 1 when any budget is broken, naming each kernel (and its line, for GitHub), 0 when
+    all hold. Budgets live in \\[tool.nvstage.budgets] of pyproject.toml, or in a TOML file
+    given with --config that holds the same tables at its top level:
+
+      \\[budgets]                       # every kernel, and the whole build
+
+      max_registers = 64
+
+      no_spills = true                 # or max_spill_bytes = 64
+
+      required_arches = ["sm_80", "sm_90"]
+
+      \\[budgets.kernels."saxpy*"]      # one kernel (name or glob) overrides
+
+      max_registers = 32
+
+      \\[baseline]                      # growth allowed over --baseline
+
+      registers = 0.10
+
+    Also: max_shared_bytes, max_cubin_bytes, max_fatbin_bytes, max_kernel_us,
+    \\[budgets.stage_seconds] and \\[budgets.run] (see nvstage.budgets).
 
     Examples:
 
@@ -51,24 +72,23 @@ def check_cmd(
 
       nvstage check kernels/saxpy.cu --baseline main-check.json --write-baseline check.json
     """
-    if json_out:
-        fmt = "json"
-    json_mode = fmt == "json"
+    json_mode = json_out or fmt == "json"
     with handled(json_mode):
         from ..artifacts import write_json_atomic
-        from ..budgets import (
-            check,
-            find_config,
-            github_annotations,
-            load_budgets,
-            markdown_summary,
-            summary_line,
-        )
+        from ..budgets import find_config, load_budgets
+        from ..check import check
+        from ..report.checks import github_annotations, markdown_summary, summary_line
         from ..errors import UsageError
         from ..toolkit import find_toolkit
 
         if fmt not in FORMATS:
             raise UsageError(f"unknown --format {fmt!r}", hint=f"choose {', '.join(FORMATS)}")
+        if json_out and fmt not in ("text", "json"):
+            raise UsageError(f"--json and --format {fmt} ask for two outputs",
+                             hint="give one of them; --summary FILE adds the Markdown summary "
+                                  "to any format")
+        if json_out:
+            fmt = "json"
         cfg = config or find_config()
         if cfg is None:
             raise UsageError("no budgets: no --config and no pyproject.toml with "
@@ -85,12 +105,20 @@ def check_cmd(
         build = _build_of(target, budgets, toolkit, keep_dir)
         result = check(build, budgets, toolkit=toolkit, run_report=run_report,
                        baseline=baseline)
+        if result.checked == 0:
+            # A gate that compared nothing would pass every build: say so instead.
+            what = "the build has no kernels and " if not result.measurements.kernels else ""
+            raise UsageError(f"nothing was checked: {what}{cfg} sets no limit that applies "
+                             "to this build",
+                             hint="set limits in [tool.nvstage.budgets]: max_registers = 64, "
+                                  "no_spills = true, required_arches = [\"sm_90\"], ...")
         doc = result.to_json()
         if write_baseline:
-            write_json_atomic(write_baseline, doc)
-            stderr().print(f"check report written to {write_baseline}")
+            _write(write_baseline, "--write-baseline", lambda: write_json_atomic(write_baseline,
+                                                                               doc))
+            stderr().print(f"check report written to {write_baseline}", markup=False)
         if summary:
-            _append(summary, markdown_summary(result))
+            _write(summary, "--summary", lambda: _append(summary, markdown_summary(result)))
         if fmt == "json":
             emit_json(doc)
         elif fmt == "github":
@@ -139,6 +167,18 @@ def _build_of(target: Path, budgets, toolkit, keep_dir: str | None):
             out = Path(keep_dir).resolve() / (target.name.rsplit(".", 1)[0] + suffix)
             options = replace(options, output=str(out))
     return run_compile(target, options, toolkit=toolkit, keep=keep_dir)
+
+
+def _write(path: Path, option: str, write) -> None:
+    """Run ``write``; a path that cannot be written becomes one message, not a traceback."""
+    from ..errors import UsageError
+
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a folder", hint="give a file path")
+    try:
+        write()
+    except OSError as e:
+        raise UsageError(f"{option}: cannot write {path}: {e.strerror}") from None
 
 
 def _append(path: Path, text: str) -> None:
