@@ -128,3 +128,26 @@ def test_cli_bad_inputs(cli, workdir, kept):
     assert not (workdir / "x.html").exists()
     r = cli("report", workdir)
     assert r.exit_code == 2 and "no build manifest" in r.stderr
+
+
+def test_cli_refuses_documents_of_the_wrong_kind(cli, workdir, kept):
+    (workdir / "other.json").write_text('{"a": 1}')
+    r = cli("report", kept.keep_dir, "--run", "other.json", "-o", "x.html")
+    assert r.exit_code == 6 and "other.json is not a run document" in r.stderr
+    r = cli("report", kept.keep_dir, "--trace", "other.json", "-o", "x.html")
+    assert r.exit_code == 6 and "other.json is not a Chrome trace: no traceEvents" in r.stderr
+    assert not (workdir / "x.html").exists()
+    # a bare event array is a Chrome trace too
+    _, trace = synthetic_run()
+    (workdir / "events.json").write_text(json.dumps(trace["traceEvents"]))
+    r = cli("report", kept.keep_dir, "--trace", "events.json", "-o", "x.html")
+    assert r.exit_code == 0, r.output
+
+
+def test_cli_output_that_cannot_be_written(cli, workdir, kept):
+    (workdir / "d").mkdir()
+    r = cli("report", kept.keep_dir, "-o", "d", "--json")
+    assert r.exit_code == 2 and json.loads(r.stdout)["message"] == "-o d is a folder"
+    (workdir / "f").write_text("")
+    r = cli("report", kept.keep_dir, "-o", "f/report.html")
+    assert r.exit_code == 2 and "cannot write the report to f/report.html" in r.stderr

@@ -37,21 +37,27 @@ def report_cmd(
     """
     with handled(json_out):
         from ..artifacts import write_atomic
-        from ..budgets import load_json_doc
+        from ..documents import load_run_doc, load_trace_doc
+        from ..errors import UsageError
         from ..inspect.manifest import load_build, manifest_path
         from ..report.html import gather, render
 
         b = load_build(build)
+        out = output or manifest_path(build).parent / "report.html"
+        if out.is_dir():
+            raise UsageError(f"-o {out} is a folder", hint=f"give a file: -o {out}/report.html")
         toolkit = None
         if nvcc:
             from ..toolkit import find_toolkit
 
             toolkit = find_toolkit(nvcc)
-        run_doc = load_json_doc(run, "run document") if run else None
-        trace_doc = load_json_doc(trace, "Chrome trace") if trace else None
+        run_doc = load_run_doc(run, "run document") if run else None
+        trace_doc = load_trace_doc(trace) if trace else None
         inp = gather(b, toolkit=toolkit, run=run_doc, trace=trace_doc)
-        out = output or manifest_path(build).parent / "report.html"
-        write_atomic(out, render(inp, title=title))
+        try:
+            write_atomic(out, render(inp, title=title))
+        except OSError as e:
+            raise UsageError(f"cannot write the report to {out}: {e.strerror}") from None
         for n in inp.notes:
             stderr().print(f"note: {n}", markup=False)
         if json_out:
