@@ -11,6 +11,7 @@ def test_table_and_keep(cli, kernels, workdir):
     for word in ("nvrtc", "nvjitlink", "saxpy.ptx", "saxpy.sm_90.cubin",
                  "saxpy.nvjitlink.sm_90.cubin", "2 stages"):
         assert word in r.output
+    assert "plan " not in r.output  # no nvcc plan on this path: no "plan 0.0 us"
     kept = workdir / "saxpy.nvstage"
     assert {"saxpy.ptx", "saxpy.sm_90.cubin", "saxpy.nvjitlink.sm_90.cubin",
             "stages.json"} <= {p.name for p in kept.iterdir()}

@@ -47,8 +47,9 @@ def summary_line(build: Build) -> str:
     """Wall time, the stage sum, the critical path (the wall-time floor) and the cache."""
     n = len(build.runs)
     parts = [f"{n} stages in {fmt_seconds(build.wall_seconds)}",
-             f"stage sum {fmt_seconds(build.stage_seconds)}",
-             f"plan {fmt_seconds(build.plan_seconds)}"]
+             f"stage sum {fmt_seconds(build.stage_seconds)}"]
+    if build.via == "nvcc":  # the runtime path asks nvcc for no plan
+        parts.append(f"plan {fmt_seconds(build.plan_seconds)}")
     if build.critical_path:
         chain = " > ".join(str(i) for i in build.critical_path)
         parts.append(f"critical path {fmt_seconds(build.critical_path_seconds)} ({chain})")
