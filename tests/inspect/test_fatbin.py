@@ -98,3 +98,24 @@ def test_fuzz_truncations_of_a_real_object(built, tmp_path):
             raw_images(p)
         except NvstageError as e:
             assert str(e)
+
+
+@settings(max_examples=200, deadline=None)
+@given(cut=st.integers(0, 4096), flips=st.lists(st.tuples(st.integers(0, 4095),
+                                                          st.integers(1, 255)), max_size=8))
+def test_fuzz_damaged_cubins(built, cut, flips):
+    # A real cubin cut short and with bytes flipped: read_cubin (sections, kernels, the
+    # .nv.info barrier counts) gives a Cubin or one ArtifactError, never another exception.
+    from nvstage.inspect.elf import read_cubin
+
+    root, _ = built
+    data = bytearray((root / "saxpy.sm_90.cubin").read_bytes())
+    for at, x in flips:
+        if at < len(data):
+            data[at] ^= x
+    try:
+        cubin = read_cubin(bytes(data[:cut] if cut < len(data) else data))
+    except ArtifactError as e:
+        assert str(e)
+    else:
+        assert all(0 <= n <= 255 for n in cubin.barriers.values())
