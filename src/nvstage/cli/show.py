@@ -181,16 +181,29 @@ def _n(v) -> str:
 
 
 def _resources(rows, con, _listing) -> None:
-    t = _table("resources", "kernel", "arch", "regs", "spill st/ld", "stack", "smem", "cmem[0]",
-               "lmem", "bar", "time (ms)", "final", "source")
+    # Per-file (-rdc) numbers are the exception: the column appears only when one is present.
+    show_final = any(not r.final for r in rows)
+    cols = ["kernel", "arch", "regs", "spill st/ld", "stack", "smem", "cmem[0]", "lmem", "bar",
+            "time (ms)"] + (["final"] if show_final else [])
+    t = _table("resources", *cols)
+    for c in t.columns:  # numbers never wrap; a long kernel name is cut with an ellipsis
+        c.no_wrap = True
+    t.columns[0].overflow, t.columns[0].max_width = "ellipsis", 48
     for r in rows:
         spill = f"{_n(r.spill_stores)}/{_n(r.spill_loads)}"
         if r.spills:
             spill += " SPILLS"
-        t.add_row(r.demangled, r.arch, str(r.registers), spill, str(r.stack_frame),
-                  str(r.shared_bytes), _n(r.constant_bytes), _n(r.local_bytes),
-                  _n(r.barriers), "" if r.compile_ms is None else f"{r.compile_ms:.2f}",
-                  "yes" if r.final else "no (per file)", r.source)
+        head = r.demangled.split("(")[0].split()  # "void scale<float>(float*,...)" -> scale<float>
+        cells = [head[-1] if head else r.kernel, r.arch, str(r.registers), spill,
+                 str(r.stack_frame), str(r.shared_bytes), _n(r.constant_bytes),
+                 _n(r.local_bytes), _n(r.barriers),
+                 "" if r.compile_ms is None else f"{r.compile_ms:.2f}"]
+        t.add_row(*cells, *(["yes" if r.final else "no (per file)"] if show_final else []))
+    sources = sorted({r.source for r in rows if r.source})
+    if sources:
+        t.caption = "from " + "; ".join(sources) + ("; smem is static shared memory per block"
+                                                    " as ptxas counts it")
+        t.caption_justify = "left"
     con.print(t)
     spilling = [r for r in rows if r.spills]
     for r in spilling:
