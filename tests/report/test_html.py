@@ -151,3 +151,26 @@ def test_cli_output_that_cannot_be_written(cli, workdir, kept):
     (workdir / "f").write_text("")
     r = cli("report", kept.keep_dir, "-o", "f/report.html")
     assert r.exit_code == 2 and "cannot write the report to f/report.html" in r.stderr
+
+
+def test_summary_cards_and_flagged_spills(kept, toolkit):
+    from nvstage.report.html import gather, render
+
+    inp = gather(kept, toolkit=toolkit, sass=False)
+    html = render(inp)
+    assert '<div class="cards" id="summary">' in html and ">kernels that spill<" in html
+    assert '<nav><a href="#graph">' in html
+    # a kernel that spills is flagged in its row and in the summary
+    from dataclasses import replace
+
+    inp.resources[0] = replace(inp.resources[0], spill_stores=8)
+    html = render(inp)
+    assert '<tr class="flagged">' in html and 'class="card bad"' in html
+
+
+def test_non_finite_medians_draw_nothing():
+    from nvstage.report.html import decomposition_svg
+
+    nan = float("nan")
+    assert decomposition_svg({"decomposition": {"kernel_ns": {"median": nan},
+                                                "wall_ns": {"median": float("inf")}}}) is None

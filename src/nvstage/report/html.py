@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -109,8 +110,9 @@ def _find(doc, key: str, depth: int = 3):
 
 
 def _median(spread) -> float | None:
-    if isinstance(spread, dict) and isinstance(spread.get("median"), (int, float)):
-        return float(spread["median"])
+    v = spread.get("median") if isinstance(spread, dict) else None
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
     return None
 
 
@@ -135,10 +137,19 @@ def _graph_layout(build) -> tuple[dict[int, int], dict[int, set[int]]]:
     return layer, deps
 
 
+def _svg_open(chart_id: str, width: int, height: int, label: str) -> str:
+    """A chart that scales down to the page (a long -rdc plan is wide), but never below 80 %
+    of its size, where its text would be too small to read: its frame scrolls instead."""
+    return (f'<svg id="{chart_id}" class="chart" xmlns="http://www.w3.org/2000/svg" '
+            f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+            f'style="width:100%;max-width:{width}px;min-width:{int(width * 0.8)}px;'
+            f'height:auto" aria-label="{esc(label)}">')
+
+
 def stage_graph_svg(build, run: dict | None) -> str:
     layer, deps = _graph_layout(build)
     runs = {r.stage.index: r for r in build.runs}
-    w, gap_x, pad = 180, 40, 12
+    w, gap_x, pad = 200, 30, 12
     line_h = 14
     heights = {i: 40 + line_h * max(1, len(runs[i].artifacts)) for i in runs}
     cols: dict[int, list[int]] = {}
@@ -158,11 +169,7 @@ def stage_graph_svg(build, run: dict | None) -> str:
     gx = pad + (n_cols - 1) * (w + gap_x)
     pos["gpu"] = (gx, pad, 54)
     width = gx + w + pad
-    # Scales down to the page width (a long -rdc plan is wide), never below 60 % size.
-    out = [f'<svg id="stage-graph" class="chart" xmlns="http://www.w3.org/2000/svg" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-           f'style="width:100%;max-width:{width}px;min-width:{int(width * 0.6)}px;'
-           f'height:auto" aria-label="stage graph">',
+    out = [_svg_open("stage-graph", width, height, "stage graph"),
            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
            'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
            'fill="#555"/></marker></defs>']
@@ -194,9 +201,12 @@ def stage_graph_svg(build, run: dict | None) -> str:
         out.append(f'<rect x="{x}" y="{y}" width="6" height="{h}" rx="3" fill="{color}"/>')
         out.append(f'<text x="{x + 14}" y="{y + 17}" class="box-title">{esc(title)}</text>')
         out.append(f'<text x="{x + 14}" y="{y + 32}" class="box-sub">{esc(sub)}</text>')
-        for n, text in enumerate(lines):
-            out.append(f'<text x="{x + 14}" y="{y + 32 + line_h * (n + 1)}" '
-                       f'class="artifact">{esc(_clip(text, 30))}</text>')
+        for n, (name, size) in enumerate(lines):
+            ty = y + 32 + line_h * (n + 1)
+            out.append(f'<text x="{x + 14}" y="{ty}" class="artifact">'
+                       f'<title>{esc(name)}</title>{esc(_clip(name, 18))}</text>')
+            out.append(f'<text x="{x + w - 8}" y="{ty}" class="artifact size" '
+                       f'text-anchor="end">{esc(size)}</text>')
         out.append("</g>")
 
     box("source", os.path.basename(build.source), "source", [], "#333", "node node-source",
@@ -205,7 +215,7 @@ def stage_graph_svg(build, run: dict | None) -> str:
         s = r.stage
         sub = f"{s.tool}{' ' + s.arch if s.arch else ''} · " \
               f"{fmt_seconds(r.seconds)}{' (cached)' if r.cached else ''}"
-        lines = [f"{a.name} {fmt_bytes(a.size)}" for a in r.artifacts]
+        lines = [(a.name, fmt_bytes(a.size)) for a in r.artifacts]
         tip = " ".join(s.argv)
         cls = "node node-stage" + ("" if r.ok else " node-failed")
         box(i, f"{s.index}. {s.kind.value}", sub, lines,
@@ -232,15 +242,14 @@ def gantt_svg(build) -> str:
     label_w, chart_w, row_h, top = 230, 620, 20, 24
     height = top + row_h * len(runs) + 24
     width = label_w + chart_w + 90
-    out = [f'<svg id="stage-gantt" class="chart" xmlns="http://www.w3.org/2000/svg" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="stage times">']
+    out = [_svg_open("stage-gantt", width, height, "stage times")]
     for k in range(5):  # a time axis in quarters of the build's wall time
         x = label_w + chart_w * k / 4
         out.append(f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{height - 18}" '
                    f'class="grid"/>')
+        tick = fmt_seconds(total * k / 4) if k else "0"
         out.append(f'<text x="{x:.1f}" y="{top - 10}" class="axis" text-anchor="middle">'
-                   f'{esc(fmt_seconds(total * k / 4))}</text>')
+                   f'{esc(tick)}</text>')
     for n, r in enumerate(runs):
         y = top + n * row_h
         s = r.stage
@@ -275,9 +284,7 @@ def decomposition_svg(run: dict) -> str | None:
     scale_max = max(total, wall or 0.0, 1e-9)
     label_w, chart_w, row_h = 150, 600, 34
     width, height = label_w + chart_w + 120, 2 * row_h + 70
-    out = [f'<svg id="decomposition-chart" class="chart" xmlns="http://www.w3.org/2000/svg" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="decomposition">']
+    out = [_svg_open("decomposition-chart", width, height, "decomposition")]
     y = 10
     out.append(f'<text x="{label_w - 8}" y="{y + 21}" class="label" text-anchor="end">'
                f'T (sequential)</text>')
@@ -383,11 +390,9 @@ def trace_svg(run: dict | None, trace: dict | None) -> str | None:
     t0 = min(s[2] for s in spans)
     t1 = max(s[2] + s[3] for s in spans)
     span_us = max(t1 - t0, 1e-9)
-    label_w, chart_w, row_h, top = 210, 640, 24, 22
+    label_w, chart_w, row_h, top = 250, 640, 24, 22
     width, height = label_w + chart_w + 20, top + row_h * len(lanes) + 26
-    out = [f'<svg id="trace-chart" class="chart" xmlns="http://www.w3.org/2000/svg" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="trace">']
+    out = [_svg_open("trace-chart", width, height, "trace")]
     for k in range(5):
         x = label_w + chart_w * k / 4
         out.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{height - 20}" '
@@ -396,7 +401,7 @@ def trace_svg(run: dict | None, trace: dict | None) -> str | None:
                    f'{span_us * k / 4:.1f} us</text>')
     for n, lane in enumerate(lanes):
         out.append(f'<text x="{label_w - 8}" y="{top + n * row_h + 16}" class="label" '
-                   f'text-anchor="end">{esc(_clip(lane, 32))}</text>')
+                   f'text-anchor="end"><title>{esc(lane)}</title>{esc(_clip(lane, 38))}</text>')
     for lane, name, ts, dur, kind in spans:
         n = lanes.index(lane)
         x = label_w + chart_w * (ts - t0) / span_us
@@ -413,17 +418,25 @@ def trace_svg(run: dict | None, trace: dict | None) -> str | None:
 
 # -- tables and code views -------------------------------------------------------------
 
-def _table(table_id: str, head: list[str], rows: list[list], numeric: set[int] = frozenset()
-           ) -> str:
-    out = [f'<table id="{table_id}"><thead><tr>']
-    out += [f"<th>{esc(h)}</th>" for h in head]
+def _table(table_id: str, head: list[str], rows: list[list], numeric: set[int] = frozenset(),
+           *, wrap: set[int] = frozenset(), flag=None) -> str:
+    """A table in a frame that scrolls sideways on its own. ``wrap``: columns whose long text
+    wraps; ``flag(row) -> bool``: rows to highlight."""
+    out = [f'<div class="table-frame"><table id="{table_id}"><thead><tr>']
+    out += [f'<th{" class=num" if i in numeric else ""}>{esc(h)}</th>'
+            for i, h in enumerate(head)]
     out.append("</tr></thead><tbody>")
     for r in rows:
-        out.append("<tr>" + "".join(
-            f'<td{" class=num" if i in numeric else ""}>{esc(c)}</td>' for i, c in enumerate(r))
+        cls = ' class="flagged"' if flag and flag(r) else ""
+        out.append(f"<tr{cls}>" + "".join(
+            f'<td{_cell_class(i, numeric, wrap)}>{esc(c)}</td>' for i, c in enumerate(r))
             + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
+
+
+def _cell_class(i: int, numeric, wrap) -> str:
+    return " class=num" if i in numeric else " class=wrap" if i in wrap else ""
 
 
 def _code(title: str, text: str, cls: str) -> str:
@@ -438,30 +451,47 @@ def _code(title: str, text: str, cls: str) -> str:
 
 
 _CSS = """
-:root{--fg:#1d1d1f;--dim:#6e6e73;--line:#d2d2d7;--bg:#fafafa}
+:root{--fg:#1d1d1f;--dim:#6e6e73;--line:#d2d2d7;--bg:#f5f5f7;--bad:#c5221f}
 *{box-sizing:border-box}
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);
- background:var(--bg);margin:0;padding:24px 32px}
-h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid
- var(--line);padding-bottom:4px}
-.dim,.note{color:var(--dim)} .meta{color:var(--dim);margin:0 0 8px}
-.scroll{overflow-x:auto;background:#fff;border:1px solid var(--line);border-radius:8px;
- padding:8px}
-table{border-collapse:collapse;background:#fff;font-size:13px}
-th,td{border-bottom:1px solid var(--line);padding:4px 10px;text-align:left;white-space:nowrap}
-th{background:#f0f0f3} td.num{text-align:right;font-variant-numeric:tabular-nums}
+ background:var(--bg);margin:0 auto;padding:24px 32px 48px;max-width:1440px}
+h1{font-size:24px;margin:0 0 4px} h2{font-size:18px;margin:32px 0 10px}
+h3{font-size:13px;margin:18px 0 6px;color:var(--dim);text-transform:uppercase;
+ letter-spacing:.04em}
+.dim,.note{color:var(--dim)} .meta{color:var(--dim);margin:0 0 12px;overflow-wrap:anywhere}
+nav{display:flex;flex-wrap:wrap;gap:6px;margin:14px 0 0}
+nav a{font-size:12px;color:var(--fg);text-decoration:none;background:#fff;
+ border:1px solid var(--line);border-radius:12px;padding:2px 10px}
+nav a:hover{border-color:var(--fg)}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(150px,1fr));gap:10px}
+.card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:10px 12px}
+.card .v{font-size:20px;font-weight:600;font-variant-numeric:tabular-nums;
+ overflow-wrap:anywhere}
+.card .k{font-size:12px;color:var(--dim)} .card.bad{border-color:var(--bad)}
+.card.bad .v{color:var(--bad)}
+.scroll,.table-frame{overflow-x:auto;background:#fff;border:1px solid var(--line);
+ border-radius:8px}
+.scroll{padding:8px}
+table{border-collapse:collapse;font-size:13px;width:100%}
+th,td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;white-space:nowrap}
+tbody tr:last-child td{border-bottom:none} tbody tr:hover{background:#f7f7fa}
+th{background:#f0f0f3;font-weight:600;position:sticky;top:0}
+th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.wrap{white-space:normal;min-width:180px;overflow-wrap:anywhere}
+tr.flagged td{background:#fdecea} tr.flagged td:first-child{box-shadow:inset 3px 0 var(--bad)}
 svg text{font:12px system-ui,sans-serif;fill:var(--fg)}
 svg .box-title{font-weight:600} svg .box-sub,svg .axis{fill:var(--dim);font-size:11px}
-svg .artifact{font:11px ui-monospace,monospace;fill:#333}
+svg .artifact{font:11px ui-monospace,monospace;fill:#333} svg .size{fill:var(--dim)}
 svg .grid{stroke:#e5e5ea;stroke-width:1} svg .value{font-size:11px;fill:var(--dim)}
 .node-absent rect{stroke-dasharray:4 3} .node-failed rect{stroke:#d00}
 details.code-view{background:#fff;border:1px solid var(--line);border-radius:8px;
  margin:6px 0;padding:4px 10px}
-details.code-view summary{cursor:pointer;font-family:ui-monospace,monospace}
+details.code-view summary{cursor:pointer;font-family:ui-monospace,monospace;
+ overflow-wrap:anywhere}
 pre{margin:6px 0;max-height:480px;overflow:auto;font:12px/1.35 ui-monospace,monospace}
 #tip{position:fixed;pointer-events:none;background:#1d1d1f;color:#fff;padding:4px 8px;
  border-radius:4px;font-size:12px;max-width:520px;display:none;z-index:9}
-.flags li{color:#a05a00}
+.flags li{color:#a05a00} section{scroll-margin-top:12px}
 """
 
 # Tooltips for every element with data-tip, and a marker the browser test waits for.
@@ -504,6 +534,8 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
     if b.status != "ok":
         parts.append(f'<p class="note">build status: {esc(b.status)}: '
                      f'{esc((b.error or {}).get("message", ""))}</p>')
+    parts.append(_summary(inp))
+    parts.append(_nav(inp))
     parts.append('<section id="graph"><h2>Stage graph: source to GPU</h2>'
                  f'<div class="scroll">{stage_graph_svg(b, inp.run)}</div></section>')
     parts.append('<section id="times"><h2>Stage times</h2>'
@@ -517,16 +549,18 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
                  + (_table("resources", ["kernel", "arch", "registers", "spill stores (B)",
                                          "spill loads (B)", "stack (B)", "static shared (B)",
                                          "cmem[0] (B)", "numbers", "from"], rows,
-                           {2, 3, 4, 5, 6, 7})
+                           {2, 3, 4, 5, 6, 7}, flag=_spills)
                     if rows else '<p class="note">no resource figures</p>') + "</section>")
     if inp.fatbin:
         frows = [[im.name, im.kind, im.arch, im.size, im.section, im.role,
                   ", ".join(im.kernels)] for im in inp.fatbin]
         parts.append('<section id="fatbin-section"><h2>Fatbin inventory</h2>'
                      + _table("fatbin", ["image", "kind", "arch", "bytes", "section", "role",
-                                         "kernels"], frows, {3}) + "</section>")
+                                         "kernels"], frows, {3}, wrap={6})
+                     + "</section>")
     if inp.sass or inp.ptx:
-        parts.append('<section id="code"><h2>SASS and PTX</h2>')
+        parts.append('<section id="code"><h2>SASS and PTX</h2>'
+                     '<p class="note">click a listing to open it</p>')
         for k in inp.sass:
             text = "\n".join(f"/*{i.offset:04x}*/ {i.text}"
                              + (f"    // {i.source}" if i.source else "")
@@ -587,6 +621,59 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
             + '<div id="tip"></div>'
             + f'<script type="application/json" id="nvstage-data">{_json_for_script(data)}'
             + f"</script><script>{_JS}</script></body></html>\n")
+
+
+def _spills(row) -> bool:
+    return any(isinstance(v, int) and v > 0 for v in (row[3], row[4]))
+
+
+def _summary(inp: ReportInputs) -> str:
+    """The figures an engineer looks for first, as cards; spills stand out."""
+    b = inp.build
+    cards = [("stages", str(len(b.runs)), False),
+             ("wall time", fmt_seconds(b.wall_seconds), False)]
+    if inp.resources:
+        kernels = {r.demangled for r in inp.resources}
+        top = max(inp.resources, key=lambda r: r.registers)
+        spilling = {r.demangled for r in inp.resources
+                    if (r.spill_stores or 0) + (r.spill_loads or 0) > 0}
+        cards += [("kernels", str(len(kernels)), False),
+                  ("arches", ", ".join(sorted({r.arch for r in inp.resources})), False),
+                  (f"max registers ({_clip(top.demangled.split('(')[0], 24)})",
+                   str(top.registers), False),
+                  ("kernels that spill", str(len(spilling)), bool(spilling))]
+    sizes = [a.size for a in b.artifacts if a.kind == "fatbin"]
+    if sizes:
+        cards.append(("fatbin", fmt_bytes(max(sizes)), False))
+    if inp.run:
+        dec = _find(inp.run, "decomposition")
+        if isinstance(dec, dict):
+            total = _median(dec.get("total_ns"))
+            if total is None:
+                total = sum(_median(dec.get(f"{t}_ns")) or 0.0
+                            for t in ("launch", "kernel", "transfer")) or None
+            wall = _median(dec.get("wall_ns"))
+            if total is not None:
+                cards.append(("T sequential (median)", f"{total / 1000:.2f} us", False))
+            if wall is not None:
+                cards.append(("wall (median)", f"{wall / 1000:.2f} us", False))
+    return '<div class="cards" id="summary">' + "".join(
+        f'<div class="card{" bad" if bad else ""}"><div class="v">{esc(v)}</div>'
+        f'<div class="k">{esc(k)}</div></div>' for k, v, bad in cards) + "</div>"
+
+
+def _nav(inp: ReportInputs) -> str:
+    links = [("graph", "stage graph"), ("times", "stage times"),
+             ("resources-section", "resources")]
+    if inp.fatbin:
+        links.append(("fatbin-section", "fatbin"))
+    if inp.sass or inp.ptx:
+        links.append(("code", "SASS and PTX"))
+    if inp.run is not None or inp.trace is not None:
+        links.append(("run", "GPU run"))
+    if inp.notes:
+        links.append(("notes", "notes"))
+    return "<nav>" + "".join(f'<a href="#{i}">{esc(t)}</a>' for i, t in links) + "</nav>"
 
 
 def _us(ns: float | None) -> str:
