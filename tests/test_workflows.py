@@ -63,3 +63,13 @@ def test_ci_covers_the_supported_pythons_and_the_gpu_runner():
     assert "pytest -q -m gpu" in text and "--profile" in text and "upload-artifact" in text
     example = WORKFLOWS[1].read_text()
     assert "--format github" in example and "$GITHUB_STEP_SUMMARY" in example
+
+
+def test_example_baseline_cache_is_per_kernel():
+    # One cache per matrix kernel: a prefix shared by every kernel restored whichever kernel
+    # saved last, and the restored folder then held no baseline for this one.
+    example = (ROOT / "examples" / "github-workflow" / "nvstage-check.yml").read_text()
+    stem = "${{ steps.names.outputs.stem }}"
+    assert f"restore-keys: nvstage-baseline-{stem}-" in example
+    assert example.count(f"key: nvstage-baseline-{stem}-${{{{ github.sha }}}}") == 2
+    assert example.index("id: names") < example.index("id: baseline")
