@@ -107,9 +107,10 @@ def check_cmd(
                        baseline=baseline)
         if result.checked == 0:
             # A gate that compared nothing would pass every build: say so instead.
-            what = "the build has no kernels and " if not result.measurements.kernels else ""
-            raise UsageError(f"nothing was checked: {what}{cfg} sets no limit that applies "
-                             "to this build",
+            why = f"the build of {result.measurements.source} has no kernels" \
+                if not result.measurements.kernels else \
+                f"{cfg} sets no limit that applies to this build"
+            raise UsageError(f"nothing was checked: {why}",
                              hint="set limits in [tool.nvstage.budgets]: max_registers = 64, "
                                   "no_spills = true, required_arches = [\"sm_90\"], ...")
         doc = result.to_json()
