@@ -114,6 +114,9 @@ def test_racing_writers_of_one_key_both_succeed(tmp_path):
 
 def test_small_parsers():
     assert parse_depfile("a.o: x.cu /usr/a\\ b.h \\\n  c.h\n") == ["x.cu", "/usr/a b.h", "c.h"]
+    assert parse_depfile("a.o: p$$q.h x\\#y.h z\\\\ w.h x.cu x.cu\n") == [
+        "p$q.h", "x#y.h", "z\\", "w.h", "x.cu"]
+    assert parse_depfile("no rule here") == []
     assert parse_size("2G") == 2 << 30 and parse_size("500M") == 500 << 20
     assert parse_size("1234") == 1234 and parse_size("1.5KiB") == 1536
 
@@ -221,3 +224,82 @@ def test_cache_off_touches_nothing(toolkit, workdir, private_cache):
     b = build(toolkit, cache=False)
     assert b.cache is None and not any(cached(b).values())
     assert not (private_cache / "entries").exists()
+
+
+def test_a_build_in_another_folder_never_gets_this_folders_outputs(toolkit, workdir):
+    # nvcc hands cudafe++ the source's absolute path and derives the module id from it: an
+    # entry made in folder a restored in folder b gave b an object file nvcc would not make.
+    for d in ("a", "b"):
+        (workdir / d).mkdir()
+        kernel(workdir / d)
+    opts = CompileOptions(archs=("sm_90",), compile_only=True, rdc=True,
+                          include_dirs=(str(workdir / "a/inc"),), output="k.o")
+    nvstage.compile("k.cu", opts, toolkit=toolkit, keep="kk", cwd=workdir / "a")
+    opts = CompileOptions(archs=("sm_90",), compile_only=True, rdc=True,
+                          include_dirs=(str(workdir / "b/inc"),), output="k.o")
+    b = nvstage.compile("k.cu", opts, toolkit=toolkit, keep="kk", cwd=workdir / "b")
+    ref = nvstage.compile("k.cu", CompileOptions(**{**opts.__dict__, "output": "ref.o"}),
+                          toolkit=toolkit, keep="ref", cwd=workdir / "b", cache=False)
+    assert not any(r.cached for r in b.runs if r.stage.kind in (K.CUDAFE, K.HOST_COMPILE))
+    assert (workdir / "b/k.o").read_bytes() == (workdir / "b/ref.o").read_bytes()
+    for name in ("k.module_id", "k.cpp4.ii", "k.cudafe1.cpp"):
+        assert (workdir / "b/kk" / name).read_bytes() == (workdir / "b/ref" / name).read_bytes()
+    assert ref.status == "ok"
+
+
+def test_a_header_edited_while_its_stage_runs_is_not_stored(toolkit, workdir, monkeypatch):
+    kernel(workdir, "3.0f")
+    real = nvstage.pipeline.run_stage
+
+    def run_then_edit(stage, *a, **kw):
+        run = real(stage, *a, **kw)
+        if stage.kind is K.DEVICE_PREPROCESS:  # the compiler has read 3.0f: now it changes
+            (workdir / "inc/coef.h").write_text("#pragma once\n#define SCALE 5.0f\n")
+        return run
+
+    monkeypatch.setattr(nvstage.pipeline, "run_stage", run_then_edit)
+    build(toolkit)
+    monkeypatch.setattr(nvstage.pipeline, "run_stage", real)
+    again = build(toolkit)  # the header says 5.0f now: no entry may claim otherwise
+    assert "0f40A00000" in (workdir / "k/k.compute_90.ptx").read_text()  # 5.0f
+    assert not any(r.cached for r in again.runs if r.stage.kind is K.DEVICE_PREPROCESS)
+
+
+def test_a_device_library_is_part_of_the_device_links_key(toolkit, workdir):
+    # nvlink reads lib*.a from the -L folders: a rebuilt library must relink.
+    def lib(value: str) -> None:
+        (workdir / "f.cu").write_text(f"__device__ float f() {{ return {value}; }}\n")
+        cp = subprocess.run([toolkit.nvcc, "-arch=sm_90", "-rdc=true", "-lib", "f.cu", "-o",
+                             "libf.a"], cwd=workdir, capture_output=True, text=True)
+        assert cp.returncode == 0, cp.stderr
+
+    (workdir / "m.cu").write_text(
+        "__device__ float f();\n__global__ void k(float* p) { p[0] = f(); }\n"
+        "int main() { return 0; }\n")
+    opts = CompileOptions(archs=("sm_90",), rdc=True, extra=("-L.", "-lf"), output="m")
+    lib("1.5f")
+    nvstage.compile("m.cu", opts, toolkit=toolkit, keep="k")
+    lib("2.5f")
+    again = nvstage.compile("m.cu", opts, toolkit=toolkit, keep="k")
+    dlink = next(r for r in again.runs if r.stage.kind is K.DEVICE_LINK)
+    assert not dlink.cached
+    sass = subprocess.run([toolkit.tool("cuobjdump"), "-sass", "k/m_dlink.sm_90.cubin"],
+                          cwd=workdir, capture_output=True, text=True).stdout
+    assert "0x40200000" in sass  # 2.5f
+
+
+def test_an_unwritable_cache_index_does_not_run_a_stage_twice(toolkit, workdir, monkeypatch):
+    kernel(workdir)
+    real, ran = nvstage.pipeline.run_stage, []
+
+    def counted(stage, *a, **kw):
+        ran.append(stage.index)
+        return real(stage, *a, **kw)
+
+    def refuse(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(nvstage.pipeline, "run_stage", counted)
+    monkeypatch.setattr(Cache, "add_header_set", refuse)
+    b = build(toolkit)
+    assert sorted(ran) == sorted(r.stage.index for r in b.runs)  # each stage once

@@ -118,6 +118,7 @@ def test_jobs_bound_is_respected_and_observer_hears_every_stage(toolkit, kernels
     build = nvstage.compile("multi.cu", CompileOptions(gencodes=GENCODES, compile_only=True),
                             toolkit=toolkit, jobs=2, observer=w, cache=False)
     assert w.most == 2
+    assert w.threads == {threading.current_thread().name}  # one caller: no lock needed
     assert sorted(w.started) == sorted(w.ended) == [r.stage.index for r in build.runs]
     serial = Watch()
     nvstage.compile("multi.cu", CompileOptions(gencodes=GENCODES, compile_only=True),

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import fcntl
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -84,13 +87,16 @@ def test_keep_folder_has_readable_names_and_a_manifest(toolkit, kernels, workdir
     assert (workdir / "a.out").is_file()  # nvcc's default output name
 
 
-def test_without_keep_nothing_is_left_behind(toolkit, kernels, workdir):
+def test_without_keep_nothing_is_left_behind(toolkit, kernels, workdir, tmp_path_factory,
+                                             monkeypatch):
     shutil.copy(kernels / "saxpy.cu", workdir)
-    before = set(Path("/tmp").glob("nvstage-*"))
+    # A private temporary folder: other processes' nvstage-* folders in /tmp are not ours.
+    tmp = tmp_path_factory.mktemp("tmp")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     build = nvstage.compile("saxpy.cu", CompileOptions(archs=("sm_80",), compile_only=True),
                             toolkit=toolkit)
     assert sorted(p.name for p in workdir.iterdir()) == ["saxpy.cu", "saxpy.o"]
-    assert set(Path("/tmp").glob("nvstage-*")) == before
+    assert not list(tmp.iterdir())
     assert build.keep_dir is None and build.output == str(workdir / "saxpy.o")
 
 
@@ -210,3 +216,33 @@ def test_defines_and_includes_with_spaces(toolkit, workdir):
     nvstage.compile("d.cu", opts, toolkit=toolkit)
     assert "mov.u32 \t%r1, 7;" in (workdir / "d.ptx").read_text() or \
         "7;" in (workdir / "d.ptx").read_text()
+
+
+def test_a_keep_folder_in_use_by_another_build_is_refused(toolkit, kernels, workdir):
+    # Two builds in one keep folder at once would overwrite each other's intermediate files.
+    shutil.copy(kernels / "saxpy.cu", workdir)
+    (workdir / "k").mkdir()
+    fd = os.open(workdir / "k", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running build holds it
+        with pytest.raises(UsageError, match="another nvstage build is using"):
+            nvstage.compile("saxpy.cu", CompileOptions(archs=("sm_80",), compile_only=True),
+                            toolkit=toolkit, keep="k")
+        from nvstage.nvrtc import compile_nvrtc
+
+        with pytest.raises(UsageError, match="another nvstage build is using"):
+            compile_nvrtc("saxpy.cu", CompileOptions(archs=("sm_80",)), toolkit=toolkit,
+                          keep="k")
+    finally:
+        os.close(fd)
+    b = nvstage.compile("saxpy.cu", CompileOptions(archs=("sm_80",), compile_only=True),
+                        toolkit=toolkit, keep="k")  # free again once the other is done
+    assert b.status == "ok" and (workdir / "k/stages.json").is_file()
+
+
+def test_a_keep_folder_that_cannot_be_made_is_a_usage_error(toolkit, kernels, workdir):
+    shutil.copy(kernels / "saxpy.cu", workdir)
+    (workdir / "afile").write_text("")
+    with pytest.raises(UsageError, match="cannot use afile/k as the keep folder"):
+        nvstage.compile("saxpy.cu", CompileOptions(archs=("sm_80",), compile_only=True),
+                        toolkit=toolkit, keep="afile/k")

@@ -1,9 +1,11 @@
 """A content-addressed cache of stage outputs, shared by every build of this user.
 
 A stage's key hashes what decides its outputs: the tool (resolved path, size, mtime, and the
-toolkit version), its arguments with the work folder and the current folder replaced by
-placeholders, the environment nvcc gives it plus the host compiler's own variables, and the
-contents of every file it reads. Host-compiler stages also read headers nobody names: the
+toolkit version), its arguments with the work folder replaced by a placeholder, the current
+folder, the environment nvcc gives it plus the host compiler's own variables, and the
+contents of every file it reads. The current folder stays in the key: nvcc hands cudafe++
+and cicc the source's absolute path, and the module id (and so the host object) is derived
+from it. Host-compiler stages also read headers nobody names: the
 first time such a stage runs it gets ``-MD -MF`` (the output is byte-identical with and
 without it), and the headers it listed are recorded with their hashes under a "direct" key
 (the key without the headers). A later build hashes those headers again and, when they all
@@ -29,6 +31,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -47,9 +50,6 @@ _DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header sta
 HOST_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "GCC_EXEC_PREFIX",
             "COMPILER_PATH", "LIBRARY_PATH", "SOURCE_DATE_EPOCH", "LANG", "LC_ALL",
             "LC_MESSAGES", "LC_CTYPE", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
-# With debug information the absolute source folder lands in the outputs (ccache's hash_dir).
-DEBUG_FLAGS = ("-g", "-G", "-lineinfo", "--generate-line-info", "-ggdb", "--device-debug",
-               "-generate-line-info")
 
 
 def default_dir() -> Path:
@@ -410,23 +410,17 @@ def tool_identity(path: str) -> list:
 
 
 class Paths:
-    """Swap the work folder and the current folder for placeholders in keys, and back."""
+    """Swap the work folder for a placeholder in keys, and back; resolve paths against cwd."""
 
-    def __init__(self, work: str, cwd: str, *, keep_cwd: bool):
-        self.pairs = [(os.path.abspath(work), "@WORK@")]
-        if not keep_cwd:
-            self.pairs.append((os.path.abspath(cwd), "@CWD@"))
+    def __init__(self, work: str, cwd: str):
+        self.work = os.path.abspath(work)
         self.cwd = cwd
 
     def norm(self, text: str) -> str:
-        for real, token in self.pairs:
-            text = text.replace(real, token)
-        return text
+        return text.replace(self.work, "@WORK@")
 
     def real(self, text: str) -> str:
-        for real, token in self.pairs:
-            text = text.replace(token, real)
-        return text
+        return text.replace("@WORK@", self.work)
 
     def abs(self, path: str) -> str:
         return os.path.join(self.cwd, path)
@@ -436,29 +430,14 @@ def digest(parts) -> str:
     return _sha(_canon(parts))
 
 
+_DEP_WORD = re.compile(r"(?:\\[ #\\]|\S)+")
+_DEP_UNESCAPE = re.compile(r"\\([ #\\])|\$(\$)")
+
+
 def parse_depfile(text: str) -> list[str]:
     """The prerequisites of a make rule written by ``gcc -MD`` (escaped blanks kept)."""
-    text = text.replace("\\\n", " ")
-    words, cur, i = [], [], 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text) and text[i + 1] in " #\\":
-            cur.append(text[i + 1])
-            i += 2
-            continue
-        if c == "$" and text[i + 1:i + 2] == "$":
-            cur.append("$")
-            i += 2
-            continue
-        if c.isspace():
-            if cur:
-                words.append("".join(cur))
-                cur = []
-        else:
-            cur.append(c)
-        i += 1
-    if cur:
-        words.append("".join(cur))
+    words = [_DEP_UNESCAPE.sub(lambda m: m.group(1) or m.group(2), w)
+             for w in _DEP_WORD.findall(text.replace("\\\n", " "))]
     # The first word(s) up to the one ending in ":" are the target.
     for n, w in enumerate(words):
         if w.endswith(":"):

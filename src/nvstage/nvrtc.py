@@ -22,16 +22,15 @@ import os
 import re
 import shlex
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .artifacts import Artifact, write_atomic, write_json_atomic
+from .artifacts import Artifact, write_atomic
 from .errors import InputNotFound, NvstageError, StageFailed, UsageError
 from .options import CompileOptions
-from .pipeline import MANIFEST, Build, Observer, StageRun
+from .pipeline import Build, Observer, StageRun, finish, work_folder
 from .plan import Plan, Stage, StageKind
 from .toolkit import Toolkit, find_toolkit
 
@@ -400,32 +399,18 @@ def compile_nvrtc(
     stop_at_nvrtc = options.stop == "ptx" or (options.stop == "cubin" and not options.lto
                                               and len(srcs) == 1 and _REAL.match(arch))
 
-    if keep is not None:
-        work = Path(cwd, keep).resolve()
-        work.mkdir(parents=True, exist_ok=True)
-    else:
-        work = Path(tempfile.mkdtemp(prefix="nvstage-nvrtc-"))
     notes = []
     if toolkit.release != nvrtc_v:
         notes.append(f"NVRTC is {nvrtc_v} but the toolkit (nvcc) is {toolkit.release}: "
                      "the toolkit's headers were not added to NVRTC's include path")
-    plan = Plan(variables={}, stages=[])
-    build = RuntimeBuild(
-        str(srcs[0]), options, toolkit, cwd, plan, [], 0.0, [], 0.0,
-        str(work) if keep is not None else None, None, via="nvrtc",
-        sources=[str(s) for s in srcs], nvrtc_version=nvrtc_v, nvjitlink_version=nvjitlink_v,
-        name_expressions=tuple(name_expressions), notes=notes)
-
-    def fail(run: StageRun, err: RuntimeCompileFailed):
-        build.runs.append(run)
-        observer.on_stage_end(run)
-        build.status, build.error = "failed", err.to_json()
-        build.wall_seconds = time.perf_counter() - t_start
-        if keep is not None:
-            write_json_atomic(work / MANIFEST, build.to_json())
-        raise err
-
-    try:
+    with work_folder(keep, cwd, prefix="nvstage-nvrtc-") as work:
+        plan = Plan(variables={}, stages=[])
+        build = RuntimeBuild(
+            str(srcs[0]), options, toolkit, cwd, plan, [], 0.0, [], 0.0,
+            str(work) if keep is not None else None, None, via="nvrtc",
+            sources=[str(s) for s in srcs], nvrtc_version=nvrtc_v,
+            nvjitlink_version=nvjitlink_v, name_expressions=tuple(name_expressions),
+            notes=notes)
         # Plan first (the stages are known before anything runs), as the nvcc path does.
         for i, (src, stem) in enumerate(zip(srcs, stems), 1):
             outs = ([f"{stem}.ltoir"] if options.lto else
@@ -445,58 +430,7 @@ def compile_nvrtc(
                                          ["nvjitlink", *link_opts, "-ptx", *ins], link_arch,
                                          ins, [ptx]))
         observer.on_plan(plan)
-
-        produced: dict[str, bytes] = {}  # path -> contents, the inputs of later stages
-        texts = {s.name: s.read_text(errors="replace") for s in srcs}
-        for stage in plan.stages:
-            observer.on_stage_start(stage)
-            started = time.perf_counter() - t_start
-            if stage.kind is StageKind.NVRTC:
-                src = Path(stage.inputs[0])
-                out = _nvrtc_compile(texts[src.name], src.name, opts, name_expressions)
-                run = StageRun(stage, out.seconds, 0 if out.ok else 1,
-                               stdout=_name_map_text(out.lowered), stderr=out.log,
-                               started=started)
-                if not out.ok:
-                    fail(run, _nvrtc_error(stage, out, texts, name_expressions, build.keep_dir))
-                build.name_map.update(out.lowered)
-                for path in stage.outputs:
-                    blob = {".ptx": out.ptx, ".cubin": out.cubin,
-                            ".ltoir": out.ltoir}[os.path.splitext(path)[1]]
-                    if blob is None:  # NVRTC did not make what its arch promised: say so
-                        fail(run, RuntimeCompileFailed(
-                            stage_index=stage.index, stage_kind=stage.kind.value, tool="nvrtc",
-                            argv=stage.argv, result="NO_OUTPUT", log=out.log,
-                            source=str(src), keep_dir=build.keep_dir,
-                            what=f"NVRTC wrote no {os.path.basename(path)}"))
-                    produced[path] = blob
-            else:
-                want = "ptx" if "-ptx" in stage.argv else "cubin"
-                kinds = [os.path.splitext(p)[1][1:] for p in stage.inputs]
-                names = ", ".join(os.path.basename(p) for p in stage.inputs)
-                out = _link(stage.argv[1:len(stage.argv) - len(stage.inputs)],
-                            [(k, produced[p], os.path.basename(p))
-                             for k, p in zip(kinds, stage.inputs)], want)
-                run = StageRun(stage, out.seconds, 0 if out.ok else 1, stdout=out.log,
-                               started=started)
-                if not out.ok:
-                    run.stderr, run.stdout = out.log, ""
-                    fail(run, RuntimeCompileFailed(
-                        stage_index=stage.index, stage_kind=stage.kind.value, tool="nvjitlink",
-                        argv=stage.argv, result=out.result, log=out.log,
-                        source=names, keep_dir=build.keep_dir,
-                        what=f"nvJitLink failed to link {names}",
-                        hint="an undefined reference needs the source that defines it in the "
-                             "same link: pass every source together" if "Undefined reference"
-                             in out.log else None))
-                produced[stage.outputs[0]] = out.data or b""
-            for path in stage.outputs:
-                write_atomic(path, produced[path])
-            run.artifacts = [Artifact.of(p, stage=stage.index, arch=stage.arch)
-                             for p in stage.outputs]
-            build.runs.append(run)
-            observer.on_stage_end(run)
-
+        _run_stages(build, work, observer, t_start)
         final = _final_artifact(build, options)
         if options.output and final is not None:
             dest = Path(cwd, options.output)
@@ -506,13 +440,73 @@ def compile_nvrtc(
             build.output = str(dest.resolve())
         elif keep is not None and final is not None:
             build.output = final.path
-        build.wall_seconds = time.perf_counter() - t_start
-        if keep is not None:
-            write_json_atomic(work / MANIFEST, build.to_json())
+        finish(build, work, t_start)
         return build
-    finally:
-        if keep is None:
-            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_stages(build: RuntimeBuild, work: Path, observer: Observer, t_start: float) -> None:
+    """Run the planned stages in order, each writing its outputs into ``work``."""
+    plan, name_expressions = build.plan, build.name_expressions
+    srcs = [Path(s) for s in build.sources]
+
+    def fail(run: StageRun, err: RuntimeCompileFailed):
+        build.runs.append(run)
+        observer.on_stage_end(run)
+        build.status, build.error = "failed", err.to_json()
+        finish(build, work, t_start)
+        raise err
+
+    produced: dict[str, bytes] = {}  # path -> contents, the inputs of later stages
+    texts = {s.name: s.read_text(errors="replace") for s in srcs}
+    for stage in plan.stages:
+        observer.on_stage_start(stage)
+        started = time.perf_counter() - t_start
+        if stage.kind is StageKind.NVRTC:
+            src = Path(stage.inputs[0])
+            opts = stage.argv[1:-1]  # "nvrtc", the options, the source
+            out = _nvrtc_compile(texts[src.name], src.name, opts, name_expressions)
+            run = StageRun(stage, out.seconds, 0 if out.ok else 1,
+                           stdout=_name_map_text(out.lowered), stderr=out.log,
+                           started=started)
+            if not out.ok:
+                fail(run, _nvrtc_error(stage, out, texts, name_expressions, build.keep_dir))
+            build.name_map.update(out.lowered)
+            for path in stage.outputs:
+                blob = {".ptx": out.ptx, ".cubin": out.cubin,
+                        ".ltoir": out.ltoir}[os.path.splitext(path)[1]]
+                if blob is None:  # NVRTC did not make what its arch promised: say so
+                    fail(run, RuntimeCompileFailed(
+                        stage_index=stage.index, stage_kind=stage.kind.value, tool="nvrtc",
+                        argv=stage.argv, result="NO_OUTPUT", log=out.log,
+                        source=str(src), keep_dir=build.keep_dir,
+                        what=f"NVRTC wrote no {os.path.basename(path)}"))
+                produced[path] = blob
+        else:
+            want = "ptx" if "-ptx" in stage.argv else "cubin"
+            kinds = [os.path.splitext(p)[1][1:] for p in stage.inputs]
+            names = ", ".join(os.path.basename(p) for p in stage.inputs)
+            out = _link(stage.argv[1:len(stage.argv) - len(stage.inputs)],
+                        [(k, produced[p], os.path.basename(p))
+                         for k, p in zip(kinds, stage.inputs)], want)
+            run = StageRun(stage, out.seconds, 0 if out.ok else 1, stdout=out.log,
+                           started=started)
+            if not out.ok:
+                run.stderr, run.stdout = out.log, ""
+                fail(run, RuntimeCompileFailed(
+                    stage_index=stage.index, stage_kind=stage.kind.value, tool="nvjitlink",
+                    argv=stage.argv, result=out.result, log=out.log,
+                    source=names, keep_dir=build.keep_dir,
+                    what=f"nvJitLink failed to link {names}",
+                    hint="an undefined reference needs the source that defines it in the "
+                         "same link: pass every source together" if "Undefined reference"
+                         in out.log else None))
+            produced[stage.outputs[0]] = out.data or b""
+        for path in stage.outputs:
+            write_atomic(path, produced[path])
+        run.artifacts = [Artifact.of(p, stage=stage.index, arch=stage.arch)
+                         for p in stage.outputs]
+        build.runs.append(run)
+        observer.on_stage_end(run)
 
 
 def _final_artifact(build: Build, options: CompileOptions) -> Artifact | None:

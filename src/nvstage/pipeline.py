@@ -7,6 +7,8 @@ intermediate files get readable names (``vadd.ptx``, ``vadd.sm_90.cubin``) inste
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import heapq
 import os
 import re
@@ -14,14 +16,15 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, proc
 from .artifacts import Artifact, arch_of, kind_of, write_json_atomic
-from .cache import DEBUG_FLAGS, HOST_ENV, Cache, Counters, FileHasher, Paths, digest, \
-    parse_depfile, tool_identity
+from .cache import HOST_ENV, Cache, Counters, FileHasher, Paths, digest, parse_depfile, \
+    tool_identity
 from .errors import InputNotFound, PlanError, StageFailed, ToolkitError, UsageError
 from .graph import Graph, build_graph
 from .options import CompileOptions, check_archs
@@ -77,7 +80,11 @@ class StageRun:
 
 
 class Observer:
-    """Progress sink; the CLI draws a live display from these calls. All methods optional."""
+    """Progress sink; the CLI draws a live display from these calls. All methods optional.
+
+    Every call comes from the thread that called ``compile``, one at a time, even when stages
+    run at once: an observer needs no lock.
+    """
 
     def on_plan(self, plan: Plan) -> None: ...
     def on_stage_start(self, stage: Stage) -> None: ...
@@ -224,12 +231,7 @@ def compile(  # noqa: A001 - the verb users expect
     check_archs(options, toolkit.nvcc)
     store = _open_cache(cache)
 
-    if keep is not None:
-        work = Path(cwd, keep).resolve()
-        work.mkdir(parents=True, exist_ok=True)
-    else:
-        work = Path(tempfile.mkdtemp(prefix="nvstage-"))
-    try:
+    with work_folder(keep, cwd) as work:
         plan, dryrun_argv, plan_seconds = make_plan(os.fspath(source), options, toolkit, work,
                                                     cwd)
         observer.on_plan(plan)
@@ -256,17 +258,51 @@ def compile(  # noqa: A001 - the verb users expect
                 keep_dir=build.keep_dir,
             )
             build.status, build.error = "failed", err.to_json()
-            build.wall_seconds = time.perf_counter() - t_start
-            if keep is not None:
-                write_json_atomic(work / MANIFEST, build.to_json())
+            finish(build, work, t_start)
             raise err
-        build.wall_seconds = time.perf_counter() - t_start
-        if keep is not None:
-            write_json_atomic(work / MANIFEST, build.to_json())
+        finish(build, work, t_start)
         return build
-    finally:
-        if keep is None:
+
+
+@contextlib.contextmanager
+def work_folder(keep: str | os.PathLike | None, cwd: str,
+                prefix: str = "nvstage-") -> Iterator[Path]:
+    """The folder a build writes its intermediate files to.
+
+    ``keep`` (relative to ``cwd``) is created if needed and locked for the build: a second
+    build given the same folder at once would overwrite the first one's files mid-build, so it
+    is refused. Without ``keep``: a new temporary folder, removed afterwards.
+    """
+    if keep is None:
+        work = Path(tempfile.mkdtemp(prefix=prefix))
+        try:
+            yield work
+        finally:
             shutil.rmtree(work, ignore_errors=True)
+        return
+    work = Path(cwd, keep).resolve()
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+        raise UsageError(f"cannot use {keep} as the keep folder: {e.strerror}",
+                         hint="give a folder you can write to") from e
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"another nvstage build is using the keep folder {keep} right now",
+                             hint="give each concurrent build its own --keep folder") from None
+        yield work
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def finish(build: Build, work: Path, t_start: float) -> None:
+    """Stop the build's clock and, when the folder is kept, write its manifest beside it."""
+    build.wall_seconds = time.perf_counter() - t_start
+    if build.keep_dir is not None:
+        write_json_atomic(work / MANIFEST, build.to_json())
 
 
 def default_jobs() -> int:
@@ -291,6 +327,7 @@ def _schedule(graph: Graph, ctx: _Context, jobs: int, observer: Observer
 
     Ready stages start longest-remaining-chain first (plan order with one job, as nvcc).
     After a failure nothing new starts; the stages already running are waited for.
+    The observer hears from this thread only (see ``Observer``).
     Returns the runs by index and the failing run with the lowest index, if any.
     """
     after = graph.dependents()
@@ -301,18 +338,13 @@ def _schedule(graph: Graph, ctx: _Context, jobs: int, observer: Observer
     runs: dict[int, StageRun] = {}
     failures: list[StageRun] = []
 
-    def one(stage: Stage) -> StageRun:
-        observer.on_stage_start(stage)
-        run = ctx.run(stage)
-        observer.on_stage_end(run)
-        return run
-
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="nvstage-stage") as pool:
         running: dict[Future, int] = {}
         while ready or running:
             while ready and len(running) < jobs and not failures:
                 _, i = heapq.heappop(ready)
-                running[pool.submit(one, graph.stages[i])] = i
+                observer.on_stage_start(graph.stages[i])
+                running[pool.submit(ctx.run, graph.stages[i])] = i
             if not running:
                 break
             done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -320,6 +352,7 @@ def _schedule(graph: Graph, ctx: _Context, jobs: int, observer: Observer
                 i = running.pop(fut)
                 run = fut.result()
                 runs[i] = run
+                observer.on_stage_end(run)
                 if not run.ok:
                     failures.append(run)
                     continue
@@ -430,10 +463,13 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
     started = time.perf_counter() - t0
     if stage.kind is StageKind.CLEANUP:
         t = time.perf_counter()
-        for p in stage.inputs:
-            target = Path(cwd, p)
-            if target.is_file():
-                target.unlink()
+        try:
+            for p in stage.inputs:
+                target = Path(cwd, p)
+                if target.is_file():
+                    target.unlink()
+        except OSError as e:
+            return StageRun(stage, time.perf_counter() - t, 1, "", f"rm: {e}", started=started)
         return StageRun(stage, time.perf_counter() - t, 0, started=started)
     try:
         cp = proc.run([*stage.argv, *extra_args], cwd=cwd, env=env)
@@ -458,14 +494,47 @@ _HOST_COMPILER = frozenset({StageKind.HOST_PREPROCESS, StageKind.DEVICE_PREPROCE
 
 
 def _key_args(stage: Stage, paths: Paths) -> list[str]:
-    """The arguments as a key sees them: folders as placeholders and, for the host compiler,
-    the ``-o`` file as a slot (an object or .ii does not depend on its own name)."""
+    """The arguments as a key sees them: the work folder as a placeholder and, for the host
+    compiler, the ``-o`` file as a slot (an object or .ii does not depend on its own name)."""
     out = [paths.norm(a) for a in stage.argv[1:]]
     if stage.kind in _HOST_COMPILER:
         for n, a in enumerate(stage.argv[1:-1]):
             if a == "-o" and stage.argv[n + 2] in stage.outputs:
                 out[n + 1] = "@OUT@"
     return out
+
+
+def _libraries(stage: Stage, cwd: str) -> list[str] | None:
+    """The archives a device link reads through ``-lNAME`` (nvlink searches the ``-L``
+    folders in order, as a linker does); None when one is not found there."""
+    dirs, names = [], []
+    args = iter(stage.argv[1:])
+    for a in args:
+        for flag, into in (("-L", dirs), ("--library-path", dirs), ("-l", names),
+                           ("--library", names)):
+            if a == flag:
+                into.append(next(args, ""))
+            elif a.startswith(flag + "=") or (len(flag) == 2 and a.startswith(flag)):
+                into.append(a[len(flag):].removeprefix("="))
+            else:
+                continue
+            break
+    found = []
+    for name in names:
+        path = next((p for d in dirs if os.path.isfile(p := os.path.join(cwd, d,
+                                                                          f"lib{name}.a"))),
+                    None)
+        if path is None:
+            return None
+        found.append(path)
+    return found
+
+
+# A file the stage read that changed after (or this close before) its start may have changed
+# while the tool read it: the result is not stored (ccache's "file too new"). The margin covers
+# file timestamps taken from the kernel's coarse clock (one tick, at most 10 ms), and stays below
+# the time nvcc --dryrun takes, so files written just before nvstage started still count.
+_SETTLE_NS = 10_000_000
 
 
 class _Context:
@@ -478,9 +547,12 @@ class _Context:
         self.counters = Counters()
         self._lock = threading.Lock()
         self.hasher = FileHasher(work)
+        self.paths = Paths(work, cwd)
         self._scratch: str | None = None
         host_env = {k: os.environ[k] for k in HOST_ENV if k in os.environ}
-        self.env_part = [sorted(plan.variables.items()), sorted(host_env.items())]
+        # The current folder is part of every key: nvcc gives cudafe++ and cicc the source's
+        # absolute path, and outputs (module id, #line markers) depend on it.
+        self.env_part = [cwd, sorted(plan.variables.items()), sorted(host_env.items())]
 
     def close(self) -> None:
         if self._scratch:
@@ -505,7 +577,8 @@ class _Context:
         try:
             return self._cached(stage)
         except OSError:
-            # The cache folder is unusable (full disk, permissions): build as if it were off.
+            # The cache folder is unusable (full disk, permissions) before the stage ran:
+            # build as if it were off. (Failures after it ran are caught where they happen.)
             return run_stage(stage, self.env, self.cwd, self.t0)
 
     def _scratch_dir(self) -> str:
@@ -519,61 +592,85 @@ class _Context:
     def _cached(self, stage: Stage) -> StageRun:
         started = time.perf_counter() - self.t0
         t = time.perf_counter()
-        keep_cwd = any(a in DEBUG_FLAGS or a.startswith(("-g", "-G")) for a in stage.argv)
-        paths = Paths(self.work, self.cwd, keep_cwd=keep_cwd)
+        paths = self.paths
+        reads = self.graph.reads(stage.index)
+        if stage.kind is StageKind.DEVICE_LINK:
+            libs = _libraries(stage, self.cwd)
+            if libs is None:  # a library we cannot find cannot be keyed: just run it
+                return run_stage(stage, self.env, self.cwd, self.t0)
+            reads = reads + libs
         inputs = []
-        for p in self.graph.reads(stage.index):
+        for p in reads:
             sha = self.hasher(paths.abs(p))
             if sha is None and p in stage.inputs:
                 return run_stage(stage, self.env, self.cwd, self.t0)  # let the tool complain
             inputs.append([paths.norm(p), sha])
-        base = ["stage/1", self.toolkit.version, stage.kind.value, tool_identity(stage.argv[0]),
+        base = ["stage/2", self.toolkit.version, stage.kind.value, tool_identity(stage.argv[0]),
                 _key_args(stage, paths), self.env_part, inputs]
-        direct = stage.kind in _HOST_COMPILER and not any(
-            a.startswith("-M") for a in stage.argv)
-        if direct:
-            dkey = digest(base + ["direct"])
-            for headers in self.cache.header_sets(dkey):
-                if all(self.hasher(paths.abs(paths.real(name))) == sha
-                       for name, sha in headers.items()):
-                    hit = self._restore(stage, digest([dkey, sorted(headers.items())]), paths,
-                                        started, t)
-                    if hit is not None:
-                        self.count(direct_hits=1)
-                        return hit
-            depfile = os.path.join(self._scratch_dir(), f"{stage.index}.d")
-            run = run_stage(stage, self.env, self.cwd, self.t0, ("-MD", "-MF", depfile))
-            self.count(misses=1)
-            if run.ok:
-                try:
-                    names = parse_depfile(Path(depfile).read_text(errors="replace"))
-                except OSError:
-                    return run
-                headers = {paths.norm(n): self.hasher(paths.abs(n)) for n in names}
-                if all(headers.values()):
-                    key = digest([dkey, sorted(headers.items())])
-                    self._store(stage, key, run, paths)
-                    self.cache.add_header_set(dkey, headers)
-            return run
+        if stage.kind in _HOST_COMPILER and not any(a.startswith("-M") for a in stage.argv):
+            return self._direct(stage, digest(base + ["direct"]), reads, started, t)
         key = digest(base)
-        hit = self._restore(stage, key, paths, started, t)
+        hit = self._restore(stage, key, started, t)
         if hit is not None:
             return hit
+        since = time.time_ns()
         run = run_stage(stage, self.env, self.cwd, self.t0)
         self.count(misses=1)
-        if run.ok:
-            self._store(stage, key, run, paths)
+        if run.ok and self._settled(reads, since):
+            self._store(stage, key, run)
         return run
 
-    def _restore(self, stage: Stage, key: str, paths: Paths, started: float,
-                 t: float) -> StageRun | None:
+    def _direct(self, stage: Stage, dkey: str, reads: list[str], started: float,
+                t: float) -> StageRun:
+        """A host-compiler stage: found through the headers it read last time, or run with
+        ``-MD`` and stored under the headers it reads now (ccache's direct mode)."""
+        paths = self.paths
+        for headers in self.cache.header_sets(dkey):
+            if all(self.hasher(paths.abs(paths.real(name))) == sha
+                   for name, sha in headers.items()):
+                hit = self._restore(stage, digest([dkey, sorted(headers.items())]), started, t)
+                if hit is not None:
+                    self.count(direct_hits=1)
+                    return hit
+        depfile = os.path.join(self._scratch_dir(), f"{stage.index}.d")
+        since = time.time_ns()
+        run = run_stage(stage, self.env, self.cwd, self.t0, ("-MD", "-MF", depfile))
+        self.count(misses=1)
+        if not run.ok:
+            return run
+        try:
+            names = parse_depfile(Path(depfile).read_text(errors="replace"))
+        except OSError:
+            return run
+        headers = {paths.norm(n): self.hasher(paths.abs(n)) for n in names}
+        if all(headers.values()) and self._settled([*reads, *names], since):
+            self._store(stage, digest([dkey, sorted(headers.items())]), run)
+            with contextlib.suppress(OSError):  # the stage ran: never run it again over this
+                self.cache.add_header_set(dkey, headers)
+        return run
+
+    def _settled(self, reads: list[str], since_ns: int) -> bool:
+        """No file the stage read outside the work folder changed since it started."""
+        for p in reads:
+            path = os.path.abspath(self.paths.abs(p))
+            if path.startswith(self.hasher.volatile):
+                continue  # written by this build's earlier stages, before this one started
+            try:
+                st = os.stat(path)
+            except OSError:
+                return False
+            if max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns - _SETTLE_NS:
+                return False
+        return True
+
+    def _restore(self, stage: Stage, key: str, started: float, t: float) -> StageRun | None:
         entry = self.cache.get(key)
         if entry is None:
             return None
         restored = None
         if entry is not False:
             try:  # each file is stored under its place in the stage's outputs
-                dests = [paths.abs(stage.outputs[int(f["name"])]) for f in entry.files]
+                dests = [self.paths.abs(stage.outputs[int(f["name"])]) for f in entry.files]
             except (ValueError, IndexError, KeyError, TypeError):
                 dests = None
             if dests is not None:
@@ -590,10 +687,10 @@ class _Context:
                          for d, (sha, size) in restored.files.items()]
         return run
 
-    def _store(self, stage: Stage, key: str, run: StageRun, paths: Paths) -> None:
+    def _store(self, stage: Stage, key: str, run: StageRun) -> None:
         slots = [n for n, p in enumerate(stage.outputs) if Path(self.cwd, p).is_file()]
         try:
-            if self.cache.put(key, [paths.abs(stage.outputs[n]) for n in slots],
+            if self.cache.put(key, [self.paths.abs(stage.outputs[n]) for n in slots],
                               names=[str(n) for n in slots], stdout=run.stdout,
                               stderr=run.stderr, seconds=run.seconds,
                               about={"kind": stage.kind.value, "arch": stage.arch},
