@@ -281,10 +281,11 @@ def test_calibration_recovers_the_synthetic_parameters(tmp_path, toolkit):
 def test_calibration_rejects_other_documents(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"schema": "nvstage.compile/1"}')
-    with pytest.raises(CalibrationError, match="not an nvstage run report"):
+    # One reader for every user document (nvstage.documents): its wording.
+    with pytest.raises(CalibrationError, match="is not a run report: schema 'nvstage.compile/1'"):
         calibrate(bad, H200)
     bad.write_text("{not json")
-    with pytest.raises(CalibrationError, match="not valid JSON"):
+    with pytest.raises(CalibrationError, match="not JSON"):
         calibrate(bad, H200)
     bad.write_text('{"schema": "nvstage.run/1", "decomposition": null}')
     with pytest.raises(CalibrationError, match="no decomposition"):

@@ -10,6 +10,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .errors import WriteError
+
 # Longest suffix first: ".cudafe1.stub.c" before ".c".
 KINDS: tuple[tuple[str, str], ...] = (
     ("_dlink.reg.c", "dlink-registration"),
@@ -90,9 +92,15 @@ class Artifact:
 def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never half."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise WriteError(f"cannot write {path}: it is a folder", hint="give a file name")
     raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise WriteError(f"cannot write {path}: {e.strerror}",
+                         hint="choose a folder you can write to") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
@@ -100,11 +108,13 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; reports are meant to be shared
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):  # a full disk, a quota: the old file is intact
+            raise WriteError(f"cannot write {path}: {e.strerror}") from None
         raise
 
 

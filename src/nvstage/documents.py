@@ -25,7 +25,7 @@ def read_text_doc(path: str | os.PathLike, what: str, err: ErrorFactory = Artifa
     if p.is_dir():
         raise err(f"{p} is a folder, not a {what}", hint=f"give the path of the {what} itself")
     if not p.is_file():
-        raise InputNotFound(f"no {what} at {p}")
+        raise InputNotFound(f"no such {what} file: {p}")
     try:
         return p.read_text(encoding="utf-8")
     except UnicodeDecodeError:

@@ -38,6 +38,13 @@ class InputNotFound(UsageError):
     pass
 
 
+class WriteError(UsageError, OSError):
+    """An output could not be written (a folder in the way, no permission, a full disk).
+
+    Also an OSError, so code that treats a failed write as "carry on without it" (the caches)
+    keeps doing so."""
+
+
 class UnknownArch(UsageError):
     pass
 

@@ -494,15 +494,10 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
     preset to start from, in which case every key only overrides. An optional ``[sources]``
     table gives a source per field; fields without one are credited to the file.
     """
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        from .errors import InputNotFound
+    from .documents import read_text_doc
 
-        raise InputNotFound(f"GPU spec file not found: {p}") from None
-    except OSError as e:
-        raise GpuSpecError(f"cannot read GPU spec {p}: {e.strerror}") from None
+    p = Path(path)
+    text = read_text_doc(p, "GPU spec", GpuSpecError)
     if p.suffix.lower() == ".json":
         try:
             data = json.loads(text)

@@ -503,20 +503,9 @@ class CalibrationError(UsageError):
 
 
 def load_profile(path: str | Path) -> dict:
-    import json
+    from .documents import load_run_doc
 
-    p = Path(path)
-    if not p.is_file():
-        from .errors import InputNotFound
-
-        raise InputNotFound(f"no such profile: {path}")
-    try:
-        doc = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CalibrationError(f"{path}: not valid JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("schema") != "nvstage.run/1":
-        raise CalibrationError(f"{path}: not an nvstage run report (schema nvstage.run/1)",
-                               hint="write one with nvstage run W --profile --json FILE")
+    doc = load_run_doc(path, "run report", CalibrationError)
     d = doc.get("decomposition")
     if not isinstance(d, dict) or not isinstance(d.get("operations"), list):
         raise CalibrationError(f"{path}: the report has no decomposition",

@@ -159,8 +159,10 @@ def find_toolkit(nvcc: str | None = None) -> Toolkit:
 @functools.lru_cache(maxsize=8)
 def _load(source: str, nvcc: str) -> Toolkit:
     if not os.path.isfile(nvcc) or not os.access(nvcc, os.X_OK):
+        what = "is not an executable" if os.path.exists(nvcc) else "not found at"
         raise ToolkitError(
-            f"nvcc not found at {nvcc} (from {source})",
+            f"nvcc {what} {nvcc} (from {source})" if what == "not found at"
+            else f"{nvcc} {what} (from {source})",
             hint="point --nvcc or $NVSTAGE_NVCC at an nvcc executable, or unset it",
         )
     version = _cached_version(nvcc)

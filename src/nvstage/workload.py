@@ -47,7 +47,6 @@ import ast
 import math
 import operator
 import os
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -433,16 +432,11 @@ class Workload:
 
 def read_toml(path: str | os.PathLike, what: str = "workload",
               error: type[WorkloadError] = WorkloadError) -> dict:
-    """A TOML file as a dict: a missing file is ``InputNotFound``, bad TOML ``error``."""
-    p = Path(path)
-    if not p.is_file():
-        from .errors import InputNotFound
+    """A TOML file as a dict: a missing file is ``InputNotFound``; a folder, a binary file or
+    bad TOML is ``error``."""
+    from .documents import load_toml_doc
 
-        raise InputNotFound(f"no such {what} file: {path}")
-    try:
-        return tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise error(f"not valid TOML: {e}", where=str(path)) from None
+    return load_toml_doc(path, what, error)
 
 
 class _Reader:

@@ -109,3 +109,22 @@ def test_help_example_driver_is_accepted(cli, built):
     assert r.exit_code == 0, r.output
     verdict = json.loads(r.stdout)["will_it_run"]
     assert verdict["runs"] is False and "9.5" in verdict["explain"]  # PTX 9.5 needs 13.5
+
+
+def test_a_kernel_filter_that_matches_nothing_lists_the_kernels(cli, kernels, workdir):
+    import shutil
+
+    shutil.copy(kernels / "multi.cu", workdir)
+    assert cli("compile", "multi.cu", "-c", "--arch", "sm_90", "--keep").exit_code == 0
+    r = cli("show", "multi.nvstage", "--kernel", "nope")
+    assert r.exit_code == 2 and "no kernel matches --kernel 'nope'" in r.stderr
+    assert "block_sum" in r.stderr and "scale<float>" in r.stderr
+
+
+def test_compile_checks_show_sections_before_building(cli, kernels, workdir):
+    import shutil
+
+    shutil.copy(kernels / "saxpy.cu", workdir)
+    r = cli("compile", "saxpy.cu", "--show", "banana")
+    assert r.exit_code == 2 and "unknown section 'banana'" in r.stderr
+    assert not (workdir / "a.out").exists()

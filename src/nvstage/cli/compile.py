@@ -97,6 +97,10 @@ def compile_cmd(
         )
         if keep and keep_dir is None:
             keep_dir = f"{source.name.rsplit('.', 1)[0]}.nvstage"
+        if show:  # a typo in --show should not cost a build
+            from ..inspect.view import parse_sections
+
+            parse_sections(show, "build")
         toolkit = find_toolkit(nvcc)
         if via == "nvrtc":
             from ..nvrtc import compile_nvrtc

@@ -67,6 +67,15 @@ def show_cmd(
         else:
             data = collect_file(artifact, kind, wanted, toolkit, kernel=kernel,
                                 lineinfo=lineinfo)
+        if kernel and not _any_kernel(data):
+            from ..errors import UsageError
+
+            everything = (collect_build(build, ("resources",), toolkit) if kind == "build"
+                          else collect_file(artifact, kind, ("resources",), toolkit))
+            names = sorted({r.demangled.split("(")[0].split()[-1]
+                            for r in everything.get("resources") or []})
+            raise UsageError(f"no kernel matches --kernel {kernel!r} in {artifact}",
+                             hint=f"kernels there: {', '.join(names) or 'none'}")
         con = data_console(json_out)
         render(data, con, listing=listing or bool(kernel and "sass" in (sections or "")))
         doc = {"artifact": str(artifact), "kind": kind, **to_json(data)}
@@ -74,6 +83,12 @@ def show_cmd(
             doc["will_it_run"] = _will_it_run(data, kind, artifact, gpu, driver, con)
         if json_out:
             emit_json(doc)
+
+
+def _any_kernel(data: dict) -> bool:
+    """Whether the --kernel filter left anything in a section that lists kernels."""
+    ptx_entries = [e for m in data.get("ptx") or [] for e in m.entries]
+    return bool(ptx_entries or data.get("resources") or data.get("sass"))
 
 
 def _check_gpu(gpu: str | None, driver: str | None) -> None:
