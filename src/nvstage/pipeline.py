@@ -218,6 +218,9 @@ def compile(  # noqa: A001 - the verb users expect
     observer = observer or Observer()
     cwd = os.path.abspath(cwd or os.getcwd())
     src = Path(cwd, source)
+    if src.is_dir():
+        raise UsageError(f"{source} is a folder, not a source file",
+                         hint="give the .cu file to compile")
     if not src.is_file():
         raise InputNotFound(f"no such file: {source}",
                             hint="check the path; it is taken relative to the current folder")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -20,11 +21,26 @@ def cache_cmd(
 
     nvstage compile reuses a stage's earlier outputs when its tool, arguments, environment
     and input files (headers included) are unchanged; --no-cache there turns it off.
+    Entries past the size limit ($NVSTAGE_CACHE_MAX_SIZE, default 2 GiB) are evicted least
+    recently used first.
+
+    Examples:
+
+      nvstage cache
+
+      nvstage cache --json
+
+      nvstage cache --clear
     """
     from ..cache import Cache
     from ..report.units import fmt_bytes
 
     with handled(json_out):
+        if cache_dir is not None and Path(cache_dir).exists() and not Path(cache_dir).is_dir():
+            from ..errors import UsageError
+
+            raise UsageError(f"--dir {cache_dir} is a file, not a cache folder",
+                             hint="give a folder (it is created when missing)")
         cache = Cache(cache_dir)
         if clear:
             cache.clear()

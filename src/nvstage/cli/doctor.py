@@ -22,6 +22,14 @@ def doctor_cmd(
     (measured: a one-line kernel is compiled) and run yes/no.
 
     Exits 0 when compiling works, even with no GPU.
+
+    Examples:
+
+      nvstage doctor
+
+      nvstage doctor --json | python -m json.tool
+
+      nvstage doctor --nvcc /usr/local/cuda/bin/nvcc
     """
     from rich import box
     from rich.table import Table
