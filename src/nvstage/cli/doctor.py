@@ -29,7 +29,7 @@ def doctor_cmd(
 
       nvstage doctor --json | python -m json.tool
 
-      nvstage doctor --nvcc /usr/local/cuda/bin/nvcc
+      nvstage doctor --nvcc "$CUDA_HOME/bin/nvcc"
     """
     from rich import box
     from rich.table import Table
