@@ -103,3 +103,25 @@ def test_fuzzed_plans_parse_or_fail_clearly(lines):
         parse_dryrun(text)
     except PlanError:
         pass
+
+
+def test_lib_archiver_is_a_library_stage_run_without_a_shell():
+    # nvcc -lib prints its archiver as a command substitution; no shell will expand it here.
+    text = ('#$ _HERE_=/x\n'
+            '#$ gcc -c -x c++ "kd/k.cudafe1.cpp" -o "kd/k.o"\n'
+            '#$ "`gcc -print-prog-name=ar`" cr "lib k.a" "kd/k.o"\n')
+    ar = parse_dryrun(text).stages[-1]
+    assert (ar.kind, ar.tool, ar.argv) == (K.LIBRARY, "ar", ["ar", "cr", "lib k.a", "kd/k.o"])
+    assert (ar.inputs, ar.outputs) == (["kd/k.o"], ["lib k.a"])
+
+
+def test_what_nvcc_says_while_planning_is_kept_and_round_trips():
+    text = ("nvcc warning : Cannot find valid GPU for '-arch=native', default arch is used\n"
+            "#$ _HERE_=/x\n#$ gcc -E -x c++ k.cu -o kd/k.cpp4.ii\n\n")
+    plan = parse_dryrun(text)
+    assert plan.messages == ["nvcc warning : Cannot find valid GPU for '-arch=native', "
+                             "default arch is used"]
+    assert Plan.from_json(plan.to_json()) == plan
+    old = plan.to_json()
+    del old["messages"]  # a manifest written before messages were kept
+    assert Plan.from_json(old).messages == []

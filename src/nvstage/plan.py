@@ -53,6 +53,10 @@ _OUTPUT_OPTS = ("-o", "--create", "--embedded-fatbin", "--register-link-binaries
                 "--gen_c_file_name", "--gen_device_file_name")
 _CUDA_TOOLS = {"cudafe++", "cicc", "ptxas", "fatbinary", "nvlink", "rm", "nvcc", "bin2c",
                "nvprune", "cuobjdump"}
+# nvcc -lib runs its archiver as "`gcc -print-prog-name=ar`" cr LIB OBJ...: a command
+# substitution, which only a shell would perform. Nothing here runs a shell, so the stage names
+# the program itself ("ar"), found on PATH like every other tool.
+_PROG_NAME = re.compile(r"^`\s*\S+\s+-print-prog-name=([^`\s]+)\s*`$")
 
 
 @dataclass
@@ -81,13 +85,18 @@ class Stage:
 class Plan:
     variables: dict[str, str]  # NAME=value lines, in order; given to every stage as environment
     stages: list[Stage]
+    # What nvcc said while planning besides the plan ("nvcc warning : Cannot find valid GPU for
+    # '-arch=native', default arch is used"): plain nvcc shows it, so must we.
+    messages: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"variables": self.variables, "stages": [s.to_json() for s in self.stages]}
+        return {"variables": self.variables, "stages": [s.to_json() for s in self.stages],
+                "messages": self.messages}
 
     @classmethod
     def from_json(cls, d: dict) -> Plan:
-        return cls(dict(d["variables"]), [Stage.from_json(s) for s in d["stages"]])
+        return cls(dict(d["variables"]), [Stage.from_json(s) for s in d["stages"]],
+                   list(d.get("messages", ())))  # manifests written before messages existed
 
     @property
     def runnable(self) -> list[Stage]:
@@ -98,9 +107,12 @@ def parse_dryrun(text: str) -> Plan:
     """Parse nvcc's ``--dryrun`` stderr. Lines not starting with ``#$ `` are ignored."""
     variables: dict[str, str] = {}
     stages: list[Stage] = []
+    messages: list[str] = []
     seen_command = False
     for lineno, raw in enumerate(text.splitlines(), 1):
         if not raw.startswith(PREFIX):
+            if raw.strip():
+                messages.append(raw.rstrip())
             continue
         body = raw[len(PREFIX):]
         m = _ASSIGN.match(body)
@@ -120,11 +132,14 @@ def parse_dryrun(text: str) -> Plan:
             "nvcc printed no plan (no '#$ ' command lines)",
             hint="run the same nvcc command with --dryrun yourself to see what it says",
         )
-    return Plan(variables, stages)
+    return Plan(variables, stages, messages)
 
 
 def classify(index: int, argv: list[str]) -> Stage:
     """Name a command by its tool and flags, and pick out its inputs, outputs and arch."""
+    m = _PROG_NAME.match(argv[0])
+    if m:
+        argv = [m.group(1), *argv[1:]]
     tool = os.path.basename(argv[0])
     args = argv[1:]
     kind = _kind(tool, args)
@@ -187,6 +202,8 @@ def _arch(tool: str, args: list[str]) -> str | None:
 
 
 def _outputs(tool: str, args: list[str]) -> list[str]:
+    if tool == "ar":  # ar OPERATIONS ARCHIVE MEMBER...
+        return args[1:2]
     outs: list[str] = []
     for opt in _OUTPUT_OPTS:
         outs += _opt_value(args, opt)
@@ -205,6 +222,8 @@ def _outputs(tool: str, args: list[str]) -> list[str]:
 
 
 def _inputs(tool: str, args: list[str]) -> list[str]:
+    if tool == "ar":
+        return list(dict.fromkeys(args[2:]))
     ins: list[str] = []
     skip = False
     for i, a in enumerate(args):

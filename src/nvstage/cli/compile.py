@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.text import Text
 
 from .common import data_console, emit_json, handled, stderr
 
@@ -115,6 +116,8 @@ def compile_cmd(
             from ..errors import UsageError
 
             raise UsageError(f"unknown --via {via!r}", hint="choose nvcc or nvrtc")
+        for line in build.plan.messages:  # nvcc's own warnings while it planned
+            stderr().print(Text(line))
         con = data_console(json_out)
         con.print(stage_table(build))
         if build.via == "nvrtc":
