@@ -77,8 +77,11 @@ def _trial_compile(tk: Toolkit) -> tuple[str, bool]:
     with tempfile.TemporaryDirectory(prefix="nvstage-doctor-") as d:
         src = Path(d, "probe.cu")
         src.write_text(_PROBE_KERNEL)
-        cp = proc.run([tk.nvcc, "--cubin", "-arch=sm_75", str(src), "-o",
-                       str(Path(d, "probe.cubin"))], cwd=d, timeout=120)
+        try:
+            cp = proc.run([tk.nvcc, "--cubin", "-arch=sm_75", str(src), "-o",
+                           str(Path(d, "probe.cubin"))], cwd=d, timeout=120)
+        except proc.ToolMissing as e:  # includes a compile that never finished
+            return f"a test kernel failed to compile: {e}", False
         if cp.returncode == 0 and Path(d, "probe.cubin").is_file():
             return f"a test kernel compiled to a cubin in {cp.seconds:.2f} s", True
         last = (cp.stderr or cp.stdout).strip().splitlines()[-1:] or ["no output"]

@@ -107,7 +107,10 @@ def supported_archs(nvcc: str) -> tuple[str, ...]:
     """Real and virtual archs this nvcc accepts (``--list-gpu-code`` and ``--list-gpu-arch``)."""
     names: list[str] = []
     for flag in ("--list-gpu-code", "--list-gpu-arch"):
-        text = proc.output([nvcc, flag], timeout=60)
+        try:
+            text = proc.output([nvcc, flag], timeout=60)
+        except proc.ToolMissing:  # no answer (or too slow): check_archs leaves it to nvcc
+            return ()
         names += [w for w in text.split() if _ARCH.match(w)]
     return tuple(dict.fromkeys(names))
 

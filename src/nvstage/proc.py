@@ -23,6 +23,13 @@ class ToolMissing(OSError):
     """The program named in argv[0] could not be started."""
 
 
+class ToolTimeout(ToolMissing):
+    """The program ran past its ``timeout`` and was killed.
+
+    A ToolMissing too: every caller that copes with "that tool gave no answer" (a version
+    probe, nvcc's plan) copes with this one the same way, instead of a traceback."""
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -48,10 +55,10 @@ def run(
             shell=False,
             check=False,
         )
-    except FileNotFoundError as e:
-        raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror}") from e
-    except PermissionError as e:
-        raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror}") from e
+    except subprocess.TimeoutExpired as e:
+        raise ToolTimeout(f"{argv[0]!r} did not finish within {timeout:g} s") from e
+    except OSError as e:  # not found, not executable, not a program (ENOEXEC), ...
+        raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
     t1 = time.perf_counter()
     return Completed(tuple(argv), cp.returncode, cp.stdout, cp.stderr, t1 - t0, t0)
 
