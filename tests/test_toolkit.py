@@ -67,3 +67,35 @@ def test_a_system_toolkit_can_be_chosen():
 def test_host_compiler_is_found():
     gcc = host_compiler()
     assert gcc.found and gcc.version
+
+
+@pytest.mark.parametrize("how", ["rename", "copy keeping mtime"])
+def test_version_cache_asks_again_for_a_tool_replaced_with_same_size_and_mtime(
+        tmp_path, monkeypatch, how):
+    from nvstage.toolkit import _cached_version
+
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path / "cache"))
+    tool = tmp_path / "bin/ptxas"
+    _fake_tool(tool, "13.5.37")
+    st = tool.stat()
+    assert _cached_version(str(tool)) == "13.5.37"
+    new = tmp_path / "new-ptxas"
+    _fake_tool(new, "13.0.88")  # same length: same size
+    if how == "rename":
+        os.replace(new, tool)
+    else:
+        tool.write_bytes(new.read_bytes())
+    os.utime(tool, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert tool.stat().st_size == st.st_size and tool.stat().st_mtime_ns == st.st_mtime_ns
+    assert _cached_version(str(tool)) == "13.0.88"
+
+
+def test_a_hung_host_compiler_gives_no_version_not_a_traceback(tmp_path, monkeypatch):
+    from nvstage import proc
+
+    def hang(argv, **kw):
+        raise proc.ToolTimeout(f"{argv[0]!r} did not finish within 30 s")
+
+    monkeypatch.setattr(proc, "output", hang)
+    gcc = host_compiler()
+    assert gcc.found and gcc.version is None

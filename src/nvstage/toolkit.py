@@ -102,7 +102,7 @@ def _extra(name: str) -> str:
 def tool_version(path: str) -> str | None:
     try:
         text = proc.output([path, "--version"], timeout=30)
-    except (proc.ToolMissing, OSError):
+    except proc.ToolMissing:
         return None
     m = _VERSION.search(text)
     return m.group(2) if m else None
@@ -202,7 +202,7 @@ def _locate(tk: Toolkit, name: str) -> ToolInfo:
 
 
 def _cached_version(path: str) -> str | None:
-    """``tool --version``, remembered on disk per (path, size, mtime): every nvstage command
+    """``tool --version``, remembered on disk per (path, size, mtimes, inode): every command
     would otherwise start seven tools just to learn what it already knew."""
     import hashlib
     import json
@@ -214,7 +214,10 @@ def _cached_version(path: str) -> str | None:
         st = os.stat(path)
     except OSError:
         return None
-    key = hashlib.sha256(f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}".encode())
+    # Inode and ctime too: a tool replaced in place (by a rename, or a copy that keeps size and
+    # mtime, as ``cp -p`` does) gets a new inode or ctime, so it is asked again.
+    key = hashlib.sha256(f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}:"
+                         f"{st.st_ino}:{st.st_ctime_ns}".encode())
     entry = cache_dir() / "tools" / f"{key.hexdigest()[:24]}.json"
     try:
         return json.loads(entry.read_text())["version"]
@@ -234,7 +237,10 @@ def host_compiler(name: str = "gcc") -> ToolInfo:
     path = shutil.which(name)
     if not path:
         return ToolInfo(name, None, None)
-    text = proc.output([path, "--version"], timeout=30)
+    try:
+        text = proc.output([path, "--version"], timeout=30)
+    except proc.ToolMissing:
+        text = ""
     first = text.splitlines()[0] if text else ""
     m = re.search(r"(\d+\.\d+(?:\.\d+)?)\s*$", first) or re.search(r"(\d+\.\d+\.\d+)", first)
     return ToolInfo(name, path, m.group(1) if m else None)
