@@ -20,3 +20,20 @@ def test_spill_diff_from_manifests(toolkit, built):
     assert row.delta("registers") == row.b["registers"] - row.a["registers"] < 0
     assert row.a["instructions"] != row.b["instructions"]
     assert d.to_json()["kernels"][0]["delta"]["spill_loads"] == row.b["spill_loads"]
+
+
+def test_cached_stages_are_marked_not_compared_as_compile_times(toolkit, kernels, workdir):
+    import shutil
+
+    import nvstage
+    from nvstage.diff import diff_builds
+
+    shutil.copy(kernels / "saxpy.cu", workdir)
+    opts = nvstage.CompileOptions(archs=("sm_90",), stop="cubin")
+    cache = workdir / "cache"
+    a = nvstage.compile("saxpy.cu", opts, toolkit=toolkit, keep="a", cache=cache)
+    b = nvstage.compile("saxpy.cu", opts, toolkit=toolkit, keep="b", cache=cache)
+    result = diff_builds(a, b, toolkit)
+    assert all(r.a["cached"] is False for r in result.stages)
+    assert any(r.b["cached"] for r in result.stages)  # the second build hit the cache
+    assert "cached" not in result.stages[0].to_json()["delta"]

@@ -305,7 +305,7 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
 
 
 def load_budgets(path: str | os.PathLike) -> Budgets:
-    doc = load_toml_doc(path, "budgets file", BudgetConfigError)
+    doc = load_toml_doc(path, "budgets", BudgetConfigError)
     return parse_budgets(doc, path=str(path))
 
 

@@ -26,10 +26,10 @@ class Row:
     @property
     def changed(self) -> bool:
         return any(self.a.get(m) != self.b.get(m) for m in set(self.a) | set(self.b)
-                   if m != "seconds")
+                   if m not in ("seconds", "cached"))
 
     def to_json(self) -> dict:
-        metrics = sorted(set(self.a) | set(self.b))
+        metrics = sorted((set(self.a) | set(self.b)) - {"cached"})
         return {"key": self.key, "a": self.a, "b": self.b,
                 "delta": {m: self.delta(m) for m in metrics}}
 
@@ -80,15 +80,19 @@ def kernel_figures(build, toolkit) -> dict[str, dict]:
     return out
 
 
-def stage_times(build) -> dict[str, float]:
-    """"kind (arch)" -> seconds; a kind seen twice for one arch is numbered (#2)."""
+def stage_times(build) -> dict[str, dict]:
+    """"kind (arch)" -> {"seconds", "cached"}; a kind seen twice for one arch is numbered (#2).
+
+    A stage restored from the cache did not run: its time is a copy's, not a compile's, and
+    the renderers say so rather than show a speed-up that is not there."""
     seen: dict[str, int] = defaultdict(int)
     out = {}
     for run in build.runs:
         s = run.stage
         base = f"{s.kind.value}" + (f" ({s.arch})" if s.arch else "")
         seen[base] += 1
-        out[base if seen[base] == 1 else f"{base} #{seen[base]}"] = run.seconds
+        key = base if seen[base] == 1 else f"{base} #{seen[base]}"
+        out[key] = {"seconds": run.seconds, "cached": bool(getattr(run, "cached", False))}
     return out
 
 
@@ -98,8 +102,7 @@ def diff_builds(a, b, toolkit=None, *, a_name: str = "A", b_name: str = "B") -> 
     ka, kb = kernel_figures(a, toolkit), kernel_figures(b, toolkit)
     kernels = [Row(k, ka.get(k, {}), kb.get(k, {})) for k in _union(ka, kb)]
     sa, sb = stage_times(a), stage_times(b)
-    stages = [Row(k, {"seconds": sa.get(k)} if k in sa else {},
-                  {"seconds": sb.get(k)} if k in sb else {}) for k in _union(sa, sb)]
+    stages = [Row(k, sa.get(k, {}), sb.get(k, {})) for k in _union(sa, sb)]
     return BuildDiff(a_name, b_name, kernels, stages, (a.stage_seconds, b.stage_seconds))
 
 

@@ -98,7 +98,7 @@ def render(result, con, *, all_rows: bool = False) -> None:
     from ..diff import KERNEL_METRICS
 
     labels = {"registers": "regs", "spill_stores": "spill st", "spill_loads": "spill ld",
-              "shared_bytes": "smem", "instructions": "SASS instr", "cubin_size": "cubin B"}
+              "shared_bytes": "smem", "instructions": "SASS instr", "cubin_size": "cubin bytes"}
     t = Table(box=box.SIMPLE_HEAD, title=f"kernels: A = {result.a}, B = {result.b}",
               title_justify="left", pad_edge=False)
     t.add_column("kernel", overflow="fold")
@@ -118,10 +118,19 @@ def render(result, con, *, all_rows: bool = False) -> None:
     s = Table(box=box.SIMPLE_HEAD, title="stages", title_justify="left", pad_edge=False)
     for c, j in (("stage", "left"), ("A", "right"), ("B", "right"), ("delta", "right")):
         s.add_column(c, justify=j)
+    any_cached = False
     for r in result.stages:
-        s.add_row(r.key, _fmt(r.a.get("seconds"), "seconds"), _fmt(r.b.get("seconds"),
-                  "seconds"), _fmt_delta(r.delta("seconds"), "seconds") or "0")
+        cached = r.a.get("cached") or r.b.get("cached")
+        any_cached = any_cached or bool(cached)
+        mark = {True: " (cached)", False: "", None: ""}
+        s.add_row(r.key, _fmt(r.a.get("seconds"), "seconds") + mark[r.a.get("cached")],
+                  _fmt(r.b.get("seconds"), "seconds") + mark[r.b.get("cached")],
+                  "not comparable" if cached else
+                  (_fmt_delta(r.delta("seconds"), "seconds") or "0"))
     ta, tb = result.total_seconds
     s.add_row("total", _fmt(ta, "seconds"), _fmt(tb, "seconds"),
               _fmt_delta(tb - ta, "seconds") or "0")
     con.print(s)
+    if any_cached:
+        con.print("note: (cached) stages were restored from the stage cache, not run; build "
+                  "with --no-cache to compare compile times")

@@ -110,25 +110,34 @@ def render_estimate(e, con, calibration=None) -> None:
               f"{g.memory_bandwidth / 1e12:.2f} TB/s, {g.fp32_flops / 1e12:.1f} TFLOP/s FP32, "
               f"{g.sm_count} SMs, PCIe {g.pcie_bandwidth / 1e9:.1f} GB/s per direction "
               f"(datasheet figures)", markup=False)
-    t = Table(box=box.SIMPLE, title="kernels, one repetition (estimate)")
-    for col in ("#", "kernel", "x", "grid", "block", "regs", "spills", "smem", "occ",
-                "bytes", "FLOPs", "GB/s est", "bound", "kernel us", "launch us"):
-        t.add_column(col, justify="left" if col in ("kernel", "bound") else "right")
+    from ..report.units import fmt_bytes
+
+    repeats = any(x.repeat != 1 for x in e.launches)
+    t = Table(box=box.SIMPLE_HEAD, title="kernels, one repetition (estimate)", pad_edge=False,
+              caption="GB/s: the DRAM bandwidth assumed achievable at this occupancy",
+              caption_justify="left")
+    cols = ["kernel"] + (["times"] if repeats else []) + [
+        "grid x block", "regs", "spills", "smem", "occ", "DRAM", "GFLOP", "GB/s", "bound",
+        "kernel us", "launch us"]
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("kernel", "bound") else "right",
+                     no_wrap=True)
     for x in e.launches:
         f = x.facts
         spills = "-" if f.spill_stores is None else str((f.spill_stores or 0)
                                                         + (f.spill_loads or 0))
-        t.add_row(str(x.index), x.kernel, str(x.repeat), str(f.grid_blocks), str(f.block_size),
-                  str(f.registers), spills, str(f.shared_static + f.shared_dynamic),
-                  f"{f.occupancy:.0%}", str(x.counts.bytes), f"{x.counts.flops:.3g}",
+        t.add_row(x.kernel, *([str(x.repeat)] if repeats else []),
+                  f"{f.grid_blocks}x{f.block_size}", str(f.registers), spills,
+                  str(f.shared_static + f.shared_dynamic), f"{f.occupancy:.0%}",
+                  fmt_bytes(x.counts.bytes), f"{x.counts.flops / 1e9:.3g}",
                   f"{x.bandwidth / 1e9:.0f}", x.bound, _us(x.t_kernel_s), _us(x.t_launch_s))
     con.print(t)
     c = Table(box=box.SIMPLE, title="copies (estimate)")
     for col in ("op", "buffer", "bytes", "host memory", "GB/s est", "us"):
         c.add_column(col, justify="left" if col in ("op", "buffer", "host memory") else "right")
     for x in e.transfers:
-        c.add_row(x.kind, x.buffer, str(x.nbytes), x.host_memory, f"{x.bandwidth / 1e9:.1f}",
-                  _us(x.t_s))
+        c.add_row(x.kind, x.buffer, fmt_bytes(x.nbytes), x.host_memory,
+                  f"{x.bandwidth / 1e9:.1f}", _us(x.t_s))
     if e.transfers:
         con.print(c)
     s = Table(box=box.SIMPLE, title="decomposition, one repetition (us, estimate)")
@@ -140,7 +149,7 @@ def render_estimate(e, con, calibration=None) -> None:
                      ("bound if copies were chunked over streams", e.overlapped_bound_s)):
         s.add_row(label, _us(v))
     con.print(s)
-    con.print(f"launches {e.n_launches}, kernels {len(e.kernels)}, kernel bytes "
+    con.print(f"launches {e.n_launches}, kernels {len(e.kernels)}, kernel DRAM bytes "
               f"{e.kernel_bytes}, intermediates {', '.join(e.intermediates) or 'none'} "
               f"({e.intermediate_bytes_written} bytes written, {e.intermediate_bytes_read} "
               f"read)", markup=False)
