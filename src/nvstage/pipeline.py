@@ -190,6 +190,7 @@ class _Placeholders:
             s.argv = [self.restore(a) for a in s.argv]
             s.inputs = [self.restore(a) for a in s.inputs]
             s.outputs = [self.restore(a) for a in s.outputs]
+        plan.messages = [self.restore(m) for m in getattr(plan, "messages", [])]
         return plan
 
 
@@ -423,22 +424,40 @@ def _check_fatbinary_names(plan: Plan) -> None:
                         hint="rename the file (or the --keep-dir folder); nvcc fails on it too")
 
 
+# Options whose value nvcc opens or runs itself: a placeholder there names nothing.
+_NVCC_READS = frozenset({"-ccbin", "--compiler-bindir", "-optf", "--options-file"})
+# Suffixes nvcc takes as inputs: such a word keeps its suffix (nvcc picks the phase by it).
+_INPUT_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".o", ".obj", ".a", ".so", ".ptx",
+                   ".cubin", ".fatbin", ".ltoir", ".gpu", ".ii")
+
+
 def _sub_options(options: CompileOptions, ph: _Placeholders) -> list[str]:
-    args = options.nvcc_args()
-    out = []
-    for a in args:
+    out: list[str] = []
+    for a in options.nvcc_args():
+        prev = out[-1] if out else ""
+        opt = a.split("=", 1)[0]
         if _safe(a):
             out.append(a)
+        elif prev in _NVCC_READS or opt in _NVCC_READS:
+            raise UsageError(
+                f"nvcc reads {a!r} itself, and its plan cannot carry a path with blanks, "
+                f"quotes, $ or backslashes", hint="use a path without them (a symlink will do)")
         elif not a.startswith("-"):
-            out.append(ph.sub(a))  # the value word of "-I DIR", "-D NAME=VALUE", ...
-        elif a[:2] in ("-D", "-I", "-U", "-L"):
+            # An input file keeps its suffix; any other value word (of -I DIR, -D NAME=VALUE,
+            # -Xcompiler LIST) is swapped piece by piece, so nvcc still splits lists on commas.
+            out.append(ph.sub_path(a) if a.endswith(_INPUT_SUFFIXES) else _pieces(a, ph))
+        elif a[:2] in ("-D", "-I", "-U", "-L") and len(a) > 2:
             out.append(a[:2] + ph.sub(a[2:]))
-        elif a.startswith("--") and "=" in a:
-            opt, value = a.split("=", 1)
-            out.append(f"{opt}={ph.sub(value)}")
+        elif "=" in a:
+            out.append(f"{opt}={_pieces(a.split('=', 1)[1], ph)}")
         else:
-            out.append(a)
+            out.append(_pieces(a, ph))
     return out
+
+
+def _pieces(value: str, ph: _Placeholders) -> str:
+    """Each unsafe comma-separated piece replaced: ``-Wl,-rpath,/a b`` keeps its commas."""
+    return ",".join(p if _safe(p) else ph.sub(p) for p in value.split(","))
 
 
 def stage_env(plan: Plan) -> dict[str, str]:

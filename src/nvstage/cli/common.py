@@ -50,9 +50,10 @@ def handled(json_mode: bool = False) -> Iterator[None]:
             emit_json(e.to_json())
         con = stderr()
         # Text, not markup: messages carry brackets (code=[sm_90,compute_90]) and paths.
-        con.print(Text.assemble(("error: ", "bold red"), e.message))
+        # soft_wrap: a reproduce command must stay one line to be pasted back.
+        con.print(Text.assemble(("error: ", "bold red"), e.message), soft_wrap=True)
         if e.hint:
-            con.print(Text.assemble(("hint: ", "dim"), e.hint))
+            con.print(Text.assemble(("hint: ", "dim"), e.hint), soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:
         stderr().print("interrupted")

@@ -97,7 +97,8 @@ def compile_cmd(
             extra=tuple(nvcc_args or ()),
         )
         if keep and keep_dir is None:
-            keep_dir = f"{source.name.rsplit('.', 1)[0]}.nvstage"
+            # Named after -o when given: two builds of one source keep apart (vadd, vadd_rdc).
+            keep_dir = f"{Path(output or source.name).name.rsplit('.', 1)[0]}.nvstage"
         if show:  # a typo in --show should not cost a build
             from ..inspect.view import parse_sections
 
@@ -124,7 +125,8 @@ def compile_cmd(
             from ..nvrtc import render_name_map
 
             render_name_map(build, con)
-        stderr().print(summary_line(build))
+        _tool_output(build)
+        stderr().print(Text(summary_line(build)), soft_wrap=True)
         doc = build.to_json()
         if show:
             from .show import show_build
@@ -132,3 +134,15 @@ def compile_cmd(
             doc["show"] = show_build(build, show, con, toolkit=toolkit)
         if json_out:
             emit_json(doc)
+
+
+def _tool_output(build) -> None:
+    """What the tools printed (warnings, ptxas -v), on stderr as nvcc passes it through."""
+    err = stderr()
+    for run in build.runs:
+        text = "\n".join(t.rstrip() for t in (run.stdout, run.stderr) if t.strip())
+        if text and run.ok:
+            cached = ", cached" if run.cached else ""
+            err.print(Text(f"[{run.stage.index} {run.stage.kind.value} {run.stage.tool}"
+                           f"{cached}]", style="dim"))
+            err.print(Text(text), soft_wrap=True)
