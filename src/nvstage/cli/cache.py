@@ -26,11 +26,11 @@ def cache_cmd(
 
     Examples:
 
-      nvstage cache
+          nvstage cache
 
-      nvstage cache --json
+          nvstage cache --json
 
-      nvstage cache --clear
+          nvstage cache --clear
     """
     from ..cache import Cache
     from ..report.units import fmt_bytes

@@ -42,35 +42,30 @@ def check_cmd(
     """Check kernels against budgets: registers, spills, shared memory, sizes, arches, times.
 
     Exits 1 when any budget is broken, naming each kernel (and its line, for GitHub), 0 when
-    all hold. Budgets live in \\[tool.nvstage.budgets] of pyproject.toml, or in a TOML file
+    all hold. Budgets live in [tool.nvstage.budgets] of pyproject.toml, or in a TOML file
     given with --config that holds the same tables at its top level:
 
-      \\[budgets]                       # every kernel, and the whole build
+        [budgets]                       # every kernel, and the whole build
+        max_registers = 64
+        no_spills = true                # or max_spill_bytes = 64
+        required_arches = ["sm_80", "sm_90"]
 
-      max_registers = 64
+        [budgets.kernels."saxpy*"]      # one kernel (name or glob) overrides
+        max_registers = 32
 
-      no_spills = true                 # or max_spill_bytes = 64
-
-      required_arches = ["sm_80", "sm_90"]
-
-      \\[budgets.kernels."saxpy*"]      # one kernel (name or glob) overrides
-
-      max_registers = 32
-
-      \\[baseline]                      # growth allowed over --baseline
-
-      registers = 0.10
+        [baseline]                      # growth allowed over --baseline
+        registers = 0.10
 
     Also: max_shared_bytes, max_cubin_bytes, max_fatbin_bytes, max_kernel_us,
-    \\[budgets.stage_seconds] and \\[budgets.run] (see nvstage.budgets).
+    [budgets.stage_seconds] and [budgets.run] (see examples/budgets.toml).
 
     Examples:
 
-      nvstage check kernels/saxpy.cu --config budgets.toml
+          nvstage check kernels/saxpy.cu --config budgets.toml
 
-      nvstage check build.nvstage --format github --summary "$GITHUB_STEP_SUMMARY"
+          nvstage check build.nvstage --format github --summary "$GITHUB_STEP_SUMMARY"
 
-      nvstage check kernels/saxpy.cu --baseline main-check.json --write-baseline check.json
+          nvstage check kernels/saxpy.cu --baseline main-check.json --write-baseline check.json
     """
     json_mode = json_out or fmt == "json"
     with handled(json_mode):

@@ -34,12 +34,11 @@ def compare_cmd(
 
     Examples:
 
-      nvstage compare examples/model/chain_unfused.toml examples/model/chain_fused.toml
+          nvstage compare examples/model/chain_unfused.toml examples/model/chain_fused.toml
 
-      nvstage compare examples/model/chain_fused.toml examples/model/chain_fused_wide.toml \
-        --svg f.svg
+          cd examples/model && nvstage compare chain_fused.toml chain_fused_wide.toml --svg f.svg
 
-      nvstage compare A.toml B.toml --gpu h200 --measure --json
+          nvstage compare A.toml B.toml --gpu h200 --measure --json
     """
     with handled(json_out):
         from ..compare import compare

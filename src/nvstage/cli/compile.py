@@ -70,12 +70,15 @@ def compile_cmd(
 
     Examples:
 
-      nvstage compile kernels/vadd.cu --arch sm_90 --keep
+          nvstage compile kernels/vadd.cu --arch sm_90 --keep
 
-      nvstage compile kernels/multi.cu -c --gencode arch=compute_80,code=sm_80 \
-        --gencode arch=compute_90,code=[sm_90,compute_90]
+          nvstage compile kernels/multi.cu -c --arch sm_80 --arch sm_90 --keep
 
-      nvstage compile kernels/saxpy.cu --ptx -o saxpy.ptx --json
+          nvstage compile kernels/multi.cu -c --gencode arch=compute_90,code=[sm_90,compute_90]
+
+          nvstage compile kernels/saxpy.cu --cubin --arch sm_90 -- -Xptxas -v
+
+          nvstage compile kernels/saxpy.cu --ptx -o saxpy.ptx --json
     """
     from ..options import CompileOptions
     from ..pipeline import compile as run_compile

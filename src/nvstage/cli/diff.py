@@ -36,11 +36,11 @@ def diff_cmd(
 
     Examples:
 
-      nvstage diff before.nvstage after.nvstage
+          nvstage diff before.nvstage after.nvstage
 
-      nvstage diff kernels/saxpy.cu --via nvcc,nvrtc --arch sm_90
+          nvstage diff kernels/saxpy.cu --via nvcc,nvrtc --arch sm_90
 
-      nvstage diff kernels/lto_a.cu kernels/lto_b.cu --via nvcc,nvrtc --arch sm_90 --lto
+          nvstage diff kernels/lto_a.cu kernels/lto_b.cu --via nvcc,nvrtc --arch sm_90 --lto
     """
     from ..errors import UsageError
     from ..toolkit import find_toolkit

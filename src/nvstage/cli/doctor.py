@@ -25,11 +25,11 @@ def doctor_cmd(
 
     Examples:
 
-      nvstage doctor
+          nvstage doctor
 
-      nvstage doctor --json | python -m json.tool
+          nvstage doctor --json | python -m json.tool
 
-      nvstage doctor --nvcc "$CUDA_HOME/bin/nvcc"
+          nvstage doctor --nvcc "$CUDA_HOME/bin/nvcc"
     """
     from rich import box
     from rich.table import Table

@@ -56,11 +56,11 @@ def model_cmd(
 
     Examples:
 
-      nvstage model examples/model/chain_unfused.toml --gpu h200
+          nvstage model examples/model/chain_unfused.toml --gpu h200
 
-      nvstage model examples/model/matmul_tiled.toml --gpu l4 --json
+          nvstage model examples/model/matmul_tiled.toml --gpu l4 --json
 
-      nvstage model examples/model/reduce.toml --calibrate run.json --svg reduce.svg
+          nvstage model examples/model/reduce.toml --calibrate run.json --svg reduce.svg
     """
     with handled(json_out):
         from ..model import calibrate as fit, estimate, require_figures

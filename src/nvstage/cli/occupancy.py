@@ -59,11 +59,11 @@ def occupancy_cmd(
 
     Examples:
 
-      nvstage occupancy build/vadd.sm_90.cubin --block 256
+          nvstage occupancy build/vadd.sm_90.cubin --block 256
 
-      nvstage occupancy app.exe --gpu l4 --block 128 --smem 16K --sweep
+          nvstage occupancy app.exe --gpu l4 --block 128 --smem 16K --sweep
 
-      nvstage occupancy --registers 64 --shared 8192 --arch sm_86 --sweep
+          nvstage occupancy --registers 64 --shared 8192 --arch sm_86 --sweep
     """
     from ..errors import UsageError
     from ..gpus import resolve_gpu

@@ -31,9 +31,9 @@ def report_cmd(
 
     Examples:
 
-      nvstage compile kernels/saxpy.cu --arch sm_90 --keep && nvstage report saxpy.nvstage
+          nvstage compile kernels/saxpy.cu --arch sm_90 --keep && nvstage report saxpy.nvstage
 
-      nvstage report build.nvstage --run run.json --trace trace.json -o report.html
+          nvstage report build.nvstage --run run.json --trace trace.json -o report.html
     """
     with handled(json_out):
         from ..artifacts import write_atomic

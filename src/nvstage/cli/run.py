@@ -63,13 +63,13 @@ def run_cmd(
 
     Examples:
 
-      nvstage run examples/run/saxpy.toml --profile
+          nvstage run examples/run/saxpy.toml --profile
 
-      nvstage run examples/run/many_launches.toml --profile --mode pipelined --trace t.json
+          nvstage run examples/run/many_launches.toml --profile --mode pipelined --trace t.json
 
-      nvstage run examples/run/saxpy.toml --profile --svg saxpy.svg
+          nvstage run examples/run/saxpy.toml --profile --svg saxpy.svg
 
-      nvstage run examples/run/vadd.toml --dry-run
+          nvstage run examples/run/vadd.toml --dry-run
     """
     from ..errors import NoDriver
 

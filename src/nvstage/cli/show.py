@@ -38,11 +38,11 @@ def show_cmd(
 
     Examples:
 
-      nvstage show vadd.nvstage
+          nvstage show vadd.nvstage
 
-      nvstage show multi.o --sections resources,fatbin --kernel block_sum
+          nvstage show multi.o --sections resources,fatbin --kernel block_sum
 
-      nvstage show a.out --gpu h200 --driver 13.0
+          nvstage show a.out --gpu h200 --driver 13.0
     """
     from ..inspect.fatbin import kind_of_file
     from ..inspect.view import collect_build, collect_file, parse_sections, to_json
