@@ -84,3 +84,20 @@ def test_fuzz_nvdisasm(text):
         assert str(e)
     else:
         assert all(k.instruction_count == sum(k.opcode_counts.values()) for k in kernels)
+
+
+def test_branch_target_labels_are_kept_before_their_instruction():
+    from nvstage.inspect.sass import parse_nvdisasm
+
+    text = """
+        .section        .text.k,"ax",@progbits
+        .type           k,@function
+k:
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/              @!P0 BRA `(.L_x_2) ;
+.L_x_2:
+        /*0020*/                   EXIT ;
+"""
+    (k,) = parse_nvdisasm(text, arch="sm_90", demangle=False)
+    assert [i.label for i in k.instructions] == [None, None, ".L_x_2"]
+    assert k.instructions[2].to_json()["label"] == ".L_x_2"

@@ -244,6 +244,8 @@ def _sass(kernels, con, listing) -> None:
             if i.source and i.source != last:
                 con.print(Text(f"        // {i.source}", style="dim"))
                 last = i.source
+            if i.label:  # branch targets, as nvdisasm names them in the BRA operands
+                con.print(Text(f"{i.label}:", style="bold"))
             con.print(Text(f"  {i.offset:05x}  {i.text}"))
 
 

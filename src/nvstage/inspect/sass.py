@@ -18,6 +18,7 @@ from .names import demangle_all
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _OTHER_ENTRY = re.compile(r"^\s*\.other\s+([^,\s]+),\s*@\"[^\"]*STO_CUDA_ENTRY")
 _INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;?\s*(?:/\*.*\*/)?\s*$")
+_LABEL = re.compile(r"^\s*(\.L\w+):\s*$")
 _LINE = re.compile(r'^\s*//## File "(.*)", line (\d+)(?:.*inlined at "(.*)", line (\d+))?')
 _TARGET = re.compile(r"^\s*\.target\s+(\w+)")
 _PRED = re.compile(r"^@!?U?P[T\d]+\s+")
@@ -29,6 +30,7 @@ class SassInstruction:
     opcode: str  # the base opcode: "IMAD" for "IMAD.WIDE.U32"
     text: str  # the whole instruction as nvdisasm prints it, predicate included
     source: str | None = None  # "file.cu:12" with -lineinfo
+    label: str | None = None  # the branch-target label just before it (".L_x_2")
 
     @property
     def mnemonic(self) -> str:
@@ -37,7 +39,7 @@ class SassInstruction:
 
     def to_json(self) -> dict:
         return {"offset": self.offset, "opcode": self.opcode, "text": self.text,
-                "source": self.source}
+                "source": self.source, "label": self.label}
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ def parse_nvdisasm(text: str, *, arch: str | None = None, image: str = "",
     funcs: list[tuple[str, list[SassInstruction]]] = []
     entries: set[str] = set()
     source: str | None = None
+    label: str | None = None
     for line in text.splitlines():
         m = _TARGET.match(line)
         if m and arch is None:
@@ -83,7 +86,7 @@ def parse_nvdisasm(text: str, *, arch: str | None = None, image: str = "",
         m = _SECTION.match(line)
         if m:
             funcs.append((m.group(1), []))
-            source = None
+            source = label = None  # a label before .section ends the previous function
             continue
         m = _OTHER_ENTRY.match(line)
         if m:
@@ -93,13 +96,18 @@ def parse_nvdisasm(text: str, *, arch: str | None = None, image: str = "",
         if m:
             source = f"{m.group(1)}:{m.group(2)}"
             continue
+        m = _LABEL.match(line)
+        if m:
+            label = m.group(1)
+            continue
         m = _INSN.match(line)
         if m and funcs:
             text_ = m.group(2).strip().rstrip(";").strip()
             if not text_:
                 continue
             op = _PRED.sub("", text_).split(" ", 1)[0].split(".", 1)[0]
-            funcs[-1][1].append(SassInstruction(int(m.group(1), 16), op, text_, source))
+            funcs[-1][1].append(SassInstruction(int(m.group(1), 16), op, text_, source, label))
+            label = None
     # No functions is a valid answer: a whole-program build's device-link cubin has no code.
     names = demangle_all(f for f, _ in funcs) if demangle else {f: f for f, _ in funcs}
     return [SassKernel(f, arch or "", tuple(ins), names[f], f in entries, image)
