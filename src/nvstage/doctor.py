@@ -31,6 +31,7 @@ class DoctorReport:
     compile_check: str  # what the trial compile said
     can_compile: bool
     packages: dict[str, str | None] = field(default_factory=dict)
+    runtime_compilers: dict[str, str | None] = field(default_factory=dict)  # NVRTC, nvJitLink
 
     @property
     def can_run(self) -> bool:
@@ -49,6 +50,7 @@ class DoctorReport:
             "compile_check": self.compile_check,
             "can_compile": self.can_compile,
             "can_run": self.can_run,
+            "runtime_compilers": self.runtime_compilers,
             "packages": self.packages,
         }
 
@@ -69,7 +71,18 @@ def diagnose(nvcc: str | None = None, *, trial_compile: bool = True) -> DoctorRe
     others = [(s, p) for s, p in all_candidates() if tk is None or Path(p).resolve()
               != Path(tk.nvcc).resolve()]
     return DoctorReport(tk, tk_err, others, host, probe(), gpus, nvml_note, nvml_driver, check,
-                        ok, {p: _version(p) for p in _PACKAGES})
+                        ok, {p: _version(p) for p in _PACKAGES}, _runtime_compilers())
+
+
+def _runtime_compilers() -> dict[str, str | None]:
+    """NVRTC and nvJitLink (for compile --via nvrtc): libraries, loaded without a driver."""
+    try:
+        from .nvrtc import versions
+
+        nvrtc, nvjitlink = versions()
+        return {"nvrtc": nvrtc, "nvjitlink": nvjitlink}
+    except Exception:  # a missing wheel or library: doctor reports it, never fails on it
+        return {"nvrtc": None, "nvjitlink": None}
 
 
 def _trial_compile(tk: Toolkit) -> tuple[str, bool]:

@@ -124,7 +124,8 @@ def check_archs(opts: CompileOptions, nvcc: str) -> None:
         if base in ("native", "all", "all-major"):
             continue
         if base not in known:
-            sms = [k for k in known if k.startswith("sm_")]
+            sms = sorted((k for k in known if k.startswith("sm_")),
+                         key=lambda k: int(_ARCH.match(k).group(2)))
             raise UnknownArch(
                 f"unsupported gpu architecture {name!r} for this nvcc",
                 hint=f"choose one of: {', '.join(sms)} (or compute_NN for PTX)",

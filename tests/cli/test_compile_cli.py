@@ -92,3 +92,12 @@ def test_python_dash_m_works():
     out = subprocess.run([sys.executable, "-m", "nvstage", "--version"], capture_output=True,
                          text=True)
     assert out.returncode == 0 and out.stdout.startswith("nvstage ")
+
+
+def test_doctor_lists_the_runtime_compilers(cli):
+    import json
+
+    doc = json.loads(cli("doctor", "--json").stdout)
+    assert doc["runtime_compilers"]["nvrtc"].startswith("13.")
+    assert doc["runtime_compilers"]["nvjitlink"].startswith("13.")
+    assert "cuda-core" in doc["packages"]

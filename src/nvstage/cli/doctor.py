@@ -51,6 +51,10 @@ def doctor_cmd(
                 t.add_row(info.name, info.version or ("-" if info.found else ""),
                           info.path or "NOT FOUND")
         t.add_row(f"host ({r.host.name})", r.host.version or "", r.host.path or "NOT FOUND")
+        for name, version in r.runtime_compilers.items():
+            label = {"nvrtc": "NVRTC", "nvjitlink": "nvJitLink"}.get(name, name)
+            t.add_row(label, version or "", "library (cuda-bindings)" if version
+                      else "NOT FOUND: compile --via nvrtc will not work")
         con.print(t)
         if r.toolkit:
             con.print(f"toolkit: {r.toolkit.describe()}")
