@@ -143,7 +143,9 @@ def _tool_output(build) -> None:
     """What the tools printed (warnings, ptxas -v), on stderr as nvcc passes it through."""
     err = stderr()
     for run in build.runs:
-        text = "\n".join(t.rstrip() for t in (run.stdout, run.stderr) if t.strip())
+        # NVRTC's stdout is the name-expression map, already shown as a table.
+        outs = (run.stderr,) if build.via == "nvrtc" else (run.stdout, run.stderr)
+        text = "\n".join(t.rstrip() for t in outs if t.strip())
         if text and run.ok:
             cached = ", cached" if run.cached else ""
             err.print(Text(f"[{run.stage.index} {run.stage.kind.value} {run.stage.tool}"
