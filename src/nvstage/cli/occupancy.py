@@ -205,11 +205,18 @@ def _render(con, results, target) -> None:
                 con.print(f"{k['demangled']}: {note}")
             if k.get("spills"):
                 con.print(f"{k['demangled']}: spills registers to local memory")
+    # Kernels with the same arch, registers, shared memory and barriers sweep alike: one table.
+    groups: dict[tuple, list] = {}
     for k, _, sw in results:
-        if sw is None:
-            continue
+        if sw is not None:
+            key = (k["arch"], k["registers"], k["shared_static"], k["barriers"])
+            groups.setdefault(key, []).append((k, sw))
+    for members in groups.values():
+        k, sw = members[0]
+        names = ", ".join((m[0]["demangled"].split("(")[0].split() or [m[0]["demangled"]])[-1]
+                          for m in members)
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False,
-                  title=f"{k['demangled']} on {sw.results[0].arch}: block size sweep")
+                  title=f"{names} on {sw.results[0].arch}: block size sweep")
         for col in ("block", "blocks", "warps", "occupancy", "", "limited by"):
             t.add_column(col, justify="right" if col in ("block", "blocks", "warps",
                                                          "occupancy") else "left")
@@ -224,5 +231,7 @@ def _render(con, results, target) -> None:
             con.print(f"{k['demangled']}: no block size can launch")
         else:
             b = sw.best
+            ties = [r.block_size for r in sw.results if r.occupancy == b.occupancy]
+            tie = f" ({len(ties)} sizes tie: the largest is named)" if len(ties) > 1 else ""
             con.print(f"best: block {b.block_size}: {b.active_blocks} per SM, "
-                      f"{b.active_warps}/{b.max_warps} warps ({b.occupancy:.0%})")
+                      f"{b.active_warps}/{b.max_warps} warps ({b.occupancy:.0%}){tie}")

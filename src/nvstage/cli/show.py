@@ -216,8 +216,11 @@ def _resources(rows, con, _listing) -> None:
         t.add_row(*cells, *(["yes" if r.final else "no (per file)"] if show_final else []))
     sources = sorted({r.source for r in rows if r.source})
     if sources:
-        t.caption = "from " + "; ".join(sources) + ("; smem is static shared memory per block"
-                                                    " as ptxas counts it")
+        unknown = any(r.spill_stores is None for r in rows)
+        t.caption = ("from " + "; ".join(sources) + "; smem: static shared memory per block as "
+                     "ptxas counts it" + ("; ?: not in cuobjdump's report (build with "
+                                          "--resource-usage for ptxas' figures)" if unknown
+                                          else ""))
         t.caption_justify = "left"
     con.print(t)
     spilling = [r for r in rows if r.spills]
