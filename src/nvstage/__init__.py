@@ -10,14 +10,27 @@ The library is the product; the ``nvstage`` command is a thin layer over it::
 
 __version__ = "0.1.0"
 
-from .errors import NvstageError, StageFailed, ToolkitError, UsageError  # noqa: E402
-from .options import CompileOptions  # noqa: E402
-from .pipeline import Build, StageRun, compile  # noqa: E402
-from .plan import Plan, Stage, StageKind, parse_dryrun  # noqa: E402
-from .toolkit import Toolkit, find_toolkit  # noqa: E402
+# The public names are loaded on first use (PEP 562): `nvstage --help` and every command that
+# does not compile need not import the pipeline, the cache and the thread pool.
+_EXPORTS = {
+    "NvstageError": "errors", "StageFailed": "errors", "ToolkitError": "errors",
+    "UsageError": "errors", "CompileOptions": "options", "Build": "pipeline",
+    "StageRun": "pipeline", "compile": "pipeline", "Plan": "plan", "Stage": "plan",
+    "StageKind": "plan", "parse_dryrun": "plan", "Toolkit": "toolkit",
+    "find_toolkit": "toolkit",
+}
+__all__ = [*sorted(_EXPORTS), "__version__"]
 
-__all__ = [
-    "Build", "CompileOptions", "NvstageError", "Plan", "Stage", "StageFailed", "StageKind",
-    "StageRun", "Toolkit", "ToolkitError", "UsageError", "compile", "find_toolkit",
-    "parse_dryrun", "__version__",
-]
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
