@@ -120,10 +120,9 @@ def check_archs(opts: CompileOptions, nvcc: str) -> None:
     if not known:
         return  # an nvcc that cannot list its archs: let it judge for itself
     for name in opts.arch_names:
-        base = name
-        if base in ("native", "all", "all-major"):
+        if name in ("native", "all", "all-major"):
             continue
-        if base not in known:
+        if name not in known:
             sms = sorted((k for k in known if k.startswith("sm_")),
                          key=lambda k: int(_ARCH.match(k).group(2)))
             raise UnknownArch(
