@@ -11,7 +11,6 @@ Uses only what is installed (no network). Writes, under OUT:
 from __future__ import annotations
 
 import json
-import subprocess  # TimeoutExpired only: processes start in nvstage.proc
 import sys
 from pathlib import Path
 
@@ -26,10 +25,11 @@ def sh(argv, out: Path, timeout=900) -> int:
 
     try:
         cp = proc.run(argv, cwd=ROOT, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) \
-            else (e.stdout or "")
-        out.write_text(text + f"\nTIMED OUT after {timeout} s\n")
+    except proc.ToolTimeout as e:  # proc turns subprocess's TimeoutExpired into this
+        partial = getattr(e.__cause__, "stdout", None) or ""
+        if isinstance(partial, bytes):
+            partial = partial.decode(errors="replace")
+        out.write_text(partial + f"\nTIMED OUT after {timeout} s\n")
         return 124
     out.write_text(cp.stdout + cp.stderr)
     return cp.returncode
