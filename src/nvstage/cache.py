@@ -41,7 +41,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ENV_DIR = "NVSTAGE_CACHE_DIR"
+from .artifacts import sha256_file
+from .paths import cache_dir
+
 ENV_MAX = "NVSTAGE_CACHE_MAX_SIZE"
 DEFAULT_MAX_BYTES = 2 << 30
 SCHEMA = "nvstage.cache/1"
@@ -50,13 +52,6 @@ _DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header sta
 HOST_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "GCC_EXEC_PREFIX",
             "COMPILER_PATH", "LIBRARY_PATH", "SOURCE_DATE_EPOCH", "LANG", "LC_ALL",
             "LC_MESSAGES", "LC_CTYPE", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
-
-
-def default_dir() -> Path:
-    if os.environ.get(ENV_DIR):
-        return Path(os.environ[ENV_DIR])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base, "nvstage")
 
 
 def parse_size(text: str) -> int:
@@ -112,7 +107,7 @@ class Cache:
     """One cache folder. Thread-safe within a process; safe across processes."""
 
     def __init__(self, root: str | os.PathLike | None = None, *, max_bytes: int | None = None):
-        self.root = Path(root) if root is not None else default_dir()
+        self.root = Path(root) if root is not None else cache_dir()
         if max_bytes is None:
             max_bytes = parse_size(os.environ[ENV_MAX]) if os.environ.get(ENV_MAX) \
                 else DEFAULT_MAX_BYTES
@@ -387,14 +382,10 @@ class FileHasher:
         got = self._memo.get(path)
         if got and got[0] == sig:
             return got[1]
-        h = hashlib.sha256()
         try:
-            with open(path, "rb") as f:
-                while block := f.read(1 << 20):
-                    h.update(block)
+            digest = sha256_file(path)
         except OSError:
             return None
-        digest = h.hexdigest()
         self._memo[path] = (sig, digest)
         return digest
 

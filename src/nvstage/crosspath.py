@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import NvstageError, UsageError
+from .errors import NvstageError, UsageError, indent
 from .options import CompileOptions
 from .toolkit import Toolkit, find_toolkit
 
@@ -427,7 +427,7 @@ def render(result: PathComparison, console) -> None:
     for c in result.ptx:
         console.print(Text(c.summary()))
         if c.diff:
-            console.print(Text(_indent(c.diff)))
+            console.print(Text(indent(c.diff)))
     for line in result.resource_differences():
         console.print(Text("differs: " + line))
     st = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=None)
@@ -451,6 +451,3 @@ def _short_name(name: str, result: PathComparison) -> str:
             return k.demangled
     return name
 
-
-def _indent(text: str, prefix: str = "  ") -> str:
-    return "\n".join(prefix + line for line in text.splitlines())

@@ -93,7 +93,7 @@ class StageFailed(NvstageError):
         diag = (stderr.strip() or stdout.strip() or "(no output)")
         msg = (
             f"stage {stage_index} ({stage_kind}) failed: {tool} exited with {returncode}\n"
-            f"{_indent(diag)}\n"
+            f"{indent(diag)}\n"
             f"reproduce with:\n  {self.reproduce()}"
         )
         hint = (
@@ -146,5 +146,5 @@ class NoDriver(NvstageError):
     exit_code = 7
 
 
-def _indent(text: str, prefix: str = "  ") -> str:
+def indent(text: str, prefix: str = "  ") -> str:
     return "\n".join(prefix + line for line in text.splitlines())

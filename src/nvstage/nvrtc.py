@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .artifacts import Artifact, write_atomic
-from .errors import InputNotFound, NvstageError, StageFailed, UsageError
+from .errors import InputNotFound, NvstageError, StageFailed, UsageError, indent
 from .options import CompileOptions
 from .pipeline import Build, Observer, StageRun, finish, work_folder
 from .plan import Plan, Stage, StageKind
@@ -137,7 +137,7 @@ class RuntimeCompileFailed(NvstageError):
         self.excerpt = excerpt
         self.keep_dir = keep_dir
         head = what or f"{tool} failed on {os.path.basename(source)}"
-        body = _indent(log.strip() or "(the log is empty)")
+        body = indent(log.strip() or "(the log is empty)")
         msg = f"stage {stage_index} ({stage_kind}): {head} ({result})\n{body}"
         if excerpt:
             msg += f"\nsource lines named in the log:\n{excerpt}"
@@ -588,9 +588,6 @@ def source_excerpt(log: str, texts: dict[str, str], context: int = 1, limit: int
     return "\n".join(chunks)
 
 
-def _indent(text: str, prefix: str = "  ") -> str:
-    return "\n".join(prefix + line for line in text.splitlines())
-
 
 # --- showing ------------------------------------------------------------------------------------
 
@@ -609,9 +606,3 @@ def render_name_map(build: Build, console) -> None:
         t.add_row(expr, mangled)
     console.print(t)
 
-
-def describe_versions(build: Build) -> str:
-    """One line for the summary: which NVRTC and nvJitLink ran."""
-    if not isinstance(build, RuntimeBuild):
-        return ""
-    return f"NVRTC {build.nvrtc_version}, nvJitLink {build.nvjitlink_version} (cuda.bindings)"

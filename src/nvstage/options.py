@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
@@ -76,10 +74,6 @@ class CompileOptions:
                 names += [c for c in m.group(2).strip("[]").split(",") if c]
         return names
 
-    def digest(self) -> str:
-        """A stable hash of the options (for caches and manifests)."""
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -116,12 +110,13 @@ def supported_archs(nvcc: str) -> tuple[str, ...]:
 
 
 def check_archs(opts: CompileOptions, nvcc: str) -> None:
+    names = [n for n in opts.arch_names if n not in ("native", "all", "all-major")]
+    if not names:
+        return  # nothing named: no need to ask nvcc for its list
     known = supported_archs(nvcc)
     if not known:
         return  # an nvcc that cannot list its archs: let it judge for itself
-    for name in opts.arch_names:
-        if name in ("native", "all", "all-major"):
-            continue
+    for name in names:
         if name not in known:
             sms = sorted((k for k in known if k.startswith("sm_")),
                          key=lambda k: int(_ARCH.match(k).group(2)))

@@ -190,7 +190,7 @@ class _Placeholders:
             s.argv = [self.restore(a) for a in s.argv]
             s.inputs = [self.restore(a) for a in s.inputs]
             s.outputs = [self.restore(a) for a in s.outputs]
-        plan.messages = [self.restore(m) for m in getattr(plan, "messages", [])]
+        plan.messages = [self.restore(m) for m in plan.messages]
         return plan
 
 

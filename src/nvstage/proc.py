@@ -16,7 +16,6 @@ class Completed:
     stdout: str
     stderr: str
     seconds: float  # wall time of the child, measured around the wait
-    started: float  # time.perf_counter() at start, for timelines
 
 
 class ToolMissing(OSError):
@@ -60,7 +59,7 @@ def run(
     except OSError as e:  # not found, not executable, not a program (ENOEXEC), ...
         raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
     t1 = time.perf_counter()
-    return Completed(tuple(argv), cp.returncode, cp.stdout, cp.stderr, t1 - t0, t0)
+    return Completed(tuple(argv), cp.returncode, cp.stdout, cp.stderr, t1 - t0)
 
 
 def output(argv: Sequence[str], **kw) -> str:

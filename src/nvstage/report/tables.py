@@ -53,9 +53,9 @@ def summary_line(build: Build) -> str:
     if build.critical_path:
         chain = " > ".join(str(i) for i in build.critical_path)
         parts.append(f"critical path {fmt_seconds(build.critical_path_seconds)} ({chain})")
-    if getattr(build, "jobs", 1) > 1:
+    if build.jobs > 1:
         parts.append(f"-j {build.jobs}")
-    cache = getattr(build, "cache", None)
+    cache = build.cache
     if cache:
         parts.append(f"cache {cache['hits']} hit{'s' if cache['hits'] != 1 else ''}, "
                      f"{cache['misses']} miss{'es' if cache['misses'] != 1 else ''}")
