@@ -46,6 +46,8 @@ from pathlib import Path
 
 from .documents import load_toml_doc
 from .errors import UsageError
+from .inspect.records import base_name, qualified_name, unqualified_name
+
 
 # Per-kernel limits: config key -> the measurement it bounds.
 KERNEL_LIMITS = {
@@ -126,53 +128,12 @@ class Budgets:
 
 
 
-def qualified_name(demangled: str) -> str:
-    """``void ns::scale<float>(float*, float, int)`` -> ``ns::scale<float>``: the demangled
-    signature without its return type (template functions have one) and parameter list."""
-    s = demangled.strip()
-    if s.endswith(")"):  # the parameter list: the last top-level (...) group
-        depth = 0
-        for i in range(len(s) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(s[i], 0)
-            if depth == 0:
-                s = s[:i]
-                break
-    depth, start = 0, 0
-    for i, ch in enumerate(s):  # the return type ends at the last top-level space
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif ch == " " and depth == 0:
-            start = i + 1
-    return s[start:].strip()
-
-
-def _unqualified(name: str) -> str:
-    """``ns::scale<x::y>`` -> ``scale<x::y>``: after the last "::" outside <...> and (...)."""
-    depth, start = 0, 0
-    for i, ch in enumerate(name):
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif depth == 0 and name.startswith("::", i):
-            start = i + 2
-    return name[start:]
-
-
-def base_name(demangled: str) -> str:
-    """``void ns::scale<float>(float*, float, int)`` -> ``scale``: what a source file spells."""
-    name = _unqualified(qualified_name(demangled))
-    return name.split("<", 1)[0].strip()
-
-
 def kernel_matches(pattern: str, kernel: str, demangled: str) -> bool:
     """A pattern names a kernel by its mangled name, its demangled signature, the signature
     without return type and parameters (``ns::scale<float>``), that without its namespaces
     (``scale<float>``) or its bare name (``scale``); globs allowed."""
     qualified = qualified_name(demangled)
-    names = {kernel, demangled, qualified, _unqualified(qualified), base_name(demangled)}
+    names = {kernel, demangled, qualified, unqualified_name(qualified), base_name(demangled)}
     return any(fnmatch.fnmatchcase(n, pattern) for n in names)
 
 

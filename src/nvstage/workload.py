@@ -786,18 +786,13 @@ def split_c_args(demangled: str) -> list[str] | None:
     return parts
 
 
-def _short_name(demangled: str) -> str:
-    """``void scale<float>(float*, float, int)`` -> ``scale<float>``."""
-    head = demangled.split("(")[0].strip()
-    for prefix in ("void ",):
-        if head.startswith(prefix):
-            head = head[len(prefix):]
-    return head
-
 
 def kernel_signatures(ptx_text: str) -> dict[str, KernelSig]:
     """Every entry in a PTX module, keyed by mangled name, short name and demangled name."""
-    module = _parse_ptx(ptx_text)
+    from .inspect.ptx import parse_ptx
+    from .inspect.records import qualified_name
+
+    module = parse_ptx(ptx_text)
     out: dict[str, KernelSig] = {}
     for e in module.entries:
         c_args = split_c_args(e.demangled) if e.demangled != e.name else None
@@ -806,15 +801,10 @@ def kernel_signatures(ptx_text: str) -> dict[str, KernelSig]:
         params = tuple(ParamSig(i, p.size, p.ptx_type, c_args[i] if c_args else None)
                        for i, p in enumerate(e.params))
         sig = KernelSig(e.name, e.name, e.demangled, params)
-        for key in (e.name, e.demangled, _short_name(e.demangled)):
+        for key in (e.name, e.demangled, qualified_name(e.demangled)):
             out.setdefault(key, sig)
     return out
 
-
-def _parse_ptx(text: str):
-    from .inspect.ptx import parse_ptx
-
-    return parse_ptx(text)
 
 
 @dataclass(frozen=True)

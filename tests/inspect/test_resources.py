@@ -205,3 +205,11 @@ def test_short_names_of_a_kernel():
     assert short_names("void ns::scale<float>(float*, float, int)") == (
         "void ns::scale<float>", "ns::scale<float>", "ns::scale", "scale<float>", "scale")
     assert short_names("histogram") == ("histogram",)
+
+
+def test_short_names_keep_template_arguments_with_blanks():
+    from nvstage.inspect.records import display_name, short_names
+
+    dem = "void scale<unsigned int>(unsigned int*, unsigned int, int)"
+    assert short_names(dem) == ("void scale<unsigned int>", "scale<unsigned int>", "scale")
+    assert display_name(dem) == "scale<unsigned int>"

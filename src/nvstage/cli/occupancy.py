@@ -213,8 +213,9 @@ def _render(con, results, target) -> None:
             groups.setdefault(key, []).append((k, sw))
     for members in groups.values():
         k, sw = members[0]
-        names = ", ".join((m[0]["demangled"].split("(")[0].split() or [m[0]["demangled"]])[-1]
-                          for m in members)
+        from ..inspect.records import display_name
+
+        names = ", ".join(display_name(m[0]["demangled"]) for m in members)
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False,
                   title=f"{names} on {sw.results[0].arch}: block size sweep")
         for col in ("block", "blocks", "warps", "occupancy", "", "limited by"):

@@ -72,7 +72,9 @@ def show_cmd(
 
             everything = (collect_build(build, ("resources",), toolkit) if kind == "build"
                           else collect_file(artifact, kind, ("resources",), toolkit))
-            names = sorted({r.demangled.split("(")[0].split()[-1]
+            from ..inspect.records import display_name
+
+            names = sorted({display_name(r.demangled)
                             for r in everything.get("resources") or []})
             raise UsageError(f"no kernel matches --kernel {kernel!r} in {artifact}",
                              hint=f"kernels there: {', '.join(names) or 'none'}")
@@ -196,6 +198,8 @@ def _n(v) -> str:
 
 
 def _resources(rows, con, _listing) -> None:
+    from ..inspect.records import display_name
+
     # Per-file (-rdc) numbers are the exception: the column appears only when one is present.
     show_final = any(not r.final for r in rows)
     cols = ["kernel", "arch", "regs", "spill st/ld", "stack", "smem", "cmem[0]", "lmem", "bar",
@@ -208,8 +212,7 @@ def _resources(rows, con, _listing) -> None:
         spill = f"{_n(r.spill_stores)}/{_n(r.spill_loads)}"
         if r.spills:
             spill += " SPILLS"
-        head = r.demangled.split("(")[0].split()  # "void scale<float>(float*,...)" -> scale<float>
-        cells = [head[-1] if head else r.kernel, r.arch, str(r.registers), spill,
+        cells = [display_name(r.demangled) or r.kernel, r.arch, str(r.registers), spill,
                  str(r.stack_frame), str(r.shared_bytes), _n(r.constant_bytes),
                  _n(r.local_bytes), _n(r.barriers),
                  "" if r.compile_ms is None else f"{r.compile_ms:.2f}"]

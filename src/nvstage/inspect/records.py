@@ -5,17 +5,64 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
+def _without_params(demangled: str) -> str:
+    """The signature up to its parameter list (the last top-level ``(...)`` group)."""
+    s = demangled.strip()
+    if s.endswith(")"):
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(s[i], 0)
+            if depth == 0:
+                return s[:i].strip()
+    return s
+
+
+def qualified_name(demangled: str) -> str:
+    """``void ns::scale<float>(float*, float, int)`` -> ``ns::scale<float>``: the demangled
+    signature without its return type (template functions have one) and parameter list."""
+    s = _without_params(demangled)
+    depth, start = 0, 0
+    for i, ch in enumerate(s):  # the return type ends at the last top-level space
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == " " and depth == 0:
+            start = i + 1
+    return s[start:].strip()
+
+
+def unqualified_name(name: str) -> str:
+    """``ns::scale<x::y>`` -> ``scale<x::y>``: after the last "::" outside <...> and (...)."""
+    depth, start = 0, 0
+    for i, ch in enumerate(name):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif depth == 0 and name.startswith("::", i):
+            start = i + 2
+    return name[start:]
+
+
+def base_name(demangled: str) -> str:
+    """``void ns::scale<float>(float*, float, int)`` -> ``scale``: what a source file spells."""
+    return unqualified_name(qualified_name(demangled)).split("<", 1)[0].strip()
+
+
+def display_name(demangled: str) -> str:
+    """``void ns::scale<unsigned int>(...)`` -> ``scale<unsigned int>``: short, for tables."""
+    return unqualified_name(qualified_name(demangled)) or demangled
+
+
 def short_names(demangled: str) -> tuple[str, ...]:
-    """``void scale<float>(float*, float, int)`` -> (``void scale<float>``, ``scale<float>``,
-    ``scale``): the shorter ways a user may name a kernel."""
-    head = demangled.split("(")[0].strip()
-    words = head.split()
-    last = words[-1] if words else ""
-    bare = last.split("<")[0]
-    # ns::scale<float> may also be named scale<float> or scale.
-    unqualified = last.rsplit("::", 1)[-1] if "::" in bare else ""
-    return tuple(dict.fromkeys(n for n in (head, last, bare, unqualified,
-                                           unqualified.split("<")[0]) if n))
+    """``void ns::scale<float>(float*, float, int)`` -> (``void ns::scale<float>``,
+    ``ns::scale<float>``, ``ns::scale``, ``scale<float>``, ``scale``): the shorter ways a user
+    may name a kernel. Template arguments may hold blanks (``scale<unsigned int>``)."""
+    qualified = qualified_name(demangled)
+    names = (_without_params(demangled), qualified, qualified.split("<", 1)[0],
+             unqualified_name(qualified), base_name(demangled))
+    return tuple(dict.fromkeys(n for n in names if n))
 
 
 @dataclass(frozen=True)

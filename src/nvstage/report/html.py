@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from ..errors import NvstageError
+from ..inspect.records import display_name
 from .units import fmt_bytes, fmt_seconds
 
 # Long listings are cut so the page stays quick to open; the kept file has the rest.
@@ -635,11 +636,10 @@ def _summary(inp: ReportInputs) -> str:
     if inp.resources:
         kernels = {r.demangled for r in inp.resources}
         top = max(inp.resources, key=lambda r: r.registers)
-        spilling = {r.demangled for r in inp.resources
-                    if (r.spill_stores or 0) + (r.spill_loads or 0) > 0}
+        spilling = {r.demangled for r in inp.resources if r.spills}
         cards += [("kernels", str(len(kernels)), False),
                   ("arches", ", ".join(sorted({r.arch for r in inp.resources})), False),
-                  (f"max registers ({_clip(top.demangled.split('(')[0], 24)})",
+                  (f"max registers ({_clip(display_name(top.demangled), 24)})",
                    str(top.registers), False),
                   ("kernels that spill", str(len(spilling)), bool(spilling))]
     sizes = [a.size for a in b.artifacts if a.kind == "fatbin"]
