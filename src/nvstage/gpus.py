@@ -445,9 +445,6 @@ _ALIASES = {"h200-sxm": "h200", "h100-sxm": "h100", "h100sxm": "h100", "a100-sxm
             "geforce-rtx-4090": "rtx4090"}
 
 
-def known_gpus() -> list[str]:
-    return list(GPUS)
-
 
 def lookup_gpu(name_or_arch: str) -> GpuSpec:
     """A preset by name (any case: "h200", "H200"), or an arch-only spec ("sm_90", "9.0")."""

@@ -173,7 +173,7 @@ def will_it_run(images: list[FatbinImage], gpu: str | GpuSpec,
     driver_text = f"{drv[0]}.{drv[1]}" if drv else None
 
     # Copies in __nv_relfatbin are kept for nvlink; the driver never loads them.
-    images = [i for i in images if getattr(i, "loadable", True)] or list(images)
+    images = [i for i in images if i.loadable] or list(images)
     kernel_images = [i for i in images if i.role == "kernel"]
     pool = kernel_images or list(images)
     reasons: list[str] = []

@@ -65,9 +65,10 @@ def _from_json(doc: dict, folder: Path) -> Build:
         stage = Stage.from_json({k: s[k] for k in ("index", "kind", "tool", "argv", "arch",
                                                    "inputs", "outputs")})
         arts = [_artifact(a, folder) for a in s.get("artifacts", [])]
-        stale += [a.path for a in arts if not _unchanged(a)]
+        unchanged = [_unchanged(a) for a in arts]  # each file hashed once
+        stale += [a.path for a, ok in zip(arts, unchanged) if not ok]
         runs.append(StageRun(stage, s["seconds"], s["returncode"], s.get("stdout", ""),
-                             s.get("stderr", ""), [a for a in arts if _unchanged(a)],
+                             s.get("stderr", ""), [a for a, ok in zip(arts, unchanged) if ok],
                              s.get("started", 0.0), s.get("cached", False)))
     build = Build(doc["source"], CompileOptions(**opts), toolkit, doc["cwd"],
                  Plan.from_json(doc["plan"]), doc["dryrun_argv"], doc["plan_seconds"], runs,

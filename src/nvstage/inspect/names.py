@@ -17,11 +17,16 @@ def _cxxfilt() -> str | None:
     return shutil.which("c++filt")
 
 
+# Names already demangled in this process: every reader of one artifact (PTX, SASS, resources)
+# meets the same kernels, and c++filt need not start again for them.
+_KNOWN: dict[str, str] = {}
+
+
 def demangle_all(names) -> dict[str, str]:
     """Map each name to its demangled form; a name c++filt cannot help with maps to itself."""
     names = list(dict.fromkeys(names))
-    out = {n: n for n in names}
-    todo = [n for n in names if n.startswith("_Z") and _SYMBOL.match(n)]
+    out = {n: _KNOWN.get(n, n) for n in names}
+    todo = [n for n in names if n not in _KNOWN and n.startswith("_Z") and _SYMBOL.match(n)]
     tool = _cxxfilt()
     if not todo or tool is None:
         return out  # no c++filt: the mangled name is still a correct, if ugly, name
@@ -31,9 +36,6 @@ def demangle_all(names) -> dict[str, str]:
         return out
     lines = cp.stdout.splitlines()
     if cp.returncode == 0 and len(lines) == len(todo):
+        _KNOWN.update(zip(todo, lines))
         out.update(zip(todo, lines))
     return out
-
-
-def demangle(name: str) -> str:
-    return demangle_all([name])[name]

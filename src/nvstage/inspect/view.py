@@ -127,10 +127,4 @@ def _containers(build) -> list[str]:
 
 
 def to_json(data: dict) -> dict:
-    out = {}
-    for section, items in data.items():
-        if section == "sass":
-            out[section] = [k.to_json() for k in items]
-        else:
-            out[section] = [x.to_json() for x in items]
-    return out
+    return {section: [x.to_json() for x in items] for section, items in data.items()}

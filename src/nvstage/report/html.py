@@ -78,7 +78,7 @@ def gather(build, *, toolkit=None, run: dict | None = None, trace: dict | None =
         try:
             from ..inspect.sass import build_sass
 
-            inp.sass = [k for k in build_sass(build, toolkit)]
+            inp.sass = list(build_sass(build, toolkit))
         except (NvstageError, OSError, ImportError) as e:
             inp.notes.append(f"SASS: {getattr(e, 'message', e)}")
     for a in build.artifacts:
