@@ -199,12 +199,11 @@ def _measure(cmp: Comparison, a, b, gpu: GpuSpec, toolkit, log) -> None:
         cmp.measure_note = f"not measured: {p.reason}"
         return
     from .runtime.session import run_workload
-    from .workload import Workload, load_and_validate
+    from .workload import load_and_validate
 
     decs = {}
     for key, src in (("a", a), ("b", b)):
-        w = src if isinstance(src, Workload) else Workload.from_toml(src)
-        w, prep, _ = load_and_validate(w, gpu.arch, toolkit=toolkit)
+        w, prep, _ = load_and_validate(src, gpu.arch, toolkit=toolkit)
         result = run_workload(w, prep, mode="serialized", profile=True, timeline=False,
                               toolkit=toolkit, log=log)
         if result.decomposition is None:

@@ -195,8 +195,6 @@ class Decomposition:
         }
 
 
-def _median(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
 
 
 def summarize_op(op: OpSamples, floor: NoiseFloor) -> OpSummary:

@@ -37,7 +37,7 @@ from pathlib import Path
 from .errors import UsageError
 from .gpus import GpuSpec
 from .model_spec import CostSpec, LaunchCounts, intermediates, launch_counts
-from .workload import DTYPES, Workload
+from .workload import Workload
 
 LABEL = "estimate"
 _PR1959 = "https://github.com/NVIDIA/cuda-python/pull/1959"
@@ -416,7 +416,7 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost: CostSpec | None 
     for kind, name, _ in w.operations():
         if kind == "launch":
             continue
-        nbytes = w.element_count(w.buffer(name), values) * DTYPES[w.buffer(name).dtype]
+        nbytes = w.nbytes(w.buffer(name), values)
         transfers.append(TransferEstimate(kind, name, nbytes, cost.host_memory, link,
                                           presets.copy_latency_s + nbytes / link))
     inter = intermediates(w, counts)

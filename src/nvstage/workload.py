@@ -215,15 +215,6 @@ def eval_array_expr(expr: str, names: Mapping[str, Any]):
     return _eval(_parse(expr), {**names, "np": np, "numpy": np}, numpy_mod=np)
 
 
-def expr_names(expr: str | int | float) -> set[str]:
-    """The parameter names an expression refers to (for the buffer-size check)."""
-    if not isinstance(expr, str):
-        return set()
-    try:
-        tree = _parse(expr)
-    except ExprError:
-        return set()
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -409,8 +400,7 @@ class Workload:
         return v
 
     def _where(self, table: str, key: str | None = None) -> str:
-        loc = f"[{table}]" + (f" {key}" if key else "")
-        return f"{self.file}: {loc}" if self.file else loc
+        return _where(self.file, table, key)
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -439,13 +429,18 @@ def read_toml(path: str | os.PathLike, what: str = "workload",
     return load_toml_doc(path, what, error)
 
 
+def _where(file: str | None, table: str, key: str | None = None) -> str:
+    """Where in a workload a value sits: ``saxpy.toml: [launch] grid``."""
+    loc = f"[{table}]" + (f" {key}" if key else "")
+    return f"{file}: {loc}" if file else loc
+
+
 class _Reader:
     def __init__(self, data: Mapping, base: Path, file: str | None):
         self.data, self.base, self.file = data, base, file
 
     def where(self, table: str, key: str | None = None) -> str:
-        loc = f"[{table}]" + (f" {key}" if key else "")
-        return f"{self.file}: {loc}" if self.file else loc
+        return _where(self.file, table, key)
 
     def err(self, msg: str, table: str, key: str | None = None, hint: str | None = None):
         return WorkloadError(msg, where=self.where(table, key), hint=hint)

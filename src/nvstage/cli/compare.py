@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from .common import data_console, emit_json, handled, stderr
-from .model import CalibrateOpt, GpuOpt, GpuSpecOpt, NvccOpt, svg_option
+from .model import CalibrateOpt, GpuOpt, GpuSpecOpt, NvccOpt, _us, svg_option
 
 
 def compare_cmd(
@@ -68,10 +68,6 @@ def compare_cmd(
             emit_json(cmp.to_json())
             return
         render(cmp, data_console(False))
-
-
-def _us(s: float) -> str:
-    return f"{s * 1e6:.2f}"
 
 
 def render(cmp, con) -> None:

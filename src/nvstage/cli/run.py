@@ -18,6 +18,7 @@ from typing import Annotated, Optional
 import typer
 
 from .common import data_console, handled, stderr
+from ..errors import NvstageError
 from .model import NvccOpt, svg_option
 
 DEFAULT_ARCH = "sm_90"  # used to validate (and dry-run) when no --arch and no GPU is seen
@@ -191,16 +192,10 @@ def _default_arch(p) -> tuple[str, str]:
                           "choose)")
 
 
-def _checkfailed_cls():
-    from ..errors import NvstageError
+class CheckFailed(NvstageError):
+    """The workload ran but its results failed the check."""
 
-    class CheckFailed(NvstageError):
-        exit_code = 9
-
-    return CheckFailed
-
-
-CheckFailed = _checkfailed_cls()
+    exit_code = 9
 
 
 def _us(ns: float | None) -> str:
