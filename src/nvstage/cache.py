@@ -47,6 +47,8 @@ from .paths import cache_dir
 ENV_MAX = "NVSTAGE_CACHE_MAX_SIZE"
 DEFAULT_MAX_BYTES = 2 << 30
 SCHEMA = "nvstage.cache/1"
+# Stands for the build's work folder in keys and in stored text outputs.
+WORK_TOKEN = "@WORK@"
 _DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header state seen)
 # The host compiler's own environment: anything here changes what gcc reads or writes.
 HOST_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "GCC_EXEC_PREFIX",
@@ -362,7 +364,7 @@ class FileHasher:
     by (inode, size, mtime): every preprocessing stage of a build reads the same ones.
     """
 
-    def __init__(self, volatile: str | os.PathLike, token: bytes = b"@WORK@"):
+    def __init__(self, volatile: str | os.PathLike, token: bytes = WORK_TOKEN.encode()):
         self.volatile = os.path.join(os.path.abspath(volatile), "")
         self.real = os.path.abspath(volatile).encode()
         self.token = token
@@ -408,10 +410,10 @@ class Paths:
         self.cwd = cwd
 
     def norm(self, text: str) -> str:
-        return text.replace(self.work, "@WORK@")
+        return text.replace(self.work, WORK_TOKEN)
 
     def real(self, text: str) -> str:
-        return text.replace("@WORK@", self.work)
+        return text.replace(WORK_TOKEN, self.work)
 
     def abs(self, path: str) -> str:
         return os.path.join(self.cwd, path)

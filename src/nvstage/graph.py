@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .plan import Plan, Stage, StageKind
+from .plan import Plan, Stage, StageKind, _opt_value
 
 # Rough seconds per stage kind for one small file, measured on CUDA 13.5 (multi.cu): only used
 # to start the longest chains first; the real times replace them for the reported critical path.
@@ -53,8 +53,8 @@ def hidden_inputs(plan: Plan) -> dict[int, list[str]]:
                  for o in s.outputs if o.endswith(".fatbin.c")]
     for s in plan.stages:
         if s.kind is StageKind.CICC:
-            inc = _last_value(s.argv, "--include_file_name")
-            stub = _last_value(s.argv, "--stub_file_name")
+            inc = (_opt_value(s.argv, "--include_file_name") or [None])[-1]
+            stub = (_opt_value(s.argv, "--stub_file_name") or [None])[-1]
             if inc and stub:
                 stub_includes[_key(stub)] = _key(os.path.join(os.path.dirname(stub), inc))
     hidden: dict[int, list[str]] = {}
@@ -76,15 +76,6 @@ def hidden_inputs(plan: Plan) -> dict[int, list[str]]:
             hidden[s.index] = extra
     return hidden
 
-
-def _last_value(argv: list[str], name: str) -> str | None:
-    value = None
-    for i, a in enumerate(argv):
-        if a == name and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif a.startswith(name + "="):
-            value = a[len(name) + 1:]
-    return value
 
 
 @dataclass

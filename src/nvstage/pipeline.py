@@ -23,8 +23,8 @@ from pathlib import Path
 
 from . import __version__, proc
 from .artifacts import Artifact, arch_of, kind_of, write_json_atomic
-from .cache import HOST_ENV, Cache, Counters, FileHasher, Paths, digest, parse_depfile, \
-    tool_identity
+from .cache import HOST_ENV, WORK_TOKEN, Cache, Counters, FileHasher, Paths, digest, \
+    parse_depfile, tool_identity
 from .errors import InputNotFound, PlanError, StageFailed, ToolkitError, UsageError
 from .graph import Graph, build_graph
 from .options import CompileOptions, check_archs
@@ -696,7 +696,8 @@ class _Context:
             except (ValueError, IndexError, KeyError, TypeError):
                 dests = None
             if dests is not None:
-                restored = self.cache.restore(entry, dests, (b"@WORK@", self.work.encode()))
+                back = (WORK_TOKEN.encode(), self.work.encode())
+                restored = self.cache.restore(entry, dests, back)
         if restored is None:  # damaged: drop it; the stage runs and stores a good one
             self.cache.discard(key)
             self.count(corrupt=1)
@@ -716,7 +717,7 @@ class _Context:
                               names=[str(n) for n in slots], stdout=run.stdout,
                               stderr=run.stderr, seconds=run.seconds,
                               about={"kind": stage.kind.value, "arch": stage.arch},
-                              rewrite=(self.work.encode(), b"@WORK@")):
+                              rewrite=(self.work.encode(), WORK_TOKEN.encode())):
                 self.count(stored=1)
         except OSError:
             pass  # an output vanished or the disk is full: the build itself is fine
