@@ -24,12 +24,12 @@ import shlex
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .artifacts import Artifact, write_atomic
 from .errors import InputNotFound, NvstageError, StageFailed, UsageError, indent
-from .options import CompileOptions
+from .options import CompileOptions, render_flags
 from .pipeline import Build, Observer, StageRun, finish, work_folder
 from .plan import Plan, Stage, StageKind
 from .toolkit import Toolkit, find_toolkit
@@ -80,14 +80,6 @@ _REFUSED = {
 }
 
 
-def _flags(table: dict[str, Callable], options: CompileOptions) -> list[str]:
-    out: list[str] = []
-    for f in fields(options):
-        value = getattr(options, f.name)
-        render = table.get(f.name)
-        if render is not None and value not in (None, False, ()):
-            out += render(value)
-    return out
 
 
 # --- records ------------------------------------------------------------------------------------
@@ -323,7 +315,7 @@ def nvrtc_options(options: CompileOptions, *, arch: str, include_dirs: Sequence[
                   rdc: bool = False) -> list[str]:
     """The NVRTC option list standing for ``options`` (what the manifest shows as argv)."""
     for name, why in _REFUSED.items():
-        if getattr(options, name) not in (None, False, ()):
+        if options.given(name):
             raise UsageError(f"--via nvrtc: {why}")
     if options.stop == "fatbin":
         raise UsageError("--via nvrtc: NVRTC makes no fatbin",
@@ -331,7 +323,7 @@ def nvrtc_options(options: CompileOptions, *, arch: str, include_dirs: Sequence[
     opts = [f"-arch={arch}"]
     if rdc and not options.rdc and not options.lto:
         opts.append("-rdc=true")  # several sources: each may call into the others
-    opts += _flags(_NVRTC_FLAGS, options)
+    opts += render_flags(_NVRTC_FLAGS, options)
     # Dropping -I of the implicit folders the user already named keeps argv readable.
     opts += [f"-I{d}" for d in include_dirs if f"-I{d}" not in opts]
     return opts
@@ -394,7 +386,7 @@ def compile_nvrtc(
     opts = nvrtc_options(options, arch=arch,
                          include_dirs=_implicit_includes(srcs, toolkit, nvrtc_v),
                          rdc=len(srcs) > 1)
-    link_opts = [f"-arch={link_arch}"] + _flags(_LINK_FLAGS, options)
+    link_opts = [f"-arch={link_arch}"] + render_flags(_LINK_FLAGS, options)
     # Stop after NVRTC when it already made what was asked for.
     stop_at_nvrtc = options.stop == "ptx" or (options.stop == "cubin" and not options.lto
                                               and len(srcs) == 1 and _REAL.match(arch))

@@ -55,13 +55,11 @@ class CompileOptions:
 
     def nvcc_args(self) -> list[str]:
         """The nvcc flags these options stand for (input file and -o not included)."""
-        args: list[str] = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            render = _FLAGS.get(f.name)
-            if render is not None and value not in (None, False, ()):
-                args += render(value)
-        return args
+        return render_flags(_FLAGS, self)
+
+    def given(self, name: str) -> bool:
+        """Whether option ``name`` was given (None, False and () mean "not given")."""
+        return getattr(self, name) not in (None, False, ())
 
     @property
     def arch_names(self) -> list[str]:
@@ -94,6 +92,17 @@ _FLAGS = {
     "lto": lambda v: ["-dlto"],
     "extra": lambda v: list(v),
 }
+
+
+def render_flags(table: dict, options: CompileOptions) -> list[str]:
+    """Flags for every given option that ``table`` renders (field name -> value -> flags):
+    the nvcc path's table, or the NVRTC and nvJitLink ones."""
+    out: list[str] = []
+    for f in fields(options):
+        render = table.get(f.name)
+        if render is not None and options.given(f.name):
+            out += render(getattr(options, f.name))
+    return out
 
 
 @functools.lru_cache(maxsize=8)
