@@ -8,6 +8,7 @@ stage times, and a run report's decomposition.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -79,11 +80,17 @@ def load_build_from(manifest_or_build):
 _DECL = re.compile(r"__global__")
 
 
+@functools.lru_cache(maxsize=16)  # every kernel of one source is looked up in the same lines
+def _source_lines(path: str, _mtime_ns: int, _size: int) -> tuple[str, ...]:
+    return tuple(Path(path).read_text(errors="replace").splitlines())
+
+
 def locate_kernel(source: str | os.PathLike, demangled: str) -> int | None:
     """The 1-based line where ``source`` defines the kernel: the first line naming it as a
     function within three lines of ``__global__``. None when the file does not say."""
     try:
-        lines = Path(source).read_text(errors="replace").splitlines()
+        st = os.stat(source)
+        lines = _source_lines(os.path.abspath(source), st.st_mtime_ns, st.st_size)
     except OSError:
         return None
     name = base_name(demangled)

@@ -8,6 +8,7 @@ Compressed payloads are unpacked by cuobjdump, one image per temporary fatbin.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 import tempfile
@@ -177,12 +178,24 @@ def raw_images(path: str | os.PathLike) -> tuple[str, list[RawImage]]:
     return kind, images
 
 
+# Unpacked images by the hash of their packed bytes: show reads one image for its inventory,
+# resources, SASS and PTX, and cuobjdump need unpack it only once.
+_UNPACKED: dict[bytes, bytes] = {}
+
+
 def payload(image: RawImage, toolkit) -> bytes:
     """The image itself, uncompressed (cuobjdump unpacks it from a one-image fatbin)."""
     if not image.compressed:
         return image.payload
-    cuobjdump = toolkit.tool("cuobjdump")
     blob = image.header + image.payload
+    key = hashlib.sha256(blob).digest()
+    if key not in _UNPACKED:
+        _UNPACKED[key] = _unpack(image, blob, toolkit)
+    return _UNPACKED[key]
+
+
+def _unpack(image: RawImage, blob: bytes, toolkit) -> bytes:
+    cuobjdump = toolkit.tool("cuobjdump")
     with tempfile.TemporaryDirectory(prefix="nvstage-fb-") as tmp:
         one = Path(tmp, "one.fatbin")
         one.write_bytes(_HEADER.pack(MAGIC, 1, _HEADER.size, len(blob)) + blob)
