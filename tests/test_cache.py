@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import nvstage
-from nvstage.cache import Cache, parse_depfile, parse_size
+from nvstage.cache import Cache, include_search, parse_depfile, parse_size, shadow_candidates, \
+    shadow_state
 from nvstage.options import CompileOptions
 from nvstage.plan import StageKind as K
 
@@ -121,6 +122,33 @@ def test_small_parsers():
     assert parse_size("1234") == 1234 and parse_size("1.5KiB") == 1536
 
 
+def test_include_search_follows_gccs_order(tmp_path):
+    argv = ["gcc", "-Ib", "-isystem", "/s", "-I", "c", "-iquote", "q", "-idirafter/late",
+            "-I-", "-include", "x.h", "-isystem/t", "-Ib"]
+    assert include_search(argv, "/w", {"CPATH": "/cp:", "CPLUS_INCLUDE_PATH": "/cpp"}) == [
+        "/w/q", "/w/b", "/w/c", "/cp", "/s", "/t", "/cpp", "/late"]
+
+
+def test_shadow_candidates_are_earlier_folders_and_includers_folders(tmp_path):
+    search = ["/w/inc1", "/w/inc2", "/w/inc3"]
+    headers = ["/w/src/main.cu", "/w/inc2/sub/a.h", "/w/inc1/b.h", "/usr/include/stdio.h"]
+    got = shadow_candidates(headers, search)
+    # a.h was found in inc2 as sub/a.h: inc1 is searched first, and a quoted include looks
+    # beside every file that was read; b.h in the first folder hides only beside includers.
+    assert "/w/inc1/sub/a.h" in got and "/w/src/sub/a.h" in got and "/w/src/b.h" in got
+    assert "/w/inc3/sub/a.h" not in got and "/w/inc2/sub/a.h" not in got
+    assert not any(c.endswith("stdio.h") for c in got)  # in no search folder: not watched
+    # The state changes when (and only when) a candidate appears.
+    (tmp_path / "inc1").mkdir()
+    cands = shadow_candidates([str(tmp_path / "inc2/x.h")], [str(tmp_path / "inc1"),
+                                                             str(tmp_path / "inc2")])
+    before = shadow_state(cands)
+    (tmp_path / "inc1/other.h").write_text("")
+    assert shadow_state(cands) == before
+    (tmp_path / "inc1/x.h").write_text("")
+    assert shadow_state(cands) != before
+
+
 # -- in builds ------------------------------------------------------------------------------
 def test_warm_rebuild_starts_no_tool_and_gives_the_same_files(toolkit, workdir):
     kernel(workdir)
@@ -160,6 +188,25 @@ def test_editing_an_included_header_rebuilds_and_gives_the_new_result(toolkit, w
     for name in names:
         assert (workdir / "k" / name).read_bytes() == (workdir / "ref" / name).read_bytes()
     assert first.cache["misses"] == len(first.runs)
+
+
+def test_a_new_header_that_hides_the_old_one_rebuilds(toolkit, workdir):
+    # ccache's direct mode misses this: the recorded headers are all unchanged, but the
+    # compiler would now find a different coef.h first.
+    kernel(workdir, "3.0f")
+    (workdir / "first").mkdir()
+    opts = CompileOptions(gencodes=GENCODES, compile_only=True, include_dirs=("first", "inc"))
+    nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=2)
+    assert "0f40400000" in (workdir / "k/k.compute_90.ptx").read_text()  # 3.0f
+    (workdir / "first/coef.h").write_text("#pragma once\n#define SCALE 5.0f\n")
+    hidden = nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=2)
+    assert not any(r.cached for r in hidden.runs if r.stage.kind in PREPROCESS)
+    assert "0f40A00000" in (workdir / "k/k.compute_90.ptx").read_text()  # 5.0f
+    # Gone again: the first build's results are found again, without the compiler.
+    (workdir / "first/coef.h").unlink()
+    back = nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=2)
+    assert all(cached(back).values()) and back.cache["direct_hits"] > 0
+    assert "0f40400000" in (workdir / "k/k.compute_90.ptx").read_text()
 
 
 def test_editing_an_unrelated_file_reuses_everything(toolkit, workdir):

@@ -9,7 +9,9 @@ from it. Host-compiler stages also read headers nobody names: the
 first time such a stage runs it gets ``-MD -MF`` (the output is byte-identical with and
 without it), and the headers it listed are recorded with their hashes under a "direct" key
 (the key without the headers). A later build hashes those headers again and, when they all
-match, finds the result without starting the compiler (ccache's direct mode).
+match, finds the result without starting the compiler (ccache's direct mode). Unlike
+ccache, it also notices a new header that would now be found first: each header set carries
+the state of every place where a file could hide one of its headers (``shadow_state``).
 
 Layout under the root::
 
@@ -37,7 +39,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -251,21 +253,23 @@ class Cache:
         shutil.rmtree(trash, ignore_errors=True)
 
     # -- direct mode ------------------------------------------------------------------------
-    def header_sets(self, direct_key: str) -> list[dict[str, str]]:
+    def header_sets(self, direct_key: str) -> list[tuple[dict[str, str], str]]:
+        """The header sets seen for a direct key: (header -> sha256, ``shadow_state``)."""
         try:
             doc = json.loads(self._direct_file(direct_key).read_bytes())
             check = doc.pop("check")
             if check != _sha(_canon(doc)):
                 return []
-            return [dict(s) for s in doc["sets"]]
+            return [(dict(s["headers"]), str(s["shadow"])) for s in doc["sets"]]
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return []
 
-    def add_header_set(self, direct_key: str, deps: Mapping[str, str]) -> None:
+    def add_header_set(self, direct_key: str, deps: Mapping[str, str], shadow: str) -> None:
         path = self._direct_file(direct_key)
+        new = {"headers": dict(deps), "shadow": shadow}
         with self._flock():
-            sets = [s for s in self.header_sets(direct_key) if s != dict(deps)]
-            doc = {"sets": ([dict(deps)] + sets)[:_DIRECT_SETS]}
+            sets = [{"headers": h, "shadow": sh} for h, sh in self.header_sets(direct_key)]
+            doc = {"sets": ([new] + [s for s in sets if s != new])[:_DIRECT_SETS]}
             doc["check"] = _sha(_canon(doc))
             _write_atomic(path, json.dumps(doc).encode(), self._tmp())
 
@@ -436,3 +440,72 @@ def parse_depfile(text: str) -> list[str]:
         if w.endswith(":"):
             return list(dict.fromkeys(words[n + 1:]))
     return []
+
+
+# -- headers a new file could hide ----------------------------------------------------------
+_SEARCH_FLAGS = ("-iquote", "-I", "-isystem", "-idirafter")
+# gcc's environment folders, with the place they take among the flags' folders.
+_SEARCH_ENV = (("CPATH", "-I"), ("CPLUS_INCLUDE_PATH", "-isystem"),
+               ("C_INCLUDE_PATH", "-isystem"))
+
+
+def include_search(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
+    """The folders a gcc-like host compiler searches for headers, in its order: ``-iquote``,
+    ``-I`` then CPATH, ``-isystem`` then C(PLUS)_INCLUDE_PATH, ``-idirafter`` (absolute,
+    normalised). Its built-in folders are left out: they move only with the compiler, which
+    is part of every key."""
+    found: dict[str, list[str]] = {f: [] for f in _SEARCH_FLAGS}
+    words = iter(argv[1:])
+    for a in words:
+        for flag in _SEARCH_FLAGS:
+            if a == flag:
+                found[flag].append(next(words, ""))
+            elif a.startswith(flag) and a != "-I-":  # none of the four starts another
+                found[flag].append(a[len(flag):])
+            else:
+                continue
+            break
+    for var, flag in _SEARCH_ENV:
+        found[flag].extend(d for d in env.get(var, "").split(os.pathsep) if d)
+    out = []
+    for flag in _SEARCH_FLAGS:
+        out.extend(os.path.normpath(os.path.join(cwd, d)) for d in found[flag] if d)
+    return list(dict.fromkeys(out))
+
+
+def shadow_candidates(headers: Iterable[str], search: Sequence[str]) -> set[str]:
+    """Where a new file would hide a header the compiler found (absolute, normalised paths).
+
+    A header found in search folder N under the relative name R is hidden by R in any
+    folder searched before N, and by R beside any file that was read: a quoted include looks
+    beside its includer first. Which spelling an ``#include`` used is not recorded, so every
+    search folder that holds the header gives a candidate name (more places watched, never
+    fewer)."""
+    headers = [os.path.normpath(h) for h in headers]
+    beside = {os.path.dirname(h) for h in headers}
+    out: set[str] = set()
+    for h in headers:
+        for n, d in enumerate(search):
+            if h.startswith(d + os.sep):
+                rel = h[len(d) + 1:]
+                out.update(os.path.join(e, rel) for e in (*search[:n], *beside))
+    out.difference_update(headers)
+    return out
+
+
+def shadow_state(candidates: Iterable[str]) -> str:
+    """A digest of which candidates exist: it changes when a hiding file appears (or goes).
+    Each folder is listed once rather than each name tried (hundreds of names, few folders)."""
+    listed: dict[str, frozenset[str]] = {}
+
+    def exists(path: str) -> bool:
+        parent, name = os.path.split(path)
+        names = listed.get(parent)
+        if names is None:
+            try:
+                names = listed[parent] = frozenset(os.listdir(parent))
+            except OSError:
+                names = listed[parent] = frozenset()
+        return name in names
+
+    return _sha(_canon(sorted(c for c in candidates if exists(c))))

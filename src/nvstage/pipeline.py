@@ -24,7 +24,7 @@ from pathlib import Path
 from . import __version__, proc
 from .artifacts import Artifact, arch_of, kind_of, write_json_atomic
 from .cache import HOST_ENV, WORK_TOKEN, Cache, Counters, FileHasher, Paths, digest, \
-    parse_depfile, tool_identity
+    include_search, parse_depfile, shadow_candidates, shadow_state, tool_identity
 from .errors import InputNotFound, PlanError, StageFailed, ToolkitError, UsageError
 from .graph import Graph, build_graph
 from .options import CompileOptions, check_archs
@@ -630,7 +630,7 @@ class _Context:
         base = ["stage/2", self.toolkit.version, stage.kind.value, tool_identity(stage.argv[0]),
                 _key_args(stage, paths), self.env_part, inputs]
         if stage.kind in _HOST_COMPILER and not any(a.startswith("-M") for a in stage.argv):
-            return self._direct(stage, digest(base + ["direct"]), reads, started, t)
+            return self._direct(stage, digest(base + ["direct/2"]), reads, started, t)
         key = digest(base)
         hit = self._restore(stage, key, started, t)
         if hit is not None:
@@ -645,11 +645,14 @@ class _Context:
     def _direct(self, stage: Stage, dkey: str, reads: list[str], started: float,
                 t: float) -> StageRun:
         """A host-compiler stage: found through the headers it read last time, or run with
-        ``-MD`` and stored under the headers it reads now (ccache's direct mode)."""
+        ``-MD`` and stored under the headers it reads now (ccache's direct mode). A header set
+        matches only while no new file would hide one of its headers (``shadow_state``)."""
         paths = self.paths
-        for headers in self.cache.header_sets(dkey):
-            if all(self.hasher(paths.abs(paths.real(name))) == sha
-                   for name, sha in headers.items()):
+        search = include_search(stage.argv, self.cwd, self.env)
+        for headers, shadow in self.cache.header_sets(dkey):
+            files = [paths.abs(paths.real(name)) for name in headers]
+            if all(self.hasher(f) == sha for f, sha in zip(files, headers.values())) and \
+                    shadow_state(shadow_candidates(files, search)) == shadow:
                 hit = self._restore(stage, digest([dkey, sorted(headers.items())]), started, t)
                 if hit is not None:
                     self.count(direct_hits=1)
@@ -666,9 +669,10 @@ class _Context:
             return run
         headers = {paths.norm(n): self.hasher(paths.abs(n)) for n in names}
         if all(headers.values()) and self._settled([*reads, *names], since):
+            shadow = shadow_state(shadow_candidates([paths.abs(n) for n in names], search))
             self._store(stage, digest([dkey, sorted(headers.items())]), run)
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
-                self.cache.add_header_set(dkey, headers)
+                self.cache.add_header_set(dkey, headers, shadow)
         return run
 
     def _settled(self, reads: list[str], since_ns: int) -> bool:
