@@ -132,16 +132,18 @@ def test_include_search_follows_gccs_order(tmp_path):
 def test_shadow_candidates_are_earlier_folders_and_includers_folders(tmp_path):
     search = ["/w/inc1", "/w/inc2", "/w/inc3"]
     headers = ["/w/src/main.cu", "/w/inc2/sub/a.h", "/w/inc1/b.h", "/usr/include/stdio.h"]
-    got = shadow_candidates(headers, search)
+    got = shadow_candidates(headers, search, "/w/run")
     # a.h was found in inc2 as sub/a.h: inc1 is searched first, and a quoted include looks
     # beside every file that was read; b.h in the first folder hides only beside includers.
     assert "/w/inc1/sub/a.h" in got and "/w/src/sub/a.h" in got and "/w/src/b.h" in got
+    assert "/w/run/b.h" in got  # -include looks in the current folder first
     assert "/w/inc3/sub/a.h" not in got and "/w/inc2/sub/a.h" not in got
     assert not any(c.endswith("stdio.h") for c in got)  # in no search folder: not watched
     # The state changes when (and only when) a candidate appears.
     (tmp_path / "inc1").mkdir()
     cands = shadow_candidates([str(tmp_path / "inc2/x.h")], [str(tmp_path / "inc1"),
-                                                             str(tmp_path / "inc2")])
+                                                             str(tmp_path / "inc2")],
+                              str(tmp_path / "inc2"))
     before = shadow_state(cands)
     (tmp_path / "inc1/other.h").write_text("")
     assert shadow_state(cands) == before

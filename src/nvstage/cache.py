@@ -473,7 +473,7 @@ def include_search(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> lis
     return list(dict.fromkeys(out))
 
 
-def shadow_candidates(headers: Iterable[str], search: Sequence[str]) -> set[str]:
+def shadow_candidates(headers: Iterable[str], search: Sequence[str], cwd: str) -> set[str]:
     """Where a new file would hide a header the compiler found (absolute, normalised paths).
 
     A header found in search folder N under the relative name R is hidden by R in any
@@ -482,7 +482,7 @@ def shadow_candidates(headers: Iterable[str], search: Sequence[str]) -> set[str]
     search folder that holds the header gives a candidate name (more places watched, never
     fewer)."""
     headers = [os.path.normpath(h) for h in headers]
-    beside = {os.path.dirname(h) for h in headers}
+    beside = {os.path.dirname(h) for h in headers} | {os.path.normpath(cwd)}
     out: set[str] = set()
     for h in headers:
         for n, d in enumerate(search):

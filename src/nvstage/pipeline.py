@@ -652,7 +652,7 @@ class _Context:
         for headers, shadow in self.cache.header_sets(dkey):
             files = [paths.abs(paths.real(name)) for name in headers]
             if all(self.hasher(f) == sha for f, sha in zip(files, headers.values())) and \
-                    shadow_state(shadow_candidates(files, search)) == shadow:
+                    shadow_state(shadow_candidates(files, search, self.cwd)) == shadow:
                 hit = self._restore(stage, digest([dkey, sorted(headers.items())]), started, t)
                 if hit is not None:
                     self.count(direct_hits=1)
@@ -669,7 +669,8 @@ class _Context:
             return run
         headers = {paths.norm(n): self.hasher(paths.abs(n)) for n in names}
         if all(headers.values()) and self._settled([*reads, *names], since):
-            shadow = shadow_state(shadow_candidates([paths.abs(n) for n in names], search))
+            shadow = shadow_state(shadow_candidates([paths.abs(n) for n in names], search,
+                                                   self.cwd))
             self._store(stage, digest([dkey, sorted(headers.items())]), run)
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
                 self.cache.add_header_set(dkey, headers, shadow)
