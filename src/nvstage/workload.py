@@ -1028,36 +1028,51 @@ def run_check(w: Workload, initial: Mapping, results: Mapping,
     return out
 
 
-def plan_lines(w: Workload) -> list[str]:
-    """The operations one repetition runs, evaluated, for --dry-run."""
+def plan(w: Workload) -> dict:
+    """The operations one repetition runs, evaluated (``--dry-run``; ``--json`` prints it)."""
     values = w.param_values()
-    lines = [f"workload {w.name}: {w.code.kind} {w.code.path}",
-             f"repetitions {w.reps} after {w.warmup} warm-up"]
+    doc: dict = {"workload": w.name, "code": {"kind": w.code.kind, "path": str(w.code.path)},
+                 "reps": w.reps, "warmup": w.warmup, "buffers": [], "operations": [],
+                 "check": [{"buffer": b, "expect": e, "rtol": w.check.rtol,
+                            "atol": w.check.atol} for b, e in w.check.expect]}
     for b in w.buffers:
         n = w.element_count(b, values)
-        lines.append(f"buffer {b.name}: {n} x {b.dtype} = {n * DTYPES[b.dtype]} bytes, "
-                     f"init {b.init.kind}")
-    step = 0
+        doc["buffers"].append({"name": b.name, "elements": n, "dtype": b.dtype,
+                               "bytes": n * DTYPES[b.dtype], "init": b.init.kind})
     for kind, name, li in w.operations():
-        step += 1
         if kind == "launch":
             lz = w.launches[li]
-            d = w.dims(li, values)
-            args = []
-            for j, a in enumerate(lz.args):
-                if isinstance(a, BufferArg):
-                    args.append(a.buffer)
-                else:
-                    args.append(f"{a.tag}({w.scalar_value(a, values, '')})")
-            lines.append(f"{step:4d}. launch {name} grid={d['grid']} block={d['block']} "
-                         f"shared={d['shared']} ({', '.join(args)})")
+            args = [{"buffer": a.buffer} if isinstance(a, BufferArg)
+                    else {"type": a.tag, "value": w.scalar_value(a, values, "")}
+                    for a in lz.args]
+            doc["operations"].append({"op": "launch", "kernel": name, **w.dims(li, values),
+                                      "args": args})
         else:
-            b = w.buffer(name)
-            arrow = "host -> device" if kind == "h2d" else "device -> host"
-            lines.append(f"{step:4d}. copy {name} {arrow}, {w.nbytes(b, values)} bytes "
-                         f"(pinned)")
-    for b, e in w.check.expect:
-        lines.append(f"check {b} == {e} (rtol {w.check.rtol}, atol {w.check.atol})")
+            doc["operations"].append({"op": kind, "buffer": name,
+                                      "bytes": w.nbytes(w.buffer(name), values),
+                                      "host_memory": "pinned"})
+    return doc
+
+
+def plan_lines(w: Workload) -> list[str]:
+    """``plan`` as text, one line per buffer, operation and check."""
+    p = plan(w)
+    lines = [f"workload {p['workload']}: {p['code']['kind']} {p['code']['path']}",
+             f"repetitions {p['reps']} after {p['warmup']} warm-up"]
+    lines += [f"buffer {b['name']}: {b['elements']} x {b['dtype']} = {b['bytes']} bytes, "
+              f"init {b['init']}" for b in p["buffers"]]
+    for step, op in enumerate(p["operations"], 1):
+        if op["op"] == "launch":
+            args = ", ".join(a["buffer"] if "buffer" in a else f"{a['type']}({a['value']})"
+                             for a in op["args"])
+            lines.append(f"{step:4d}. launch {op['kernel']} grid={op['grid']} "
+                         f"block={op['block']} shared={op['shared']} ({args})")
+        else:
+            arrow = "host -> device" if op["op"] == "h2d" else "device -> host"
+            lines.append(f"{step:4d}. copy {op['buffer']} {arrow}, {op['bytes']} bytes "
+                         f"({op['host_memory']})")
+    lines += [f"check {c['buffer']} == {c['expect']} (rtol {c['rtol']}, atol {c['atol']})"
+              for c in p["check"]]
     return lines
 
 

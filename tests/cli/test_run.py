@@ -84,3 +84,23 @@ def test_validate_only_alias_and_bad_mode(cli):
 def test_help_lists_run(cli):
     r = cli("--help")
     assert r.exit_code == 0 and "run" in r.stdout
+
+
+def test_json_to_stdout_carries_one_document_plan_or_error():
+    import json
+
+    cp, _ = _nvstage("run", EXAMPLES / "multi.toml", "--dry-run", "--json", "-")
+    assert cp.returncode == 0, cp.stderr
+    doc = json.loads(cp.stdout)  # the whole of stdout: one document, the text went to stderr
+    assert doc["schema"] == "nvstage.run-plan/1" and doc["arch"] == "sm_90"
+    launches = [op for op in doc["operations"] if op["op"] == "launch"]
+    assert [op["kernel"] for op in launches] == ["scale<float>", "block_sum", "histogram"]
+    assert launches[0]["args"][1] == {"type": "f32", "value": 3.0}
+    assert {"op": "d2h", "buffer": "bins", "bytes": 1024, "host_memory": "pinned"} in \
+        doc["operations"]
+    assert "launch histogram grid=(528,)" in cp.stderr
+    # Without a driver: the error as the document, and still the one line on stderr.
+    cp, _ = _nvstage("run", EXAMPLES / "saxpy.toml", "--profile", "--json", "-")
+    assert cp.returncode == 7
+    assert json.loads(cp.stdout)["error"] == "NoDriver"
+    assert len(cp.stderr.strip().splitlines()) == 1

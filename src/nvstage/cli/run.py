@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import data_console, handled, stderr
+from .common import data_console, emit_json, handled, stderr
 from ..errors import NvstageError
 from .model import NvccOpt, svg_option
 
@@ -34,7 +34,8 @@ def run_cmd(
         help="serialized: synchronise after every operation (the sequential baseline); "
              "pipelined: asynchronous, as real programs run.")] = "serialized",
     json_file: Annotated[Optional[Path], typer.Option("--json",
-        help="Write the run document (schema nvstage.run/1) to this file.")] = None,
+        help="Write the run document (schema nvstage.run/1) to this file; - for stdout "
+             "(the tables then go to stderr).")] = None,
     trace_file: Annotated[Optional[Path], typer.Option("--trace",
         help="Write a Chrome/Perfetto trace (host, kernel and copy lanes) to this file.")
         ] = None,
@@ -74,24 +75,33 @@ def run_cmd(
     """
     from ..errors import NoDriver
 
+    emitted: list[dict] = []  # the document, once it is on stdout (--json -)
     with handled(False):
         try:
             _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cupti,
-                 dry_run, nvcc, svg)
-        except NoDriver as e:  # exactly one line, never wrapped by the console
-            import sys
+                 dry_run, nvcc, svg, emitted)
+        except NvstageError as e:
+            if _to_stdout(json_file) and not emitted:  # stdout still carries one document
+                emit_json(e.to_json())
+            if isinstance(e, NoDriver):  # exactly one line, never wrapped by the console
+                import sys
 
-            sys.stderr.write(f"error: {e.message}\n")
-            sys.stderr.flush()
-            raise typer.Exit(e.exit_code) from None
+                sys.stderr.write(f"error: {e.message}\n")
+                sys.stderr.flush()
+                raise typer.Exit(e.exit_code) from None
+            raise
+
+
+def _to_stdout(json_file: Path | None) -> bool:
+    return json_file is not None and str(json_file) == "-"
 
 
 def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cupti, dry_run,
-         nvcc, svg=None) -> None:
+         nvcc, svg=None, emitted: list | None = None) -> None:
     from ..errors import NoDriver, UsageError
     from ..runtime.driver import probe
     from ..toolkit import find_toolkit
-    from ..workload import Workload, load_and_validate, plan_lines
+    from ..workload import Workload, load_and_validate, plan, plan_lines
 
     if mode not in ("serialized", "pipelined"):
         raise UsageError(f"unknown --mode {mode!r}", hint="choose serialized or pipelined")
@@ -112,12 +122,15 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
     w, prep, notes = load_and_validate(w, arch, toolkit=toolkit)
     for n in notes:
         err.print(f"note: {n.where}: {n.message}", markup=False, highlight=False)
+    to_stdout = _to_stdout(json_file)
     if dry_run:
-        out = data_console(False)
+        out = data_console(to_stdout)
         if arch_note:
             err.print(arch_note, markup=False)
         for line in plan_lines(w):
             out.print(line, markup=False, highlight=False)
+        if to_stdout:
+            emit_json({"schema": "nvstage.run-plan/1", "arch": arch, **plan(w)})
         err.print(f"valid: {len(w.launches)} launch entr{'y' if len(w.launches) == 1 else 'ies'}"
                   f", {len(w.operations())} operations per repetition (no GPU used)",
                   markup=False)
@@ -141,8 +154,12 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
     doc = run_document(result, w, prep, probe=p,
                        error=failure.to_json() if failure else None)
     if result is not None:
-        render(result, data_console(False))
-    if json_file:
+        render(result, data_console(to_stdout))
+    if to_stdout:
+        emit_json(doc)
+        if emitted is not None:
+            emitted.append(doc)
+    elif json_file:
         from ..artifacts import write_json_atomic
 
         write_json_atomic(json_file, doc)
