@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from dataclasses import fields
 from pathlib import Path
 
@@ -32,6 +34,18 @@ def test_every_arch_in_the_issue_is_there():
     for arch in ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm_103",
                  "sm_120"):
         assert arch in ARCHS
+
+
+def test_every_real_arch_this_nvcc_accepts_has_limits(toolkit):
+    cp = subprocess.run([toolkit.nvcc, "--list-gpu-code"], capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stderr
+    real = re.findall(r"\bsm_\d+\b", cp.stdout)
+    assert "sm_90" in real  # the list was read, not an empty answer
+    missing = [a for a in real if a not in ARCHS]
+    assert not missing, f"nvcc --list-gpu-code lists {missing}, which ARCHS lacks"
+    for a in real:
+        assert arch_limits(a) is ARCHS[a]
+        assert ARCHS[a].compute_capability == f"{int(a[3:]) // 10}.{int(a[3:]) % 10}"
 
 
 @pytest.mark.parametrize("arch", list(ARCHS))
@@ -68,6 +82,30 @@ def test_limits_match_the_measuring_table(arch, warps, blocks, smem_sm, smem_blo
     assert lim.reserved_shared_per_block == 1024 and lim.register_alloc_unit == 256
 
 
+# (arch, warps, blocks, shared per SM, opt-in per block, barrier factor): sm_88 and sm_107
+# from cuda_occupancy.h and CCCL's arch_traits.h (the guide has no 8.8 or 10.7 column), sm_110
+# from the guide's 11.0 column, which both headers agree with.
+@pytest.mark.parametrize("arch,warps,blocks,smem_sm,smem_block,barrier_factor", [
+    ("sm_88", 48, 16, 100 * KB, 99 * KB, None),
+    ("sm_107", 32, 16, 328 * KB, 227 * KB, 1),
+    ("sm_110", 48, 24, 228 * KB, 227 * KB, 1),
+])
+def test_limits_of_the_archs_cuda_13_added(arch, warps, blocks, smem_sm, smem_block,
+                                           barrier_factor):
+    lim = arch_limits(arch)
+    assert (lim.max_warps_per_sm, lim.max_blocks_per_sm, lim.shared_per_sm,
+            lim.shared_per_block_optin, lim.barrier_factor) == (
+        warps, blocks, smem_sm, smem_block, barrier_factor)
+    assert lim.reserved_shared_per_block == 1024 and lim.shared_alloc_unit == 128
+    assert lim.registers_per_sm == 65536 and lim.max_registers_per_thread == 255
+
+
+def test_new_archs_say_where_the_guide_is_silent_or_the_headers_disagree():
+    src = arch_limits("sm_107").source("shared_per_sm")
+    assert "cuda_occupancy.h" in src and "328 KB" in src and "228 KB" in src
+    assert "Programming Guide" in arch_limits("sm_88").source("max_warps_per_sm")  # no column
+
+
 def test_turing_has_no_reservation_and_coarser_shared_units():
     lim = arch_limits("sm_75")
     assert lim.reserved_shared_per_block == 0
@@ -89,10 +127,27 @@ def test_arch_variants_share_the_base_arch_limits():
     assert arch_limits("compute_100f") is ARCHS["sm_100"]
 
 
+@pytest.mark.parametrize("name,base", [
+    ("sm_110a", "sm_110"), ("sm_110f", "sm_110"), ("compute_110f", "sm_110"),
+    ("sm_107a", "sm_107"), ("sm_107f", "sm_107"), ("compute_88", "sm_88"), ("8.8", "sm_88"),
+    ("sm_103f", "sm_103"), ("sm_121a", "sm_121"),
+])
+def test_cuda_13_variants_share_their_base_arch(name, base):
+    assert arch_limits(name) is ARCHS[base]
+    assert lookup_gpu(name).limits is ARCHS[base]
+
+
 def test_unknown_arch_lists_known_ones():
     with pytest.raises(UnknownArch) as e:
         arch_limits("sm_50")
     assert "sm_90" in e.value.hint
+    assert "sm_50" in e.value.message and "arch table" in e.value.hint
+
+
+def test_a_variant_of_an_unknown_arch_names_the_base_the_table_lacks():
+    with pytest.raises(UnknownArch) as e:
+        lookup_gpu("sm_130f")
+    assert "sm_130f (read as sm_130)" in e.value.message and "sm_110" in e.value.hint
 
 
 @pytest.mark.parametrize("name", ["h200", "H200", " h200 ", "H200-SXM"])

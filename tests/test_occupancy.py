@@ -62,6 +62,18 @@ CASES = [
     # 255 regs: 8160 -> r/w 8192; per block 8 x 8192 = 65536 fits; part 16384/8192 = 2 warps
     # -> 8 warps -> 1 block; 12.5%.
     ("sm_90", 256, 255, 0, 0, 1, 8, {REGISTERS}),
+    # sm_88 like sm_86: one-warp blocks, 16 regs (r/w 512 -> 128 warps); 16 blocks cap ->
+    # 16 of 48 warps.
+    ("sm_88", 32, 16, 0, 0, 16, 16, {BLOCKS}),
+    # sm_110: w/b 2 -> warps 48/2 = 24, blocks cap 24, regs r/w 512 -> 64 blocks; 100%.
+    ("sm_110", 64, 16, 0, 0, 24, 48, {WARPS, BLOCKS}),
+    # sm_107: 32 warps. w/b 32 -> 1 block; r/w 1024 -> 64 warps -> 2 blocks; 100%.
+    ("sm_107", 1024, 32, 0, 0, 1, 32, {WARPS}),
+    # sm_107 shared: 160 KB + 1 KB = 164864 B (1288 x 128); 328 KB = 335872 / 164864 = 2
+    # blocks of 4 warps (with CCCL's 228 KB it would be 1).
+    ("sm_107", 128, 32, 0, 160 * KB, 2, 8, {SHARED}),
+    # sm_110 like sm_90's shared memory: 100 KB + 1 KB = 103424; 233472 / 103424 = 2 blocks.
+    ("sm_110", 256, 32, 0, 100 * KB, 2, 16, {SHARED}),
 ]
 
 
@@ -132,6 +144,9 @@ def test_barriers_limit_from_sm_90_on():
     assert r.active_blocks == 4 and r.limiters == (BARRIERS,)
     # sm_80: no barrier limit in the calculator; the 32-block cap wins.
     assert occupancy("sm_80", block_size=32, registers=16, barriers=16).active_blocks == 32
+    # sm_110 and sm_107: 1 x max blocks (24, 16) barriers per SM; 4 per block -> 6, 4 blocks.
+    assert occupancy("sm_110", block_size=32, registers=16, barriers=4).active_blocks == 6
+    assert occupancy("sm_107", block_size=32, registers=16, barriers=4).active_blocks == 4
 
 
 @pytest.mark.parametrize("kwargs,words", [

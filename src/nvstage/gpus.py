@@ -32,7 +32,8 @@ GUIDE = ("CUDA C++ Programming Guide (CUDA 13.x), Compute Capabilities, Technica
          "Specifications per Compute Capability")
 OCC_H = ("cuda_occupancy.h shipped with CUDA 13.5 (nvidia-cuda-runtime wheel, "
          "__CUDA_OCC_MAJOR__ 12.1)")
-CCCL = "NVIDIA CCCL libcudacxx include/cuda/__device/arch_traits.h (traits for sm_60..sm_120)"
+CCCL = ("NVIDIA CCCL 3.5.0 libcudacxx include/cuda/__device/arch_traits.h shipped with "
+        "CUDA 13.5 (nvidia-cuda-cccl wheel, include/cccl; traits for sm_50..sm_121)")
 
 
 def _occ(fn: str) -> str:
@@ -124,6 +125,9 @@ _BARRIERS = _occ("cudaOccMaxBlocksPerSMBlockBarrierLimit")
 _NO_BARRIER = "the block-barrier limit applies from cc 9.0 on (cudaOccMaxActiveBlocks...)"
 _RESERVED = f"{CCCL} reserved_shared_memory_per_block; {GUIDE} (1 KB reserved per block)"
 _OPTIN = f"{GUIDE}; {CCCL} (= shared per SM - reserved per block)"
+# For archs the guide's tables have no column for (8.8, 10.7): the toolkit's headers only.
+_RESERVED_CCCL = f"{CCCL} reserved_shared_memory_per_block (1 KB from cc 8.0 on)"
+_NO_GUIDE = "the Programming Guide's tables have no {} column"
 
 ARCHS: dict[str, ArchLimits] = {a.arch: a for a in (
     _arch("sm_75", 7, 5,
@@ -158,6 +162,16 @@ ARCHS: dict[str, ArchLimits] = {a.arch: a for a in (
           reserved=(1 * KB, f"{GUIDE} (1 KB reserved per block from 8.0 on)"),
           smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
           barrier_factor=(None, _NO_BARRIER)),
+    _arch("sm_88", 8, 8,
+          warps=(48, f"{CCCL} (sm_88 = sm_86 traits: 1536 threads per SM); "
+                     + _NO_GUIDE.format("8.8")),
+          blocks=(16, f"{_BLOCKS}: 16 for 8.x other than 8.0 and 8.9; {CCCL} agrees"),
+          smem_sm=(100 * KB, f"{CCCL} (sm_88 = sm_86 traits); {_CARVE}: 8.x other than 8.0 "
+                             "and 8.7 up to 100 KB"),
+          smem_optin=(99 * KB, f"{CCCL} (= shared per SM - reserved per block)"),
+          reserved=(1 * KB, _RESERVED_CCCL),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(None, _NO_BARRIER)),
     _arch("sm_89", 8, 9,
           warps=(48, f"{GUIDE}; {CCCL} (1536 threads per SM)"),
           blocks=(24, f"{_BLOCKS}: 24 for 8.9; {CCCL} agrees"),
@@ -190,11 +204,35 @@ ARCHS: dict[str, ArchLimits] = {a.arch: a for a in (
           reserved=(1 * KB, _RESERVED),
           smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
           barrier_factor=(1, f"{_BARRIERS}: 1 x max blocks for 10.x other than 10.0")),
-    # sm_12x: the toolkit's occupancy header says 24 resident blocks; CCCL's arch_traits.h
-    # says 32. The header is what the occupancy calculator itself computes with: use it.
+    # sm_107: the guide has no 10.7 column, so every figure comes from the toolkit's two
+    # headers, and they disagree on shared memory per SM. CCCL's sm_107 traits copy sm_100's
+    # (228 KB; only blocks and threads are overridden); cuda_occupancy.h gives 10.7 alone a
+    # 328 KB carveout step. As for sm_12x below, the occupancy header wins: 328 KB. The
+    # per-block opt-in maximum is in CCCL only (sm_100's 227 KB): kept as CCCL gives it.
+    _arch("sm_107", 10, 7,
+          warps=(32, f"{CCCL} (sm_107: 1024 threads per SM); " + _NO_GUIDE.format("10.7")),
+          blocks=(16, f"{_BLOCKS}: 16 for 10.7; {CCCL} agrees"),
+          smem_sm=(328 * KB, f"{_CARVE}: 10.7 up to 328 KB ({CCCL} says 228 KB, "
+                             "sm_100's, for sm_107)"),
+          smem_optin=(227 * KB, f"{CCCL} (sm_107 keeps sm_100's 227 KB); cuda_occupancy.h "
+                                "takes it from the device"),
+          reserved=(1 * KB, _RESERVED_CCCL),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(1, f"{_BARRIERS}: 1 x max blocks for 10.x other than 10.0")),
+    _arch("sm_110", 11, 0,
+          warps=(48, f"{GUIDE} (11.0: 1536 threads per SM); {CCCL} agrees"),
+          blocks=(24, f"{_BLOCKS}: 24 for 11.0; {GUIDE} and {CCCL} agree"),
+          smem_sm=(228 * KB, f"{GUIDE}; {CCCL}; {_CARVE}: 11.0 up to 228 KB"),
+          smem_optin=(227 * KB, _OPTIN),
+          reserved=(1 * KB, _RESERVED),
+          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
+          barrier_factor=(1, f"{_BARRIERS}: 1 x max blocks for 11.0")),
+    # sm_12x: the toolkit's occupancy header says 24 resident blocks, as do the guide and the
+    # CCCL shipped with CUDA 13.5 (an earlier CCCL arch_traits.h said 32). Where the header
+    # and CCCL disagree, the header is what the occupancy calculator itself computes with.
     _arch("sm_120", 12, 0,
           warps=(48, f"{GUIDE}; {CCCL} (1536 threads per SM)"),
-          blocks=(24, f"{_BLOCKS}: 24 for 12.x (CCCL arch_traits.h says 32)"),
+          blocks=(24, f"{_BLOCKS}: 24 for 12.x; {GUIDE} and {CCCL} agree"),
           smem_sm=(100 * KB, f"{GUIDE}; {CCCL}; {_CARVE}: 12.x up to 100 KB"),
           smem_optin=(99 * KB, _OPTIN),
           reserved=(1 * KB, _RESERVED),
@@ -237,8 +275,9 @@ def arch_limits(arch: str) -> ArchLimits:
     except KeyError:
         from .errors import UnknownArch
 
-        raise UnknownArch(f"no SM limits known for {arch}",
-                          hint=f"known: {', '.join(ARCHS)}") from None
+        read_as = f" (read as {key})" if key != arch.strip().lower() else ""
+        raise UnknownArch(f"no SM limits known for {arch}{read_as}",
+                          hint=f"nvstage's arch table has {', '.join(ARCHS)}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -457,7 +496,7 @@ def lookup_gpu(name_or_arch: str) -> GpuSpec:
     except UsageError:
         pass
     else:
-        limits = arch_limits(f"sm_{major}{minor}")  # raises UnknownArch with the known list
+        limits = arch_limits(key)  # raises UnknownArch with the known list
         return GpuSpec(name=f"sm_{major}{minor}{suffix}", arch=limits.arch,
                        display_name=f"any sm_{major}{minor}{suffix} GPU (arch limits only)")
     raise UsageError(f"unknown GPU {name_or_arch!r}",
