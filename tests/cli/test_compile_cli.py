@@ -101,3 +101,18 @@ def test_doctor_lists_the_runtime_compilers(cli):
     assert doc["runtime_compilers"]["nvrtc"].startswith("13.")
     assert doc["runtime_compilers"]["nvjitlink"].startswith("13.")
     assert "cuda-core" in doc["packages"]
+
+
+def test_a_narrow_terminal_stacks_cells_instead_of_breaking_names(cli, kernels, workdir,
+                                                                 monkeypatch):
+    monkeypatch.setenv("COLUMNS", "90")
+    r = cli("compile", kernels / "saxpy.cu", "-c", "-arch", "sm_90", "-o", "s.o")
+    assert r.exit_code == 0, r.stderr
+    table = r.stdout.splitlines()
+    assert table and max(map(len, table)) <= 90
+    text = r.stdout
+    # Whole names, one per line, and the tool under its stage where they differ.
+    for name in ("saxpy.cudafe1.stub.c", "saxpy.sm_90.cubin", "host-preprocess",
+                 "device-preprocess", "-> s.o"):
+        assert name in text, name
+    assert "(gcc)" in text and "…" not in text

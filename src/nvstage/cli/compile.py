@@ -123,7 +123,7 @@ def compile_cmd(
         for line in build.plan.messages:  # nvcc's own warnings while it planned
             stderr().print(Text(line))
         con = data_console(json_out)
-        con.print(stage_table(build))
+        con.print(stage_table(build, con.width))
         if build.via == "nvrtc":
             from ..nvrtc import render_name_map
 

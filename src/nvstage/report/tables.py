@@ -17,29 +17,50 @@ def _short(path: str, base: str | None) -> str:
     return os.path.basename(path)
 
 
-def stage_table(build: Build) -> Table:
-    """One row per stage: order, stage, tool, arch, inputs -> outputs, size, time."""
+# Below this many columns the stage table stacks its cells (one file per line, the tool under
+# its stage) instead of letting file names break mid-word.
+NARROW = 120
+
+
+def stage_table(build: Build, width: int | None = None) -> Table:
+    """One row per stage: order, stage, tool, arch, inputs -> outputs, size, time. On a
+    console narrower than ``NARROW`` the tool goes under the stage (where it differs) and
+    every file takes its own line."""
+    narrow = width is not None and width < NARROW
     t = Table(box=box.SIMPLE_HEAD, title=None, pad_edge=False)
-    for col, kw in (("#", {"justify": "right"}), ("stage", {}), ("tool", {}), ("arch", {}),
-                    ("inputs -> outputs", {"overflow": "fold"}), ("size", {"justify": "right"}),
-                    ("time", {"justify": "right"})):
+    cols = [("#", {"justify": "right"}), ("stage", {"no_wrap": True}), ("tool", {}),
+            ("arch", {"no_wrap": True}), ("inputs -> outputs", {"overflow": "fold"}),
+            ("size", {"justify": "right", "no_wrap": True}),
+            ("time", {"justify": "right"})]
+    if narrow:
+        del cols[2]
+    for col, kw in cols:
         t.add_column(col, **kw)
     for run in build.runs:
-        t.add_row(*_row(run, build))
+        row = _row(run, build, narrow)
+        if narrow:
+            tool = row.pop(2)
+            row[1] += f"\n({tool})" if tool != row[1] else ""
+        t.add_row(*row)
     return t
 
 
-def _row(run: StageRun, build: Build) -> list[str]:
+def _row(run: StageRun, build: Build, narrow: bool = False) -> list[str]:
     s = run.stage
     base = build.keep_dir or build.cwd
-    ins = ", ".join(_short(p if os.path.isabs(p) else os.path.join(build.cwd, p), base)
-                    for p in s.inputs) or "-"
-    outs = ", ".join(a.name for a in run.artifacts) or "-"
+    ins = [_short(p if os.path.isabs(p) else os.path.join(build.cwd, p), base)
+           for p in s.inputs] or ["-"]
+    outs = [a.name for a in run.artifacts] or ["-"]
+    if narrow:
+        io = ",\n".join(ins) + "\n-> " + ",\n   ".join(outs)
+    else:
+        io = f"{', '.join(ins)} -> {', '.join(outs)}"
     size = sum(a.size for a in run.artifacts)
-    time = fmt_seconds(run.seconds) + (" (cached)" if run.cached else "")
+    time = fmt_seconds(run.seconds) + (("\n" if narrow else " ") + "(cached)"
+                                       if run.cached else "")
     if not run.ok:
         time = f"FAILED ({run.returncode})"
-    return [str(s.index), s.kind.value, s.tool, s.arch or "", f"{ins} -> {outs}",
+    return [str(s.index), s.kind.value, s.tool, s.arch or "", io,
             fmt_bytes(size) if run.artifacts else "", time]
 
 
