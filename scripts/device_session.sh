@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The one command for a lent GPU machine (the `device` tool's `run`), prepared so a session's
+# few minutes of device time go to measuring, not to setting up:
+#
+#   run(command="bash scripts/device_session.sh", carry=[".whl"], timeout_s=560)
+#
+# That machine has no registry access. Its image has numpy, typer, rich, cuda-core,
+# cuda-bindings, nvidia-ml-py, pytest and nvcc, but not pyelftools; wheels for what it lacks
+# travel in .whl/ (ignored by git; fetch them here first with scripts/device_wheels.sh).
+# nvstage itself runs from src/ (no install, no build backend needed).
+#
+# Results: $OUT/summary.txt (one PASS/FAIL/SKIP line per check, then the model's error
+# table) and $OUT/results.tar.gz (every report, trace and log): the tool brings back at most
+# 8 files, so everything else travels inside the archive.
+set -u
+OUT="${OUT:-${1:-/tmp/nvstage-device-out}}"
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT"
+RES=/tmp/nvstage-results
+rm -rf "$RES" && mkdir -p "$RES/checks" "$RES/model"
+log() { echo "== $*" | tee -a "$RES/session.log" >&2; }
+
+PY=$(command -v python3)
+if ls .whl/*.whl >/dev/null 2>&1; then
+  # Only what the image lacks or has too old: one version of each package.
+  want=(.whl/pyelftools-*.whl)
+  "$PY" - <<'EOF' || want+=(.whl/cuda_core-*.whl)
+import sys
+from importlib.metadata import version
+major, minor = (int(x) for x in version("cuda-core").split(".")[:2])
+sys.exit(0 if (major, minor) >= (1, 2) else 1)
+EOF
+  log "installing ${want[*]}"
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site "${want[@]}" 2>&1 | tee -a "$RES/session.log"
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# `nvstage` and `python` as the examples' scripts call them.
+mkdir -p /tmp/nvstage-bin
+printf '#!/bin/sh\nexec %s -m nvstage "$@"\n' "$PY" > /tmp/nvstage-bin/nvstage
+ln -sf "$PY" /tmp/nvstage-bin/python
+chmod +x /tmp/nvstage-bin/nvstage
+export PATH="/tmp/nvstage-bin:$PATH"
+
+log "versions"
+{ "$PY" -m pip list 2>/dev/null | grep -Ei '^(cuda|nvidia-ml|numpy|typer|rich|pyelftools|cupti)'
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,pcie.link.gen.max --format=csv
+  nvcc --version | tail -2; } > "$RES/versions.txt" 2>&1
+"$PY" -m nvstage doctor > "$RES/doctor.txt" 2>&1
+
+log "gpu checks"
+PYTHON="$PY" timeout 330 bash scripts/gpu_checks.sh "$RES/checks"
+echo "gpu_checks.sh rc=$?" >> "$RES/session.log"
+
+log "model: estimate vs measured"
+timeout 150 bash examples/model/measure.sh "$RES/model" > "$RES/model/measure.log" 2>&1
+echo "measure.sh rc=$?" >> "$RES/session.log"
+
+{ cat "$RES/checks/summary.txt" 2>/dev/null || echo "FAIL gpu_checks.sh wrote no summary"
+  echo; cat "$RES/model/errors.txt" 2>/dev/null || echo "FAIL measure.sh wrote no errors.txt"
+  echo; cat "$RES/session.log"; } > "$OUT/summary.txt"
+tar czf "$OUT/results.tar.gz" -C /tmp nvstage-results
+cat "$OUT/summary.txt"
