@@ -24,7 +24,8 @@ PY=$(command -v python3)
 if ls .whl/*.whl >/dev/null 2>&1; then
   # Only what the image lacks or has too old: one version of each package.
   want=(.whl/pyelftools-*.whl)
-  "$PY" - <<'EOF' || want+=(.whl/cuda_core-*.whl)
+  # cuda-core 1.2 needs cuda-pathfinder >= 1.4.2: both come along when the image's is older.
+  "$PY" - <<'EOF' || want+=(.whl/cuda_core-*.whl .whl/cuda_pathfinder-*.whl)
 import sys
 from importlib.metadata import version
 major, minor = (int(x) for x in version("cuda-core").split(".")[:2])

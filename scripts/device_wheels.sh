@@ -9,5 +9,5 @@ grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/ex
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
-  cuda-core==1.2.2 pyelftools==0.33
+  cuda-core==1.2.2 cuda-pathfinder==1.9.1 pyelftools==0.33
 ls -l .whl
