@@ -155,11 +155,52 @@ def test_corrupt_baseline_is_one_clear_error(small, toolkit, tmp_path, content, 
         check(small, parse_budgets({}), toolkit=toolkit, baseline=p)
 
 
-def test_mismatched_baseline_names_the_difference(small, one_arch, toolkit, tmp_path):
+def test_baseline_an_arch_apart_compares_what_both_have(small, one_arch, toolkit, tmp_path):
+    # one_arch has sm_90 only: against it small's sm_80 kernel and cubin are new (no
+    # violation), and the sm_90 kernel both have is still compared
+    doc = check(one_arch, parse_budgets({}), toolkit=toolkit).to_json()
+    old = tmp_path / "one.json"
+    old.write_text(json.dumps(doc))
+    r = check(small, parse_budgets({}), toolkit=toolkit, baseline=old)
+    assert [(u.kind, u.kernel, u.arch) for u in r.unmatched] == [
+        ("new", "budget_acc", "sm_80"), ("new", None, "sm_80")]
+    assert r.unmatched[0].message == "budget_acc (sm_80): new, not in the baseline (its " \
+                                     "budgets still apply)"
+    assert not [v for v in r.violations if v.metric != "stage_seconds"]
+    assert "sizes not compared with the baseline (kernels were added): the fatbin" in r.notes
+    assert r.to_json()["unmatched"][1] == {"kind": "new", "kernel": None, "arch": "sm_80",
+                                           "message": "the sm_80 cubin: new, not in the baseline"}
+    # the kernel both have is compared: a baseline that says it had fewer registers fails it
+    (k90,) = doc["measurements"]["kernels"]
+    k90["registers"] = 1
+    old.write_text(json.dumps(doc))
+    regs = [v for v in check(small, parse_budgets({}), toolkit=toolkit, baseline=old).violations
+            if v.metric == "registers"]
+    assert [(v.arch, v.against) for v in regs] == [("sm_90", "baseline")]
+    # the new kernel is still held to its budgets
+    tight = parse_budgets({"budgets": {"max_registers": 1}})
+    regs = [v for v in check(small, tight, toolkit=toolkit, baseline=old).violations
+            if v.metric == "registers" and v.against == "budget"]
+    assert sorted(v.arch for v in regs) == ["sm_80", "sm_90"]
+    # the other way round the sm_80 kernel and cubin are removed, and that passes
+    new = tmp_path / "small.json"
+    new.write_text(json.dumps(check(small, parse_budgets({}), toolkit=toolkit).to_json()))
+    r = check(one_arch, parse_budgets({}), toolkit=toolkit, baseline=new)
+    assert [(u.kind, u.kernel, u.arch) for u in r.unmatched] == [
+        ("removed", "budget_acc", "sm_80"), ("removed", None, "sm_80")]
+    assert r.unmatched[0].message == "budget_acc (sm_80): removed, only in the baseline"
+    assert not [v for v in r.violations if v.metric != "stage_seconds"]
+
+
+def test_a_baseline_of_another_program_is_one_clear_error(small, spilled, toolkit, tmp_path):
     p = tmp_path / "base.json"
-    p.write_text(json.dumps(check(one_arch, parse_budgets({}), toolkit=toolkit).to_json()))
-    with pytest.raises(BaselineError, match=r"only in this build: budget_acc \(sm_80\)"):
+    p.write_text(json.dumps(check(spilled, parse_budgets({}), toolkit=toolkit).to_json()))
+    with pytest.raises(BaselineError) as e:
         check(small, parse_budgets({}), toolkit=toolkit, baseline=p)
+    assert e.value.message == (
+        f"baseline {p} is for a different build: no kernel and arch in common (only in the "
+        f"baseline: spill (sm_90); only in this build: budget_acc (sm_80), budget_acc (sm_90))")
+    assert "nvstage check --write-baseline" in e.value.hint
 
 
 def test_renderers(big, toolkit):
@@ -348,6 +389,43 @@ def test_baseline_ignores_time_noise_below_the_floor():
     assert sorted(v.metric for v in c.violations) == ["kernel_us", "stage_seconds"]
 
 
+def test_baseline_pairs_kernels_by_name_and_arch():
+    from nvstage.check import _Checker, _compare
+    from nvstage.measure import KernelFacts
+
+    def k(name, arch, registers=10):
+        return KernelFacts(name, name, arch, registers, 0, 0)
+
+    rel = dict(parse_budgets({}).baseline)
+    before = _facts(kernels=[k("a", "sm_90"), k("gone", "sm_90"), k("kept", "sm_90", 50)],
+                    cubin_bytes={"sm_80": 100, "sm_90": 1000}, fatbin_bytes=1200)
+    now = _facts(kernels=[k("a", "sm_90", 20), k("b", "sm_90"), k("kept", "sm_90", 50)],
+                 cubin_bytes={"sm_90": 5000, "sm_100": 10}, fatbin_bytes=6000)
+    c, notes = _Checker(), []
+    unmatched = _compare(now, before, rel, c, "base", notes)
+    assert [(u.kind, u.kernel, u.arch) for u in unmatched] == [
+        ("new", "b", "sm_90"), ("removed", "gone", "sm_90"), ("new", None, "sm_100"),
+        ("removed", None, "sm_80")]
+    # the kernels both have are compared; the sizes a new kernel grew are not
+    assert [(v.metric, v.kernel) for v in c.violations] == [("registers", "a")]
+    assert c.checked == 6
+    assert notes == ["sizes not compared with the baseline (kernels were added): the sm_90 "
+                     "cubin, the fatbin"]
+    # a kernel removed, none added: the sizes are compared as before
+    c = _Checker()
+    _compare(_facts(kernels=[k("a", "sm_90")], cubin_bytes={"sm_90": 5000}), before, rel, c,
+             "base")
+    assert [v.metric for v in c.violations] == ["cubin_bytes"]
+    # the same name on other arches only: nothing in common, a baseline of another build
+    with pytest.raises(BaselineError, match=r"no kernel and arch in common \(only in the "
+                                            r"baseline: a \(sm_80\); only in this build: a "
+                                            r"\(sm_90\)\)"):
+        _compare(_facts(kernels=[k("a", "sm_90")]), _facts(kernels=[k("a", "sm_80")]), rel,
+                 _Checker(), "base")
+    # two builds with no kernels at all have nothing to tell apart
+    assert _compare(_facts(), _facts(), rel, _Checker(), "base") == []
+
+
 def _result(violations, kernels=()):
     from nvstage.check import CheckResult
 
@@ -377,3 +455,18 @@ def test_github_annotation_escaping():
     out = github_annotations(_result([v]), base="/repo")
     assert out == ("::error file=dir%2Ca%3Ab/k.cu,line=3,title=nvstage check%3A registers::"
                    "50%25 more%0Aregisters, k: bad\n")
+
+
+def test_renderers_show_what_the_baseline_did_not_compare():
+    from nvstage.check import Unmatched
+
+    r = _result([])
+    r.unmatched = [Unmatched("new", "k<int>(int*)", "sm_90", "k<int>(int*) (sm_90): new"),
+                   Unmatched("removed", None, "sm_80", "the sm_80 cubin: removed")]
+    md = markdown_summary(r)
+    assert "| `k<int>(int*)` | sm_90 | new, not in the baseline |" in md
+    assert "| (cubin) | sm_80 | removed, only in the baseline |" in md
+    assert github_annotations(r).splitlines() == [
+        "::notice title=nvstage check%3A new vs baseline::k<int>(int*) (sm_90): new",
+        "::notice title=nvstage check%3A removed vs baseline::the sm_80 cubin: removed",
+        "::notice title=nvstage check::passed: 3 limits checked, no violations"]

@@ -19,7 +19,8 @@ BASELINE_FLOORS = {"stage_seconds": 0.05, "kernel_us": 1.0}
 
 
 class BaselineError(ArtifactError):
-    """A --baseline file that is not a check report or manifest, or one for another build."""
+    """A --baseline file that is not a check report or manifest, or one for another build
+    (no kernel and arch in common with this one)."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,21 @@ class Violation:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Unmatched:
+    """A kernel (or a cubin, kernel None) on one side of a baseline only: nothing to compare
+    it with, so no baseline limit, and not a violation. ``kind``: "new" (only in this build;
+    its budgets still apply) or "removed" (only in the baseline)."""
+
+    kind: str
+    kernel: str | None  # demangled name; None for an arch's cubin
+    arch: str
+    message: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
 @dataclass
 class CheckResult:
     measurements: Measurements
@@ -46,6 +62,7 @@ class CheckResult:
     budgets_path: str | None = None
     baseline_path: str | None = None
     notes: list[str] = field(default_factory=list)
+    unmatched: list[Unmatched] = field(default_factory=list)  # vs the baseline
 
     @property
     def passed(self) -> bool:
@@ -58,6 +75,7 @@ class CheckResult:
             "budgets": self.budgets_path, "baseline": self.baseline_path,
             "violations": [v.to_json() for v in self.violations],
             "measurements": self.measurements.to_json(), "notes": self.notes,
+            "unmatched": [u.to_json() for u in self.unmatched],
         }
 
 
@@ -140,12 +158,13 @@ def check(manifest_or_build, budgets: Budgets, *, toolkit=None, run_report=None,
     if budgets.run and run_report is None:
         notes.append("no run report given: run budgets not checked")
     base_path = None
+    unmatched = []
     if baseline is not None:
         base_path = baseline if not isinstance(baseline, dict) else "(given)"
         base = load_baseline(baseline, toolkit=toolkit)
-        _compare(m, base, budgets.baseline, c, str(base_path))
+        unmatched = _compare(m, base, budgets.baseline, c, str(base_path), notes)
     return CheckResult(m, c.violations, c.checked, budgets.path,
-                       None if base_path is None else str(base_path), notes)
+                       None if base_path is None else str(base_path), notes, unmatched)
 
 
 def load_baseline(baseline, *, toolkit=None) -> Measurements:
@@ -175,30 +194,58 @@ def load_baseline(baseline, *, toolkit=None) -> Measurements:
 
 
 def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Checker,
-             label: str) -> None:
+             label: str, notes: list[str] | None = None) -> list[Unmatched]:
+    """Hold what both builds have against the baseline; return what only one side has."""
     now = {(k.kernel, k.arch): k for k in m.kernels}
     before = {(k.kernel, k.arch): k for k in base.kernels}
-    if set(now) != set(before):
+    added, removed = sorted(set(now) - set(before)), sorted(set(before) - set(now))
+    if (now or before) and not set(now) & set(before):
+        # Nothing to compare: a baseline of another program, not this one a kernel apart.
         def names(keys):
             return ", ".join(f"{now.get(k, before.get(k)).demangled} ({k[1]})"
-                             for k in sorted(keys)) or "none"
+                             for k in keys) or "none"
 
         raise BaselineError(
-            f"baseline {label} is for a different build: kernels/arches only in the "
-            f"baseline: {names(set(before) - set(now))}; only in this build: "
-            f"{names(set(now) - set(before))}",
-            hint="write a new baseline for this build with nvstage check --write-baseline")
+            f"baseline {label} is for a different build: no kernel and arch in common "
+            f"(only in the baseline: {names(removed)}; only in this build: {names(added)})",
+            hint="compare with a baseline of the same program, or write a new one for this "
+                 "build with nvstage check --write-baseline")
+    unmatched = [Unmatched("new", now[k].demangled, k[1],
+                           f"{now[k].demangled} ({k[1]}): new, not in the baseline (its "
+                           f"budgets still apply)") for k in added]
+    unmatched += [Unmatched("removed", before[k].demangled, k[1],
+                            f"{before[k].demangled} ({k[1]}): removed, only in the baseline")
+                  for k in removed]
+    for arch in sorted(set(m.cubin_bytes) ^ set(base.cubin_bytes)):
+        kind, where = ("new", "not in the baseline") if arch in m.cubin_bytes else \
+            ("removed", "only in the baseline")
+        unmatched.append(Unmatched(kind, None, arch, f"the {arch} cubin: {kind}, {where}"))
     for key, k in sorted(now.items()):
-        b = before[key]
+        b = before.get(key)
+        if b is None:
+            continue
         for metric in ("registers", "spill_bytes", "shared_bytes"):
             _grew(c, getattr(k, metric), getattr(b, metric), rel[metric], metric,
                   kernel=k.demangled, arch=k.arch, file=k.file, line=k.line,
                   what=f"{k.demangled} ({k.arch}) {metric.replace('_', ' ')}")
+    # A kernel added since the baseline grows the cubin of its arch and the fatbin: growth
+    # that is the new kernel's, not a regression, so those sizes are not held to the baseline
+    # (max_cubin_bytes and max_fatbin_bytes still hold them).
+    grown = {arch for _, arch in added}
     for arch, size in sorted(m.cubin_bytes.items()):
-        _grew(c, size, base.cubin_bytes.get(arch), rel["cubin_bytes"], "cubin_bytes",
-              kernel=None, arch=arch, what=f"the {arch} cubin size")
-    _grew(c, m.fatbin_bytes, base.fatbin_bytes, rel["fatbin_bytes"], "fatbin_bytes",
-          kernel=None, arch=None, what="the fatbin size")
+        if arch not in grown:
+            _grew(c, size, base.cubin_bytes.get(arch), rel["cubin_bytes"], "cubin_bytes",
+                  kernel=None, arch=arch, what=f"the {arch} cubin size")
+    if not added:
+        _grew(c, m.fatbin_bytes, base.fatbin_bytes, rel["fatbin_bytes"], "fatbin_bytes",
+              kernel=None, arch=None, what="the fatbin size")
+    skipped = [f"the {a} cubin" for a in sorted(grown & set(m.cubin_bytes)
+                                                 & set(base.cubin_bytes))]
+    if added and None not in (m.fatbin_bytes, base.fatbin_bytes):
+        skipped.append("the fatbin")
+    if skipped and notes is not None:
+        notes.append(f"sizes not compared with the baseline (kernels were added): "
+                     f"{', '.join(skipped)}")
     # Stages are matched by kind, arch and order among stages of that kind: indices move
     # when a flag adds a stage.
     def keyed(stages):
@@ -221,6 +268,7 @@ def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Che
     for name, us in sorted(m.kernel_us.items()):
         _grew(c, us, base.kernel_us.get(name), rel["kernel_us"], "kernel_us", kernel=name,
               arch=None, what=f"kernel {name} time", unit=" us")
+    return unmatched
 
 
 def _grew(c: _Checker, value, before, fraction: float, metric: str, *, kernel, arch, what,

@@ -147,9 +147,87 @@ def test_mismatched_baseline_one_message(cli, workdir, kept, kernels, toolkit):
     assert r.exit_code == 6
     doc = json.loads(r.stdout)
     assert doc["error"] == "BaselineError"
-    assert "is for a different build" in doc["message"]
+    assert "is for a different build: no kernel and arch in common" in doc["message"]
     assert "only in the baseline: saxpy (sm_90)" in doc["message"]
     assert "only in this build: budget_acc (sm_80), budget_acc (sm_90)" in doc["message"]
+    assert "--write-baseline" in doc["hint"]
+
+
+SCALE = """
+extern "C" __global__ void scale(int n, float a, float* __restrict__ y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] *= a;
+}
+"""
+# Stage times are left out of these baselines: adding a kernel makes the build slower.
+ONE_ARCH = """
+[tool.nvstage.compile]
+archs = ["sm_90"]
+[tool.nvstage.budgets]
+max_registers = 64
+[tool.nvstage.baseline]
+stage_seconds = 1000.0
+"""
+
+
+def _pr(cli, workdir, *, before: str, after: str, config: str = ONE_ARCH):
+    """Check saxpy.cu as ``before`` with --write-baseline (main), then as ``after`` against
+    that baseline (a pull request changing the file), both as JSON."""
+    cfg = workdir / "budgets.toml"
+    cfg.write_text(config)
+    src = workdir / "saxpy.cu"
+    src.write_text(before)
+    r = cli("check", src, "--config", cfg, "--write-baseline", "main.json")
+    assert r.exit_code == 0, r.output
+    src.write_text(after)
+    return cli("check", src, "--config", cfg, "--baseline", "main.json", "--json")
+
+
+def test_a_kernel_added_since_the_baseline_is_a_note(cli, workdir, kernels):
+    saxpy = (kernels / "saxpy.cu").read_text()
+    r = _pr(cli, workdir, before=saxpy, after=saxpy + SCALE)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["passed"] is True
+    assert doc["unmatched"] == [{"kind": "new", "kernel": "scale", "arch": "sm_90",
+                                 "message": "scale (sm_90): new, not in the baseline (its "
+                                            "budgets still apply)"}]
+    assert "note: scale (sm_90): new, not in the baseline" in r.stderr
+    assert ("note: sizes not compared with the baseline (kernels were added): the sm_90 "
+            "cubin, the fatbin") in r.stderr
+    # saxpy, in both, is still compared with the baseline; scale is held to its budgets
+    tight = ONE_ARCH + '[tool.nvstage.budgets.kernels.scale]\nmax_registers = 1\n'
+    r = _pr(cli, workdir, before=saxpy, after=saxpy + SCALE, config=tight)
+    assert r.exit_code == 1
+    (v,) = json.loads(r.stdout)["violations"]
+    assert (v["kernel"], v["metric"], v["against"], v["limit"]) == ("scale", "registers",
+                                                                    "budget", 1)
+
+
+def test_a_kernel_removed_since_the_baseline_is_a_note(cli, workdir, kernels):
+    saxpy = (kernels / "saxpy.cu").read_text()
+    r = _pr(cli, workdir, before=saxpy + SCALE, after=saxpy)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [(u["kind"], u["kernel"], u["arch"]) for u in doc["unmatched"]] == [
+        ("removed", "scale", "sm_90")]
+    assert "note: scale (sm_90): removed, only in the baseline" in r.stderr
+    # nothing was added: the sizes are compared (they shrank)
+    assert "sizes not compared" not in r.stderr
+    assert "nvstage check passed" in r.stderr
+
+
+def test_a_kernel_added_in_text_and_markdown(cli, workdir, kernels):
+    saxpy = (kernels / "saxpy.cu").read_text()
+    _pr(cli, workdir, before=saxpy, after=saxpy + SCALE)
+    cfg = workdir / "budgets.toml"
+    r = cli("check", "saxpy.cu", "--config", cfg, "--baseline", "main.json")
+    assert r.exit_code == 0
+    assert "scale    sm_90" in r.stdout and "FAIL" not in r.stdout
+    assert "note: scale (sm_90): new, not in the baseline" in r.stderr
+    r = cli("check", "saxpy.cu", "--config", cfg, "--baseline", "main.json", "--format",
+            "markdown")
+    assert "| `scale` | sm_90 | new, not in the baseline |" in r.stdout
 
 
 def test_no_config_is_a_usage_error(cli, workdir, kept):

@@ -23,8 +23,8 @@ def check_cmd(
         help="pyproject.toml or a budgets TOML file (default: the nearest pyproject.toml "
         "with \\[tool.nvstage]).")] = None,
     baseline: Annotated[Optional[Path], typer.Option("--baseline",
-        help="An earlier check report (--write-baseline) or stages.json to compare with.")
-        ] = None,
+        help="An earlier check report (--write-baseline) or stages.json to compare with: "
+        "kernels in both are compared, one added or removed since is a note.")] = None,
     run_report: Annotated[Optional[Path], typer.Option("--run-report",
         help="A run profile (nvstage run --profile --json) for the time budgets.")] = None,
     fmt: Annotated[str, typer.Option("--format",
@@ -124,7 +124,7 @@ def check_cmd(
             typer.echo(markdown_summary(result), nl=False)
         else:
             _text(result, data_console(False))
-        for n in result.notes:
+        for n in result.notes + [u.message for u in result.unmatched]:
             stderr().print(f"note: {n}", markup=False)
         stderr().print(f"nvstage check {summary_line(result)}", markup=False)
         if not result.passed:

@@ -28,7 +28,8 @@ def _rel(path: str | None, base: str | None) -> str | None:
 
 def github_annotations(result: CheckResult, *, base: str | None = None) -> str:
     """One ``::error`` workflow command per violation (file and line where known), so GitHub
-    marks the kernel's line in the pull request. ``base``: the repository root."""
+    marks the kernel's line in the pull request, and one ``::notice`` per kernel or cubin
+    only one side of the baseline has. ``base``: the repository root."""
     out = []
     for v in result.violations:
         props = []
@@ -40,6 +41,9 @@ def github_annotations(result: CheckResult, *, base: str | None = None) -> str:
         props.append("title=" + _gh_prop(f"nvstage check: {v.metric}"
                                          + (" vs baseline" if v.against == "baseline" else "")))
         out.append(f"::error {','.join(props)}::{_gh_data(v.message)}")
+    for u in result.unmatched:
+        title = _gh_prop(f"nvstage check: {u.kind} vs baseline")
+        out.append(f"::notice title={title}::{_gh_data(u.message)}")
     if result.passed:
         out.append(f"::notice title=nvstage check::{_gh_data(summary_line(result))}")
     return "\n".join(out) + "\n"
@@ -69,8 +73,12 @@ def _md_code(text) -> str:
     return f"{fence}{text}{fence}" if fence == "`" else f"{fence} {text} {fence}"
 
 
+_UNMATCHED = {"new": "new, not in the baseline", "removed": "removed, only in the baseline"}
+
+
 def markdown_summary(result: CheckResult, *, title: str = "nvstage check") -> str:
-    """A job summary: the verdict, the violations, then every kernel's numbers."""
+    """A job summary: the verdict, the violations, every kernel's numbers, then what only
+    one side of the baseline has."""
     m = result.measurements
     icon = "✅" if result.passed else "❌"
     lines = [f"## {icon} {title}: {summary_line(result)}", "",
@@ -91,6 +99,12 @@ def markdown_summary(result: CheckResult, *, title: str = "nvstage check") -> st
             spill = "?" if k.spill_bytes is None else k.spill_bytes
             lines.append(f"| {_md_code(k.demangled)} | {k.arch} | {k.registers} | {spill} | "
                          f"{k.shared_bytes} |")
+        lines.append("")
+    if result.unmatched:
+        lines += ["| not compared with the baseline | arch | |", "|---|---|---|"]
+        for u in result.unmatched:
+            what = _md_code(u.kernel) if u.kernel else "(cubin)"
+            lines.append(f"| {what} | {u.arch} | {_UNMATCHED[u.kind]} |")
         lines.append("")
     for n in result.notes:
         lines.append(f"> {_md(n)}")
