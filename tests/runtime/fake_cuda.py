@@ -26,6 +26,7 @@ from cuda.core._kernel_arg_handler import ParamHolder
 from cuda.core._utils.cuda_utils import CUDAError
 
 ComputeCapability = namedtuple("ComputeCapability", "major minor")
+ParamInfo = namedtuple("ParamInfo", "offset size")
 
 KERNEL_NS = 5_000.0
 EMPTY_NS = 1_000.0
@@ -44,6 +45,8 @@ class FakeGPU:
         self.loaded: list[tuple[str, bytes, str]] = []  # (kind, image, name)
         self.alloc_limit = 1 << 40
         self.fail_launch: str | None = None  # a kernel whose launch call raises
+        self.hang = False  # work that never finishes: no event is ever done
+        self.bad_image: str | None = None  # an image the driver refuses at the first lookup
 
     def array(self, ptr: int) -> np.ndarray:
         if ptr not in self.mem:
@@ -57,8 +60,9 @@ class FakeGPU:
 
 
 class FakeKernelDef:
-    def __init__(self, name, sizes, fn, ns=KERNEL_NS):
+    def __init__(self, name, sizes, fn, ns=KERNEL_NS, static_shared=0):
         self.name, self.sizes, self.fn, self.ns = name, tuple(sizes), fn, ns
+        self.static_shared = static_shared
 
 
 GPU = FakeGPU()
@@ -146,6 +150,11 @@ class Event:
     def sync(self):
         GPU.check()
 
+    @property
+    def is_done(self) -> bool:
+        GPU.check()  # a sticky error is raised by the query, as cuEventQuery returns it
+        return not GPU.hang
+
     def __sub__(self, other):
         if not (self.timing and other.timing):
             raise RuntimeError("timing_enabled is False on an event")
@@ -165,10 +174,18 @@ class Kernel:
     def __init__(self, d: FakeKernelDef):
         self._d = d
         self.handle = id(d)
+        # 48 KB less the kernel's static shared memory, as the driver reports it
+        self.attributes = types.SimpleNamespace(
+            max_dynamic_shared_size_bytes=48 * 1024 - d.static_shared)
 
     @property
     def num_arguments(self) -> int:
         return len(self._d.sizes)
+
+    @property
+    def arguments_info(self) -> list:
+        offsets = np.cumsum((0, *self._d.sizes[:-1])) if self._d.sizes else []
+        return [ParamInfo(int(o), s) for o, s in zip(offsets, self._d.sizes)]
 
 
 class ObjectCode:
@@ -191,6 +208,8 @@ class ObjectCode:
         return ObjectCode("ptx", module, name)
 
     def get_kernel(self, name):
+        if GPU.bad_image and self.name != "nvstage_helpers":
+            raise CUDAError(GPU.bad_image)  # cuda.core loads the image at the first lookup
         if name not in GPU.kernels:
             raise CUDAError(f"CUDA_ERROR_NOT_FOUND: named symbol not found ({name})")
         return Kernel(GPU.kernels[name])

@@ -58,4 +58,13 @@ def test_start_without_cupti_python_is_none():
 
     if "cupti" in sys.modules:
         return
-    assert CuptiSession.start() is None
+    session, why = CuptiSession.start()
+    assert session is None and "install nvstage[cupti]" in why
+
+
+def test_incomplete_records_from_a_forced_flush_are_left_out():
+    s = CuptiSession(_fake_cupti([]))
+    s._completed([_rec(Kind.CONCURRENT_KERNEL, 100, 150, 1, name="k"),
+                  _rec(Kind.CONCURRENT_KERNEL, 200, 0, 2, name="k"),  # no end yet
+                  _rec(Kind.MEMCPY, 0, 0, 3, nbytes=4)])
+    assert [r["correlation"] for r in s.records] == [1]

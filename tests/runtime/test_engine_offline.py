@@ -224,6 +224,73 @@ def test_large_dynamic_shared_memory_is_opted_in(gpu, monkeypatch):
     assert calls == [(8, 65536, 0)]
 
 
+def test_static_shared_memory_lowers_the_opt_in_threshold(gpu, monkeypatch):
+    """40 KB static + 16 KB dynamic needs the opt-in although 16 KB < 48 KB."""
+    import cuda.bindings
+
+    calls = []
+    drv = type("D", (), {
+        "CUfunction_attribute": type("A", (), {
+            "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES": 8}),
+        "CUresult": type("R", (), {"CUDA_SUCCESS": 0}),
+        "CUdevice": staticmethod(lambda i: i),
+        "cuKernelSetAttribute": staticmethod(lambda a, v, k, d: calls.append(v) or (0,))})
+    monkeypatch.setattr(cuda.bindings, "driver", drv, raising=False)
+    gpu.kernels["vadd"].static_shared = 40 * 1024
+    e = _engine("vadd", edit=lambda t: t.replace("block = 256\n", "block = 256\nshared = "
+                                                 "16384\n"))
+    e.setup()
+    assert calls == [16384]
+
+
+def test_a_scalar_width_the_loaded_kernel_disagrees_with_is_refused(gpu):
+    from nvstage.workload import WorkloadError
+
+    gpu.kernels["saxpy"].sizes = (4, 8, 8, 8)  # the module's saxpy takes a double
+    with pytest.raises(WorkloadError) as err:
+        _engine("saxpy").setup()
+    assert ("kernel saxpy argument 1 is 8 bytes in the loaded module, the workload passes "
+            "f32 (4 bytes)") in err.value.message
+
+
+def test_an_image_the_driver_refuses_is_named_as_the_image(gpu):
+    gpu.bad_image = "CUDA_ERROR_UNSUPPORTED_PTX_VERSION: the provided PTX was compiled with " \
+        "an unsupported toolchain"
+    with pytest.raises(GpuRunFailed) as err:
+        _engine("vadd", kind="ptx").setup()
+    assert err.value.message.startswith("loading the ptx (5 bytes) failed")
+    assert "load a cubin" in err.value.hint
+
+
+def test_a_kernel_that_never_ends_is_given_up_not_waited_for(gpu, monkeypatch):
+    import time
+
+    monkeypatch.setenv("NVSTAGE_GPU_TIMEOUT_S", "0.2")
+    e = _engine("vadd")
+    e.setup()
+    gpu.hang = True
+    t0 = time.monotonic()
+    with pytest.raises(GpuRunFailed) as err:
+        e.run(reps=2, warmup=0)
+    assert time.monotonic() - t0 < 5
+    assert "did not finish within 0.2 s" in err.value.message
+    assert err.value.context_lost and err.value.to_json()["context_lost"] is True
+    assert "NVSTAGE_GPU_TIMEOUT_S" in err.value.hint
+    assert err.value.result.status == "failed"
+
+
+def test_holds_that_keep_expiring_are_given_up_with_a_note(gpu):
+    def expiring_hold(params, cfg):  # writes flag[1] = 1, as the real one does on timeout
+        fake_cuda._view(fake_cuda._ptr(params[0]), np.uint32, 2)[1] = 1
+
+    gpu.kernels["nvstage_hold"].fn = expiring_hold
+    e = _engine("vadd")
+    e.setup()
+    r = e.run(reps=2, warmup=0)
+    assert r.passed and not e.use_hold
+    assert any("hold kernel expired in 5 of 5 samples" in n for n in r.notes)
+
+
 def test_profile_off_times_whole_passes(gpu):
     e = _engine("vadd")
     e.setup()
@@ -281,3 +348,35 @@ def _patch_driver(monkeypatch):
     monkeypatch.setattr(driver, "probe", lambda: p)
     monkeypatch.setattr(helpers, "helper_cubin", lambda arch, toolkit=None: b"HELPERS")
     monkeypatch.setattr("nvstage.runtime.devices.nvml_gpus", lambda: ([], None, "fake"))
+
+
+def test_cli_gives_up_on_a_hung_kernel_after_writing_the_report(gpu, cli, tmp_path,
+                                                                  monkeypatch):
+    """The process must not wait for the hung work at exit: it ends through os._exit once
+    the report is written (patched here, so pytest survives)."""
+    import os
+
+    _patch_driver(monkeypatch)
+    monkeypatch.setenv("NVSTAGE_GPU_TIMEOUT_S", "0.2")
+    exits = []
+
+    def fake_exit(code):
+        exits.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(os, "_exit", fake_exit)
+    real_launch = fake_cuda.launch
+
+    def launch_then_hang(stream, config, kernel, *args):  # saxpy never ends
+        real_launch(stream, config, kernel, *args)
+        if kernel._d.name == "saxpy":
+            fake_cuda.GPU.hang = True
+
+    monkeypatch.setattr(sys.modules["cuda.core"], "launch", launch_then_hang)
+    j = tmp_path / "r.json"
+    r = cli("run", EXAMPLES / "saxpy.toml", "--profile", "--reps", "1", "--warmup", "0",
+            "--json", j)
+    assert exits == [8] and r.exit_code == 8
+    assert "did not finish within 0.2 s" in r.stderr and "Traceback" not in r.output
+    doc = json.loads(j.read_text())
+    assert doc["status"] == "failed" and doc["error"]["context_lost"] is True

@@ -176,12 +176,28 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
             and result.decomposition.reps:
         write_run_svg(svg, result, w.name)
     if failure:
+        if failure.context_lost:
+            _exit_now(failure)
         raise failure
     if result.status == "check-failed":
         raise CheckFailed("the results do not match the check: "
                           + "; ".join(f"{c.buffer}: {c.mismatches}/{c.elements} differ"
                                       f"{' (' + c.message + ')' if c.message else ''}"
                                       for c in result.checks if not c.ok))
+
+
+def _exit_now(failure) -> None:
+    """Work is still running on the GPU: every report is written, so end the process
+    without the finalizers, which would free memory and destroy the context, and so wait
+    for that work."""
+    import os
+    import sys
+
+    sys.stderr.write(f"error: {failure.message}\n" + (f"hint: {failure.hint}\n"
+                                                      if failure.hint else ""))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(failure.exit_code)
 
 
 def write_run_svg(path, result, name: str) -> None:

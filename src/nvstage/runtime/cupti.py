@@ -31,11 +31,12 @@ class CuptiSession:
         self._mark = 0
 
     @classmethod
-    def start(cls) -> CuptiSession | None:
+    def start(cls) -> tuple[CuptiSession | None, str]:
+        """(a session, "") or (None, why not)."""
         try:
             from cupti import cupti  # noqa: PLC0415 - optional extra
-        except Exception:
-            return None
+        except Exception as e:
+            return None, f"cupti-python is not importable ({e}; install nvstage[cupti])"
         s = cls(cupti)
         enabled = []
         try:
@@ -43,21 +44,24 @@ class CuptiSession:
             for kind in KINDS:
                 cupti.activity_enable(getattr(cupti.ActivityKind, kind))
                 enabled.append(kind)
-        except Exception:
+        except Exception as e:  # e.g. a CUPTI newer than the driver: NOT_INITIALIZED
             for kind in enabled:  # leave nothing half switched on
                 try:
                     cupti.activity_disable(getattr(cupti.ActivityKind, kind))
                 except Exception:
                     pass
-            return None
-        return s
+            return None, f"CUPTI did not start ({type(e).__name__}: {e})"
+        return s, ""
 
     def _requested(self):
         return 8 * 1024 * 1024, 0  # buffer size, max records (0: as many as fit)
 
     def _completed(self, activities):
+        # A forced flush may hand over records not yet complete (no end time): leave them out.
+        recs = [r for r in (_plain(a, self.c) for a in activities)
+                if r["start"] > 0 and r["end"] >= r["start"]]
         with self.lock:
-            self.records.extend(_plain(a, self.c) for a in activities)
+            self.records.extend(recs)
 
     def mark_pass(self) -> None:
         """Forget what the GPU-time pass produced: only wall passes are matched to ops."""

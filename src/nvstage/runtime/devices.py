@@ -42,9 +42,10 @@ def nvml_gpus() -> tuple[list[GpuFacts], str | None, str]:
         pynvml.nvmlInit()
     except Exception as e:  # NVMLError_LibraryNotFound and friends
         return [], None, f"NVML unavailable ({type(e).__name__})"
+    out: list[GpuFacts] = []
+    driver = None
     try:
         driver = _s(pynvml.nvmlSystemGetDriverVersion())
-        out = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
@@ -62,6 +63,8 @@ def nvml_gpus() -> tuple[list[GpuFacts], str | None, str]:
                                        pynvml.NVML_CLOCK_MEM),
             ))
         return out, driver, f"{len(out)} GPU(s) via NVML"
+    except Exception as e:  # a query this GPU or driver does not answer: keep what we have
+        return out, driver, f"NVML stopped answering ({type(e).__name__}: {e})"
     finally:
         try:
             pynvml.nvmlShutdown()

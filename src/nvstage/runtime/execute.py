@@ -24,6 +24,10 @@ Per repetition there are two passes over the same sequence of operations:
 
 After the last repetition one timeline pass (events after each op) lays the ops out in time
 for the trace. Module load (and PTX JIT) and the noise floor are measured once.
+
+Every wait for the GPU is bounded (``Engine._wait``: an event polled, as the default spin
+synchronisation does, for at most ``NVSTAGE_GPU_TIMEOUT_S``): a kernel that never ends is an
+error that says so, never a hang.
 """
 
 from __future__ import annotations
@@ -41,11 +45,21 @@ from ..errors import NvstageError
 from ..workload import BufferArg, Launch, Workload, initial_contents, run_check
 from .results import GpuRunFailed, RunResult
 
-HOLD_TIMEOUT_NS = 2_000_000_000  # a released hold ends in microseconds; this is a safety net
+# A released hold ends within microseconds of the issue call; the timeout is a safety net that
+# costs this much per sample if the host is ever held up, so it stays short.
+HOLD_TIMEOUT_NS = 200_000_000
+# After this many held samples, if most of them expired, holds are given up (and said so):
+# something in the issue path waits for the device, and every sample would cost a timeout.
+HOLD_TRIAL, HOLD_GIVE_UP = 5, 0.5
 FLOOR_SAMPLES = 21
 # Dynamic shared memory above this needs the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES raised
-# first (CUDA C++ Programming Guide, compute capabilities: "more than 48 KB ... opt-in").
+# first (CUDA C++ Programming Guide, compute capabilities: "more than 48 KB ... opt-in"); the
+# loaded kernel's own limit (48 KB less its static shared memory) is asked for when it can be.
 DEFAULT_DYNAMIC_SHARED = 48 * 1024
+# How long one wait for the GPU may take before the run is given up: a kernel that never ends
+# must not hang nvstage. Long kernels: raise it through the environment.
+WAIT_LIMIT_ENV = "NVSTAGE_GPU_TIMEOUT_S"
+WAIT_LIMIT_S = 60.0
 
 
 @dataclass
@@ -112,6 +126,30 @@ class Engine:
         self._pin_in: dict = {}
         self._pin_out: dict = {}
         self._views_out: dict = {}
+        self.use_hold = True
+        self._holds = [0, 0]  # held samples, of which expired
+        try:
+            self.wait_limit = float(os.environ.get(WAIT_LIMIT_ENV, WAIT_LIMIT_S))
+        except ValueError:
+            self.wait_limit = WAIT_LIMIT_S
+
+    def _wait(self, what: str, event=None) -> None:
+        """Wait until the stream (or ``event``) is done, as cuStreamSynchronize does by
+        default (spinning), but for at most ``wait_limit`` seconds. A driver error (a fault)
+        is raised by the query; a wait past the limit is ``GpuRunFailed`` with the context
+        marked lost: the work is still running and cannot be taken back."""
+        e = self.stream.record() if event is None else event
+        if e.is_done:
+            return
+        deadline = time.perf_counter() + self.wait_limit
+        while not e.is_done:
+            if time.perf_counter() > deadline:
+                self.result.status = "failed"
+                raise GpuRunFailed(
+                    f"{what} did not finish within {self.wait_limit:g} s: a kernel that "
+                    "never ends, or one longer than the limit", op=what, result=self.result,
+                    hint=f"for long kernels raise the limit: {WAIT_LIMIT_ENV}=SECONDS",
+                    context_lost=True)
 
     def _step(self, what: str, fn: Callable[[], object]):
         """Run one step; a driver error becomes ``GpuRunFailed`` naming ``what``."""
@@ -156,7 +194,7 @@ class Engine:
         self.flag[0], self.flag[1] = 1, 0
         launch(self.stream, self.one, self.k_empty)
         launch(self.stream, self.one, self.k_hold, self.flag_buf, np.uint64(HOLD_TIMEOUT_NS))
-        self.stream.sync()
+        self._wait("running nvstage's helper kernels")
         self.flag[:] = 0
 
     def _load_module(self) -> None:
@@ -177,9 +215,9 @@ class Engine:
                 self._kernels[name] = obj.get_kernel(symbol)
             except Exception as e:
                 self.result.status = "failed"
-                raise GpuRunFailed(f"cannot load kernel {name} ({symbol}) from the "
-                                   f"{self.loaded.kind}: {e}", op=f"load {name}",
-                                   result=self.result) from None
+                raise _load_failure(name, symbol, self.loaded.kind, len(self.loaded.image),
+                                    first=not self._kernels, error=e,
+                                    result=self.result) from None
         t1 = time.perf_counter_ns()
         self.result.load = {
             "kind": self.loaded.kind, "bytes": len(self.loaded.image),
@@ -202,14 +240,37 @@ class Engine:
                 raise WorkloadError(f"kernel {lz.kernel} takes {n} argument(s) (from the "
                                     f"loaded module), the workload passes {len(lz.args)}",
                                     where=self.w._where(f"launch[{i}]", "args"))
+            self._check_widths(i, lz, k)
         self._opt_in_shared()
+
+    def _check_widths(self, i: int, lz: Launch, kernel) -> None:
+        """Each argument's packed width against the loaded kernel's parameter sizes: the
+        driver does not check them, and a wrong width passes garbage or faults."""
+        import numpy as np
+
+        try:
+            sizes = [int(getattr(p, "size", None) or p[1]) for p in kernel.arguments_info]
+        except Exception as e:  # cuKernelGetParamInfo needs a 12.4+ driver
+            self.result.notes.append(f"argument sizes of {lz.kernel} not checked against "
+                                     f"the loaded module ({e})")
+            return
+        for j, (a, size) in enumerate(zip(lz.args, sizes)):
+            width = 8 if isinstance(a, BufferArg) else np.dtype(a.dtype).itemsize
+            if width != size:
+                from ..workload import WorkloadError
+
+                what = "a pointer" if isinstance(a, BufferArg) else a.tag
+                raise WorkloadError(f"kernel {lz.kernel} argument {j} is {size} bytes in the "
+                                    f"loaded module, the workload passes {what} ({width} "
+                                    "bytes)", where=self.w._where(f"launch[{i}]",
+                                                                  f"args[{j}]"))
 
     def _opt_in_shared(self) -> None:
         """Raise each kernel's dynamic shared memory limit where a launch asks for more."""
         need: dict[str, int] = {}
         for i, lz in enumerate(self.w.launches):
             shared = self.w.dims(i, self.values)["shared"]
-            if shared > DEFAULT_DYNAMIC_SHARED:
+            if shared > _dynamic_limit(self._kernels[lz.kernel]):
                 need[lz.kernel] = max(need.get(lz.kernel, 0), shared)
         for name, nbytes in need.items():
             def opt_in(k=self._kernels[name], n=nbytes):
@@ -247,7 +308,7 @@ class Engine:
                     self._dev_bufs[b.name].fill(0, stream=self.stream)
 
             self._step(what, alloc)
-        self._step("initialising the buffers", self.stream.sync)
+        self._step("initialising the buffers", lambda: self._wait("initialising the buffers"))
 
     def _ops(self) -> list[_Op]:
         from cuda.core import LaunchConfig, launch
@@ -275,11 +336,20 @@ class Engine:
         return ops
 
     # -- measuring ---------------------------------------------------------------------
-    def _held(self, issue: Callable[[], None]) -> tuple[float, float, bool]:
+    def _held(self, issue: Callable[[], None], what: str = "a timed op"
+              ) -> tuple[float, float, bool]:
         """(GPU ns, host ns of the issue call, hold held) for one op."""
         import numpy as np
         from cuda.core import launch
 
+        if not self.use_hold:  # given up (see _count_hold): a plain event pair
+            e0 = self.stream.record(options=self.timing)
+            h0 = time.perf_counter_ns()
+            issue()
+            h1 = time.perf_counter_ns()
+            e1 = self.stream.record(options=self.timing)
+            self._wait(what, e1)
+            return (e1 - e0) * 1e6, float(h1 - h0), False
         self.flag[:] = 0
         launch(self.stream, self.one, self.k_hold, self.flag_buf, np.uint64(HOLD_TIMEOUT_NS))
         try:
@@ -290,8 +360,21 @@ class Engine:
             e1 = self.stream.record(options=self.timing)
         finally:
             self.flag[0] = 1  # release: e0, the op and e1 are all queued now (or it failed)
-        e1.sync()
-        return (e1 - e0) * 1e6, float(h1 - h0), bool(self.flag[1] == 0)
+        self._wait(what, e1)
+        held = bool(self.flag[1] == 0)
+        self._count_hold(held)
+        return (e1 - e0) * 1e6, float(h1 - h0), held
+
+    def _count_hold(self, held: bool) -> None:
+        self._holds[0] += 1
+        self._holds[1] += not held
+        n, expired = self._holds
+        if n >= HOLD_TRIAL and expired / n > HOLD_GIVE_UP:
+            self.use_hold = False
+            self.result.notes.append(
+                f"the hold kernel expired in {expired} of {n} samples (something in the issue "
+                "path waits for the GPU): given up, so GPU times from here include launch "
+                "latency")
 
     def noise_floor(self) -> NoiseFloor:
         return self._step("measuring the noise floor (empty kernel, 4-byte copy)",
@@ -303,19 +386,20 @@ class Engine:
 
         timer = min(self._timer_cost() for _ in range(FLOOR_SAMPLES))
         diffs = []
+        what = "measuring the noise floor"
         for _ in range(FLOOR_SAMPLES):
-            self.stream.sync()
+            self._wait(what)
             a = self.stream.record(options=self.timing)
             b = self.stream.record(options=self.timing)
-            b.sync()
+            self._wait(what, b)
             diffs.append((b - a) * 1e6)
         nonzero = [d for d in diffs if d > 0]
-        empty = [self._held(lambda: launch(self.stream, self.one, self.k_empty))[0]
+        empty = [self._held(lambda: launch(self.stream, self.one, self.k_empty), what)[0]
                  for _ in range(FLOOR_SAMPLES)]
         small_dev = self.dev.allocate(4, stream=self.stream)
         small_pin = self.pinned_mr.allocate(4, stream=self.stream)
         _host_view(small_pin, 4)[:] = np.zeros(4, np.uint8)
-        copy = [self._held(lambda: small_dev.copy_from(small_pin, stream=self.stream))[0]
+        copy = [self._held(lambda: small_dev.copy_from(small_pin, stream=self.stream), what)[0]
                 for _ in range(FLOOR_SAMPLES)]
         return NoiseFloor(
             event_resolution_ns=min(nonzero) if nonzero else None,
@@ -331,11 +415,12 @@ class Engine:
         return b - a
 
     def _sync_or_fail(self, what: str) -> None:
-        self._step(what, self.stream.sync)
+        self._step(what, lambda: self._wait(what))
 
     def _gpu_pass(self, ops: list[_Op], samples: list[OpSamples], expired: list[int]) -> None:
         for op in ops:
-            gpu, _host, held = self._step(_label(op), lambda op=op: self._held(op.issue))
+            gpu, _host, held = self._step(_label(op),
+                                          lambda op=op: self._held(op.issue, _label(op)))
             samples[op.index].gpu_ns.append(gpu)
             if not held:
                 expired.append(op.index)
@@ -358,8 +443,9 @@ class Engine:
                 samples[op.index].host_ns.append(float(h1 - h0))
             if serialized:
                 self._sync_or_fail(_label(op))
-        if not serialized:
-            self._sync_or_fail("the pipelined sequence")
+        if not serialized:  # a fault surfaces here (or at a later call): any op may be it
+            self._sync_or_fail(f"the pipelined sequence (ops 0-{len(ops) - 1}; run "
+                               "--mode serialized to name the op)")
         return float(time.perf_counter_ns() - t0)
 
     def _timeline(self, ops: list[_Op], kernel_medians: dict[int, float]) -> Timeline:
@@ -373,8 +459,8 @@ class Engine:
                                     "offset from a reference event recorded at the start "
                                     "(host clock alignment approximate, within a few us)")
         self._sync_or_fail("synchronising before the timeline pass")
-        ref = self.stream.record(options=self.timing)
-        ref.sync()
+        ref = self._step("the timeline pass", lambda: self.stream.record(options=self.timing))
+        self._step("the timeline pass", lambda: self._wait("the timeline pass", ref))
         t_ref = time.perf_counter_ns()
         ends = []
         prev_end = 0.0
@@ -382,13 +468,14 @@ class Engine:
             h0 = time.perf_counter_ns()
             self._step(f"{_label(op)} (timeline pass)", op.issue)
             h1 = time.perf_counter_ns()
-            ends.append(self.stream.record(options=self.timing))
+            ends.append(self._step(f"{_label(op)} (timeline pass)",
+                                   lambda: self.stream.record(options=self.timing)))
             tl.host.append(Span(op.index, op.kind, _label(op), h0 - t_ref, h1 - h0))
             if self.mode == "serialized":
                 self._sync_or_fail(f"{_label(op)} (timeline pass)")
         self._sync_or_fail("the timeline pass")
-        for op, e in zip(ops, ends):
-            end = (e - ref) * 1e6
+        offsets = self._step("the timeline pass", lambda: [(e - ref) * 1e6 for e in ends])
+        for op, end in zip(ops, offsets):
             dur = kernel_medians.get(op.index, end - prev_end)
             start = max(prev_end, end - dur)
             tl.gpu.append(Span(op.index, op.kind, op.name, start, end - start,
@@ -401,10 +488,9 @@ class Engine:
         tracing adds host time to every call, which must not reach t_launch."""
         from .cupti import CuptiSession
 
-        cupti = CuptiSession.start()
+        cupti, why = CuptiSession.start()
         if cupti is None:
-            self.result.notes.append("CUPTI requested but not available "
-                                     "(install nvstage[cupti])")
+            self.result.notes.append(f"CUPTI requested but not available: {why}")
             return None
         try:
             for rep in range(reps):
@@ -412,6 +498,11 @@ class Engine:
                 cupti.mark_pass()
                 self._wall_pass(ops, None)
                 cupti.end_pass()
+        except GpuRunFailed:
+            raise
+        except Exception as e:  # CUPTI itself failed: the measured run stands without it
+            self.result.notes.append(f"CUPTI records abandoned: {type(e).__name__}: {e}")
+            return None
         finally:
             out = cupti.finish([(op.index, op.kind, op.name) for op in ops],
                                helper_prefix="nvstage_")
@@ -476,6 +567,30 @@ class Engine:
         if any(not c.ok for c in r.checks):
             r.status = "check-failed"
         return r
+
+
+def _dynamic_limit(kernel) -> int:
+    """The dynamic shared memory a kernel may use without opting in: the driver's figure for
+    the loaded kernel (48 KB less its static shared memory), else 48 KB."""
+    try:
+        return int(kernel.attributes.max_dynamic_shared_size_bytes)
+    except Exception:
+        return DEFAULT_DYNAMIC_SHARED
+
+
+def _load_failure(name: str, symbol: str, kind: str, nbytes: int, *, first: bool, error,
+                  result) -> GpuRunFailed:
+    """cuda.core loads the image at the first kernel lookup: a failure there that is not a
+    missing symbol is the image's (a PTX newer than the driver, no code for this GPU)."""
+    text = str(error)
+    if first and "NOT_FOUND" not in text:
+        hint = ("the driver may be older than the toolkit that wrote the PTX: load a cubin "
+                "built for this GPU (--arch)" if kind == "ptx" else
+                "build for this GPU's arch (--arch), or include PTX it can JIT")
+        return GpuRunFailed(f"loading the {kind} ({nbytes} bytes) failed: {text}",
+                            op=f"load the {kind}", hint=hint, result=result)
+    return GpuRunFailed(f"cannot load kernel {name} ({symbol}) from the {kind}: {text}",
+                        op=f"load {name}", result=result)
 
 
 def _optin_limit(dev) -> str:

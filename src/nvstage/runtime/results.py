@@ -19,14 +19,20 @@ class GpuRunFailed(NvstageError):
 
     exit_code = 8
 
-    def __init__(self, message: str, *, op: str, hint: str | None = None, result=None):
+    def __init__(self, message: str, *, op: str, hint: str | None = None, result=None,
+                 context_lost: bool = False):
         super().__init__(message, hint=hint)
         self.op = op
         self.result = result  # the RunResult so far: what ran before the failure
+        # Work still running on the GPU that nothing can stop (a wait gave up): freeing
+        # memory or tearing the context down would wait for it, so the process should end
+        # without its finalizers once the report is written (the CLI does).
+        self.context_lost = context_lost
 
     def to_json(self) -> dict:
         d = super().to_json()
         d["op"] = self.op
+        d["context_lost"] = self.context_lost
         return d
 
 

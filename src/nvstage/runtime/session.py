@@ -28,9 +28,11 @@ def run_workload(w: Workload, prep: Prepared, *, mode: str = "serialized",
     engine = Engine(w, loaded, mode=mode, arch=prep.arch, use_cupti=use_cupti, log=log)
     try:
         engine.setup()
-    finally:
-        dev = getattr(engine, "dev", None)
-        engine.result.device = device_facts(dev)
+    finally:  # never let a device query replace the error being raised
+        try:
+            engine.result.device = device_facts(getattr(engine, "dev", None))
+        except Exception as e:
+            engine.result.device = {"error": f"device facts unavailable ({e})"}
     return engine.run(reps=reps, warmup=warmup, timeline=timeline, profile=profile)
 
 
