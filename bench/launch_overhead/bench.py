@@ -3,7 +3,7 @@
     python bench/launch_overhead/bench.py [OUT_DIR]
 
 Builds saxpy.cu to a cubin (through nvstage's pipeline, i.e. nvcc) and the C++ host program
-(nvcc, against the driver API, -lcuda). With a GPU it runs both and prints the ratio
+(nvcc, against the driver API, opened at run time). With a GPU it runs both and prints the ratio
 (target: nvstage within 1.5x of C++). Without one it says so and exits 0 after building.
 """
 
@@ -38,18 +38,11 @@ def main(argv: list[str]) -> int:
                 output=str(cubin)), toolkit=tk, cwd=out)
     print(f"built {cubin} for {arch}", file=sys.stderr)
     exe = out / "launch"
-    cp = proc.run([tk.nvcc, "-O2", "-o", str(exe), str(HERE / "launch.cpp"), "-lcuda"],
+    # No -lcuda: launch.cpp opens libcuda.so.1 at run time, so it builds on any machine.
+    cp = proc.run([tk.nvcc, "-O2", "-o", str(exe), str(HERE / "launch.cpp"), "-ldl"],
                   cwd=out, timeout=300)
     if cp.returncode != 0:
-        print(f"could not build the C++ loop (libcuda is needed to link it):\n"
-              f"{cp.stderr.strip()[-2000:]}", file=sys.stderr)
-        if not p.available:
-            obj = proc.run([tk.nvcc, "-O2", "-c", "-o", str(out / "launch.o"),
-                            str(HERE / "launch.cpp")], cwd=out, timeout=300)
-            print(f"compiled launch.cpp without linking: "
-                  f"{'ok' if obj.returncode == 0 else obj.stderr.strip()}", file=sys.stderr)
-            print(f"no GPU: {p.reason}; nothing to measure", file=sys.stderr)
-            return 0
+        print(f"could not build the C++ loop:\n{cp.stderr.strip()[-2000:]}", file=sys.stderr)
         return 1
     print(f"built {exe}", file=sys.stderr)
     if not p.available:
