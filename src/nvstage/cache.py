@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -493,19 +493,9 @@ def shadow_candidates(headers: Iterable[str], search: Sequence[str], cwd: str) -
     return out
 
 
-def shadow_state(candidates: Iterable[str]) -> str:
+def shadow_state(candidates: Iterable[str], exists: Callable[[str], bool] = os.path.exists
+                 ) -> str:
     """A digest of which candidates exist: it changes when a hiding file appears (or goes).
-    Each folder is listed once rather than each name tried (hundreds of names, few folders)."""
-    listed: dict[str, frozenset[str]] = {}
-
-    def exists(path: str) -> bool:
-        parent, name = os.path.split(path)
-        names = listed.get(parent)
-        if names is None:
-            try:
-                names = listed[parent] = frozenset(os.listdir(parent))
-            except OSError:
-                names = listed[parent] = frozenset()
-        return name in names
-
+    ``exists`` may be a memo shared by the stages of one build (they ask about the same
+    places)."""
     return _sha(_canon(sorted(c for c in candidates if exists(c))))

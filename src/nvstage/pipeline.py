@@ -571,6 +571,8 @@ class _Context:
         self.hasher = FileHasher(work)
         self.paths = Paths(work, cwd)
         self._scratch: str | None = None
+        self._shadows: dict[tuple, str] = {}  # (headers, search folders) -> shadow_state
+        self._exists: dict[str, bool] = {}
         host_env = {k: os.environ[k] for k in HOST_ENV if k in os.environ}
         # The current folder is part of every key: nvcc gives cudafe++ and cicc the source's
         # absolute path, and outputs (module id, #line markers) depend on it.
@@ -652,7 +654,7 @@ class _Context:
         for headers, shadow in self.cache.header_sets(dkey):
             files = [paths.abs(paths.real(name)) for name in headers]
             if all(self.hasher(f) == sha for f, sha in zip(files, headers.values())) and \
-                    shadow_state(shadow_candidates(files, search, self.cwd)) == shadow:
+                    self._shadow(files, search) == shadow:
                 hit = self._restore(stage, digest([dkey, sorted(headers.items())]), started, t)
                 if hit is not None:
                     self.count(direct_hits=1)
@@ -669,12 +671,27 @@ class _Context:
             return run
         headers = {paths.norm(n): self.hasher(paths.abs(n)) for n in names}
         if all(headers.values()) and self._settled([*reads, *names], since):
-            shadow = shadow_state(shadow_candidates([paths.abs(n) for n in names], search,
-                                                   self.cwd))
+            shadow = self._shadow([paths.abs(n) for n in names], search)
             self._store(stage, digest([dkey, sorted(headers.items())]), run)
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
                 self.cache.add_header_set(dkey, headers, shadow)
         return run
+
+    def _shadow(self, files: list[str], search: list[str]) -> str:
+        """``shadow_state`` of a header set, once per build: the stages of one build ask
+        about the same headers (every arch's preprocessing) and the same places."""
+        key = (tuple(files), tuple(search))
+        state = self._shadows.get(key)
+        if state is None:
+            def exists(path: str) -> bool:
+                got = self._exists.get(path)
+                if got is None:
+                    got = self._exists[path] = os.path.exists(path)
+                return got
+
+            state = self._shadows[key] = shadow_state(
+                shadow_candidates(files, search, self.cwd), exists)
+        return state
 
     def _settled(self, reads: list[str], since_ns: int) -> bool:
         """No file the stage read outside the work folder changed since it started."""
