@@ -380,3 +380,31 @@ def test_cli_gives_up_on_a_hung_kernel_after_writing_the_report(gpu, cli, tmp_pa
     assert "did not finish within 0.2 s" in r.stderr and "Traceback" not in r.output
     doc = json.loads(j.read_text())
     assert doc["status"] == "failed" and doc["error"]["context_lost"] is True
+    # A report that cannot be written must not keep the process from ending either.
+    fake_cuda.reset()
+    exits.clear()
+    r = cli("run", EXAMPLES / "saxpy.toml", "--profile", "--reps", "1", "--warmup", "0",
+            "--json", tmp_path)
+    assert exits == [8] and "did not finish" in r.stderr and "Traceback" not in r.output
+
+
+def test_measured_wall_passes_wait_with_a_plain_sync(gpu, monkeypatch):
+    """Only the first pass over the ops polls an extra event (bounded); the measured passes
+    after it synchronise plainly, so the serialized wall time carries no polling."""
+    polled = []
+    real_record = fake_cuda.Stream.record
+
+    def record(self, event=None, options=None):
+        if options is None:  # _wait's untimed event
+            polled.append(1)
+        return real_record(self, event, options)
+
+    monkeypatch.setattr(fake_cuda.Stream, "record", record)
+    counts = []
+    for reps in (2, 6):
+        e = _engine("vadd")
+        e.setup()
+        polled.clear()
+        e.run(reps=reps, warmup=1, profile=False)
+        counts.append(len(polled))
+    assert counts[0] == counts[1] == 1 + 4  # before the first pass, then after each op

@@ -151,8 +151,36 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
                               log=log)
     except GpuRunFailed as e:
         failure, result = e, e.result
-    doc = run_document(result, w, prep, probe=p,
-                       error=failure.to_json() if failure else None)
+    except KeyboardInterrupt:  # work may still be queued: never wait for it at exit
+        _exit_now(GpuRunFailed("interrupted while the GPU was running the workload",
+                               op="interrupted"), code=130)
+    try:
+        _write_reports(doc=run_document(result, w, prep, probe=p,
+                                        error=failure.to_json() if failure else None),
+                       result=result, w=w, mode=mode, to_stdout=to_stdout,
+                       json_file=json_file, trace_file=trace_file, svg=svg, err=err,
+                       emitted=emitted)
+    except NvstageError as e:  # a report could not be written
+        if failure is None or not failure.context_lost:
+            raise
+        err.print(f"error: {e.message}", markup=False)
+    finally:  # with work left on the GPU, never reach the finalizers
+        if failure is not None and failure.context_lost:
+            _exit_now(failure)
+    if failure:
+        raise failure
+    if result.status == "check-failed":
+        raise CheckFailed("the results do not match the check: "
+                          + "; ".join(f"{c.buffer}: {c.mismatches}/{c.elements} differ"
+                                      f"{' (' + c.message + ')' if c.message else ''}"
+                                      for c in result.checks if not c.ok))
+
+
+def _write_reports(*, doc, result, w, mode, to_stdout, json_file, trace_file, svg, err,
+                   emitted) -> None:
+    """The tables, then each export asked for: --json (file or stdout), --trace, --svg."""
+    from ..artifacts import write_json_atomic
+
     if result is not None:
         render(result, data_console(to_stdout))
     if to_stdout:
@@ -160,12 +188,9 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
         if emitted is not None:
             emitted.append(doc)
     elif json_file:
-        from ..artifacts import write_json_atomic
-
         write_json_atomic(json_file, doc)
         err.print(f"wrote {json_file}", markup=False)
     if trace_file and result is not None and result.timeline is not None:
-        from ..artifacts import write_json_atomic
         from ..report.trace import chrome_trace
 
         write_json_atomic(trace_file, chrome_trace(
@@ -175,21 +200,12 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
     if svg and result is not None and result.decomposition is not None \
             and result.decomposition.reps:
         write_run_svg(svg, result, w.name)
-    if failure:
-        if failure.context_lost:
-            _exit_now(failure)
-        raise failure
-    if result.status == "check-failed":
-        raise CheckFailed("the results do not match the check: "
-                          + "; ".join(f"{c.buffer}: {c.mismatches}/{c.elements} differ"
-                                      f"{' (' + c.message + ')' if c.message else ''}"
-                                      for c in result.checks if not c.ok))
 
 
-def _exit_now(failure) -> None:
-    """Work is still running on the GPU: every report is written, so end the process
-    without the finalizers, which would free memory and destroy the context, and so wait
-    for that work."""
+def _exit_now(failure, code: int | None = None) -> None:
+    """Work is still running (or queued) on the GPU: end the process without the
+    finalizers, which would free memory and destroy the context, and so wait for that work.
+    Called once every report that could be written is written."""
     import os
     import sys
 
@@ -197,7 +213,7 @@ def _exit_now(failure) -> None:
                                                       if failure.hint else ""))
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(failure.exit_code)
+    os._exit(failure.exit_code if code is None else code)
 
 
 def write_run_svg(path, result, name: str) -> None:
