@@ -2,23 +2,34 @@
 # The one command for a lent GPU machine (the `device` tool's `run`), prepared so a session's
 # few minutes of device time go to measuring, not to setting up:
 #
-#   run(command="bash scripts/device_session.sh", carry=[".whl"], timeout_s=560)
+#   run(command="bash scripts/device_session.sh", carry=[".whl"], timeout_s=330)
 #
-# That machine has no registry access. Its image has numpy, typer, rich, cuda-core,
-# cuda-bindings, nvidia-ml-py, pytest and nvcc, but not pyelftools; wheels for what it lacks
-# travel in .whl/ (ignored by git; fetch them here first with scripts/device_wheels.sh).
-# nvstage itself runs from src/ (no install, no build backend needed).
+# The inner budgets add up to about 300 s, so a session's 15 minutes (machine start
+# included) leave room to run it twice. That machine has no registry access. Its image has
+# numpy, typer, rich, cuda-core, cuda-bindings, nvidia-ml-py, pytest and nvcc, but not
+# pyelftools; wheels for what it lacks travel in .whl/ (ignored by git; fetch them here first
+# with scripts/device_wheels.sh). nvstage itself runs from src/ (no install, no build backend).
 #
 # Results: $OUT/summary.txt (one PASS/FAIL/SKIP line per check, then the model's error
-# table) and $OUT/results.tar.gz (every report, trace and log): the tool brings back at most
-# 8 files, so everything else travels inside the archive.
+# table, then this script's log) and $OUT/results.tar.gz (every report, trace and log): the
+# tool brings back at most 8 files, so everything else travels inside the archive. Both are
+# written on any exit, a timeout of a step included.
 set -u
 OUT="${OUT:-${1:-/tmp/nvstage-device-out}}"
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
 RES=/tmp/nvstage-results
 rm -rf "$RES" && mkdir -p "$RES/checks" "$RES/model"
-log() { echo "== $*" | tee -a "$RES/session.log" >&2; }
+log() { echo "== $(date +%T) $*" | tee -a "$RES/session.log" >&2; }
+
+collect() {
+  { cat "$RES/checks/summary.txt" 2>/dev/null || echo "FAIL gpu_checks wrote no summary"
+    echo; cat "$RES/model/errors.txt" 2>/dev/null || echo "FAIL measure.sh wrote no errors.txt"
+    echo; cat "$RES/session.log"; } > "$OUT/summary.txt"
+  tar czf "$OUT/results.tar.gz" -C /tmp nvstage-results
+  cat "$OUT/summary.txt"
+}
+trap collect EXIT
 
 PY=$(command -v python3)
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -33,10 +44,13 @@ sys.exit(0 if (major, minor) >= (1, 2) else 1)
 EOF
   log "installing ${want[*]}"
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "${want[@]}" 2>&1 | tee -a "$RES/session.log"
+    --target /tmp/site "${want[@]}" >> "$RES/session.log" 2>&1
+  log "pip install rc=$?"
   export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# A kernel that never ends fails its run after this long instead of eating the budget.
+export NVSTAGE_GPU_TIMEOUT_S=20
 # `nvstage` and `python` as the examples' scripts call them.
 mkdir -p /tmp/nvstage-bin
 printf '#!/bin/sh\nexec %s -m nvstage "$@"\n' "$PY" > /tmp/nvstage-bin/nvstage
@@ -48,18 +62,13 @@ log "versions"
 { "$PY" -m pip list 2>/dev/null | grep -Ei '^(cuda|nvidia-ml|numpy|typer|rich|pyelftools|cupti)'
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,pcie.link.gen.max --format=csv
   nvcc --version | tail -2; } > "$RES/versions.txt" 2>&1
-"$PY" -m nvstage doctor > "$RES/doctor.txt" 2>&1
+timeout 30 "$PY" -m nvstage doctor > "$RES/doctor.txt" 2>&1
+log "doctor rc=$?"
 
 log "gpu checks"
-PYTHON="$PY" timeout 330 bash scripts/gpu_checks.sh "$RES/checks"
-echo "gpu_checks.sh rc=$?" >> "$RES/session.log"
+PYTHON="$PY" timeout 180 bash scripts/gpu_checks.sh "$RES/checks"
+log "gpu_checks.sh rc=$? (124: its 180 s ran out)"
 
 log "model: estimate vs measured"
-timeout 150 bash examples/model/measure.sh "$RES/model" > "$RES/model/measure.log" 2>&1
-echo "measure.sh rc=$?" >> "$RES/session.log"
-
-{ cat "$RES/checks/summary.txt" 2>/dev/null || echo "FAIL gpu_checks.sh wrote no summary"
-  echo; cat "$RES/model/errors.txt" 2>/dev/null || echo "FAIL measure.sh wrote no errors.txt"
-  echo; cat "$RES/session.log"; } > "$OUT/summary.txt"
-tar czf "$OUT/results.tar.gz" -C /tmp nvstage-results
-cat "$OUT/summary.txt"
+timeout 90 bash examples/model/measure.sh "$RES/model" > "$RES/model/measure.log" 2>&1
+log "measure.sh rc=$? (124: its 90 s ran out)"
