@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 import nvstage
-from nvstage.cache import Cache, include_search, parse_depfile, parse_size, shadow_candidates, \
-    shadow_state
+from nvstage.cache import Cache, parse_depfile, parse_size
 from nvstage.options import CompileOptions
 from nvstage.plan import StageKind as K
 
@@ -122,35 +121,6 @@ def test_small_parsers():
     assert parse_size("1234") == 1234 and parse_size("1.5KiB") == 1536
 
 
-def test_include_search_follows_gccs_order(tmp_path):
-    argv = ["gcc", "-Ib", "-isystem", "/s", "-I", "c", "-iquote", "q", "-idirafter/late",
-            "-I-", "-include", "x.h", "-isystem/t", "-Ib"]
-    assert include_search(argv, "/w", {"CPATH": "/cp:", "CPLUS_INCLUDE_PATH": "/cpp"}) == [
-        "/w/q", "/w/b", "/w/c", "/cp", "/s", "/t", "/cpp", "/late"]
-
-
-def test_shadow_candidates_are_earlier_folders_and_includers_folders(tmp_path):
-    search = ["/w/inc1", "/w/inc2", "/w/inc3"]
-    headers = ["/w/src/main.cu", "/w/inc2/sub/a.h", "/w/inc1/b.h", "/usr/include/stdio.h"]
-    got = shadow_candidates(headers, search, "/w/run")
-    # a.h was found in inc2 as sub/a.h: inc1 is searched first, and a quoted include looks
-    # beside every file that was read; b.h in the first folder hides only beside includers.
-    assert "/w/inc1/sub/a.h" in got and "/w/src/sub/a.h" in got and "/w/src/b.h" in got
-    assert "/w/run/b.h" in got  # -include looks in the current folder first
-    assert "/w/inc3/sub/a.h" not in got and "/w/inc2/sub/a.h" not in got
-    assert not any(c.endswith("stdio.h") for c in got)  # in no search folder: not watched
-    # The state changes when (and only when) a candidate appears.
-    (tmp_path / "inc1").mkdir()
-    cands = shadow_candidates([str(tmp_path / "inc2/x.h")], [str(tmp_path / "inc1"),
-                                                             str(tmp_path / "inc2")],
-                              str(tmp_path / "inc2"))
-    before = shadow_state(cands)
-    (tmp_path / "inc1/other.h").write_text("")
-    assert shadow_state(cands) == before
-    (tmp_path / "inc1/x.h").write_text("")
-    assert shadow_state(cands) != before
-
-
 # -- in builds ------------------------------------------------------------------------------
 def test_warm_rebuild_starts_no_tool_and_gives_the_same_files(toolkit, workdir):
     kernel(workdir)
@@ -209,6 +179,45 @@ def test_a_new_header_that_hides_the_old_one_rebuilds(toolkit, workdir):
     back = nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=2)
     assert all(cached(back).values()) and back.cache["direct_hits"] > 0
     assert "0f40400000" in (workdir / "k/k.compute_90.ptx").read_text()
+
+
+def test_a_new_header_that_hides_a_system_one_rebuilds(toolkit, workdir):
+    """<float.h> comes from the compiler's built-in folders; a float.h in an -I folder,
+    searched first, takes its place."""
+    (workdir / "first").mkdir()
+    (workdir / "k.cu").write_text("#include <float.h>\n__global__ void k(float* p) "
+                                  "{ p[0] = FLT_DIG; }\n")
+    opts = CompileOptions(gencodes=GENCODES, compile_only=True, include_dirs=("first",))
+    nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=2)
+    (workdir / "first/float.h").write_text("#define FLT_DIG 77\n")
+    again = nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=2)
+    assert not any(r.cached for r in again.runs if r.stage.kind in PREPROCESS)
+    assert "p[0] = 77;" in (workdir / "k/k.compute_90.cpp1.ii").read_text()
+    assert "p[0] = 77;" in (workdir / "k/k.cpp4.ii").read_text()
+
+
+def test_a_hiding_header_that_appears_while_the_compiler_runs_is_not_trusted(
+        toolkit, workdir, monkeypatch):
+    import nvstage.pipeline as pl
+
+    kernel(workdir, "3.0f")
+    (workdir / "first").mkdir()
+    real = pl.run_stage
+
+    def racing(stage, *a, **kw):  # the compiler has read inc/coef.h; then first/coef.h lands
+        run = real(stage, *a, **kw)
+        if stage.kind is K.HOST_PREPROCESS:
+            (workdir / "first/coef.h").write_text("#pragma once\n#define SCALE 5.0f\n")
+        return run
+
+    monkeypatch.setattr(pl, "run_stage", racing)
+    opts = CompileOptions(gencodes=GENCODES, compile_only=True, include_dirs=("first", "inc"))
+    nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=1)
+    monkeypatch.setattr(pl, "run_stage", real)
+    again = nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=1)
+    host = next(r for r in again.runs if r.stage.kind is K.HOST_PREPROCESS)
+    assert not host.cached
+    assert "5.0f" in (workdir / "k/k.cpp4.ii").read_text()
 
 
 def test_editing_an_unrelated_file_reuses_everything(toolkit, workdir):

@@ -11,12 +11,13 @@ without it), and the headers it listed are recorded with their hashes under a "d
 (the key without the headers). A later build hashes those headers again and, when they all
 match, finds the result without starting the compiler (ccache's direct mode). Unlike
 ccache, it also notices a new header that would now be found first: each header set carries
-the state of every place where a file could hide one of its headers (``shadow_state``).
+the state of every place where a file could hide one of its headers (``headers.py``).
 
 Layout under the root::
 
     entries/ab/<key>/meta.json, 0, 1, ...   one entry: the outputs and what the tool printed
     direct/ab/<key>.json                    header sets seen for a direct key
+    notes/<key>.json                        facts about tools (a compiler's built-in folders)
     stats.json                              hits and misses over all builds
     tmp/                                    entries being written; renamed into place
 
@@ -39,7 +40,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -273,6 +274,22 @@ class Cache:
             doc["check"] = _sha(_canon(doc))
             _write_atomic(path, json.dumps(doc).encode(), self._tmp())
 
+    # -- notes: facts about tools, kept between builds ---------------------------------------
+    def note(self, key: str):
+        """What ``set_note`` stored under ``key``, or None."""
+        try:
+            doc = json.loads((self.root / "notes" / f"{key}.json").read_bytes())
+            check = doc.pop("check")
+            return doc["value"] if check == _sha(_canon(doc)) else None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def set_note(self, key: str, value) -> None:
+        doc = {"value": value}
+        doc["check"] = _sha(_canon(doc))
+        _write_atomic(self.root / "notes" / f"{key}.json", json.dumps(doc).encode(),
+                      self._tmp())
+
     # -- bookkeeping ------------------------------------------------------------------------
     def record(self, c: Counters) -> None:
         """Add one build's counters to the persisted totals."""
@@ -329,7 +346,7 @@ class Cache:
         return removed
 
     def clear(self) -> None:
-        for name in ("entries", "direct", "tmp", "stats.json"):
+        for name in ("entries", "direct", "notes", "tmp", "stats.json"):
             p = self.root / name
             if p.is_dir():
                 trash = self.root / f".trash-{uuid.uuid4().hex}"
@@ -440,62 +457,3 @@ def parse_depfile(text: str) -> list[str]:
         if w.endswith(":"):
             return list(dict.fromkeys(words[n + 1:]))
     return []
-
-
-# -- headers a new file could hide ----------------------------------------------------------
-_SEARCH_FLAGS = ("-iquote", "-I", "-isystem", "-idirafter")
-# gcc's environment folders, with the place they take among the flags' folders.
-_SEARCH_ENV = (("CPATH", "-I"), ("CPLUS_INCLUDE_PATH", "-isystem"),
-               ("C_INCLUDE_PATH", "-isystem"))
-
-
-def include_search(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
-    """The folders a gcc-like host compiler searches for headers, in its order: ``-iquote``,
-    ``-I`` then CPATH, ``-isystem`` then C(PLUS)_INCLUDE_PATH, ``-idirafter`` (absolute,
-    normalised). Its built-in folders are left out: they move only with the compiler, which
-    is part of every key."""
-    found: dict[str, list[str]] = {f: [] for f in _SEARCH_FLAGS}
-    words = iter(argv[1:])
-    for a in words:
-        for flag in _SEARCH_FLAGS:
-            if a == flag:
-                found[flag].append(next(words, ""))
-            elif a.startswith(flag) and a != "-I-":  # none of the four starts another
-                found[flag].append(a[len(flag):])
-            else:
-                continue
-            break
-    for var, flag in _SEARCH_ENV:
-        found[flag].extend(d for d in env.get(var, "").split(os.pathsep) if d)
-    out = []
-    for flag in _SEARCH_FLAGS:
-        out.extend(os.path.normpath(os.path.join(cwd, d)) for d in found[flag] if d)
-    return list(dict.fromkeys(out))
-
-
-def shadow_candidates(headers: Iterable[str], search: Sequence[str], cwd: str) -> set[str]:
-    """Where a new file would hide a header the compiler found (absolute, normalised paths).
-
-    A header found in search folder N under the relative name R is hidden by R in any
-    folder searched before N, and by R beside any file that was read: a quoted include looks
-    beside its includer first. Which spelling an ``#include`` used is not recorded, so every
-    search folder that holds the header gives a candidate name (more places watched, never
-    fewer)."""
-    headers = [os.path.normpath(h) for h in headers]
-    beside = {os.path.dirname(h) for h in headers} | {os.path.normpath(cwd)}
-    out: set[str] = set()
-    for h in headers:
-        for n, d in enumerate(search):
-            if h.startswith(d + os.sep):
-                rel = h[len(d) + 1:]
-                out.update(os.path.join(e, rel) for e in (*search[:n], *beside))
-    out.difference_update(headers)
-    return out
-
-
-def shadow_state(candidates: Iterable[str], exists: Callable[[str], bool] = os.path.exists
-                 ) -> str:
-    """A digest of which candidates exist: it changes when a hiding file appears (or goes).
-    ``exists`` may be a memo shared by the stages of one build (they ask about the same
-    places)."""
-    return _sha(_canon(sorted(c for c in candidates if exists(c))))

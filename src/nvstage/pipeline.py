@@ -24,9 +24,10 @@ from pathlib import Path
 from . import __version__, proc
 from .artifacts import Artifact, arch_of, kind_of, write_json_atomic
 from .cache import HOST_ENV, WORK_TOKEN, Cache, Counters, FileHasher, Paths, digest, \
-    include_search, parse_depfile, shadow_candidates, shadow_state, tool_identity
+    parse_depfile, tool_identity
 from .errors import InputNotFound, PlanError, StageFailed, ToolkitError, UsageError
 from .graph import Graph, build_graph
+from .headers import Existence, builtin_dirs, include_search, present, shadow_candidates
 from .options import CompileOptions, check_archs
 from .plan import Plan, Stage, StageKind, parse_dryrun
 from .toolkit import Toolkit, find_toolkit
@@ -571,8 +572,8 @@ class _Context:
         self.hasher = FileHasher(work)
         self.paths = Paths(work, cwd)
         self._scratch: str | None = None
-        self._shadows: dict[tuple, str] = {}  # (headers, search folders) -> shadow_state
-        self._exists: dict[str, bool] = {}
+        self._shadows: dict[tuple, str] = {}  # (headers, search folders) -> shadow digest
+        self._exists = Existence()
         host_env = {k: os.environ[k] for k in HOST_ENV if k in os.environ}
         # The current folder is part of every key: nvcc gives cudafe++ and cicc the source's
         # absolute path, and outputs (module id, #line markers) depend on it.
@@ -632,7 +633,7 @@ class _Context:
         base = ["stage/2", self.toolkit.version, stage.kind.value, tool_identity(stage.argv[0]),
                 _key_args(stage, paths), self.env_part, inputs]
         if stage.kind in _HOST_COMPILER and not any(a.startswith("-M") for a in stage.argv):
-            return self._direct(stage, digest(base + ["direct/2"]), reads, started, t)
+            return self._direct(stage, digest(base + ["direct/3"]), reads, started, t)
         key = digest(base)
         hit = self._restore(stage, key, started, t)
         if hit is not None:
@@ -648,13 +649,15 @@ class _Context:
                 t: float) -> StageRun:
         """A host-compiler stage: found through the headers it read last time, or run with
         ``-MD`` and stored under the headers it reads now (ccache's direct mode). A header set
-        matches only while no new file would hide one of its headers (``shadow_state``)."""
+        matches only while no new file would hide one of its headers (``headers.py``)."""
         paths = self.paths
-        search = include_search(stage.argv, self.cwd, self.env)
+        builtin = builtin_dirs(stage.argv, self.env, self.cache)
+        search = include_search(stage.argv, self.cwd, self.env, builtin)
+        fixed = [*builtin, self.toolkit.root]
         for headers, shadow in self.cache.header_sets(dkey):
             files = [paths.abs(paths.real(name)) for name in headers]
             if all(self.hasher(f) == sha for f, sha in zip(files, headers.values())) and \
-                    self._shadow(files, search) == shadow:
+                    self._shadow(files, search, fixed) == shadow:
                 hit = self._restore(stage, digest([dkey, sorted(headers.items())]), started, t)
                 if hit is not None:
                     self.count(direct_hits=1)
@@ -670,27 +673,25 @@ class _Context:
         except OSError:
             return run
         headers = {paths.norm(n): self.hasher(paths.abs(n)) for n in names}
-        if all(headers.values()) and self._settled([*reads, *names], since):
-            shadow = self._shadow([paths.abs(n) for n in names], search)
+        # The places a hiding file could be, as they are now (not the build's memory): one
+        # that appeared while the compiler ran may or may not have been seen, so the result
+        # is not stored (ccache's "file too new", for the places nobody read).
+        shown = present(shadow_candidates([paths.abs(n) for n in names], search, self.cwd,
+                                          fixed))
+        if all(headers.values()) and self._settled([*reads, *names, *shown], since):
             self._store(stage, digest([dkey, sorted(headers.items())]), run)
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
-                self.cache.add_header_set(dkey, headers, shadow)
+                self.cache.add_header_set(dkey, headers, digest(shown))
         return run
 
-    def _shadow(self, files: list[str], search: list[str]) -> str:
-        """``shadow_state`` of a header set, once per build: the stages of one build ask
-        about the same headers (every arch's preprocessing) and the same places."""
+    def _shadow(self, files: list[str], search: list[str], fixed: list[str]) -> str:
+        """The digest of the places where a new file would hide one of these headers, once
+        per build for a header set: every arch's preprocessing asks about the same ones."""
         key = (tuple(files), tuple(search))
         state = self._shadows.get(key)
         if state is None:
-            def exists(path: str) -> bool:
-                got = self._exists.get(path)
-                if got is None:
-                    got = self._exists[path] = os.path.exists(path)
-                return got
-
-            state = self._shadows[key] = shadow_state(
-                shadow_candidates(files, search, self.cwd), exists)
+            state = self._shadows[key] = digest(present(
+                shadow_candidates(files, search, self.cwd, fixed), self._exists))
         return state
 
     def _settled(self, reads: list[str], since_ns: int) -> bool:

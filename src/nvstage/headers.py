@@ -1,0 +1,193 @@
+"""Where a gcc-like host compiler finds headers, and where a new file would hide one.
+
+The stage cache's direct mode (``cache.py``) finds a host-compiler stage's result through the
+headers it read last time. Unchanged headers are not enough: a new file the compiler would
+now find first (``first/coef.h`` created while ``-Ifirst -Iinc`` found ``inc/coef.h``) changes
+the output too, and ccache's direct mode misses that. So each recorded header set also keeps
+the state of every place where such a file could appear (``shadow_candidates``), and a
+lookup matches only while that state is the same.
+
+Watched: the same relative name in every folder searched before the one the header was
+found in (the flags' folders and the compiler's built-in ones, in gcc's order, with its
+duplicate rules), and beside every file read outside the compiler's and toolkit's own
+trees (a quoted include looks beside its includer first; ``-include`` in the current folder).
+Not watched: a file beside an includer inside those trees (they change with the compiler or
+toolkit install), and ``__has_include`` probes, which gcc's depfile does not list.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+
+# Flags that add folders, and where each chain sits in gcc's order (built-ins between the
+# -isystem/environment folders and -idirafter).
+_FLAGS = ("-iquote", "-I", "-isystem", "-idirafter")
+_ENV = (("CPATH", "-I"), ("CPLUS_INCLUDE_PATH", "-isystem"), ("C_INCLUDE_PATH", "-isystem"))
+# Flags that move the compiler's built-in folders: part of the key of their listing.
+BUILTIN_FLAGS = ("-nostdinc", "-nostdinc++", "-m32", "-m64", "-mx32")
+BUILTIN_VALUE_FLAGS = ("--sysroot", "-isysroot")
+
+
+def builtin_flags(argv: Sequence[str]) -> list[str]:
+    """The arguments that decide the compiler's built-in folders: the language and the
+    flags above (with their values)."""
+    out, words = [], iter(argv[1:])
+    for a in words:
+        if a in BUILTIN_FLAGS:
+            out.append(a)
+        elif a == "-x":
+            out += [a, next(words, "")]
+        elif a in BUILTIN_VALUE_FLAGS:
+            out += [a, next(words, "")]
+        elif a.startswith(tuple(f + "=" for f in BUILTIN_VALUE_FLAGS)):
+            out.append(a)
+    return out
+
+
+_BUILTIN: dict[str, list[str]] = {}  # per process: key -> the compiler's built-in folders
+
+
+def builtin_dirs(argv: Sequence[str], env: Mapping[str, str], cache=None) -> list[str]:
+    """The compiler's built-in ``#include <...>`` folders for these flags, from
+    ``COMPILER -E -v`` (run once per compiler binary and flags, then remembered in this
+    process and in the stage cache's notes). Without the environment's include variables, so
+    that only the built-in folders are listed. [] when the compiler does not say."""
+    from . import proc
+    from .cache import digest, tool_identity
+
+    flags = builtin_flags(argv)
+    if "-x" not in flags:
+        flags = ["-x", "c++", *flags]
+    key = digest(["builtin-includes/1", tool_identity(argv[0]), flags])
+    dirs = _BUILTIN.get(key)
+    if dirs is None and cache is not None:
+        dirs = cache.note(key)
+    if dirs is None:
+        clean = {k: v for k, v in env.items()
+                 if k not in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")}
+        try:
+            cp = proc.run([argv[0], *flags, "-E", "-v", os.devnull, "-o", os.devnull],
+                          env=clean, timeout=60)
+            dirs = parse_search_list(cp.stderr) if cp.returncode == 0 else []
+        except (proc.ToolMissing, proc.ToolTimeout):
+            dirs = []
+        if cache is not None and dirs:
+            try:
+                cache.set_note(key, dirs)
+            except OSError:
+                pass  # remembered for this process only
+    _BUILTIN[key] = list(dirs)
+    return list(dirs)
+
+
+def parse_search_list(text: str) -> list[str]:
+    """The ``#include <...>`` folders from ``gcc -E -v`` (the lines between "search starts
+    here:" and "End of search list.")."""
+    out: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("#include <...> search starts here:"):
+            inside = True
+        elif line.startswith("End of search list."):
+            break
+        elif inside and line.startswith(" "):
+            out.append(line.strip().removesuffix(" (framework directory)"))
+    return out
+
+
+def include_search(argv: Sequence[str], cwd: str, env: Mapping[str, str],
+                   builtin: Sequence[str] = ()) -> list[str]:
+    """The folders the compiler searches, in its order: ``-iquote``; ``-I`` then CPATH;
+    ``-isystem`` then C(PLUS)_INCLUDE_PATH; the built-in folders; ``-idirafter``. Absolute and
+    normalised. As gcc does: an empty environment entry is the current folder, a non-system
+    folder that is also a system one is searched as the system one only, and a folder named
+    twice is searched at its first place (folders compared by device and inode)."""
+    found: dict[str, list[str]] = {f: [] for f in _FLAGS}
+    words = iter(argv[1:])
+    for a in words:
+        for flag in _FLAGS:
+            if a == flag:
+                found[flag].append(next(words, ""))
+            elif a.startswith(flag) and a != "-I-":  # none of the four starts another
+                found[flag].append(a[len(flag):])
+            else:
+                continue
+            break
+    for var, flag in _ENV:
+        if var in env:
+            found[flag].extend(d or "." for d in env[var].split(os.pathsep))
+
+    def absolute(dirs):
+        return [os.path.normpath(os.path.join(cwd, d)) for d in dirs if d]
+
+    user = absolute(found["-iquote"]) + absolute(found["-I"])
+    system = absolute(found["-isystem"]) + [os.path.normpath(d) for d in builtin] + \
+        absolute(found["-idirafter"])
+    system_ids = {_dir_id(d) for d in system}
+    out, seen = [], set()
+    for d in [*(d for d in user if _dir_id(d) not in system_ids), *system]:
+        if _dir_id(d) not in seen:
+            seen.add(_dir_id(d))
+            out.append(d)
+    return out
+
+
+def _dir_id(path: str):
+    try:
+        st = os.stat(path)
+        return st.st_dev, st.st_ino
+    except OSError:
+        return path  # not there (yet): a folder only by its name
+
+
+def shadow_candidates(headers: Iterable[str], search: Sequence[str], cwd: str,
+                      fixed: Sequence[str] = ()) -> set[str]:
+    """Where a new file would hide a header the compiler found (absolute, normalised paths).
+
+    A header found in search folder N under the relative name R is hidden by R in any
+    folder searched before N, and by R beside any file that was read outside the ``fixed``
+    trees (the compiler's and toolkit's own folders): a quoted include looks beside its
+    includer first, and ``-include`` in ``cwd``. Which spelling an ``#include`` used is not
+    recorded, so every search folder that holds the header gives a name (more places
+    watched, never fewer)."""
+    headers = [os.path.normpath(h) for h in headers]
+    fixed = tuple(os.path.join(os.path.normpath(f), "") for f in fixed)
+    beside = {d for d in (os.path.dirname(h) for h in headers)
+              if not os.path.join(d, "").startswith(fixed)} | {os.path.normpath(cwd)}
+    # For each search folder: its prefix, and the folders a name found there can hide in.
+    places = [(d + os.sep, [e + os.sep for e in (*search[:n], *beside)])
+              for n, d in enumerate(search)]
+    out: set[str] = set()
+    for h in headers:
+        for prefix, before in places:
+            if h.startswith(prefix):
+                rel = h[len(prefix):]
+                out.update([e + rel for e in before])
+    out.difference_update(headers)
+    return out
+
+
+class Existence:
+    """``os.path.exists`` with memory, shared by the stages of one build: a folder that is
+    not there answers for every name in it with one stat (most candidates sit in folders that
+    do not exist: ``include/thrust/...`` where thrust lives elsewhere)."""
+
+    def __init__(self):
+        self._dirs: dict[str, bool] = {}
+        self._files: dict[str, bool] = {}
+
+    def __call__(self, path: str) -> bool:
+        got = self._files.get(path)
+        if got is None:
+            parent = os.path.dirname(path)
+            there = self._dirs.get(parent)
+            if there is None:
+                there = self._dirs[parent] = os.path.isdir(parent)
+            got = self._files[path] = there and os.path.exists(path)
+        return got
+
+
+def present(candidates: Iterable[str], exists=os.path.exists) -> list[str]:
+    """The candidates that exist now, sorted: the shadow state of a header set."""
+    return sorted(c for c in candidates if exists(c))
