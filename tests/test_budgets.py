@@ -167,7 +167,8 @@ def test_baseline_an_arch_apart_compares_what_both_have(small, one_arch, toolkit
     assert r.unmatched[0].message == "budget_acc (sm_80): new, not in the baseline (its " \
                                      "budgets still apply)"
     assert not [v for v in r.violations if v.metric != "stage_seconds"]
-    assert "sizes not compared with the baseline (kernels were added): the fatbin" in r.notes
+    assert ("sizes not compared with the baseline (kernels or arches were added): the "
+            "fatbin") in r.notes
     assert r.to_json()["unmatched"][1] == {"kind": "new", "kernel": None, "arch": "sm_80",
                                            "message": "the sm_80 cubin: new, not in the baseline"}
     # the kernel both have is compared: a baseline that says it had fewer registers fails it
@@ -409,8 +410,8 @@ def test_baseline_pairs_kernels_by_name_and_arch():
     # the kernels both have are compared; the sizes a new kernel grew are not
     assert [(v.metric, v.kernel) for v in c.violations] == [("registers", "a")]
     assert c.checked == 6
-    assert notes == ["sizes not compared with the baseline (kernels were added): the sm_90 "
-                     "cubin, the fatbin"]
+    assert notes == ["sizes not compared with the baseline (kernels or arches were added): "
+                     "the sm_90 cubin, the fatbin"]
     # a kernel removed, none added: the sizes are compared as before
     c = _Checker()
     _compare(_facts(kernels=[k("a", "sm_90")], cubin_bytes={"sm_90": 5000}), before, rel, c,
@@ -424,6 +425,32 @@ def test_baseline_pairs_kernels_by_name_and_arch():
                  _Checker(), "base")
     # two builds with no kernels at all have nothing to tell apart
     assert _compare(_facts(), _facts(), rel, _Checker(), "base") == []
+
+
+def test_a_kernel_whose_signature_changed_is_compared_with_its_old_self():
+    from nvstage.check import _Checker, _compare
+    from nvstage.measure import KernelFacts
+
+    def k(mangled, demangled, registers):
+        return KernelFacts(mangled, demangled, "sm_90", registers, 0, 0)
+
+    rel = dict(parse_budgets({}).baseline)
+    before = _facts(kernels=[k("_Z4copyPf", "copy(float*)", 16),
+                             k("_Z5scalePf", "scale(float*)", 32)],
+                    cubin_bytes={"sm_90": 4000})
+    now = _facts(kernels=[k("_Z4copyPf", "copy(float*)", 16),
+                          k("_Z5scalePfi", "scale(float*, int)", 200)],
+                 cubin_bytes={"sm_90": 40000})
+    c, notes = _Checker(), []
+    assert _compare(now, before, rel, c, "base", notes) == []
+    assert sorted(v.metric for v in c.violations) == ["cubin_bytes", "registers"]
+    assert notes == ["scale(float*, int) (sm_90): its signature changed since the baseline "
+                     "(scale(float*)); compared with it"]
+    # a single kernel that changed is the same program, not a baseline of another one
+    c = _Checker()
+    _compare(_facts(kernels=[now.kernels[1]]), _facts(kernels=[before.kernels[1]]), rel, c,
+             "base")
+    assert [v.metric for v in c.violations] == ["registers"]
 
 
 def _result(violations, kernels=()):

@@ -199,7 +199,16 @@ def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Che
     now = {(k.kernel, k.arch): k for k in m.kernels}
     before = {(k.kernel, k.arch): k for k in base.kernels}
     added, removed = sorted(set(now) - set(before)), sorted(set(before) - set(now))
-    if (now or before) and not set(now) & set(before):
+    # A kernel whose parameters changed has a new mangled name: one added and one removed of
+    # the same name and arch are that kernel, and are compared (when the pairing is unique).
+    pairs = _same_kernel(added, removed, now, before)
+    for new_key, old_key in pairs.items():
+        added.remove(new_key)
+        removed.remove(old_key)
+        if notes is not None:
+            notes.append(f"{now[new_key].demangled} ({new_key[1]}): its signature changed "
+                         f"since the baseline ({before[old_key].demangled}); compared with it")
+    if (now or before) and not set(now) & set(before) and not pairs:
         # Nothing to compare: a baseline of another program, not this one a kernel apart.
         def names(keys):
             return ", ".join(f"{now.get(k, before.get(k)).demangled} ({k[1]})"
@@ -221,7 +230,7 @@ def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Che
             ("removed", "only in the baseline")
         unmatched.append(Unmatched(kind, None, arch, f"the {arch} cubin: {kind}, {where}"))
     for key, k in sorted(now.items()):
-        b = before.get(key)
+        b = before.get(key) or before.get(pairs.get(key))
         if b is None:
             continue
         for metric in ("registers", "spill_bytes", "shared_bytes"):
@@ -244,7 +253,7 @@ def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Che
     if added and None not in (m.fatbin_bytes, base.fatbin_bytes):
         skipped.append("the fatbin")
     if skipped and notes is not None:
-        notes.append(f"sizes not compared with the baseline (kernels were added): "
+        notes.append(f"sizes not compared with the baseline (kernels or arches were added): "
                      f"{', '.join(skipped)}")
     # Stages are matched by kind, arch and order among stages of that kind: indices move
     # when a flag adds a stage.
@@ -260,7 +269,7 @@ def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Che
     # Likewise compile times: the source grew by the new kernels, so its stages take longer.
     bs = {} if added else keyed(base.stages)
     if added and base.stages and notes is not None:
-        notes.append("stage times not compared with the baseline (kernels were added)")
+        notes.append("stage times not compared with the baseline (kernels or arches were added)")
     for key, s in keyed(m.stages).items():
         b = bs.get(key)
         if b is None or s.get("cached") or b.get("cached"):
@@ -272,6 +281,22 @@ def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Che
         _grew(c, us, base.kernel_us.get(name), rel["kernel_us"], "kernel_us", kernel=name,
               arch=None, what=f"kernel {name} time", unit=" us")
     return unmatched
+
+
+def _same_kernel(added: list, removed: list, now: dict, before: dict) -> dict:
+    """{added key: removed key} for kernels that share a name (``base_name``) and arch with
+    exactly one kernel on the other side."""
+    from .inspect.records import base_name
+
+    def by_name(keys, side):
+        groups: dict[tuple, list] = {}
+        for key in keys:
+            groups.setdefault((base_name(side[key].demangled), key[1]), []).append(key)
+        return groups
+
+    gone = by_name(removed, before)
+    return {new[0]: gone[name][0] for name, new in by_name(added, now).items()
+            if len(new) == 1 and len(gone.get(name, ())) == 1}
 
 
 def _grew(c: _Checker, value, before, fraction: float, metric: str, *, kernel, arch, what,
