@@ -116,3 +116,9 @@ def test_a_narrow_terminal_stacks_cells_instead_of_breaking_names(cli, kernels, 
                  "device-preprocess", "-> s.o"):
         assert name in text, name
     assert "(gcc)" in text and "…" not in text
+    # 80 columns (and down to about 70): the arch goes under the stage as well
+    monkeypatch.setenv("COLUMNS", "72")
+    r = cli("compile", kernels / "saxpy.cu", "-c", "-arch", "sm_90", "-o", "s.o")
+    assert max(map(len, r.stdout.splitlines())) <= 72
+    assert "saxpy.cudafe1.stub.c" in r.stdout and "…" not in r.stdout
+    assert "device-preprocess" in r.stdout and "compute_90" in r.stdout

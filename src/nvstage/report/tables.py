@@ -18,8 +18,10 @@ def _short(path: str, base: str | None) -> str:
 
 
 # Below this many columns the stage table stacks its cells (one file per line, the tool under
-# its stage) instead of letting file names break mid-word.
+# its stage) instead of letting file names break mid-word; below VERY_NARROW the arch goes
+# under the stage too.
 NARROW = 120
+VERY_NARROW = 90
 
 
 def stage_table(build: Build, width: int | None = None) -> Table:
@@ -27,11 +29,15 @@ def stage_table(build: Build, width: int | None = None) -> Table:
     console narrower than ``NARROW`` the tool goes under the stage (where it differs) and
     every file takes its own line."""
     narrow = width is not None and width < NARROW
+    tiny = width is not None and width < VERY_NARROW
     t = Table(box=box.SIMPLE_HEAD, title=None, pad_edge=False)
     cols = [("#", {"justify": "right"}), ("stage", {"no_wrap": True}), ("tool", {}),
-            ("arch", {"no_wrap": True}), ("inputs -> outputs", {"overflow": "fold"}),
+            ("arch", {"no_wrap": True}),
+            ("inputs -> outputs", {"overflow": "fold", "min_width": 20}),
             ("size", {"justify": "right", "no_wrap": True}),
-            ("time", {"justify": "right"})]
+            ("time", {"justify": "right", "no_wrap": True})]
+    if tiny:
+        del cols[3]
     if narrow:
         del cols[2]
     for col, kw in cols:
@@ -41,6 +47,9 @@ def stage_table(build: Build, width: int | None = None) -> Table:
         if narrow:
             tool = row.pop(2)
             row[1] += f"\n({tool})" if tool != row[1] else ""
+        if tiny:
+            arch = row.pop(2)
+            row[1] += f"\n{arch}" if arch else ""
         t.add_row(*row)
     return t
 
