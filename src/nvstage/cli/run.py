@@ -63,6 +63,10 @@ def run_cmd(
     time, with medians and spread over repetitions. Figures below the measured noise floor
     are flagged.
 
+    A kernel that faults is named (exit 8) and what ran before it is kept in --json. A
+    kernel that does not finish within NVSTAGE_GPU_TIMEOUT_S seconds (default 60) ends the
+    run the same way, never a hang.
+
     Examples:
 
           nvstage run examples/run/saxpy.toml --profile
