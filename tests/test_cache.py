@@ -220,6 +220,37 @@ def test_a_hiding_header_that_appears_while_the_compiler_runs_is_not_trusted(
     assert "5.0f" in (workdir / "k/k.cpp4.ii").read_text()
 
 
+def test_a_system_header_reached_through_a_link_is_still_watched(toolkit, workdir):
+    """gcc names a system header by its real path when that is shorter (the CUDA toolkit's
+    /usr/local/cuda link): the folder it was found in is matched through its real path."""
+    (workdir / "r").mkdir()
+    (workdir / "r/coef.h").write_text("#define SCALE 3.0f\n")
+    (workdir / "a_much_longer_link_to_r").symlink_to(workdir / "r")
+    (workdir / "first").mkdir()
+    (workdir / "k.cu").write_text("#include <coef.h>\n"
+                                  "__global__ void k(float* p) { p[0] = SCALE; }\n")
+    opts = CompileOptions(archs=("sm_90",), compile_only=True, include_dirs=("first",),
+                          extra=("-Xcompiler",
+                                 f"-isystem,{workdir / 'a_much_longer_link_to_r'}"))
+    nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=2)
+    warm = nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=2)
+    assert all(cached(warm).values())  # recorded: what follows is the shadow check's doing
+    assert "3.0f" in (workdir / "k/k.cpp4.ii").read_text()
+    (workdir / "first/coef.h").write_text("#define SCALE 5.0f\n")
+    again = nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=2)
+    assert not any(r.cached for r in again.runs if r.stage.kind in PREPROCESS)
+    assert "5.0f" in (workdir / "k/k.cpp4.ii").read_text()
+
+
+def test_a_source_naming_the_date_is_never_cached(toolkit, workdir):
+    (workdir / "k.cu").write_text('const char* built = __DATE__ " " __TIME__;\n'
+                                  "__global__ void k(float* p) { p[0] = 1.0f; }\n")
+    opts = CompileOptions(archs=("sm_90",), compile_only=True)
+    nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=2)
+    again = nvstage.compile("k.cu", opts, toolkit=toolkit, keep="k", jobs=2)
+    assert not any(r.cached for r in again.runs if r.stage.kind in PREPROCESS)
+
+
 def test_editing_an_unrelated_file_reuses_everything(toolkit, workdir):
     kernel(workdir)
     build(toolkit)

@@ -99,3 +99,59 @@ def test_the_shadow_state_changes_when_a_candidate_appears(tmp_path):
     (tmp_path / "inc1/x.h").unlink()
     assert present(cands, seen) == [str(tmp_path / "inc1/x.h")]
     assert not Existence()(str(tmp_path / "nowhere/x.h"))
+
+
+def test_clean_keeps_dotdot_which_normpath_would_drop():
+    from nvstage.headers import clean
+
+    assert clean("/w/./a//b/../c/") == "/w/a/b/../c"
+    assert clean("a/./b") == "a/b"
+
+
+def test_a_header_named_by_its_real_path_is_matched_through_the_folders_real_paths(tmp_path):
+    """gcc writes a system header's real path to the depfile when it is shorter."""
+    (tmp_path / "r/include").mkdir(parents=True)
+    (tmp_path / "r/include/x.h").write_text("")
+    (tmp_path / "a_long_link_name").symlink_to(tmp_path / "r")
+    search = [str(tmp_path / "first"), str(tmp_path / "a_long_link_name/include")]
+    got = shadow_candidates([str(tmp_path / "r/include/x.h")], search, str(tmp_path / "w"))
+    assert str(tmp_path / "first/x.h") in got
+
+
+def test_a_dotdot_include_is_watched_where_the_system_resolves_it(tmp_path):
+    search = [str(tmp_path / "first/b"), str(tmp_path / "a/b")]
+    got = shadow_candidates([str(tmp_path / "a/b/../shared/coef.h")], search, str(tmp_path))
+    assert str(tmp_path / "first/b/../shared/coef.h") in got
+
+
+def test_the_search_layout_follows_links_and_folders(tmp_path):
+    from nvstage.headers import search_layout
+
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    (tmp_path / "sys").symlink_to(tmp_path / "one")
+    search = [str(tmp_path / "sys"), str(tmp_path / "later")]
+    before = search_layout(search)
+    assert before[1][1] is None  # not there
+    (tmp_path / "sys").unlink()
+    (tmp_path / "sys").symlink_to(tmp_path / "two")
+    assert search_layout(search) != before
+
+
+def test_include_search_reads_long_forms_sysroot_and_the_languages_variable():
+    env = {"C_INCLUDE_PATH": "/c", "CPLUS_INCLUDE_PATH": "/cpp"}
+    argv = ["gcc", "-x", "c++", "--include-directory=a", "--include-directory", "b",
+            "--sysroot=/root", "-I=/inc"]
+    assert include_search(argv, "/w", env) == ["/w/a", "/w/b", "/root/inc", "/cpp"]
+    assert include_search(["gcc", "-x", "c", "-Ia"], "/w", env) == ["/w/a", "/c"]
+    assert builtin_flags(["gcc", "-B/opt/gcc/", "-B", "/x"]) == ["-B/opt/gcc/", "-B", "/x"]
+
+
+def test_files_naming_time_macros_are_found(tmp_path):
+    from nvstage.headers import uses_time_macros
+
+    (tmp_path / "a.h").write_text("#define X 1\n")
+    (tmp_path / "b.h").write_text('const char* built = __DATE__ " " __TIME__;\n')
+    assert uses_time_macros([str(tmp_path / "a.h")]) is None
+    assert uses_time_macros([str(tmp_path / "a.h"), str(tmp_path / "b.h"),
+                             str(tmp_path / "gone.h")]) == str(tmp_path / "b.h")

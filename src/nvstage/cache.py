@@ -401,7 +401,8 @@ class FileHasher:
             st = os.stat(path)
         except OSError:
             return None
-        sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+        # ctime too: a copy that keeps size and mtime (cp -p, rsync -a) still moves it.
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         got = self._memo.get(path)
         if got and got[0] == sig:
             return got[1]

@@ -26,7 +26,7 @@ _FLAGS = ("-iquote", "-I", "-isystem", "-idirafter")
 _ENV = (("CPATH", "-I"), ("CPLUS_INCLUDE_PATH", "-isystem"), ("C_INCLUDE_PATH", "-isystem"))
 # Flags that move the compiler's built-in folders: part of the key of their listing.
 BUILTIN_FLAGS = ("-nostdinc", "-nostdinc++", "-m32", "-m64", "-mx32")
-BUILTIN_VALUE_FLAGS = ("--sysroot", "-isysroot")
+BUILTIN_VALUE_FLAGS = ("--sysroot", "-isysroot", "-B")
 
 
 def builtin_flags(argv: Sequence[str]) -> list[str]:
@@ -40,7 +40,8 @@ def builtin_flags(argv: Sequence[str]) -> list[str]:
             out += [a, next(words, "")]
         elif a in BUILTIN_VALUE_FLAGS:
             out += [a, next(words, "")]
-        elif a.startswith(tuple(f + "=" for f in BUILTIN_VALUE_FLAGS)):
+        elif a.startswith(tuple(f + "=" for f in BUILTIN_VALUE_FLAGS)) or \
+                (a.startswith("-B") and len(a) > 2):
             out.append(a)
     return out
 
@@ -96,16 +97,36 @@ def parse_search_list(text: str) -> list[str]:
     return out
 
 
+def clean(path: str) -> str:
+    """``path`` without empty and "." parts; ".." is kept, since what the system resolves
+    ``link/..`` to depends on the link (``os.path.normpath`` would drop both)."""
+    if "//" not in path and "/./" not in path and not path.endswith(("/", "/.")) and \
+            not path.startswith("./"):
+        return path  # the usual case, and the fast one
+    parts = [p for p in path.split(os.sep) if p not in ("", ".")]
+    return (os.sep if path.startswith(os.sep) else "") + os.sep.join(parts)
+
+
 def include_search(argv: Sequence[str], cwd: str, env: Mapping[str, str],
                    builtin: Sequence[str] = ()) -> list[str]:
     """The folders the compiler searches, in its order: ``-iquote``; ``-I`` then CPATH;
-    ``-isystem`` then C(PLUS)_INCLUDE_PATH; the built-in folders; ``-idirafter``. Absolute and
-    normalised. As gcc does: an empty environment entry is the current folder, a non-system
-    folder that is also a system one is searched as the system one only, and a folder named
-    twice is searched at its first place (folders compared by device and inode)."""
+    ``-isystem`` then CPLUS_INCLUDE_PATH (C_INCLUDE_PATH for C); the built-in folders;
+    ``-idirafter``. Absolute (``clean``). As gcc does: an empty environment entry is the
+    current folder, ``=dir`` is under the sysroot, a non-system folder that is also a system
+    one is searched as the system one only, and a folder named twice is searched at its first
+    place (folders compared by device and inode)."""
     found: dict[str, list[str]] = {f: [] for f in _FLAGS}
+    sysroot, lang = "", "c++"
     words = iter(argv[1:])
     for a in words:
+        if a == "-x":
+            lang = next(words, lang)
+            continue
+        if a.startswith("--sysroot="):
+            sysroot = a.split("=", 1)[1]
+        if a == "--include-directory" or a.startswith("--include-directory="):
+            found["-I"].append(a.split("=", 1)[1] if "=" in a else next(words, ""))
+            continue
         for flag in _FLAGS:
             if a == flag:
                 found[flag].append(next(words, ""))
@@ -115,14 +136,15 @@ def include_search(argv: Sequence[str], cwd: str, env: Mapping[str, str],
                 continue
             break
     for var, flag in _ENV:
-        if var in env:
+        if var in env and var != ("CPLUS_INCLUDE_PATH" if lang == "c" else "C_INCLUDE_PATH"):
             found[flag].extend(d or "." for d in env[var].split(os.pathsep))
 
     def absolute(dirs):
-        return [os.path.normpath(os.path.join(cwd, d)) for d in dirs if d]
+        return [clean(os.path.join(cwd, sysroot + d[1:] if d.startswith("=") else d))
+                for d in dirs if d]
 
     user = absolute(found["-iquote"]) + absolute(found["-I"])
-    system = absolute(found["-isystem"]) + [os.path.normpath(d) for d in builtin] + \
+    system = absolute(found["-isystem"]) + [clean(d) for d in builtin] + \
         absolute(found["-idirafter"])
     system_ids = {_dir_id(d) for d in system}
     out, seen = [], set()
@@ -131,6 +153,13 @@ def include_search(argv: Sequence[str], cwd: str, env: Mapping[str, str],
             seen.add(_dir_id(d))
             out.append(d)
     return out
+
+
+def search_layout(search: Sequence[str]) -> list:
+    """What each search folder is now (its real path, or None when it is not there): part of
+    the shadow state, so a folder that appears, goes or is a link pointed elsewhere changes
+    it (gcc's duplicate rules and every relative name depend on that)."""
+    return [[d, os.path.realpath(d) if os.path.isdir(d) else None] for d in search]
 
 
 def _dir_id(path: str):
@@ -143,29 +172,73 @@ def _dir_id(path: str):
 
 def shadow_candidates(headers: Iterable[str], search: Sequence[str], cwd: str,
                       fixed: Sequence[str] = ()) -> set[str]:
-    """Where a new file would hide a header the compiler found (absolute, normalised paths).
+    """Where a new file would hide a header the compiler found (absolute paths).
 
     A header found in search folder N under the relative name R is hidden by R in any
     folder searched before N, and by R beside any file that was read outside the ``fixed``
     trees (the compiler's and toolkit's own folders): a quoted include looks beside its
     includer first, and ``-include`` in ``cwd``. Which spelling an ``#include`` used is not
     recorded, so every search folder that holds the header gives a name (more places
-    watched, never fewer)."""
-    headers = [os.path.normpath(h) for h in headers]
-    fixed = tuple(os.path.join(os.path.normpath(f), "") for f in fixed)
-    beside = {d for d in (os.path.dirname(h) for h in headers)
-              if not os.path.join(d, "").startswith(fixed)} | {os.path.normpath(cwd)}
-    # For each search folder: its prefix, and the folders a name found there can hide in.
-    places = [(d + os.sep, [e + os.sep for e in (*search[:n], *beside)])
-              for n, d in enumerate(search)]
+    watched, never fewer). A header the depfile names by its real path (gcc shortens system
+    headers' paths through links) is matched through the folders' real paths."""
+    headers = [clean(h) for h in headers]
+    fixed = tuple({os.path.join(p, "") for f in fixed
+                   for p in (clean(f), os.path.realpath(f))})
+
+    def is_fixed(d: str) -> bool:
+        return os.path.join(d, "").startswith(fixed) or \
+            os.path.join(os.path.realpath(d), "").startswith(fixed)
+
+    beside = {d for d in {os.path.dirname(h) for h in headers} if not is_fixed(d)}
+    beside.add(clean(cwd))
+    # For each search folder: its prefixes (as named, and real), and the folders a name
+    # found there can hide in.
+    places = []
+    for n, d in enumerate(search):
+        before = [e + os.sep for e in (*search[:n], *beside)]
+        for prefix in dict.fromkeys((d + os.sep, os.path.join(os.path.realpath(d), ""))):
+            places.append((prefix, before))
+    # Headers share folders (1,500 headers in a few hundred): match each folder once.
+    matches: dict[str, list[tuple[str, list[str]]]] = {}
+
+    def match(folder: str) -> list[tuple[str, list[str]]]:
+        got = matches.get(folder)
+        if got is None:
+            name = folder + os.sep
+            got = [(name[len(p):], before) for p, before in places if name.startswith(p)]
+            if not got:  # named some other way (links): try its real path
+                name = os.path.join(os.path.realpath(folder), "")
+                got = [(name[len(p):], before) for p, before in places
+                       if name.startswith(p)]
+            matches[folder] = got
+        return got
+
     out: set[str] = set()
     for h in headers:
-        for prefix, before in places:
-            if h.startswith(prefix):
-                rel = h[len(prefix):]
-                out.update([e + rel for e in before])
+        folder, base = os.path.split(h)
+        for rel_dir, before in match(folder):
+            rel = rel_dir + base
+            out.update([e + rel for e in before])
     out.difference_update(headers)
     return out
+
+
+TIME_MACROS = (b"__DATE__", b"__TIME__", b"__TIMESTAMP__")
+
+
+def uses_time_macros(paths: Iterable[str]) -> str | None:
+    """The first file that names ``__DATE__``, ``__TIME__`` or ``__TIMESTAMP__``: its
+    preprocessed output depends on the clock or on file dates, not on contents alone, so it
+    is not cached (ccache does the same)."""
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if any(m in data for m in TIME_MACROS):
+            return path
+    return None
 
 
 class Existence:

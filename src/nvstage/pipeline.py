@@ -27,7 +27,8 @@ from .cache import HOST_ENV, WORK_TOKEN, Cache, Counters, FileHasher, Paths, dig
     parse_depfile, tool_identity
 from .errors import InputNotFound, PlanError, StageFailed, ToolkitError, UsageError
 from .graph import Graph, build_graph
-from .headers import Existence, builtin_dirs, include_search, present, shadow_candidates
+from .headers import Existence, builtin_dirs, include_search, present, search_layout, \
+    shadow_candidates, uses_time_macros
 from .options import CompileOptions, check_archs
 from .plan import Plan, Stage, StageKind, parse_dryrun
 from .toolkit import Toolkit, find_toolkit
@@ -676,13 +677,21 @@ class _Context:
         # The places a hiding file could be, as they are now (not the build's memory): one
         # that appeared while the compiler ran may or may not have been seen, so the result
         # is not stored (ccache's "file too new", for the places nobody read).
-        shown = present(shadow_candidates([paths.abs(n) for n in names], search, self.cwd,
-                                          fixed))
-        if all(headers.values()) and self._settled([*reads, *names, *shown], since):
+        files = [paths.abs(n) for n in names]
+        shown = present(shadow_candidates(files, search, self.cwd, fixed))
+        if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \
+                not uses_time_macros(f for f in files if not self._in_fixed(f, fixed)):
             self._store(stage, digest([dkey, sorted(headers.items())]), run)
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
-                self.cache.add_header_set(dkey, headers, digest(shown))
+                self.cache.add_header_set(dkey, headers,
+                                          digest([search_layout(search), shown]))
         return run
+
+    def _in_fixed(self, path: str, fixed: list[str]) -> bool:
+        """In the compiler's or toolkit's own trees (their headers name no time macro: only
+        the user's files are read for them)."""
+        return os.path.realpath(path).startswith(
+            tuple(os.path.join(os.path.realpath(f), "") for f in fixed))
 
     def _shadow(self, files: list[str], search: list[str], fixed: list[str]) -> str:
         """The digest of the places where a new file would hide one of these headers, once
@@ -690,8 +699,8 @@ class _Context:
         key = (tuple(files), tuple(search))
         state = self._shadows.get(key)
         if state is None:
-            state = self._shadows[key] = digest(present(
-                shadow_candidates(files, search, self.cwd, fixed), self._exists))
+            state = self._shadows[key] = digest([search_layout(search), present(
+                shadow_candidates(files, search, self.cwd, fixed), self._exists)])
         return state
 
     def _settled(self, reads: list[str], since_ns: int) -> bool:
