@@ -11,8 +11,14 @@ Watched: the same relative name in every folder searched before the one the head
 found in (the flags' folders and the compiler's built-in ones, in gcc's order, with its
 duplicate rules), and beside every file read outside the compiler's and toolkit's own
 trees (a quoted include looks beside its includer first; ``-include`` in the current folder).
-Not watched: a file beside an includer inside those trees (they change with the compiler or
-toolkit install), and ``__has_include`` probes, which gcc's depfile does not list.
+Also part of the state: what each search folder is (its real path, or absent), so a folder
+that appears or a link pointed elsewhere misses. Files that name ``__DATE__``, ``__TIME__`` or
+``__TIMESTAMP__`` are never cached.
+
+Not watched, by choice or by necessity: a file newly installed beside an includer inside the
+compiler's or toolkit's trees (``/usr/include`` included: watching every system folder would
+cost more than it saves), ``__has_include`` probes (gcc's depfile does not list them), and
+``#pragma once`` copies that become identical in mtime.
 """
 
 from __future__ import annotations
