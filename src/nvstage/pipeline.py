@@ -676,22 +676,19 @@ class _Context:
         headers = {paths.norm(n): self.hasher(paths.abs(n)) for n in names}
         # The places a hiding file could be, as they are now (not the build's memory): one
         # that appeared while the compiler ran may or may not have been seen, so the result
-        # is not stored (ccache's "file too new", for the places nobody read).
+        # is not stored (ccache's "file too new", for the places nobody read). Time macros
+        # are looked for in the user's files only: the compiler's and toolkit's name none.
         files = [paths.abs(n) for n in names]
         shown = present(shadow_candidates(files, search, self.cwd, fixed))
+        trees = tuple(os.path.join(os.path.realpath(f), "") for f in fixed)
         if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \
-                not uses_time_macros(f for f in files if not self._in_fixed(f, fixed)):
+                not uses_time_macros(f for f in files
+                                     if not os.path.realpath(f).startswith(trees)):
             self._store(stage, digest([dkey, sorted(headers.items())]), run)
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
                 self.cache.add_header_set(dkey, headers,
                                           digest([search_layout(search), shown]))
         return run
-
-    def _in_fixed(self, path: str, fixed: list[str]) -> bool:
-        """In the compiler's or toolkit's own trees (their headers name no time macro: only
-        the user's files are read for them)."""
-        return os.path.realpath(path).startswith(
-            tuple(os.path.join(os.path.realpath(f), "") for f in fixed))
 
     def _shadow(self, files: list[str], search: list[str], fixed: list[str]) -> str:
         """The digest of the places where a new file would hide one of these headers, once
