@@ -68,6 +68,8 @@ log "doctor rc=$?"
 log "gpu checks"
 PYTHON="$PY" timeout 180 bash scripts/gpu_checks.sh "$RES/checks"
 log "gpu_checks.sh rc=$? (124: its 180 s ran out)"
+# timeout stops only its own child: a run it started must not share the GPU with what follows
+pkill -f -- "-m nvstage" 2>/dev/null; pkill -f -- "-m pytest" 2>/dev/null
 
 log "model: estimate vs measured"
 timeout 90 bash examples/model/measure.sh "$RES/model" > "$RES/model/measure.log" 2>&1
