@@ -153,9 +153,8 @@ class Cache:
         except OSError:
             return False
         try:
-            meta = json.loads(raw)
-            check = meta.pop("check")
-            if check != _sha(_canon(meta)) or meta.get("key") != key:
+            meta = _unseal(raw)
+            if meta is None or meta.get("key") != key:
                 return False
             return Entry(key, d, list(meta["files"]), meta["stdout"], meta["stderr"],
                          float(meta["seconds"]))
@@ -230,8 +229,7 @@ class Cache:
             meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": stdout,
                     "stderr": stderr, "seconds": seconds, "created": time.time(),
                     "about": about or {}}
-            meta["check"] = _sha(_canon(meta))
-            (tmp / "meta.json").write_bytes(json.dumps(meta).encode())
+            (tmp / "meta.json").write_bytes(_sealed(meta))
             final.parent.mkdir(parents=True, exist_ok=True)
             try:
                 os.rename(tmp, final)
@@ -257,11 +255,8 @@ class Cache:
     def header_sets(self, direct_key: str) -> list[tuple[dict[str, str], str]]:
         """The header sets seen for a direct key: (header -> sha256, ``shadow_state``)."""
         try:
-            doc = json.loads(self._direct_file(direct_key).read_bytes())
-            check = doc.pop("check")
-            if check != _sha(_canon(doc)):
-                return []
-            return [(dict(s["headers"]), str(s["shadow"])) for s in doc["sets"]]
+            doc = _unseal(self._direct_file(direct_key).read_bytes())
+            return [(dict(s["headers"]), str(s["shadow"])) for s in doc["sets"]] if doc else []
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return []
 
@@ -271,23 +266,19 @@ class Cache:
         with self._flock():
             sets = [{"headers": h, "shadow": sh} for h, sh in self.header_sets(direct_key)]
             doc = {"sets": ([new] + [s for s in sets if s != new])[:_DIRECT_SETS]}
-            doc["check"] = _sha(_canon(doc))
-            _write_atomic(path, json.dumps(doc).encode(), self._tmp())
+            _write_atomic(path, _sealed(doc), self._tmp())
 
     # -- notes: facts about tools, kept between builds ---------------------------------------
     def note(self, key: str):
         """What ``set_note`` stored under ``key``, or None."""
         try:
-            doc = json.loads((self.root / "notes" / f"{key}.json").read_bytes())
-            check = doc.pop("check")
-            return doc["value"] if check == _sha(_canon(doc)) else None
+            doc = _unseal((self.root / "notes" / f"{key}.json").read_bytes())
+            return doc["value"] if doc else None
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
     def set_note(self, key: str, value) -> None:
-        doc = {"value": value}
-        doc["check"] = _sha(_canon(doc))
-        _write_atomic(self.root / "notes" / f"{key}.json", json.dumps(doc).encode(),
+        _write_atomic(self.root / "notes" / f"{key}.json", _sealed({"value": value}),
                       self._tmp())
 
     # -- bookkeeping ------------------------------------------------------------------------
@@ -361,6 +352,19 @@ class Cache:
         return {"dir": str(self.root), "size": sum(n for _, _, n in entries),
                 "max_size": self.max_bytes, "entries": len(entries),
                 "stats": self.totals().to_json()}
+
+
+def _sealed(doc: dict) -> bytes:
+    """``doc`` as JSON with a "check" over its canonical form: damage is seen on read."""
+    return json.dumps({**doc, "check": _sha(_canon(doc))}).encode()
+
+
+def _unseal(raw: bytes) -> dict | None:
+    """A ``_sealed`` document; None when its check does not match (raises on bad JSON or a
+    missing check, like ``json.loads``)."""
+    doc = json.loads(raw)
+    check = doc.pop("check")
+    return doc if check == _sha(_canon(doc)) else None
 
 
 def _write_atomic(path: Path, data: bytes, tmpdir: Path) -> None:
