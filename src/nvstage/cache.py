@@ -253,7 +253,8 @@ class Cache:
 
     # -- direct mode ------------------------------------------------------------------------
     def header_sets(self, direct_key: str) -> list[tuple[dict[str, str], str]]:
-        """The header sets seen for a direct key: (header -> sha256, ``shadow_state``)."""
+        """The header sets seen for a direct key: (header -> sha256, the digest of its shadow
+        state; see ``headers.py``)."""
         try:
             doc = _unseal(self._direct_file(direct_key).read_bytes())
             return [(dict(s["headers"]), str(s["shadow"])) for s in doc["sets"]] if doc else []

@@ -152,11 +152,12 @@ def include_search(argv: Sequence[str], cwd: str, env: Mapping[str, str],
     user = absolute(found["-iquote"]) + absolute(found["-I"])
     system = absolute(found["-isystem"]) + [clean(d) for d in builtin] + \
         absolute(found["-idirafter"])
-    system_ids = {_dir_id(d) for d in system}
+    ids = {d: _dir_id(d) for d in (*user, *system)}
+    system_ids = {ids[d] for d in system}
     out, seen = [], set()
-    for d in [*(d for d in user if _dir_id(d) not in system_ids), *system]:
-        if _dir_id(d) not in seen:
-            seen.add(_dir_id(d))
+    for d in [*(d for d in user if ids[d] not in system_ids), *system]:
+        if ids[d] not in seen:
+            seen.add(ids[d])
             out.append(d)
     return out
 
@@ -188,14 +189,8 @@ def shadow_candidates(headers: Iterable[str], search: Sequence[str], cwd: str,
     watched, never fewer). A header the depfile names by its real path (gcc shortens system
     headers' paths through links) is matched through the folders' real paths."""
     headers = [clean(h) for h in headers]
-    fixed = tuple({os.path.join(p, "") for f in fixed
-                   for p in (clean(f), os.path.realpath(f))})
-
-    def is_fixed(d: str) -> bool:
-        return os.path.join(d, "").startswith(fixed) or \
-            os.path.join(os.path.realpath(d), "").startswith(fixed)
-
-    beside = {d for d in {os.path.dirname(h) for h in headers} if not is_fixed(d)}
+    trees = Trees(fixed)
+    beside = {d for d in {os.path.dirname(h) for h in headers} if d not in trees}
     beside.add(clean(cwd))
     # For each search folder: its prefixes (as named, and real), and the folders a name
     # found there can hide in.
@@ -227,6 +222,19 @@ def shadow_candidates(headers: Iterable[str], search: Sequence[str], cwd: str,
             out.update([e + rel for e in before])
     out.difference_update(headers)
     return out
+
+
+class Trees:
+    """Folders and everything under them (the compiler's and toolkit's own), matched as
+    named and through real paths: ``path in trees``."""
+
+    def __init__(self, roots: Iterable[str]):
+        self._prefixes = tuple({os.path.join(p, "") for r in roots
+                                for p in (clean(r), os.path.realpath(r))})
+
+    def __contains__(self, path: str) -> bool:
+        return os.path.join(path, "").startswith(self._prefixes) or \
+            os.path.join(os.path.realpath(path), "").startswith(self._prefixes)
 
 
 TIME_MACROS = (b"__DATE__", b"__TIME__", b"__TIMESTAMP__")

@@ -27,7 +27,7 @@ from .cache import HOST_ENV, WORK_TOKEN, Cache, Counters, FileHasher, Paths, dig
     parse_depfile, tool_identity
 from .errors import InputNotFound, PlanError, StageFailed, ToolkitError, UsageError
 from .graph import Graph, build_graph
-from .headers import Existence, builtin_dirs, include_search, present, search_layout, \
+from .headers import Existence, Trees, builtin_dirs, include_search, present, search_layout, \
     shadow_candidates, uses_time_macros
 from .options import CompileOptions, check_archs
 from .plan import Plan, Stage, StageKind, parse_dryrun
@@ -680,10 +680,9 @@ class _Context:
         # are looked for in the user's files only: the compiler's and toolkit's name none.
         files = [paths.abs(n) for n in names]
         shown = present(shadow_candidates(files, search, self.cwd, fixed))
-        trees = tuple(os.path.join(os.path.realpath(f), "") for f in fixed)
+        trees = Trees(fixed)
         if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \
-                not uses_time_macros(f for f in files
-                                     if not os.path.realpath(f).startswith(trees)):
+                not uses_time_macros(f for f in files if f not in trees):
             self._store(stage, digest([dkey, sorted(headers.items())]), run)
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
                 self.cache.add_header_set(dkey, headers,
