@@ -39,6 +39,10 @@ class Violation:
         return asdict(self)
 
 
+# What a kernel or cubin on one side of the baseline only is, in words.
+UNMATCHED_WORDS = {"new": "new, not in the baseline", "removed": "removed, only in the baseline"}
+
+
 @dataclass(frozen=True)
 class Unmatched:
     """A kernel (or a cubin, kernel None) on one side of a baseline only: nothing to compare
@@ -220,15 +224,15 @@ def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Che
             hint="compare with a baseline of the same program, or write a new one for this "
                  "build with nvstage check --write-baseline")
     unmatched = [Unmatched("new", now[k].demangled, k[1],
-                           f"{now[k].demangled} ({k[1]}): new, not in the baseline (its "
+                           f"{now[k].demangled} ({k[1]}): {UNMATCHED_WORDS['new']} (its "
                            f"budgets still apply)") for k in added]
     unmatched += [Unmatched("removed", before[k].demangled, k[1],
-                            f"{before[k].demangled} ({k[1]}): removed, only in the baseline")
+                            f"{before[k].demangled} ({k[1]}): {UNMATCHED_WORDS['removed']}")
                   for k in removed]
     for arch in sorted(set(m.cubin_bytes) ^ set(base.cubin_bytes)):
-        kind, where = ("new", "not in the baseline") if arch in m.cubin_bytes else \
-            ("removed", "only in the baseline")
-        unmatched.append(Unmatched(kind, None, arch, f"the {arch} cubin: {kind}, {where}"))
+        kind = "new" if arch in m.cubin_bytes else "removed"
+        unmatched.append(Unmatched(kind, None, arch,
+                                   f"the {arch} cubin: {UNMATCHED_WORDS[kind]}"))
     for key, k in sorted(now.items()):
         b = before.get(key) or before.get(pairs.get(key))
         if b is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from ..check import CheckResult, fmt_value
+from ..check import UNMATCHED_WORDS, CheckResult, fmt_value
 
 
 def _gh_data(text: str) -> str:
@@ -73,9 +73,6 @@ def _md_code(text) -> str:
     return f"{fence}{text}{fence}" if fence == "`" else f"{fence} {text} {fence}"
 
 
-_UNMATCHED = {"new": "new, not in the baseline", "removed": "removed, only in the baseline"}
-
-
 def markdown_summary(result: CheckResult, *, title: str = "nvstage check") -> str:
     """A job summary: the verdict, the violations, every kernel's numbers, then what only
     one side of the baseline has."""
@@ -104,7 +101,7 @@ def markdown_summary(result: CheckResult, *, title: str = "nvstage check") -> st
         lines += ["| not compared with the baseline | arch | |", "|---|---|---|"]
         for u in result.unmatched:
             what = _md_code(u.kernel) if u.kernel else "(cubin)"
-            lines.append(f"| {what} | {u.arch} | {_UNMATCHED[u.kind]} |")
+            lines.append(f"| {what} | {u.arch} | {UNMATCHED_WORDS[u.kind]} |")
         lines.append("")
     for n in result.notes:
         lines.append(f"> {_md(n)}")
