@@ -253,7 +253,7 @@ class Engine:
         import numpy as np
 
         try:
-            sizes = [int(getattr(p, "size", None) or p[1]) for p in kernel.arguments_info]
+            sizes = [int(p.size) for p in kernel.arguments_info]  # ParamInfo(offset, size)
         except Exception as e:  # cuKernelGetParamInfo needs a 12.4+ driver
             self.result.notes.append(f"argument sizes of {lz.kernel} not checked against "
                                      f"the loaded module ({e})")
@@ -346,16 +346,11 @@ class Engine:
         import numpy as np
         from cuda.core import launch
 
-        if not self.use_hold:  # given up (see _count_hold): a plain event pair
-            e0 = self.stream.record(options=self.timing)
-            h0 = time.perf_counter_ns()
-            issue()
-            h1 = time.perf_counter_ns()
-            e1 = self.stream.record(options=self.timing)
-            self._wait(what, e1)
-            return (e1 - e0) * 1e6, float(h1 - h0), False
-        self.flag[:] = 0
-        launch(self.stream, self.one, self.k_hold, self.flag_buf, np.uint64(HOLD_TIMEOUT_NS))
+        hold = self.use_hold  # False once given up (see _count_hold): a plain event pair
+        if hold:
+            self.flag[:] = 0
+            launch(self.stream, self.one, self.k_hold, self.flag_buf,
+                   np.uint64(HOLD_TIMEOUT_NS))
         try:
             e0 = self.stream.record(options=self.timing)
             h0 = time.perf_counter_ns()
@@ -363,10 +358,12 @@ class Engine:
             h1 = time.perf_counter_ns()
             e1 = self.stream.record(options=self.timing)
         finally:
-            self.flag[0] = 1  # release: e0, the op and e1 are all queued now (or it failed)
+            if hold:  # release: e0, the op and e1 are all queued now (or it failed)
+                self.flag[0] = 1
         self._wait(what, e1)
-        held = bool(self.flag[1] == 0)
-        self._count_hold(held)
+        held = hold and bool(self.flag[1] == 0)
+        if hold:
+            self._count_hold(held)
         return (e1 - e0) * 1e6, float(h1 - h0), held
 
     def _count_hold(self, held: bool) -> None:
