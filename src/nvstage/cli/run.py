@@ -88,10 +88,7 @@ def run_cmd(
             if _to_stdout(json_file) and not emitted:  # stdout still carries one document
                 emit_json(e.to_json())
             if isinstance(e, NoDriver):  # exactly one line, never wrapped by the console
-                import sys
-
-                sys.stderr.write(f"error: {e.message}\n")
-                sys.stderr.flush()
+                _say(e, hint=False)
                 raise typer.Exit(e.exit_code) from None
             raise
 
@@ -206,17 +203,24 @@ def _write_reports(*, doc, result, w, mode, to_stdout, json_file, trace_file, sv
         write_run_svg(svg, result, w.name)
 
 
+def _say(e: NvstageError, *, hint: bool = True) -> None:
+    """The error (and its hint) as plain lines on stderr, flushed: for the exits that do not
+    go through ``handled`` and its console."""
+    import sys
+
+    sys.stderr.write(f"error: {e.message}\n" + (f"hint: {e.hint}\n" if hint and e.hint
+                                                else ""))
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
 def _exit_now(failure, code: int | None = None) -> None:
     """Work is still running (or queued) on the GPU: end the process without the
     finalizers, which would free memory and destroy the context, and so wait for that work.
     Called once every report that could be written is written."""
     import os
-    import sys
 
-    sys.stderr.write(f"error: {failure.message}\n" + (f"hint: {failure.hint}\n"
-                                                      if failure.hint else ""))
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _say(failure)
     os._exit(failure.exit_code if code is None else code)
 
 
