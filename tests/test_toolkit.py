@@ -43,6 +43,19 @@ def test_a_mixed_toolkit_is_refused_with_names_and_versions(tmp_path):
         find_toolkit(str(root / "bin/nvcc"))
 
 
+def test_one_release_with_differing_patch_numbers_is_one_toolkit(tmp_path):
+    # As shipped: CUDA 13.0 update 2 has nvcc 13.0.88 beside cuobjdump and nvdisasm 13.0.85
+    # (seen on an H200 machine's /usr/local/cuda-13.0).
+    root = tmp_path / "cuda"
+    for tool in ("nvcc", "cudafe++", "ptxas", "fatbinary", "nvlink"):
+        _fake_tool(root / "bin" / tool, "13.0.88")
+    for tool in ("cuobjdump", "nvdisasm"):
+        _fake_tool(root / "bin" / tool, "13.0.85")
+    tk = find_toolkit(str(root / "bin/nvcc"))
+    assert tk.version == "13.0.88" and tk.release == "13.0"
+    assert tk.tool("cuobjdump") == str(root / "bin/cuobjdump")
+
+
 def test_explicit_nvcc_wins_and_missing_one_is_clear(tmp_path, monkeypatch):
     with pytest.raises(ToolkitError, match="nvcc not found"):
         find_toolkit(str(tmp_path / "nope/nvcc"))
@@ -59,7 +72,7 @@ def test_a_system_toolkit_can_be_chosen():
     assert tk.tool("ptxas").startswith(tk.root)
     # An inspection tool only found elsewhere at another version is refused when used.
     other = tk.tools["cuobjdump"]
-    if other.found and other.version != tk.version:
+    if other.found and other.version and other.version.rsplit(".", 1)[0] != tk.release:
         with pytest.raises(ToolkitError, match="mixed CUDA toolkit"):
             tk.tool("cuobjdump")
 

@@ -3,7 +3,9 @@
 Order: an explicit path (``--nvcc``), then ``$NVSTAGE_NVCC``, then the PyPI wheels through
 cuda-pathfinder (which itself falls back to conda, ``CUDA_PATH``/``CUDA_HOME``), then ``PATH``.
 Every tool comes from the same toolkit as nvcc; a tool that can only be found elsewhere must
-report the same version, or we refuse: a 13.0 ptxas behind a 13.5 nvcc is a silent trap.
+report the same release, or we refuse: a 13.0 ptxas behind a 13.5 nvcc is a silent trap. Patch
+numbers may differ: one release ships components built apart (CUDA 13.0 update 2 pairs nvcc
+13.0.88 with cuobjdump and nvdisasm 13.0.85).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class Toolkit:
 
     def tool(self, name: str) -> str:
         info = self.tools.get(name) or _locate(self, name)
-        if info.found and info.version and info.version != self.version:
+        if info.found and info.version and _release(info.version) != self.release:
             # Found outside this toolkit (cuobjdump and nvdisasm are separate wheels): a
             # 13.5 cuobjdump reading a 13.0 build may misreport, so refuse when it is used.
             raise ToolkitError(
@@ -93,6 +95,11 @@ class Toolkit:
             "root": self.root,
             "tools": {k: {"path": v.path, "version": v.version} for k, v in self.tools.items()},
         }
+
+
+def _release(version: str) -> str:
+    """"13.0.85" -> "13.0": the part that must agree across one toolkit's tools."""
+    return ".".join(version.split(".")[:2])
 
 
 def _extra(name: str) -> str:
@@ -174,7 +181,7 @@ def _load(source: str, nvcc: str) -> Toolkit:
         tk.tools[name] = _locate(tk, name)
     # Inside one toolkit root every tool must agree: a mismatch there is a broken install.
     mixed = {n: t for n, t in tk.tools.items() if n in VERSIONED and t.found and t.version
-             and t.version != version and t.path.startswith(root + os.sep)}
+             and _release(t.version) != tk.release and t.path.startswith(root + os.sep)}
     if mixed:
         detail = ", ".join(f"{n} {t.version} at {t.path}" for n, t in mixed.items())
         raise ToolkitError(
