@@ -35,6 +35,8 @@ PY=$(command -v python3)
 if ls .whl/*.whl >/dev/null 2>&1; then
   # Only what the image lacks or has too old: one version of each package.
   want=(.whl/pyelftools-*.whl)
+  # CUPTI's bindings, for the CUPTI-vs-events check (the image has nvidia-cuda-cupti only).
+  "$PY" -c "import cupti" 2>/dev/null || want+=(.whl/cupti_python-*.whl)
   # cuda-core 1.2 needs cuda-pathfinder >= 1.4.2: both come along when the image's is older.
   "$PY" - <<'EOF' || want+=(.whl/cuda_core-*.whl .whl/cuda_pathfinder-*.whl)
 import sys

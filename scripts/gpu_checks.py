@@ -2,7 +2,9 @@
 
 Uses only what is installed (no network). Writes, under OUT, in this order:
   run-<example>-<mode>.json / .trace.json / .txt    nvstage run --profile on every example
-  claims.json                serialized wall vs T, pipelined wall < T, CUPTI vs events
+  run-transfer.json / .txt   256 MiB pinned copies each way (examples/model/transfer.toml)
+  claims.json                serialized wall vs T, pipelined wall < T, CUPTI vs events,
+                             pinned H2D/D2H bandwidth against the link's peak
   bench/                     the launch-overhead benchmark
   pytest-gpu.txt / .xml      the gpu-marked tests
   summary.txt                one line per check: PASS / FAIL / SKIP and the figures (rewritten
@@ -17,6 +19,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "run"
+TRANSFER = ROOT / "examples" / "model" / "transfer.toml"
+# Pinned copies of 256 MiB should reach most of the link (NVIDIA's bandwidthTest shows about
+# 85-90% of the PCIe rate on Gen4/Gen5 x16); below this the host setup is suspect.
+LINK_FLOOR = 0.75
 
 
 def sh(argv, out: Path, timeout=900) -> int:
@@ -83,6 +89,13 @@ def main(out: Path) -> int:
             jf = out / f"{stem}.json"
             if jf.is_file():
                 docs[(ex.stem, mode)] = json.loads(jf.read_text())
+    stem = "run-transfer"
+    argv = nv + ["run", str(TRANSFER), "--profile", "--mode", "serialized",
+                 "--json", str(out / f"{stem}.json")]
+    rc = sh(argv, out / f"{stem}.txt")
+    lines.append(f"{'PASS' if rc == 0 else 'FAIL'} {stem} (rc {rc})")
+    if (out / f"{stem}.json").is_file():
+        docs[("transfer", "serialized")] = json.loads((out / f"{stem}.json").read_text())
     claims = {}
 
     def med(doc, key):
@@ -100,6 +113,9 @@ def main(out: Path) -> int:
         claims["many_launches_pipelined_wall_below_T"] = {
             "wall_ns": med(d, "wall_ns"), "T_ns": med(d, "total_ns"),
             "overlap_ns": med(d, "overlap_ns"), "pass": med(d, "wall_ns") < med(d, "total_ns")}
+    d = docs.get(("transfer", "serialized"))
+    if d:
+        claims.update(pinned_bandwidth(d))
     if have_cupti:
         agree = []
         for (name, mode), d in docs.items():
@@ -135,6 +151,13 @@ def main(out: Path) -> int:
         lines.append(f"{'PASS' if b['within_target'] else 'FAIL'} launch overhead: ratio "
                      f"{b['ratio']:.2f} (C++ {b['cpp']['median_ns']} ns, nvstage "
                      f"{b['nvstage']['median_ns']:.0f} ns, target <= {b['target']})")
+        if "ratio_bindings" in b:
+            lines.append(f"{'PASS' if b['within_target_bindings'] else 'FAIL'} launch overhead "
+                         f"vs bare cuda.bindings: ratio {b['ratio_bindings']:.2f} (bindings "
+                         f"{b['bindings']['median_ns']:.0f} ns = {b['bindings_vs_cpp']:.2f}x "
+                         f"C++, target <= {b['target_bindings']})")
+        else:
+            lines.append(f"FAIL bare cuda.bindings loop: {b['bindings'].get('error')}")
     else:
         lines.append(f"FAIL launch overhead bench (rc {rc}, see bench.txt)")
     rc = sh([py, "-m", "pytest", "-m", "gpu", "-v", "tests",
@@ -142,6 +165,30 @@ def main(out: Path) -> int:
     lines.append(f"{'PASS' if rc == 0 else 'FAIL'} pytest -m gpu (rc {rc})")
     print("\n".join(lines))
     return 0 if all(not line.startswith("FAIL") for line in lines) else 1
+
+
+def pinned_bandwidth(doc: dict) -> dict:
+    """Each direction's largest pinned copy: bytes over its median GPU time, against the
+    theoretical one-way rate of the link NVML reports (current generation and width)."""
+    from nvstage.gpus import pcie_bytes_per_s
+
+    nvml = (doc.get("device") or {}).get("nvml") or {}
+    gen, width = nvml.get("pcie_generation"), nvml.get("pcie_width")
+    peak = pcie_bytes_per_s(gen, width) if gen and width else None
+    out = {}
+    for kind in ("h2d", "d2h"):
+        ops = [o for o in (doc.get("decomposition") or {}).get("operations", [])
+               if o.get("kind") == kind and o.get("pinned") and o.get("bytes")
+               and (o.get("gpu_ns") or {}).get("median")]
+        if not ops or not peak:
+            out[f"pinned_{kind}_bandwidth"] = "SKIP: no pinned copy or no PCIe link from NVML"
+            continue
+        o = max(ops, key=lambda o: o["bytes"])
+        bw = o["bytes"] / (o["gpu_ns"]["median"] * 1e-9)
+        out[f"pinned_{kind}_bandwidth"] = {
+            "bytes": o["bytes"], "gbs": bw / 1e9, "link": f"PCIe gen{gen} x{width}",
+            "peak_gbs": peak / 1e9, "fraction": bw / peak, "pass": bw / peak >= LINK_FLOOR}
+    return out
 
 
 if __name__ == "__main__":
