@@ -1,0 +1,51 @@
+"""The dependency file nvcc writes for ``-M``, ``-MM``, ``-MD`` and ``-MMD``, made from the
+preprocessed files of nvcc's own plan. Pure: text in, text out.
+
+nvcc runs no ``gcc -M``: its plan's "-- Filter Dependencies --" line reads the line markers of
+the preprocessed outputs (traced on nvcc 13.5; ``--dryrun`` shows the line but not what it
+does). Every file named by a marker, in order of first appearance over the device passes (in
+plan order) and then the host pass, with gcc's own ``<built-in>``/``<command-line>`` left out;
+``-MM``/``-MMD`` also leave out what gcc marks as a system header (flag 3: found through
+``-isystem`` or the compiler's own folders). Layout, byte for byte as nvcc writes it::
+
+    target : first \\
+        second \\
+        last
+
+and with ``-MP`` an empty rule per header (``\\nheader:\\n``), the source itself excepted.
+tests/test_depfile.py compares this with nvcc's own files.
+"""
+
+from __future__ import annotations
+
+import re
+
+# gcc's line markers: # LINE "FILE" FLAGS; the file name escapes backslash and double quote.
+_MARKER = re.compile(rb'^# \d+ "((?:[^"\\]|\\.)*)"((?: \d+)*)\s*$', re.M)
+
+
+def marked_files(text: bytes) -> list[tuple[str, bool]]:
+    """(file, is a system header) for every file the markers of one preprocessed output
+    name, in order of first appearance."""
+    seen: dict[str, bool] = {}
+    for m in _MARKER.finditer(text):
+        name = re.sub(rb"\\(.)", rb"\1", m.group(1)).decode(errors="surrogateescape")
+        if name.startswith("<") or name in seen:
+            continue
+        seen[name] = b"3" in m.group(2).split()
+    return list(seen.items())
+
+
+def render(target: str, preprocessed: list[bytes], *, nonsystem: bool = False,
+           phony: bool = False) -> str:
+    """nvcc's dependency file for ``target`` from its preprocessed outputs (device passes in
+    plan order, then the host pass)."""
+    deps: list[str] = []
+    for text in preprocessed:
+        for name, system in marked_files(text):
+            if name not in deps and not (nonsystem and system):
+                deps.append(name)
+    out = f"{target} : " + " \\\n    ".join(deps) + "\n"
+    if phony:
+        out += "".join(f"\n{d}:\n" for d in deps[1:])
+    return out
