@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import nvstage
-from nvstage.cache import Cache, parse_depfile, parse_size
+from nvstage.cache import Cache, Work, parse_depfile, parse_size
 from nvstage.options import CompileOptions
 from nvstage.plan import StageKind as K
 
@@ -68,16 +68,35 @@ def test_put_get_restore_and_damage(tmp_path):
     assert c.get("ab" * 32) is None
 
 
-def test_text_outputs_are_relocated_between_work_folders(tmp_path):
+def test_outputs_are_cut_at_the_work_folder_and_pasted_back(tmp_path):
     c = Cache(tmp_path / "c")
-    (tmp_path / "s.c").write_text('# 1 "/old/work/s.c"\n')
-    assert c.put("cd" * 32, [tmp_path / "s.c"], stdout="", stderr="", seconds=0,
-                 rewrite=(b"/old/work", b"@WORK@"))
-    c.restore(c.get("cd" * 32), [tmp_path / "t.c"], rewrite=(b"@WORK@", b"/new/place"))
-    assert (tmp_path / "t.c").read_text() == '# 1 "/new/place/s.c"\n'
-    (tmp_path / "o.bin").write_bytes(b"\0/old/work")  # a binary naming the folder: not stored
-    assert not c.put("ef" * 32, [tmp_path / "o.bin"], stdout="", stderr="", seconds=0,
-                     rewrite=(b"/old/work", b"@WORK@"))
+    old, new = Work(str(tmp_path / "old")), Work("/new/place")
+    stub = tmp_path / "old/k.stub.c"
+    stub.parent.mkdir()
+    # The stub naming itself (cudafe++'s --stub_file_name): another folder's entry too.
+    # The old placeholder's text is just text now: it comes back as it was.
+    stub.write_text(f'# 1 "{stub}"\nputs("@WORK@");\n')
+    assert c.put("cd" * 32, [stub], stdout="", stderr="", seconds=0, work=old,
+                 own_markers=True)
+    c.restore(c.get("cd" * 32, new), [tmp_path / "t.c"], new)
+    assert (tmp_path / "t.c").read_text() == '# 1 "/new/place/k.stub.c"\nputs("@WORK@");\n'
+    assert c.restore(c.get("cd" * 32), [tmp_path / "u.c"]) is None  # sites, no folder: a miss
+    # Anywhere else (a string cudafe++ joined, what a tool printed, a binary, whose layout
+    # follows the path's length), the path is bound to its folder: the pinned key, or not
+    # stored without one.
+    stub.write_text(f'puts("{stub}");\n')
+    (tmp_path / "o.bin").write_bytes(f"\0{stub}".encode())
+    for files, err in (([stub], ""), ([tmp_path / "o.bin"], ""), ([], f"{old.path}/x: warn")):
+        assert not c.put("ef" * 32, files, stdout="", stderr=err, seconds=0, work=old,
+                         own_markers=True)
+        assert c.put("ef" * 32, files, stdout="", stderr=err, seconds=0, work=old,
+                     own_markers=True, pinned="01" * 32)
+        assert c.get("ef" * 32) is None
+        e = c.get("01" * 32, old)
+        assert e.stderr == err
+        c.restore(e, [tmp_path / "v"] * len(files), old)
+        assert [(tmp_path / "v").read_bytes() for f in files] == [f.read_bytes() for f in files]
+        c.discard("01" * 32)
 
 
 def test_least_recently_used_entries_go_first(tmp_path):
@@ -119,6 +138,10 @@ def test_small_parsers():
     assert parse_depfile("no rule here") == []
     assert parse_size("2G") == 2 << 30 and parse_size("500M") == 500 << 20
     assert parse_size("1234") == 1234 and parse_size("1.5KiB") == 1536
+    assert parse_size(" 2gb ") == 2 << 30 and parse_size("0") == 0
+    for bad in ("lots", "1e400", "inf", "nan", "-5M", "", "1.5.5G", "5X", "9" * 30, "0x10"):
+        with pytest.raises(ValueError):
+            parse_size(bad)
 
 
 # -- in builds ------------------------------------------------------------------------------

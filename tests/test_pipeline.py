@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import fcntl
 import os
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import nvstage
+import nvstage.pipeline
 from nvstage.errors import InputNotFound, PlanError, StageFailed, UnknownArch, UsageError
 from nvstage.options import CompileOptions
 from nvstage.plan import StageKind as K
@@ -246,3 +248,94 @@ def test_a_keep_folder_that_cannot_be_made_is_a_usage_error(toolkit, kernels, wo
     with pytest.raises(UsageError, match="cannot use afile/k as the keep folder"):
         nvstage.compile("saxpy.cu", CompileOptions(archs=("sm_80",), compile_only=True),
                         toolkit=toolkit, keep="afile/k")
+
+
+# Slow enough in cicc (about a second here) to be caught running.
+SLOW_CICC = """
+template <int N> struct Step {
+    __device__ static float apply(float x) {
+        return Step<N - 1>::apply(x) * 1.0001f + __sinf(x + N);
+    }
+};
+template <> struct Step<0> {
+    __device__ static float apply(float x) { return x; }
+};
+__global__ void slow(float *out, const float *in) {
+    float acc = 0.f;
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc += Step<150>::apply(in[threadIdx.x] + i);
+    out[threadIdx.x] = acc;
+}
+"""
+
+
+def _children(name: str | None = None) -> list[int]:
+    """This process's live children (the tools a build started), by name if given."""
+    found = []
+    for d in os.listdir("/proc"):
+        try:
+            status = Path(f"/proc/{d}/status").read_text() if d.isdigit() else ""
+        except OSError:
+            continue
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        if fields.get("PPid", "").strip() == str(os.getpid()) and \
+                not fields.get("State", "").startswith("Z") and \
+                (name is None or fields.get("Name", "").strip() == name):
+            found.append(int(d))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["handle_signals", "plain KeyboardInterrupt"])
+def test_a_library_build_stopped_mid_stage_ends_its_tools_and_marks_the_folder(
+        how, toolkit, workdir, tmp_path_factory, monkeypatch):
+    import signal
+    import threading
+    import time
+
+    from nvstage import proc
+
+    tmp = tmp_path_factory.mktemp("tmp")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    (workdir / "slow.cu").write_text(SLOW_CICC)
+    opts = CompileOptions(archs=("sm_90",), compile_only=True)
+    nvstage.compile("slow.cu", opts, toolkit=toolkit, keep="k", cache=False)
+    sig = signal.SIGTERM if how == "handle_signals" else signal.SIGINT
+
+    def signal_once_cicc_runs():
+        end = time.monotonic() + 60
+        while not _children("cicc") and time.monotonic() < end:
+            time.sleep(0.005)
+        if _children("cicc"):  # only while the build runs: never into pytest itself
+            os.kill(os.getpid(), sig)
+
+    threading.Thread(target=signal_once_cicc_runs, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt) as err:
+        # Without handle_signals Python's own SIGINT handler raises KeyboardInterrupt in the
+        # main thread: the build's tool scope ends the tools the workers wait for.
+        with proc.handle_signals() if how == "handle_signals" else contextlib.nullcontext():
+            nvstage.compile("slow.cu", opts, toolkit=toolkit, keep="k", cache=False)
+    assert getattr(err.value, "signum", sig) == sig
+    assert _children() == []
+    assert list(tmp.iterdir()) == []  # every tool's private $TMPDIR went with it
+    doc = json.loads((workdir / "k/stages.json").read_text())
+    assert doc["status"] == "interrupted" and "cicc" not in [s["kind"] for s in doc["stages"]]
+    b = nvstage.compile("slow.cu", opts, toolkit=toolkit, keep="k", cache=False)
+    assert b.status == "ok" and json.loads((workdir / "k/stages.json").read_text())[
+        "status"] == "ok"
+
+
+def test_the_keep_manifest_says_running_before_the_first_stage(toolkit, kernels, workdir):
+    shutil.copy(kernels / "saxpy.cu", workdir)
+    seen = []
+
+    class Peek(nvstage.pipeline.Observer):
+        def on_stage_start(self, stage):
+            if not seen:
+                seen.append(json.loads((workdir / "k/stages.json").read_text()))
+
+    opts = CompileOptions(archs=("sm_80",), compile_only=True)
+    nvstage.compile("saxpy.cu", opts, toolkit=toolkit, keep="k")
+    nvstage.compile("saxpy.cu", opts, toolkit=toolkit, keep="k", observer=Peek())
+    assert seen[0]["status"] == "running" and seen[0]["stages"] == []
+    assert json.loads((workdir / "k/stages.json").read_text())["status"] == "ok"

@@ -1,10 +1,19 @@
 """proc: every way a child can fail to answer is a ToolMissing, never a stray exception."""
 
+import contextvars
+import os
+import signal
 import stat
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from nvstage import proc
+from nvstage.errors import Terminated
 
 
 def test_a_timeout_is_a_tool_timeout(tmp_path):
@@ -20,3 +29,100 @@ def test_a_file_that_is_not_a_program_is_tool_missing(tmp_path):
         proc.run([str(junk)])
     with pytest.raises(proc.ToolMissing, match="cannot start"):
         proc.run([str(tmp_path / "absent")])
+
+
+# --- Ending tools: a tool's whole process group goes, on a timeout, a signal or a scope.
+
+TREE = """#!/bin/sh
+sleep 300 &
+echo "$$ $!" > "$1"
+wait
+"""
+
+
+def _tree(tmp_path):
+    """A tool that starts a child of its own and writes both pids to the file it is given."""
+    script = tmp_path / "tree.sh"
+    script.write_text(TREE)
+    script.chmod(0o755)
+    return str(script), tmp_path / "pids"
+
+
+def _pids(pidfile, timeout=10.0) -> list[int]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        text = pidfile.read_text() if pidfile.exists() else ""
+        if text.endswith("\n"):
+            return [int(w) for w in text.split()]
+        time.sleep(0.02)
+    raise AssertionError("the tool never started")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+
+
+def _all_gone(pids, timeout=5.0) -> bool:
+    end = time.monotonic() + timeout
+    while any(_alive(p) for p in pids):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_a_timeout_ends_the_tools_children_too(tmp_path):
+    script, pidfile = _tree(tmp_path)
+    t = time.monotonic()
+    with pytest.raises(proc.ToolTimeout):
+        proc.run([script, str(pidfile)], timeout=1.0)
+    assert time.monotonic() - t < 1.0 + proc.GRACE + 2
+    pids = _pids(pidfile)
+    assert len(pids) == 2 and _all_gone(pids), pids  # the sleep too, not only the script
+
+
+def test_a_signal_ends_the_tools_and_raises_terminated(tmp_path):
+    script, pidfile = _tree(tmp_path)
+    before = signal.getsignal(signal.SIGTERM)
+
+    def kill_when_started():
+        _pids(pidfile)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=kill_when_started, daemon=True).start()
+    with pytest.raises(Terminated) as err:
+        with proc.handle_signals():
+            proc.run([script, str(pidfile)], timeout=60)
+    assert err.value.signum == signal.SIGTERM and err.value.exit_code == 143
+    assert _all_gone(_pids(pidfile))
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is put back
+    assert proc.run(["true"]).returncode == 0  # and tools may start again
+
+
+def test_a_scope_ends_the_tools_of_its_threads_on_an_exception(tmp_path):
+    script, pidfile = _tree(tmp_path)
+    with ThreadPoolExecutor(1) as pool:
+        with pytest.raises(RuntimeError, match="boom"):
+            with proc.tool_scope():
+                fut = pool.submit(contextvars.copy_context().run, proc.run,
+                                  [script, str(pidfile)])
+                _pids(pidfile)
+                raise RuntimeError("boom")
+        with pytest.raises(Terminated):
+            fut.result(timeout=proc.GRACE + 10)
+    assert _all_gone(_pids(pidfile))
+
+
+def test_each_tool_gets_a_private_tmpdir_removed_after_it(tmp_path, monkeypatch):
+    # What an ended tool leaves in its $TMPDIR (cicc's *.lgenfe.bc) must go with it.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    script = tmp_path / "tmpuser.sh"
+    script.write_text('#!/bin/sh\necho "$TMPDIR"\necho scratch > "$TMPDIR/left-behind"\n')
+    script.chmod(0o755)
+    used = Path(proc.run([str(script)], env={"PATH": os.environ["PATH"]}).stdout.strip())
+    assert used.parent == tmp_path and used.name.startswith("nvstage-tool-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmpuser.sh"]

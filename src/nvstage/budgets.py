@@ -70,6 +70,31 @@ BASELINE_DEFAULTS = {
 }
 _COMPILE_KEYS = ("archs", "gencodes", "rdc", "opt_level", "lineinfo", "include_dirs",
                  "defines", "maxrregcount", "lto", "extra", "stop", "compile_only")
+# What each [compile] key holds (a wrong type would reach nvcc as some other flag).
+_COMPILE_LISTS = ("archs", "gencodes", "include_dirs", "defines", "extra")
+_COMPILE_BOOLS = ("rdc", "lineinfo", "lto", "compile_only")
+# A budgets file may be a pull request's, and nvcc runs whatever -ccbin, --archiver-binary
+# or --run name, hands -Xcompiler words to gcc (-wrapper runs a program) and writes where -o,
+# -MF, --time or --keep-dir say. So [compile] extra takes only flags that change code
+# generation or diagnostics, each one word (--std=c++17, not --std c++17).
+_SAFE_EXTRA = re.compile(r"""^(?:
+    -O[0-3]
+  | --?(?:use_fast_math|expt-relaxed-constexpr|extended-lambda|expt-extended-lambda
+        |lineinfo|generate-line-info|restrict|res-usage|resource-usage
+        |extra-device-vectorization|no-exceptions|noeh|keep-device-functions|src-in-ptx
+        |source-in-ptx|err-no|display-error-number|no-err-no|no-display-error-number|ewp
+        |extensible-whole-program|no-compress|m64|dlto|dlink-time-opt|dc|device-c|G
+        |device-debug|g|debug|w|disable-warnings)
+  | --?(?:std|ftz|prec-div|prec-sqrt|fmad|default-stream|maxrregcount|rdc
+        |relocatable-device-code|arch|gpu-architecture|code|gpu-code|gencode|generate-code
+        |diag-suppress|diag-error|diag-warn|ftemplate-depth|ftemplate-backtrace-limit
+        |fmax-errors|threads|split-compile|compress-mode|frandom-seed|brief-diagnostics
+        |device-stack-protector|static-global-template-stub
+        |device-entity-has-hidden-visibility|dopt|optimize|Werror|jump-table-density|x)
+        =[\w.+,\[\]=-]+
+  | -[DU][A-Za-z_]\w*(?:=[^\0]*)?
+  | -W(?:no-)?[a-z][a-z0-9-]*
+)$""", re.X)
 
 
 class BudgetConfigError(UsageError):
@@ -137,12 +162,22 @@ def kernel_matches(pattern: str, kernel: str, demangled: str) -> bool:
     return any(fnmatch.fnmatchcase(n, pattern) for n in names)
 
 
+def _name(key: str) -> str:
+    """A key as a message shows it: quoted when it holds a newline or other control
+    character (a message is one line), cut when long."""
+    return key if key.isprintable() and len(key) <= 60 else repr(key[:60])
+
+
+def _names(keys) -> str:
+    return ", ".join(_name(k) for k in sorted(keys))
+
+
 def _number(where: str, key: str, value, *, integer: bool):
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok or value < 0 or \
             (isinstance(value, float) and not math.isfinite(value)):
         kind = "a whole number" if integer else "a number"
-        raise BudgetConfigError(f"{where}: {key} must be {kind} >= 0, not {value!r}")
+        raise BudgetConfigError(f"{where}: {key} must be {kind} >= 0, not {value!r:.60}")
     return value
 
 
@@ -153,9 +188,9 @@ def _limits(table: dict, where: str, *, build_keys: tuple[str, ...]) -> Limits:
         allowed = ", ".join(sorted(known))
         hint = None
         if set(unknown) & set(BUILD_LIMITS):
-            hint = f"{', '.join(set(unknown) & set(BUILD_LIMITS))} applies to the whole build: " \
+            hint = f"{_names(set(unknown) & set(BUILD_LIMITS))} applies to the whole build: " \
                    "put it in [tool.nvstage.budgets]"
-        raise BudgetConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: "
+        raise BudgetConfigError(f"{where}: unknown key(s) {_names(unknown)}; allowed: "
                                 f"{allowed}", hint=hint)
     spill = table.get("max_spill_bytes")
     if "no_spills" in table:
@@ -186,6 +221,8 @@ def _opt(table: dict, key: str, where: str, integer: bool):
 def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
     """Budgets from a parsed TOML document (a pyproject or a standalone file). Pure."""
     where = path or "budgets"
+    if not isinstance(doc, dict):
+        raise BudgetConfigError(f"{where}: the budgets must be a table, not {doc!r:.60}")
     root = doc.get("tool", {}).get("nvstage") if isinstance(doc.get("tool"), dict) else None
     allowed_top = {"budgets", "baseline", "compile", "source"}
     if root is None:
@@ -204,13 +241,13 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
     unknown = sorted(set(root) - allowed_top)
     if unknown:
         raise BudgetConfigError(f"{where}: unknown table(s) at {table}: "
-                                f"{', '.join(unknown)}; allowed: {', '.join(sorted(allowed_top))}")
+                                f"{_names(unknown)}; allowed: {', '.join(sorted(allowed_top))}")
     b = root.get("budgets", {})
     for key, value in (("budgets", b), ("budgets.kernels", b.get("kernels", {}) if
                        isinstance(b, dict) else {}), ("baseline", root.get("baseline", {})),
                        ("compile", root.get("compile", {}))):
         if not isinstance(value, dict):
-            raise BudgetConfigError(f"{where}: {key} must be a table, not {value!r}")
+            raise BudgetConfigError(f"{where}: {key} must be a table, not {value!r:.60}")
     defaults = _limits(b, f"{where} [budgets]", build_keys=BUILD_LIMITS)
     kernels = []
     for pattern, table in b.get("kernels", {}).items():
@@ -232,7 +269,7 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
     kinds = {k.value for k in StageKind} | {"*"}
     for k, v in stage.items():
         if k not in kinds:
-            raise BudgetConfigError(f"{where}: stage_seconds.{k}: unknown stage kind",
+            raise BudgetConfigError(f"{where}: stage_seconds.{_name(k)}: unknown stage kind",
                                     hint=f"choose from: {', '.join(sorted(kinds))}")
         _number(where, f"stage_seconds.{k}", v, integer=False)
     run = b.get("run", {})
@@ -243,14 +280,15 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
     base = dict(BASELINE_DEFAULTS)
     for k, v in root.get("baseline", {}).items():
         if k not in BASELINE_DEFAULTS:
-            raise BudgetConfigError(f"{where}: baseline.{k}: unknown metric",
+            raise BudgetConfigError(f"{where}: baseline.{_name(k)}: unknown metric",
                                     hint=f"choose from: {', '.join(BASELINE_DEFAULTS)}")
         base[k] = float(_number(where, f"baseline.{k}", v, integer=False))
     comp = root.get("compile", {})
     bad = sorted(set(comp) - set(_COMPILE_KEYS))
     if bad:
-        raise BudgetConfigError(f"{where}: compile: unknown option(s) {', '.join(bad)}",
+        raise BudgetConfigError(f"{where}: compile: unknown option(s) {_names(bad)}",
                                 hint=f"choose from: {', '.join(_COMPILE_KEYS)}")
+    _check_compile(comp, where)
     src = root.get("source")
     if src is not None and not isinstance(src, str):
         raise BudgetConfigError(f"{where}: source must be a path (a string), not {src!r}")
@@ -263,6 +301,32 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
         required_arches=tuple(arches), stage_seconds=dict(stage),
         run={RUN_TERMS[k]: float(v) for k, v in run.items()}, baseline=base,
         compile=dict(comp), source=src, path=path)
+
+
+def _check_compile(comp: dict, where: str) -> None:
+    """Each [compile] value of the type CompileOptions takes; ``extra`` only safe flags."""
+    for key, value in comp.items():
+        at = f"{where}: compile.{key}"
+        if key in _COMPILE_LISTS:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise BudgetConfigError(f"{at} must be a list of strings, not {value!r:.60}")
+        elif key in _COMPILE_BOOLS:
+            if not isinstance(value, bool):
+                raise BudgetConfigError(f"{at} must be true or false, not {value!r:.60}")
+        elif key == "maxrregcount":
+            _number(where, "compile.maxrregcount", value, integer=True)
+        elif key == "stop" and value not in ("ptx", "cubin", "fatbin"):
+            raise BudgetConfigError(f"{at} must be \"ptx\", \"cubin\" or \"fatbin\", "
+                                    f"not {value!r:.60}")
+        elif key == "opt_level" and value not in ("0", "1", "2", "3"):
+            raise BudgetConfigError(f"{at} must be \"0\" to \"3\", not {value!r:.60}")
+    for word in comp.get("extra", []):
+        if not _SAFE_EXTRA.fullmatch(word):
+            raise BudgetConfigError(
+                f"{where}: compile.extra: {word[:80]!r} is not a flag a budgets file may "
+                "give nvcc (it could choose a program to run or a file to write)",
+                hint="use the dedicated keys (include_dirs, defines, maxrregcount, ...), or "
+                     "build with nvstage compile --keep DIR and check DIR")
 
 
 def load_budgets(path: str | os.PathLike) -> Budgets:

@@ -1,7 +1,7 @@
 """A content-addressed cache of stage outputs, shared by every build of this user.
 
 A stage's key hashes what decides its outputs: the tool (resolved path, size, mtime, and the
-toolkit version), its arguments with the work folder replaced by a placeholder, the current
+toolkit version), its arguments with the work folder's path cut out, the current
 folder, the environment nvcc gives it plus the host compiler's own variables, and the
 contents of every file it reads. The current folder stays in the key: nvcc hands cudafe++
 and cicc the source's absolute path, and the module id (and so the host object) is derived
@@ -15,27 +15,51 @@ the state of every place where a file could hide one of its headers (``headers.p
 
 Layout under the root::
 
+    CACHEDIR.TAG                            marks the folder as made by nvstage for this cache
     entries/ab/<key>/meta.json, 0, 1, ...   one entry: the outputs and what the tool printed
     direct/ab/<key>.json                    header sets seen for a direct key
     notes/<key>.json                        facts about tools (a compiler's built-in folders)
     stats.json                              hits and misses over all builds
-    tmp/                                    entries being written; renamed into place
+    tmp/                                    entries being written, builds' scratch folders
 
 An entry is written in ``tmp/`` and renamed into place whole, so a reader sees all of it or
 none; when two builds race, the second rename fails and its copy is dropped. Every file is
 hash-checked while it is copied out: a corrupt or truncated entry is a miss and is removed.
 A hit touches ``meta.json``; eviction removes the least recently used entries over the limit.
+Only a folder holding nvstage's ``CACHEDIR.TAG`` is written to, evicted from or cleared: a
+folder somebody else made is refused, whatever its files are called. A running build's scratch
+folder is locked, and ``clear`` leaves it alone.
+
+The work folder. Intermediate files live in a per-build folder whose path the tools see and
+sometimes write (cudafe++'s stub names itself in ``#line``). No text stands for it: keys see
+every argument, name and work-folder file cut at each occurrence of the path (a list of
+pieces), and an entry stores each output, and what the tool printed, without the path plus
+the offsets where it was (its sites). Restoring pastes the restoring build's folder back at
+those offsets, so the same folder gets its bytes back exactly, whatever they hold.
+A hit in another folder is that folder's answer only if every site really came from the path,
+not from text that spells it (a source can spell a ``--keep`` folder, or cudafe++ can join
+two string literals into it). Keys settle what the inputs hold: a work-folder file is keyed
+cut at the path, so an input spelling the path in one folder is another key in the next. For
+the outputs, only one kind of site is known to come from the path: the line marker by which
+cudafe++'s and cicc's stub names itself (``own_markers_only``). An entry with any other site,
+one inside a binary (offsets and lengths there follow the path's length), or one in what the
+tool printed is stored under a key bound to its folder (``pinned``): the same folder gets it
+back exactly, another folder runs the stage. Keys are bound to the folder from the start where
+a tool may carry the path on in a form no offset finds (escaped, as hex, compressed), or where
+a file from outside the folder spells it: see ``_Context._pinned`` in ``pipeline.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -44,26 +68,124 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .artifacts import sha256_file
-from .paths import cache_dir
+from .errors import CacheError
+from .paths import ENV_CACHE_DIR, cache_dir, cache_dir_label, default_cache_dir
 
 ENV_MAX = "NVSTAGE_CACHE_MAX_SIZE"
 DEFAULT_MAX_BYTES = 2 << 30
-SCHEMA = "nvstage.cache/1"
-# Stands for the build's work folder in keys and in stored text outputs.
-WORK_TOKEN = "@WORK@"
+SCHEMA = "nvstage.cache/2"
+# The Cache Directory Tagging signature (backup tools skip the folder), then nvstage's line:
+# only a folder holding both is nvstage's to write to, evict from or clear.
+MARK = "CACHEDIR.TAG"
+_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
+_MARK_LINE = b"# nvstage stage cache: made by nvstage, which may delete what it holds."
+MARK_TEXT = _SIGNATURE + b"\n" + _MARK_LINE + b"\n# See https://bford.info/cachedir/\n"
+# What the cache itself writes at its root; a folder holding only NVSTAGE_OWN (the toolkit's
+# version notes, written before any build opens the cache) is as good as empty.
+_NAMES = ("entries", "direct", "notes", "tmp", "stats.json", "lock")
+_NVSTAGE_OWN = ("tools",)
+_MARKING = ".nvstage-mark-"  # a mark being written, renamed to MARK when whole
 _DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header state seen)
+_STALE_SCRATCH_S = 24 * 3600  # an unlocked scratch folder this old was left by a killed build
 # The host compiler's own environment: anything here changes what gcc reads or writes.
 HOST_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "GCC_EXEC_PREFIX",
             "COMPILER_PATH", "LIBRARY_PATH", "SOURCE_DATE_EPOCH", "LANG", "LC_ALL",
             "LC_MESSAGES", "LC_CTYPE", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 
 
+SIZE_FORMS = "bytes (123456) or a number with K, M, G or T (500M, 2G, 1.5GiB)"
+# Digits, not float(): "1e400" and "nan" are no sizes, and 20 digits bound the work.
+_SIZE = re.compile(r"(\d{1,20})(?:\.(\d{1,9}))?\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
 def parse_size(text: str) -> int:
-    """``"500M"``, ``"2G"``, ``"123456"`` -> bytes."""
-    text = text.strip().upper().rstrip("B").rstrip("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1)
-    return int(float(text[:-1] if mult > 1 else text) * mult)
+    """``"500M"``, ``"2G"``, ``"1.5GiB"``, ``"123456"`` -> bytes (rounded down); ValueError
+    for anything else (see ``SIZE_FORMS``)."""
+    m = _SIZE.fullmatch(text.strip())
+    if not m:
+        raise ValueError(f"not a size: {text!r}; give {SIZE_FORMS}")
+    whole, frac, unit = m.groups()
+    mult = _UNITS[unit.upper()]
+    return int(whole) * mult + (int(frac) * mult // 10 ** len(frac) if frac else 0)
+
+
+def _max_bytes_from_env() -> int:
+    raw = os.environ.get(ENV_MAX)
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    try:
+        return parse_size(raw)
+    except ValueError:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise CacheError(f"{ENV_MAX}={shown!r} is not a size: give {SIZE_FORMS}") from None
+
+
+# Characters no tool escapes when it writes a path (gcc's #line escapes quotes and backslashes,
+# make rules escape blanks, '#' and '$'): a work folder named with others is never relocated.
+_PLAIN = re.compile(r"/[A-Za-z0-9/._+-]*")
+
+
+@dataclass(frozen=True)
+class Work:
+    """A build's work folder as the cache sees it."""
+
+    path: str  # absolute
+
+    @property
+    def raw(self) -> bytes:
+        return os.fsencode(self.path)
+
+    @property
+    def plain(self) -> bool:
+        return _PLAIN.fullmatch(self.path) is not None
+
+
+def cut(data: bytes, part: bytes) -> tuple[bytes, list[int]]:
+    """``data`` without each occurrence of ``part`` (left to right, as ``bytes.split``), and
+    the offsets in the result where they were: ``paste`` gives ``data`` back exactly."""
+    pieces = data.split(part)
+    sites, at = [], 0
+    for p in pieces[:-1]:
+        at += len(p)
+        sites.append(at)
+    return b"".join(pieces), sites
+
+
+def paste(blob: bytes, sites: Sequence[int], part: bytes) -> bytes:
+    """``part`` put back into ``blob`` at each site (offsets in ``blob``, ascending)."""
+    out, last = [], 0
+    for s in sites:
+        out += [blob[last:s], part]
+        last = s
+    out.append(blob[last:])
+    return b"".join(out)
+
+
+def own_markers_only(data: bytes, work: bytes, own: bytes) -> bool:
+    """Whether every occurrence of ``work`` in ``data`` begins ``own`` (the file's own path)
+    in a line marker naming it, ``# 1 "/w/k.cudafe1.stub.c"``: what cudafe++ and cicc write
+    from their ``--stub_file_name`` argument. No text a source holds can become such a line
+    in their output (they run no directives: #line and stringizing were the preprocessor's)."""
+    line = re.compile(rb'#(?:line)? \d+ "' + re.escape(own) + rb'"(?: \d+)*\r?')
+    at = data.find(work)
+    while at >= 0:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        if not line.fullmatch(data, start, end) or data.find(b'"', start) + 1 != at:
+            return False
+        at = data.find(work, at + len(work))
+    return True
+
+
+def _sites_ok(sites, size: int) -> bool:
+    return isinstance(sites, list) and all(
+        type(s) is int and 0 <= s <= size for s in sites) and sites == sorted(sites)
+
+
+def _pieces_ok(pieces) -> bool:
+    return isinstance(pieces, list) and bool(pieces) and all(isinstance(p, str) for p in pieces)
 
 
 def _sha(data: bytes) -> str:
@@ -95,8 +217,8 @@ class Counters:
 class Entry:
     key: str
     path: Path
-    files: list[dict]  # {"name", "sha256", "size"} in blob order
-    stdout: str
+    files: list[dict]  # {"name", "sha256", "size", "sites"} in blob order
+    stdout: str  # with the reading build's work folder put back
     stderr: str
     seconds: float  # how long the stage took when it really ran
 
@@ -112,12 +234,95 @@ class Cache:
     """One cache folder. Thread-safe within a process; safe across processes."""
 
     def __init__(self, root: str | os.PathLike | None = None, *, max_bytes: int | None = None):
+        """``root``: None for ``$NVSTAGE_CACHE_DIR`` or the XDG default. Raises
+        ``CacheError`` when ``$NVSTAGE_CACHE_MAX_SIZE`` is not a size."""
         self.root = Path(root) if root is not None else cache_dir()
-        if max_bytes is None:
-            max_bytes = parse_size(os.environ[ENV_MAX]) if os.environ.get(ENV_MAX) \
-                else DEFAULT_MAX_BYTES
-        self.max_bytes = max_bytes
+        self.label = f"the cache folder {self.root}" if root is not None else cache_dir_label()
+        # The XDG folder named for nvstage may be adopted although it holds the cache's names
+        # (a cache from before the mark); a folder the user named may not.
+        self._default = root is None and not os.environ.get(ENV_CACHE_DIR) and \
+            self.root == default_cache_dir()
+        self.max_bytes = _max_bytes_from_env() if max_bytes is None else max_bytes
         self._lock = threading.Lock()
+        self._opened = False
+
+    # -- the folder: nvstage's own, or refused -----------------------------------------------
+    def state(self, doing: str | None = None) -> str:
+        """"ours" (marked), "new" (missing, or empty: nvstage may make it its own). Raises
+        ``CacheError`` for anything else: a file, a folder nvstage did not make, /proc/self
+        (``doing``: what was refused, for the message: "clear")."""
+        try:
+            st = os.stat(self.root)
+        except FileNotFoundError:
+            return "new"
+        except OSError as e:  # a file on the way (ENOTDIR), no permission, a loop
+            raise CacheError(f"{self.label} cannot be used as the stage cache: "
+                             f"{e.strerror or e}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise CacheError(f"{self.label} is not a folder: the stage cache needs one "
+                             f"(a new or empty folder, which nvstage marks as its own)")
+        if self.marked():
+            return "ours"
+        try:
+            # A mark another build is writing right now (``open``) is no stranger's file.
+            names = {n for n in os.listdir(self.root)
+                     if n not in _NVSTAGE_OWN and not n.startswith(_MARKING)}
+        except OSError as e:
+            raise CacheError(f"{self.label} cannot be used as the stage cache: "
+                             f"{e.strerror or e}") from None
+        if MARK in names and self.marked():
+            return "ours"  # another build's mark landed between the two looks
+        if not names or (self._default and names <= set(_NAMES)):
+            return "new"
+        if doing:
+            raise CacheError(f"refusing to {doing} {self.label}: nvstage did not make it (it "
+                             f"holds other files and no {MARK} from nvstage)")
+        raise CacheError(f"{self.label} is not an nvstage cache folder: it holds files nvstage "
+                         f"did not put there and no {MARK} from nvstage; name a new or empty "
+                         f"folder")
+
+    def marked(self) -> bool:
+        """Whether the root holds nvstage's mark (a small regular file, read without following
+        a link, so a planted link to a FIFO or device cannot hang or fool it)."""
+        try:
+            fd = os.open(self.root / MARK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return False
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            text = os.read(fd, 4096)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        lines = text.splitlines()
+        return len(lines) >= 2 and lines[0] == _SIGNATURE and lines[1] == _MARK_LINE
+
+    def open(self) -> Cache:
+        """Make sure the folder is nvstage's own: create and mark it when it is new; raise
+        ``CacheError`` when it is not (``state``). Writes call this first."""
+        if self.state() == "new":
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=self.root, prefix=_MARKING)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(MARK_TEXT)
+                os.replace(tmp, self.root / MARK)
+            except OSError as e:  # the cause stays: a caller may tell "read-only" apart
+                raise CacheError(f"{self.label} cannot be used as the stage cache: "
+                                 f"{e.strerror or e}") from e
+        self._opened = True
+        return self
+
+    @property
+    def default(self) -> bool:
+        """Whether this is the XDG folder nobody named (no ``$NVSTAGE_CACHE_DIR``)."""
+        return self._default
+
+    def _ensure(self) -> None:
+        if not self._opened:
+            self.open()
 
     # -- paths ------------------------------------------------------------------------------
     def _entry_dir(self, key: str) -> Path:
@@ -127,14 +332,23 @@ class Cache:
         return self.root / "direct" / key[:2] / f"{key}.json"
 
     def _tmp(self) -> Path:
+        self._ensure()
         t = self.root / "tmp"
-        t.mkdir(parents=True, exist_ok=True)
+        try:
+            t.mkdir(exist_ok=True)
+        except FileNotFoundError:  # the whole folder was removed mid-build: make it again
+            self._opened = False
+            try:
+                self.open()
+            except CacheError as e:  # mid-build, a write that fails: the build goes on
+                raise OSError(errno.ENOENT, e.message) from None
+            t.mkdir(exist_ok=True)
         return t
 
     @contextlib.contextmanager
     def _flock(self) -> Iterator[None]:
         """A short cross-process lock for read-modify-write of small shared files."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._tmp()
         with self._lock, open(self.root / "lock", "a+") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
@@ -143,8 +357,9 @@ class Cache:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
     # -- entries ----------------------------------------------------------------------------
-    def get(self, key: str) -> Entry | None | bool:
-        """The entry for ``key``; None when absent; False when present but unreadable."""
+    def get(self, key: str, work: Work | None = None) -> Entry | None | bool:
+        """The entry for ``key``, its printed text holding ``work``'s path where the tool's
+        did; None when absent; False when present but unreadable (or needing a folder)."""
         d = self._entry_dir(key)
         try:
             raw = (d / "meta.json").read_bytes()
@@ -154,19 +369,24 @@ class Cache:
             return False
         try:
             meta = _unseal(raw)
-            if meta is None or meta.get("key") != key:
+            if meta is None or meta.get("key") != key or meta.get("schema") != SCHEMA:
                 return False
-            return Entry(key, d, list(meta["files"]), meta["stdout"], meta["stderr"],
-                         float(meta["seconds"]))
+            printed = [meta["stdout"], meta["stderr"]]
+            if not all(_pieces_ok(p) for p in printed) or \
+                    (work is None and any(len(p) > 1 for p in printed)):
+                return False
+            stdout, stderr = (work.path.join(p) if work else p[0] for p in printed)
+            return Entry(key, d, list(meta["files"]), stdout, stderr, float(meta["seconds"]))
         except (ValueError, KeyError, TypeError, AttributeError):
             return False
 
     def restore(self, entry: Entry, dests: Sequence[str | os.PathLike],
-                rewrite: tuple[bytes, bytes] | None = None) -> Restored | None:
+                work: Work | None = None) -> Restored | None:
         """Copy the entry's files to ``dests`` (same order), checking each hash on the way.
 
-        ``rewrite``: (placeholder, real path) put back into text files (see ``put``).
-        Returns None, having copied nothing into place, when a file is missing or damaged.
+        ``work``: the restoring build's folder, pasted back at each file's sites (see ``put``).
+        Returns None, having copied nothing into place, when a file is missing or damaged
+        (or has sites and no ``work`` is given).
         Each destination is replaced by rename: a hard link or open reader elsewhere never
         sees the cache's bytes change.
         """
@@ -180,8 +400,11 @@ class Cache:
                 data = (entry.path / str(i)).read_bytes()
                 if len(data) != info["size"] or _sha(data) != info["sha256"]:
                     raise ValueError("hash mismatch")
-                if rewrite and b"\0" not in data:
-                    data = data.replace(*rewrite)
+                sites = info.get("sites", [])
+                if not _sites_ok(sites, len(data)) or (sites and work is None):
+                    raise ValueError("bad sites")
+                if sites:
+                    data = paste(data, sites, work.raw)
                 os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
                 fd, tmp = tempfile.mkstemp(prefix=".nvstage-", dir=os.path.dirname(dest) or ".")
                 staged.append((dest, Path(tmp)))
@@ -203,31 +426,49 @@ class Cache:
 
     def put(self, key: str, files: Sequence[str | os.PathLike], *, stdout: str, stderr: str,
             seconds: float, names: Sequence[str] | None = None, about: dict | None = None,
-            rewrite: tuple[bytes, bytes] | None = None) -> bool:
-        """Store ``files`` under ``key``; False when another build stored it first.
+            work: Work | None = None, pinned: str | None = None,
+            own_markers: bool = False) -> bool:
+        """Store ``files`` under ``key``; False when another build stored it first, or when it
+        may not be stored.
 
-        ``rewrite``: (real path, placeholder) replaced in text files, so an entry made in one
-        work folder restores correctly into another (cudafe's stub names its own path in
-        ``#line`` markers). A binary file holding the path is not stored: False.
+        ``work``: the build's folder. Each file, and the printed text, is stored without its
+        path, with the sites where it was; ``restore`` pastes the restoring build's folder
+        there: the same folder gets the same bytes back. Another folder may use the entry
+        only when each site surely came from the path, not from text that happened to spell
+        it (a source can spell a folder the user named): with ``own_markers``, a text file's
+        sites in line markers naming that file itself (``own_markers_only``). Any other
+        site, in a binary, or in the printed text, sends the entry to ``pinned``, a key bound
+        to this folder (not stored at all without one).
         """
-        final = self._entry_dir(key)
-        if final.exists():
-            return False
-        tmp = self._tmp() / f"{key[:16]}-{uuid.uuid4().hex}"
-        tmp.mkdir()
+        tmp, held = self._held_dir(f"{key[:16]}-")
+        tmp = Path(tmp)
         try:
-            infos = []
+            infos, bound = [], False
             for i, f in enumerate(files):
                 data = Path(f).read_bytes()
-                if rewrite and rewrite[0] in data:
-                    if b"\0" in data:
-                        return False
-                    data = data.replace(*rewrite)
+                sites: list[int] = []
+                if work is not None:
+                    blob, sites = cut(data, work.raw)
+                    bound = bound or bool(sites) and not (
+                        own_markers and b"\0" not in data and
+                        own_markers_only(data, work.raw, os.fsencode(os.fspath(f))))
+                    data = blob
                 (tmp / str(i)).write_bytes(data)
                 infos.append({"name": (names[i] if names else os.path.basename(f)),
-                              "sha256": _sha(data), "size": len(data)})
-            meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": stdout,
-                    "stderr": stderr, "seconds": seconds, "created": time.time(),
+                              "sha256": _sha(data), "size": len(data), "sites": sites})
+            printed = [[text] if work is None else text.split(work.path)
+                       for text in (stdout, stderr)]
+            if any(len(p) > 1 for p in printed):
+                bound = True
+            if bound:
+                if pinned is None:
+                    return False
+                key = pinned
+            final = self._entry_dir(key)
+            if final.exists():
+                return False
+            meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": printed[0],
+                    "stderr": printed[1], "seconds": seconds, "created": time.time(),
                     "about": about or {}}
             (tmp / "meta.json").write_bytes(_sealed(meta))
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -240,6 +481,30 @@ class Cache:
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
+            os.close(held)
+
+    def _held_dir(self, prefix: str) -> tuple[str, int]:
+        """A new folder in tmp/ and an open descriptor holding a shared lock on it until it is
+        closed: ``clear`` and the sweep of stale folders leave held folders alone."""
+        for _ in range(5):
+            path = tempfile.mkdtemp(prefix=prefix, dir=self._tmp())
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                continue  # a clear took it already: make another
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            try:
+                a, b = os.stat(path), os.fstat(fd)
+                if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                    return path, fd
+            except OSError:
+                pass
+            os.close(fd)  # a clear took it between mkdtemp and the lock: make another
+        raise OSError(errno.EBUSY, f"{self.root / 'tmp'} keeps being cleared")
+
+    def scratch(self) -> Scratch:
+        """A scratch folder for one build (its depfiles), held until ``Scratch.close``."""
+        return Scratch(*self._held_dir("deps-"))
 
     def discard(self, key: str) -> None:
         """Remove an entry (damaged): renamed away first, so no reader sees half of it."""
@@ -300,15 +565,17 @@ class Cache:
             return Counters()
 
     def entries(self) -> list[tuple[Path, float, int]]:
-        """(entry folder, last use, bytes) for every entry."""
+        """(entry folder, last use, bytes) for every entry (folders named as keys only)."""
         out = []
         base = self.root / "entries"
         if not base.is_dir():
             return out
         for sub in base.iterdir():
-            if not sub.is_dir():
+            if not sub.is_dir() or sub.is_symlink():
                 continue
             for d in sub.iterdir():
+                if not _KEY.fullmatch(d.name) or d.name[:2] != sub.name or d.is_symlink():
+                    continue
                 try:
                     used = (d / "meta.json").stat().st_mtime
                     size = sum(f.stat().st_size for f in d.iterdir())
@@ -321,7 +588,11 @@ class Cache:
         return sum(n for _, _, n in self.entries())
 
     def evict(self, max_bytes: int | None = None) -> int:
-        """Remove least recently used entries until the cache is under the limit."""
+        """Remove least recently used entries until the cache is under the limit, and scratch
+        folders killed builds left behind. Only in a folder nvstage marked as its own."""
+        if not self.marked():
+            return 0
+        self._sweep(_STALE_SCRATCH_S)
         limit = self.max_bytes if max_bytes is None else max_bytes
         entries = self.entries()
         total = sum(n for _, _, n in entries)
@@ -337,22 +608,90 @@ class Cache:
             removed += 1
         return removed
 
-    def clear(self) -> None:
-        for name in ("entries", "direct", "notes", "tmp", "stats.json"):
-            p = self.root / name
-            if p.is_dir():
-                trash = self.root / f".trash-{uuid.uuid4().hex}"
+    def clear(self) -> bool:
+        """Remove every entry, header set, note and the counters, and whatever in tmp/ no
+        running build holds (a build's scratch folder survives, and so does the build).
+        False when there is no cache to clear. Raises ``CacheError`` for a folder nvstage did
+        not make: nothing in it is touched, whatever its files are called."""
+        if self.state("clear") == "new":
+            try:
+                left = set(os.listdir(self.root)) - set(_NVSTAGE_OWN)
+            except FileNotFoundError:
+                return False
+            if not left:
+                return False
+            self.open()  # the XDG folder's cache from before the mark: adopted, then cleared
+        for name in ("entries", "direct", "notes", "stats.json"):
+            _remove(self.root / name, self.root)
+        for p in self.root.glob(".trash-*"):  # left by a clear that was killed
+            _remove(p, self.root)
+        self._sweep(0)
+        return True
+
+    def _sweep(self, min_age_s: float) -> None:
+        """Remove what tmp/ holds that no build holds (see ``_held_dir``) and is at least
+        ``min_age_s`` old."""
+        base = self.root / "tmp"
+        try:
+            names = os.listdir(base)
+        except OSError:
+            return
+        now = time.time()
+        for name in names:
+            p = base / name
+            try:
+                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
                 with contextlib.suppress(OSError):
-                    os.rename(p, trash)
-                    shutil.rmtree(trash, ignore_errors=True)
-            elif p.exists():
-                p.unlink()
+                    os.unlink(p)  # a link, or gone already
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if now - os.fstat(fd).st_mtime >= min_age_s:
+                    _remove(p, self.root)  # under the lock: a build waiting for it looks again
+            except OSError:
+                pass  # held by a running build (or going): not ours to clear
+            finally:
+                os.close(fd)
 
     def describe(self) -> dict:
+        """Where the cache is, its size and counters. Raises ``CacheError`` for a file or a
+        folder nvstage did not make (never "an empty cache")."""
+        self.state()
         entries = self.entries()
         return {"dir": str(self.root), "size": sum(n for _, _, n in entries),
                 "max_size": self.max_bytes, "entries": len(entries),
                 "stats": self.totals().to_json()}
+
+
+class Scratch:
+    """A build's scratch folder in the cache's tmp/, held against ``clear`` until closed."""
+
+    def __init__(self, path: str, fd: int):
+        self.path, self._fd = path, fd
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            shutil.rmtree(self.path, ignore_errors=True)
+            os.close(self._fd)
+            self._fd = -1
+
+
+_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+def _remove(path: Path, root: Path) -> None:
+    """Remove a file, link or folder; a folder is renamed away first, so no reader sees half
+    of it. Never follows a link."""
+    try:
+        if path.is_symlink() or not path.is_dir():
+            path.unlink()
+            return
+        trash = root / f".trash-{uuid.uuid4().hex}"
+        os.rename(path, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def _sealed(doc: dict) -> bytes:
@@ -382,41 +721,76 @@ def _write_atomic(path: Path, data: bytes, tmpdir: Path) -> None:
 
 
 # -- keys -----------------------------------------------------------------------------------
-class FileHasher:
-    """sha256 of files as a key sees them.
+@dataclass(frozen=True)
+class Look:
+    """A file as a key sees it."""
 
-    Files in the work folder are hashed with the folder's path replaced by a placeholder (so
-    a build in another folder finds the same keys); files elsewhere (headers) are remembered
-    by (inode, size, mtime): every preprocessing stage of a build reads the same ones.
+    digest: str
+    inside: bool  # in the work folder: hashed as cut at the folder's path
+    mentions: bool  # the folder's path occurs in it (or, outside the folder, in its name)
+    binary: bool  # it holds a NUL byte
+
+
+class FileHasher:
+    """Files as keys see them.
+
+    A file in the work folder is hashed cut at the folder's path (the pieces and the sites),
+    so a build in another folder finds the same keys and no text can pass for the path.
+    Files elsewhere (headers) are hashed as they are and remembered by (inode, size, mtime,
+    ctime): every preprocessing stage of a build reads the same ones. Only regular files.
     """
 
-    def __init__(self, volatile: str | os.PathLike, token: bytes = WORK_TOKEN.encode()):
-        self.volatile = os.path.join(os.path.abspath(volatile), "")
-        self.real = os.path.abspath(volatile).encode()
-        self.token = token
-        self._memo: dict[str, tuple[tuple, str]] = {}
+    def __init__(self, work: str | os.PathLike):
+        self.volatile = os.path.join(os.path.abspath(work), "")
+        self.work = os.fsencode(os.path.abspath(work))
+        self._memo: dict[str, tuple[tuple, Look]] = {}
 
     def __call__(self, path: str) -> str | None:
-        if os.path.abspath(path).startswith(self.volatile):
-            try:
-                return _sha(Path(path).read_bytes().replace(self.real, self.token))
-            except OSError:
-                return None
+        got = self.look(path)
+        return got.digest if got else None
+
+    def look(self, path: str) -> Look | None:
         try:
             st = os.stat(path)
         except OSError:
             return None
+        if not stat.S_ISREG(st.st_mode):
+            return None  # a FIFO or device would block or never end
+        if os.path.abspath(path).startswith(self.volatile):
+            try:
+                data = Path(path).read_bytes()
+            except OSError:
+                return None
+            blob, sites = cut(data, self.work)
+            h = hashlib.sha256(b"nvstage-cut/1\0%s\0" % json.dumps(sites).encode())
+            h.update(blob)
+            return Look(h.hexdigest(), True, bool(sites), b"\0" in data)
         # ctime too: a copy that keeps size and mtime (cp -p, rsync -a) still moves it.
         sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         got = self._memo.get(path)
         if got and got[0] == sig:
             return got[1]
         try:
-            digest = sha256_file(path)
+            digest, mentions, binary = _scan(path, self.work)
         except OSError:
             return None
-        self._memo[path] = (sig, digest)
-        return digest
+        look = Look(digest, False, mentions or self.work in os.fsencode(path), binary)
+        self._memo[path] = (sig, look)
+        return look
+
+
+def _scan(path: str, part: bytes, chunk: int = 1 << 20) -> tuple[str, bool, bool]:
+    """sha256 of a file, whether ``part`` occurs in it and whether it holds a NUL byte."""
+    h = hashlib.sha256()
+    found = binary = False
+    tail = b""
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+            found = found or part in tail + block
+            binary = binary or b"\0" in block
+            tail = block[-len(part):]
+    return h.hexdigest(), found, binary
 
 
 def tool_identity(path: str) -> list:
@@ -430,20 +804,41 @@ def tool_identity(path: str) -> list:
 
 
 class Paths:
-    """Swap the work folder for a placeholder in keys, and back; resolve paths against cwd."""
+    """Names and arguments as keys see them, cut at the work folder's path (a list of pieces:
+    no text can pass for the path); resolve paths against cwd."""
 
     def __init__(self, work: str, cwd: str):
         self.work = os.path.abspath(work)
         self.cwd = cwd
 
-    def norm(self, text: str) -> str:
-        return text.replace(self.work, WORK_TOKEN)
+    def norm(self, text: str) -> list[str]:
+        return text.split(self.work)
 
-    def real(self, text: str) -> str:
-        return text.replace(WORK_TOKEN, self.work)
+    def name(self, text: str) -> str:
+        """``norm`` as one string, for the keys of a JSON object (header sets)."""
+        return json.dumps(self.norm(text))
+
+    def real(self, name: str) -> str | None:
+        """The path a ``name`` stands for in this build; None when it is no such name."""
+        try:
+            pieces = json.loads(name)
+        except ValueError:
+            return None
+        return self.work.join(pieces) if _pieces_ok(pieces) else None
 
     def abs(self, path: str) -> str:
         return os.path.join(self.cwd, path)
+
+
+def mentions(obj, text: str) -> bool:
+    """Whether ``text`` occurs in any string inside ``obj`` (lists, tuples, dicts)."""
+    if isinstance(obj, str):
+        return text in obj
+    if isinstance(obj, dict):
+        return any(mentions(k, text) or mentions(v, text) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return any(mentions(x, text) for x in obj)
+    return False
 
 
 def digest(parts) -> str:

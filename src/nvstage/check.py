@@ -107,9 +107,15 @@ def check(manifest_or_build, budgets: Budgets, *, toolkit=None, run_report=None,
           baseline=None) -> CheckResult:
     """Check one build (a ``Build``, keep folder or stages.json) against ``budgets``, and
     against ``baseline`` (an earlier check report or manifest: path or parsed dict)."""
-    m = measure(manifest_or_build, toolkit=toolkit, run_report=run_report)
+    from .inspect.manifest import toolkit_note
+    from .measure import load_build_from
+
+    build = load_build_from(manifest_or_build)
+    m = measure(build, toolkit=toolkit, run_report=run_report)
     c = _Checker()
     notes = []
+    if toolkit is not None and (note := toolkit_note(build, toolkit)):
+        notes.append(note)
     for k in m.kernels:
         lim = budgets.limits_for(k.kernel, k.demangled)
         name = k.demangled
@@ -190,11 +196,10 @@ def load_baseline(baseline, *, toolkit=None) -> Measurements:
                             f"manifest (schema {doc.get('schema')!r}; expected {SCHEMA!r})",
                             hint="write one with nvstage check --write-baseline FILE")
     try:
-        return Measurements.from_json(doc["measurements"])
-    except (KeyError, TypeError, AttributeError) as e:
-        raise BaselineError(f"baseline {label} is damaged: its measurements are incomplete "
-                            f"({type(e).__name__}: {e})",
-                            hint="write it again with nvstage check --write-baseline") from e
+        return Measurements.from_json(doc.get("measurements"))
+    except ValueError as e:
+        raise BaselineError(f"baseline {label} is damaged: {e}",
+                            hint="write it again with nvstage check --write-baseline") from None
 
 
 def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Checker,

@@ -41,9 +41,10 @@ class BuildDiff:
     kernels: list[Row] = field(default_factory=list)
     stages: list[Row] = field(default_factory=list)
     total_seconds: tuple[float, float] = (0.0, 0.0)
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"a": self.a, "b": self.b,
+        return {"a": self.a, "b": self.b, "notes": self.notes,
                 "kernels": [r.to_json() for r in self.kernels],
                 "stages": [r.to_json() for r in self.stages],
                 "stage_seconds": {"a": self.total_seconds[0], "b": self.total_seconds[1],
@@ -98,12 +99,17 @@ def stage_times(build) -> dict[str, dict]:
 
 def diff_builds(a, b, toolkit=None, *, a_name: str = "A", b_name: str = "B") -> BuildDiff:
     """Compare two ``Build`` s (e.g. from ``nvstage.inspect.manifest.load_build``)."""
-    toolkit = toolkit or a.toolkit
+    from .inspect.manifest import reading_toolkit, toolkit_note
+
+    toolkit = reading_toolkit(a, toolkit)
     ka, kb = kernel_figures(a, toolkit), kernel_figures(b, toolkit)
     kernels = [Row(k, ka.get(k, {}), kb.get(k, {})) for k in _union(ka, kb)]
     sa, sb = stage_times(a), stage_times(b)
     stages = [Row(k, sa.get(k, {}), sb.get(k, {})) for k in _union(sa, sb)]
-    return BuildDiff(a_name, b_name, kernels, stages, (a.stage_seconds, b.stage_seconds))
+    notes = [f"{name}: {note}" for name, build in ((a_name, a), (b_name, b))
+             if (note := toolkit_note(build, toolkit))]
+    return BuildDiff(a_name, b_name, kernels, stages, (a.stage_seconds, b.stage_seconds),
+                     notes)
 
 
 def diff_paths(a_path, b_path, toolkit=None) -> BuildDiff:

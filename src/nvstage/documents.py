@@ -13,25 +13,50 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import ArtifactError, InputNotFound, NvstageError
+from .errors import ArtifactError, InputNotFound, InputTooLarge, NotRegularFile, NvstageError
 
 ErrorFactory = Callable[..., NvstageError]  # (message, hint=...) -> the error to raise
+
+# The most a document reader takes. Workloads, cost files, GPU specs and budgets are written
+# by hand; manifests, run reports and traces by nvstage, the largest (a trace of many
+# launches) a few MB. A file past this is refused before it is read.
+MAX_DOCUMENT_BYTES = 64 << 20  # 64 MiB
+
+
+_CONTROLS = {c: repr(chr(c))[1:-1] for c in (*range(32), 127)}  # "\n" -> "\\n"
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters escaped: names read from a document (a table, a
+    key) end up in error messages, and a newline or escape sequence in one must not break
+    the one-line error or the terminal."""
+    return text.translate(_CONTROLS)
 
 
 def read_text_doc(path: str | os.PathLike, what: str, err: ErrorFactory = ArtifactError) -> str:
     """The text of ``path``, a ``what``: InputNotFound when it is missing, ``err`` when it
-    is a folder, unreadable or not UTF-8 text (a binary file given by mistake)."""
+    is a folder, a FIFO or device (refused unread: reading one could block forever), larger
+    than ``MAX_DOCUMENT_BYTES``, unreadable or not UTF-8 text (a binary file by mistake)."""
+    from .artifacts import read_regular
+
     p = Path(path)
     if p.is_dir():
         raise err(f"{p} is a folder, not a {what}", hint=f"give the path of the {what} itself")
-    if not p.is_file():
+    if not p.exists():
         raise InputNotFound(f"no such {what} file: {p}")
     try:
-        return p.read_text(encoding="utf-8")
+        raw = read_regular(p, limit=MAX_DOCUMENT_BYTES, limit_name="MAX_DOCUMENT_BYTES",
+                           what=what)
+    except InputNotFound:
+        raise InputNotFound(f"no such {what} file: {p}") from None
+    except (NotRegularFile, InputTooLarge) as e:
+        raise err(e.message.replace("a regular file", f"a {what}", 1), hint=e.hint) from None
+    except NvstageError as e:
+        raise err(f"cannot read the {what} {p}: {e.message}") from None
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise err(f"{p} is not a {what}: not text (a binary file?)") from None
-    except OSError as e:
-        raise err(f"cannot read the {what} {p}: {e.strerror}") from None
 
 
 def load_json_doc(path_or_doc, what: str, err: ErrorFactory = ArtifactError) -> dict:
@@ -39,10 +64,7 @@ def load_json_doc(path_or_doc, what: str, err: ErrorFactory = ArtifactError) -> 
     if isinstance(path_or_doc, dict):
         return path_or_doc
     text = read_text_doc(path_or_doc, what, err)
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise err(f"{path_or_doc} is not a {what}: not JSON ({e})") from None
+    doc = parse_json_text(text, f"{path_or_doc} is not a {what}", err)
     if not isinstance(doc, dict):
         raise err(f"{path_or_doc} is not a {what}: a JSON {type(doc).__name__}, not an object")
     return doc
@@ -51,10 +73,30 @@ def load_json_doc(path_or_doc, what: str, err: ErrorFactory = ArtifactError) -> 
 def load_toml_doc(path: str | os.PathLike, what: str, err: ErrorFactory = ArtifactError) -> dict:
     """A TOML document from a file."""
     text = read_text_doc(path, what, err)
+    return parse_toml_text(text, f"{path} is not valid TOML", err)
+
+
+def parse_json_text(text: str, lead: str, err: ErrorFactory = ArtifactError):
+    """``json.loads``, with every way hostile text fails it as one ``err``: bad JSON, an
+    integer past Python's 4300-digit conversion limit (a ValueError), nesting too deep for
+    the parser (a RecursionError)."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise err(f"{lead}: not JSON ({e})") from None
+    except RecursionError:
+        raise err(f"{lead}: not JSON (nested too deeply)") from None
+
+
+def parse_toml_text(text: str, lead: str, err: ErrorFactory = ArtifactError, hint=None):
+    """``tomllib.loads``, failing as ``parse_json_text`` does (tomllib too raises a plain
+    ValueError for an integer of more than 4300 digits, and RecursionError on deep arrays)."""
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise err(f"{path} is not valid TOML: {e}") from None
+    except ValueError as e:  # TOMLDecodeError is one
+        raise err(f"{lead}: {e}", hint=hint) from None
+    except RecursionError:
+        raise err(f"{lead}: nested too deeply", hint=hint) from None
 
 
 def load_run_doc(path_or_doc, what: str = "run report", err: ErrorFactory = ArtifactError
@@ -75,10 +117,7 @@ def load_trace_doc(path, what: str = "Chrome trace", err: ErrorFactory = Artifac
     """A Chrome trace: ``{"traceEvents": [...]}`` (what ``nvstage run --trace`` writes) or the
     bare event array, returned in the object form."""
     text = read_text_doc(path, what, err)
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise err(f"{path} is not a {what}: not JSON ({e})") from None
+    doc = parse_json_text(text, f"{path} is not a {what}", err)
     if isinstance(doc, list):
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):

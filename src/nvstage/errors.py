@@ -148,3 +148,38 @@ class NoDriver(NvstageError):
 
 def indent(text: str, prefix: str = "  ") -> str:
     return "\n".join(prefix + line for line in text.splitlines())
+
+
+class Terminated(KeyboardInterrupt):
+    """A signal (SIGINT, SIGTERM, SIGHUP) or an abandoned build ended the tools nvstage had
+    started. A KeyboardInterrupt, not an Exception: ``except Exception`` never swallows it,
+    and code that cleans up on Ctrl-C cleans up on SIGTERM the same way."""
+
+    def __init__(self, signum: int | None = None):
+        import signal
+
+        self.signum = signum
+        name = signal.Signals(signum).name if signum else "an interruption"
+        super().__init__(f"ended by {name}")
+        self.message = f"ended by {name}"
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number, as a shell reports a process a signal ended."""
+        return 128 + (self.signum or 2)
+
+
+class NotRegularFile(ArtifactError, OSError):
+    """A path read as a file that is a FIFO, a device, a socket or a folder: reading it could
+    block forever (a FIFO with no writer) or never end (/dev/zero), so it is refused unread.
+    Also an OSError, so code that treats an unreadable file as "not there" keeps doing so."""
+
+
+class InputTooLarge(ArtifactError):
+    """A file larger than the bound its reader takes (``artifacts.MAX_ARTIFACT_BYTES``,
+    ``documents.MAX_DOCUMENT_BYTES``): refused before it is read."""
+
+
+class CacheError(UsageError):
+    """The stage cache's folder or settings cannot be used as given (a file, a folder nvstage
+    did not make, a size that is not one). One line: the message says what to change."""

@@ -24,6 +24,11 @@ from .errors import UsageError
 class GpuSpecError(UsageError):
     """A custom GPU spec file is malformed: missing field, wrong type, impossible value."""
 
+    def __init__(self, message: str, *, hint: str | None = None):
+        from .documents import one_line  # field names from the file end up in the message
+
+        super().__init__(one_line(message), hint=hint)
+
 
 # ---------------------------------------------------------------------------------------------
 # Sources. Short names keep the table readable; ``sources`` on each record spells them out.
@@ -519,6 +524,19 @@ _NUM_FIELDS = ("boost_clock_mhz", "base_clock_mhz", "memory_bandwidth", "fp32_fl
                "bf16_flops")
 _STR_FIELDS = ("name", "arch", "display_name", "notes")
 _REQUIRED = ("name", "arch", "sm_count", "memory_bandwidth", "fp32_flops")
+# What a real GPU can be, generously: (lowest, highest, unit). A value outside passed the
+# old "positive" check and then broke the model (memory_bandwidth = 1e-300 made times of
+# 1e+300 s: an SVG that overflowed, JSON with Infinity). Widths of 12 and 32 lanes exist.
+_RANGES: dict[str, tuple[float, float, str]] = {
+    "sm_count": (1, 10_000, "SMs"),
+    "memory_bytes": (1 << 20, 1 << 50, "bytes (1 MiB to 1 PiB)"),
+    "pcie_width": (1, 32, "lanes"),
+    "boost_clock_mhz": (1, 100_000, "MHz"),
+    "base_clock_mhz": (1, 100_000, "MHz"),
+    "memory_bandwidth": (1e6, 1e16, "bytes/s (1 MB/s to 10 PB/s)"),
+    "fp32_flops": (1e6, 1e19, "FLOP/s"),
+    "bf16_flops": (1e6, 1e19, "FLOP/s"),
+}
 _ALLOWED = set(_INT_FIELDS) | set(_NUM_FIELDS) | set(_STR_FIELDS) | {"sources", "base"}
 
 
@@ -530,7 +548,7 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
     preset to start from, in which case every key only overrides. An optional ``[sources]``
     table gives a source per field; fields without one are credited to the file.
     """
-    from .documents import read_text_doc
+    from .documents import parse_toml_text, read_text_doc
 
     p = Path(path)
     text = read_text_doc(p, "GPU spec", GpuSpecError)
@@ -539,15 +557,22 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise GpuSpecError(f"{p}: not valid JSON: {e.msg} (line {e.lineno})") from None
+        except ValueError as e:  # an integer past Python's 4300-digit conversion limit
+            raise GpuSpecError(f"{p}: not valid JSON: {e}") from None
+        except RecursionError:
+            raise GpuSpecError(f"{p}: not valid JSON: nested too deeply") from None
     else:
-        import tomllib
-
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise GpuSpecError(f"{p}: not valid TOML: {e}",
-                               hint="use .json for a JSON spec") from None
+        data = parse_toml_text(text, f"{p}: not valid TOML", GpuSpecError,
+                               hint="use .json for a JSON spec")
     return gpu_spec_from_dict(data, origin=str(p))
+
+
+def _show(v) -> str:
+    """A number for a message: an integer of thousands of digits is shown by its size."""
+    if isinstance(v, int) and v.bit_length() > 64:
+        return f"an integer of {len(str(abs(v)))} digits" if v.bit_length() < 10_000 \
+            else f"an integer of about {int(v.bit_length() * 0.30103)} digits"
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def gpu_spec_from_dict(data: Any, *, origin: str = "custom spec") -> GpuSpec:
@@ -587,13 +612,24 @@ def gpu_spec_from_dict(data: Any, *, origin: str = "custom spec") -> GpuSpec:
             if isinstance(v, bool) or not isinstance(v, int):
                 raise GpuSpecError(f"{origin}: field {k!r} must be an integer, got {v!r}")
             if v <= 0:
-                raise GpuSpecError(f"{origin}: field {k!r} must be positive, got {v}")
+                raise GpuSpecError(f"{origin}: field {k!r} must be positive, got {_show(v)}")
         else:  # numbers
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise GpuSpecError(f"{origin}: field {k!r} must be a number, got {v!r}")
-            if not math.isfinite(v) or v <= 0:
-                raise GpuSpecError(f"{origin}: field {k!r} must be a positive number, got {v}")
-            v = float(v)
+            try:
+                as_float = float(v)
+            except OverflowError:  # an integer past any float
+                as_float = math.inf
+            if not math.isfinite(as_float) or as_float <= 0:
+                raise GpuSpecError(f"{origin}: field {k!r} must be a positive number, "
+                                   f"got {_show(v)}")
+            v = as_float
+        if k in _RANGES:
+            lo, hi, unit = _RANGES[k]
+            if not lo <= v <= hi:
+                raise GpuSpecError(f"{origin}: field {k!r} must be between {lo:g} and "
+                                   f"{hi:g} {unit}, got {_show(v)}",
+                                   hint="units are SI: bytes, bytes/s, FLOP/s, MHz")
         values[k] = v
     if "arch" in values:
         try:

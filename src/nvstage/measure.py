@@ -9,10 +9,11 @@ stage times, and a run report's decomposition.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
+import stat
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from .budgets import RUN_TERMS, base_name
 from .documents import load_run_doc
@@ -59,11 +60,85 @@ class Measurements:
 
     @classmethod
     def from_json(cls, d: dict) -> Measurements:
-        return cls(source=d["source"], kernels=[KernelFacts(**k) for k in d["kernels"]],
-                   arches=list(d["arches"]), arches_from=d.get("arches_from", ""),
-                   cubin_bytes=dict(d["cubin_bytes"]), fatbin_bytes=d.get("fatbin_bytes"),
-                   stages=list(d["stages"]), kernel_us=dict(d.get("kernel_us") or {}),
-                   terms_us=dict(d.get("terms_us") or {}))
+        """What ``to_json`` wrote, every field checked: a baseline may be anyone's file, and
+        a wrong shape must be one message, not a traceback three functions later. Raises
+        ValueError naming the field."""
+        d = _shape(d, dict, "measurements")
+        kernels = []
+        for i, k in enumerate(_shape(d.get("kernels"), list, "kernels")):
+            k = _shape(k, dict, f"kernels[{i}]")
+            unknown = set(k) - set(KernelFacts.__dataclass_fields__)
+            if unknown:
+                raise ValueError(f"kernels[{i}] has unknown field(s) {sorted(unknown)[:3]}")
+            at = f"kernels[{i}]"
+            kernels.append(KernelFacts(
+                _shape(k.get("kernel"), str, f"{at}.kernel"),
+                _shape(k.get("demangled"), str, f"{at}.demangled"),
+                _shape(k.get("arch"), str, f"{at}.arch"),
+                _count(k.get("registers"), f"{at}.registers"),
+                _count(k.get("spill_bytes"), f"{at}.spill_bytes", none=True),
+                _count(k.get("shared_bytes"), f"{at}.shared_bytes"),
+                _shape(k.get("file"), (str, type(None)), f"{at}.file"),
+                _count(k.get("line"), f"{at}.line", none=True)))
+        stages = []
+        for i, s in enumerate(_shape(d.get("stages"), list, "stages")):
+            s = _shape(s, dict, f"stages[{i}]")
+            stages.append({"index": _count(s.get("index"), f"stages[{i}].index"),
+                           "kind": _shape(s.get("kind"), str, f"stages[{i}].kind"),
+                           "arch": _shape(s.get("arch"), (str, type(None)),
+                                          f"stages[{i}].arch"),
+                           "seconds": _amount(s.get("seconds"), f"stages[{i}].seconds"),
+                           "cached": _shape(s.get("cached", False), bool,
+                                            f"stages[{i}].cached")})
+        arches = _shape(d.get("arches"), list, "arches")
+        for i, a in enumerate(arches):
+            _shape(a, str, f"arches[{i}]")
+        fatbin = d.get("fatbin_bytes")
+        return cls(source=_shape(d.get("source"), str, "source"), kernels=kernels,
+                   arches=list(arches),
+                   arches_from=_shape(d.get("arches_from", ""), str, "arches_from"),
+                   cubin_bytes={k: _count(v, f"cubin_bytes.{k}") for k, v in
+                                _shape(d.get("cubin_bytes"), dict, "cubin_bytes").items()},
+                   fatbin_bytes=None if fatbin is None else _count(fatbin, "fatbin_bytes"),
+                   stages=stages,
+                   kernel_us={k: _amount(v, f"kernel_us.{k}") for k, v in
+                              _shape(d.get("kernel_us") or {}, dict, "kernel_us").items()},
+                   terms_us={k: _amount(v, f"terms_us.{k}") for k, v in
+                             _shape(d.get("terms_us") or {}, dict, "terms_us").items()})
+
+
+_KIND_WORDS = {dict: "an object", list: "a list", str: "a string", bool: "true or false",
+               (str, type(None)): "a string or null"}
+_JSON_WORDS = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+               int: "a number", float: "a number", type(None): "null"}
+
+
+def _shape(value, kind, where: str):
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ValueError(f"{where} must be {_KIND_WORDS[kind]}, not "
+                         f"{_JSON_WORDS.get(type(value), type(value).__name__)}")
+    return value
+
+
+# Counts and sizes a real build has: far below this; more is a crafted or damaged file (and
+# an integer of thousands of digits cannot even be printed).
+_MAX_COUNT = 2**63
+
+
+def _count(value, where: str, *, none: bool = False) -> int | None:
+    if value is None and none:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < _MAX_COUNT:
+        raise ValueError(f"{where} must be a whole number from 0 to 2**63, not {value!r:.40}")
+    return value
+
+
+def _amount(value, where: str) -> float:
+    """A time (seconds or microseconds): finite, not negative."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or \
+            not math.isfinite(value) or not 0 <= value < 1e15:
+        raise ValueError(f"{where} must be a finite number >= 0, not {value!r:.40}")
+    return float(value)
 
 
 def load_build_from(manifest_or_build):
@@ -80,9 +155,21 @@ def load_build_from(manifest_or_build):
 _DECL = re.compile(r"__global__")
 
 
+# The source a manifest names is read only to find kernel lines: a regular file, this large
+# at most (the largest .cu files seen are a few MB), never a FIFO or a device.
+MAX_SOURCE_BYTES = 32 << 20
+
+
 @functools.lru_cache(maxsize=16)  # every kernel of one source is looked up in the same lines
 def _source_lines(path: str, _mtime_ns: int, _size: int) -> tuple[str, ...]:
-    return tuple(Path(path).read_text(errors="replace").splitlines())
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return ()
+        data = f.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        return ()
+    return tuple(data.decode("utf-8", "replace").splitlines())
 
 
 def locate_kernel(source: str | os.PathLike, demangled: str) -> int | None:
@@ -90,8 +177,10 @@ def locate_kernel(source: str | os.PathLike, demangled: str) -> int | None:
     function within three lines of ``__global__``. None when the file does not say."""
     try:
         st = os.stat(source)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:
+            return None
         lines = _source_lines(os.path.abspath(source), st.st_mtime_ns, st.st_size)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the path
         return None
     name = base_name(demangled)
     if not name:
@@ -140,8 +229,10 @@ def measure(manifest_or_build, *, toolkit=None, run_report=None) -> Measurements
     """The numbers of one build (and run report, when given)."""
     from .inspect.resources import build_resources
 
+    from .inspect.manifest import reading_toolkit
+
     build = load_build_from(manifest_or_build)
-    toolkit = toolkit or build.toolkit
+    toolkit = reading_toolkit(build, toolkit)
     if build.status != "ok":
         raise ArtifactError(f"the build of {build.source} failed: there is nothing to check",
                             hint="fix the build first (nvstage compile shows why)")
@@ -181,16 +272,25 @@ def run_figures(run_report) -> tuple[dict[str, float], dict[str, float]]:
         return {}, {}
     terms = {}
     for term in RUN_TERMS.values():
-        s = dec.get(f"{term}_ns")
-        if isinstance(s, dict) and isinstance(s.get("median"), (int, float)):
-            terms[term] = s["median"] / 1000.0
+        median = _median_ns(dec.get(f"{term}_ns"))
+        if median is not None:
+            terms[term] = median / 1000.0
     kernels: dict[str, float] = {}
-    for op in dec.get("operations") or []:
+    ops = dec.get("operations")
+    for op in ops if isinstance(ops, list) else []:
         if not isinstance(op, dict) or op.get("kind") != "launch":
             continue
-        g = op.get("gpu_ns")
-        if isinstance(g, dict) and isinstance(g.get("median"), (int, float)):
+        median = _median_ns(op.get("gpu_ns"))
+        if median is not None:
             # A kernel launched several times in the sequence: its slowest median counts.
-            name = str(op.get("name"))
-            kernels[name] = max(kernels.get(name, 0.0), g["median"] / 1000.0)
+            name = str(op.get("name"))[:1000]
+            kernels[name] = max(kernels.get(name, 0.0), median / 1000.0)
     return kernels, terms
+
+
+def _median_ns(spread) -> float | None:
+    """A spread's finite median (a bool, NaN or a 400-digit integer is no time)."""
+    v = spread.get("median") if isinstance(spread, dict) else None
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and -1e300 < v < 1e300:
+        return float(v)
+    return None

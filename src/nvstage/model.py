@@ -141,8 +141,11 @@ def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, objec
     import os
     import tempfile
 
+    from .artifacts import read_regular
+    from .errors import StageFailed
     from .inspect.resources import build_resources, resources_of
-    from .workload import kernel_signatures, prepare, raise_on_errors, validate
+    from .workload import (kernel_signatures, prepare, raise_on_errors, validate,
+                           without_temp_keep)
 
     code = w.code
     stamp = os.stat(code.path).st_mtime_ns
@@ -157,10 +160,14 @@ def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, objec
                 opts = CompileOptions(archs=(arch,), stop="cubin", defines=code.defines,
                                       include_dirs=code.include_dirs, resource_usage=True,
                                       output=str(Path(tmp, "out.cubin")))
-                build = run_compile(code.path, opts, toolkit=toolkit, keep=Path(tmp, "keep"),
-                                    cwd=Path(code.path).parent)
+                try:
+                    build = run_compile(code.path, opts, toolkit=toolkit,
+                                        keep=Path(tmp, "keep"), cwd=Path(code.path).parent)
+                except StageFailed as e:  # its keep folder goes with tmp: do not name it
+                    raise without_temp_keep(e, code, arch) from None
                 ptx = build.artifact("ptx")
-                sigs = kernel_signatures(Path(ptx.path).read_text()) if ptx else None
+                sigs = kernel_signatures(read_regular(ptx.path).decode(errors="replace")) \
+                    if ptx else None
                 rows = build_resources(build, toolkit)
         else:
             from .toolkit import find_toolkit
@@ -531,41 +538,45 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
     doc = load_profile(profile) if isinstance(profile, (str, Path)) else profile
     origin = str(profile) if isinstance(profile, (str, Path)) else "profile"
     d = doc["decomposition"]
-    ops = d["operations"]
+    # A report may come from anywhere (a CI artifact of someone else's pull request): every
+    # figure read from it must be a finite positive number, or it is not used.
+    ops = [o for o in d["operations"] if isinstance(o, dict)]
     notes = []
     changes: list[Change] = []
     values = {}
 
     def med(op, key):
         s = op.get(key)
-        return s.get("median") if isinstance(s, dict) else None
+        return _positive(s.get("median")) if isinstance(s, dict) else None
 
     launch_ops = [o for o in ops if o.get("kind") == "launch"]
     hosts = [med(o, "host_ns") for o in launch_ops if med(o, "host_ns")]
     if hosts:
         values["launch_cost_s"] = (statistics.median(hosts) * 1e-9, len(hosts),
                                    "median host time of the launches")
-    floor = d.get("noise_floor") or {}
-    if floor.get("empty_kernel_ns"):
-        values["kernel_floor_s"] = (floor["empty_kernel_ns"] * 1e-9, 1,
+    floor = d.get("noise_floor") if isinstance(d.get("noise_floor"), dict) else {}
+    if _positive(floor.get("empty_kernel_ns")):
+        values["kernel_floor_s"] = (_positive(floor["empty_kernel_ns"]) * 1e-9, 1,
                                     "the run's empty-kernel GPU time")
-    if floor.get("smallest_copy_ns"):
-        values["copy_latency_s"] = (floor["smallest_copy_ns"] * 1e-9, 1,
+    if _positive(floor.get("smallest_copy_ns")):
+        values["copy_latency_s"] = (_positive(floor["smallest_copy_ns"]) * 1e-9, 1,
                                     "the run's 4-byte copy GPU time")
     latency = values.get("copy_latency_s", (base.copy_latency_s,))[0]
     link = gpu.pcie_bandwidth
     for pinned, name in ((True, "pcie_pinned_efficiency"), (False, "pcie_pageable_efficiency")):
-        big = [o for o in ops if o.get("kind") in ("h2d", "d2h") and o.get("bytes", 0) >= 1 << 20
+        big = [o for o in ops if o.get("kind") in ("h2d", "d2h")
+               and (_positive(o.get("bytes")) or 0) >= 1 << 20
                and bool(o.get("pinned", True)) == pinned and med(o, "gpu_ns")]
         if big and link:
-            nbytes = sum(o["bytes"] for o in big)
+            nbytes = sum(_positive(o["bytes"]) for o in big)
             secs = sum(max(med(o, "gpu_ns") * 1e-9 - latency, 1e-12) for o in big)
             values[name] = (nbytes / secs / link, len(big),
                             "copy bytes over median copy time less latency, over the link's "
                             "theoretical rate")
     if workload is None:
-        wfile = (doc.get("workload") or {}).get("file")
-        if wfile and Path(wfile).is_file():
+        named = doc.get("workload")
+        wfile = named.get("file") if isinstance(named, dict) else None
+        if isinstance(wfile, str) and wfile and Path(wfile).is_file():
             workload = wfile
     if workload is not None and launch_ops:
         from .model_spec import load_model_input
@@ -591,8 +602,9 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
             e = by_index[li]
             t = med(op, "gpu_ns")
             if op.get("name") != e.kernel:
-                raise CalibrationError(f"{origin}: operation {op.get('index')} is "
-                                       f"{op.get('name')}, the workload launches {e.kernel}")
+                raise CalibrationError(f"{origin}: operation {op.get('index')!r:.40} is "
+                                       f"{op.get('name')!r:.80}, the workload launches "
+                                       f"{e.kernel}")
             if not t or t * 1e-9 <= 2 * kfloor:
                 continue  # too close to the floor to say anything about bandwidth
             t *= 1e-9
@@ -610,6 +622,7 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
                                             "kernels, over FP32 peak x parallelism factor")
     else:
         notes.append("no workload for the report's launches: kernel efficiencies not fitted")
+    values = {k: v for k, v in values.items() if _positive(v[0])}  # overflowed or underflowed
     sources = dict(base.sources)
     for name, (v, n, how) in values.items():
         changes.append(Change(name, getattr(base, name), v, n, how))
@@ -618,24 +631,37 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
     for name in fitted.names():
         if name not in values:
             notes.append(f"{name}: not fitted (nothing in the report measures it)")
-    device = (doc.get("device") or {}).get("name")
+    device = doc.get("device").get("name") if isinstance(doc.get("device"), dict) else None
+    device = device if isinstance(device, str) else None
     if device and gpu.display_name and gpu.name.lower() not in device.lower():
         notes.append(f"the report was measured on {device}, the estimate is for "
                      f"{gpu.display_name}")
     return Calibration(fitted, tuple(changes), origin, device, tuple(notes))
 
 
+def _positive(v) -> float | None:
+    """``v`` as a float if it is a finite number above zero, else None (a string, a bool,
+    NaN, an integer too large for a float)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) and f > 0 else None
+
+
 def relative_errors(e: Estimate, doc: Mapping) -> dict[str, float | None]:
     """(estimate - measured) / measured per term and for T, against a run report's medians
     (schema nvstage.run/1): the table the GPU session fills in."""
-    d = doc.get("decomposition") or {}
+    d = doc.get("decomposition") if isinstance(doc.get("decomposition"), dict) else {}
     out: dict[str, float | None] = {}
     for key, est in (("launch", e.launch_s), ("kernel", e.kernel_s),
                      ("transfer", e.transfer_s), ("total", e.total_s)):
         sp = d.get(f"{key}_ns")
-        m = sp.get("median") if isinstance(sp, dict) else None
+        m = _positive(sp.get("median")) if isinstance(sp, dict) else None
         out[key] = (est - m * 1e-9) / (m * 1e-9) if m else None
     wall = d.get("wall_ns")
-    m = wall.get("median") if isinstance(wall, dict) else None
+    m = _positive(wall.get("median")) if isinstance(wall, dict) else None
     out["pipelined_vs_wall"] = (e.pipelined_s - m * 1e-9) / (m * 1e-9) if m else None
     return out

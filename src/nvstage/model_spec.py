@@ -19,13 +19,14 @@ before the workload is parsed (``nvstage run`` does not accept that table yet).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .workload import (DTYPES, ExprError, Workload, WorkloadError, eval_int_expr,
-                       read_toml)
+from .workload import (DTYPES, MAX_INT_BITS, ExprError, Workload, WorkloadError,
+                       eval_int_expr, quote_expr, read_toml)
 
 HOST_MEMORY = ("pinned", "pageable")
 _LAUNCH_KEYS = ("kernel", "reads", "writes", "flops")
@@ -169,7 +170,10 @@ def cost_from_dict(data: Any, w: Workload, *, origin: str) -> CostSpec:
             touches[key] = _touches(t[key], names, passed, err, f"{where} {key}")
             for tch in touches[key]:
                 if tch.elements is not None:
-                    _number(tch.elements, values, err, f"{where} {key}.{tch.buffer}")
+                    n = _number(tch.elements, values, err, f"{where} {key}.{tch.buffer}")
+                    if n < 0 or isinstance(n, float) and not n.is_integer():
+                        raise err(f"{quote_expr(tch.elements)} is {n}: an element count is a whole "
+                                  "number >= 0", f"{where} {key}.{tch.buffer}")
         flops = t["flops"]
         if isinstance(flops, bool) or not isinstance(flops, (int, float, str)):
             raise err("must be a number or an expression", f"{where} flops")
@@ -204,9 +208,16 @@ def _number(expr, values, err, where: str) -> float:
     try:
         v = eval_int_expr(expr, values)
     except (ExprError, ArithmeticError, TypeError) as e:
-        raise err(f"cannot evaluate {expr!r}: {e}", where) from None
+        raise err(f"cannot evaluate {quote_expr(expr)}: {e}", where) from None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise err(f"{expr!r} is not a number", where)
+        raise err(f"{quote_expr(expr)} is not a number", where)
+    if isinstance(v, float) and not math.isfinite(v):
+        # nan = nan in TOML, or 1e308 * 10: it reached int() in launch_counts, or made
+        # every time in the estimate NaN
+        said = f"{quote_expr(expr)} is {v}," if isinstance(expr, str) else f"{v} is"
+        raise err(f"{said} not a finite number", where)
+    if abs(v) > 2 ** MAX_INT_BITS:  # 1e308 bytes would overflow the estimate's sums
+        raise err(f"{quote_expr(expr)} exceeds 2**{MAX_INT_BITS}", where)
     return v
 
 

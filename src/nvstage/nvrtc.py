@@ -208,9 +208,12 @@ def _nvrtc_compile(text: str, name: str, opts: list[str], exprs: Sequence[str]) 
         (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         seconds = time.perf_counter() - t
         size = check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-        buf = b" " * size
+        # Fresh, writable buffers: NVRTC writes into them. ``b" " * 1`` is CPython's shared
+        # one-byte b" ", and an empty log (its NUL) written there made " ".encode() give b"\0"
+        # for the rest of the process.
+        buf = bytearray(size)
         check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
-        out = _NvrtcOut(res.name, _text(buf), seconds)
+        out = _NvrtcOut(res.name, _text(bytes(buf)), seconds)
         if res != ok:
             return out
         for attr, get_size, get in (
@@ -219,8 +222,9 @@ def _nvrtc_compile(text: str, name: str, opts: list[str], exprs: Sequence[str]) 
                 ("ltoir", nvrtc.nvrtcGetLTOIRSize, nvrtc.nvrtcGetLTOIR)):
             n = check(get_size(prog), attr)
             if n > 1:  # an absent output has size 0 (PTX under -dlto reports 1: the NUL)
-                data = b" " * n
-                check(get(prog, data), attr)
+                buf = bytearray(n)
+                check(get(prog, buf), attr)
+                data = bytes(buf)
                 setattr(out, attr, data.rstrip(b"\0") if attr == "ptx" else data)
         for e in exprs:
             res_name, lowered = nvrtc.nvrtcGetLoweredName(prog, e.encode())
@@ -422,6 +426,7 @@ def compile_nvrtc(
                                          ["nvjitlink", *link_opts, "-ptx", *ins], link_arch,
                                          ins, [ptx]))
         observer.on_plan(plan)
+        finish(build, work, t_start, running=True)  # no stale "ok" over a part-made folder
         _run_stages(build, work, observer, t_start)
         final = _final_artifact(build, options)
         if options.output and final is not None:

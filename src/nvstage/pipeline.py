@@ -8,6 +8,8 @@ intermediate files get readable names (``vadd.ptx``, ``vadd.sm_90.cubin``) inste
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import errno
 import fcntl
 import heapq
 import os
@@ -23,9 +25,10 @@ from pathlib import Path
 
 from . import __version__, proc
 from .artifacts import Artifact, arch_of, kind_of, write_json_atomic
-from .cache import HOST_ENV, WORK_TOKEN, Cache, Counters, FileHasher, Paths, digest, \
-    parse_depfile, tool_identity
-from .errors import InputNotFound, PlanError, StageFailed, ToolkitError, UsageError
+from .cache import HOST_ENV, Cache, Counters, FileHasher, Paths, Scratch, Work, digest, \
+    mentions, parse_depfile, tool_identity
+from .errors import CacheError, InputNotFound, PlanError, StageFailed, ToolkitError, \
+    UsageError
 from .graph import Graph, build_graph
 from .headers import Existence, Trees, builtin_dirs, include_search, present, search_layout, \
     shadow_candidates, uses_time_macros
@@ -57,10 +60,37 @@ class StageRun:
     artifacts: list[Artifact] = field(default_factory=list)
     started: float = 0.0  # seconds since the build started
     cached: bool = False
+    # A ptxas stage's -v report (nvstage always asks for it; ``stderr`` shows it only when the
+    # user did too). None when constructed: taken out of ``stderr`` then.
+    resources: str | None = None
+
+    def __post_init__(self):
+        if self.resources is None:
+            self.resources = ""
+            if self.stage.kind is StageKind.PTXAS:
+                from .inspect.resources import split_ptxas_stderr
+
+                self.stderr, self.resources = split_ptxas_stderr(
+                    self.stderr, user_verbose=_user_verbose(self.stage))
+            elif self.stage.kind in (StageKind.NVRTC, StageKind.NVJITLINK):
+                # Their logs hold ptxas' report when --resource-usage asked for it (nvJitLink's
+                # in stdout): the same record, its log left as the library wrote it.
+                from .inspect.resources import split_ptxas_stderr
+
+                self.resources = split_ptxas_stderr(f"{self.stderr}\n{self.stdout}",
+                                                    user_verbose=True)[1]
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0
+
+    @property
+    def tool_stderr(self) -> str:
+        """What the tool printed on stderr, -v report included: what the cache keeps, so a
+        restored stage splits into the same ``stderr`` and ``resources``."""
+        if not self.resources or _user_verbose(self.stage):
+            return self.stderr
+        return self.resources + ("" if self.resources.endswith("\n") else "\n") + self.stderr
 
     def to_json(self) -> dict:
         return {
@@ -77,8 +107,16 @@ class StageRun:
             "stdout": self.stdout,
             "stderr": self.stderr,
             "cached": self.cached,
+            "resources": self.resources,
             "artifacts": [a.to_json() for a in self.artifacts],
         }
+
+
+def _user_verbose(stage: Stage) -> bool:
+    """Whether the plan itself runs ptxas with -v (--resource-usage, -Xptxas -v)."""
+    from .inspect.resources import USER_VERBOSE
+
+    return any(a in USER_VERBOSE for a in stage.argv[1:])
 
 
 class Observer:
@@ -246,8 +284,19 @@ def compile(  # noqa: A001 - the verb users expect
                       _final_output(plan, cwd), jobs=jobs)
         graph = build_graph(plan)
         ctx = _Context(plan, graph, stage_env(plan), cwd, str(work), toolkit, store, t_start)
+        finish(build, work, t_start, running=True)
+        runs: dict[int, StageRun] = {}
         try:
-            runs, failed = _schedule(graph, ctx, jobs, observer)
+            failed = _schedule(graph, ctx, jobs, observer, runs)
+        except KeyboardInterrupt as e:  # Ctrl-C, or a signal under proc.handle_signals
+            # The manifest lists what this build finished; no reader may take it for whole.
+            build.runs = [runs[i] for i in sorted(runs)]
+            build.status = "interrupted"
+            build.error = {"error": type(e).__name__, "hint": None,
+                           "message": f"the build stopped before every stage ran ({e})"}
+            with contextlib.suppress(OSError):
+                finish(build, work, t_start)
+            raise
         finally:
             ctx.close()
         build.runs = [runs[i] for i in sorted(runs)]
@@ -304,11 +353,19 @@ def work_folder(keep: str | os.PathLike | None, cwd: str,
         os.close(fd)  # releases the lock
 
 
-def finish(build: Build, work: Path, t_start: float) -> None:
-    """Stop the build's clock and, when the folder is kept, write its manifest beside it."""
+def finish(build: Build, work: Path, t_start: float, *, running: bool = False) -> None:
+    """Stop the build's clock and, when the folder is kept, write its manifest beside it.
+
+    ``running``: a manifest with status "running", written before the first stage. Should
+    the build stop part way (a signal, a crash), the folder's earlier "ok" manifest must not
+    vouch for a mix of old and new files.
+    """
     build.wall_seconds = time.perf_counter() - t_start
     if build.keep_dir is not None:
-        write_json_atomic(work / MANIFEST, build.to_json())
+        doc = build.to_json()
+        if running:
+            doc["status"] = "running"
+        write_json_atomic(work / MANIFEST, doc)
 
 
 def default_jobs() -> int:
@@ -320,40 +377,58 @@ def default_jobs() -> int:
 
 
 def _open_cache(cache: bool | str | os.PathLike | Cache) -> Cache | None:
+    """The cache a build uses, made and marked when new. Raises ``CacheError`` for a bad
+    size or a folder that cannot be nvstage's (a file, somebody else's folder): a build
+    silently uncached there would look like a working cache."""
     if cache is False or cache is None:
         return None
-    if isinstance(cache, Cache):
-        return cache
-    return Cache(None if cache is True else cache)
+    store = cache if isinstance(cache, Cache) else Cache(None if cache is True else cache)
+    try:
+        return store.open()
+    except CacheError as e:
+        # A read-only home is no reason to fail a build nobody asked to cache anywhere in
+        # particular; a folder the user named, a file or somebody's folder is.
+        cause = e.__cause__
+        if store.default and isinstance(cause, OSError) and \
+                cause.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return None
+        raise
 
 
-def _schedule(graph: Graph, ctx: _Context, jobs: int, observer: Observer
-              ) -> tuple[dict[int, StageRun], StageRun | None]:
+def _schedule(graph: Graph, ctx: _Context, jobs: int, observer: Observer,
+              runs: dict[int, StageRun]) -> StageRun | None:
     """Run every stage once its inputs exist, at most ``jobs`` at a time.
 
     Ready stages start longest-remaining-chain first (plan order with one job, as nvcc).
     After a failure nothing new starts; the stages already running are waited for.
     The observer hears from this thread only (see ``Observer``).
-    Returns the runs by index and the failing run with the lowest index, if any.
+    Fills ``runs`` by index as stages finish (an interrupted build keeps what it did);
+    returns the failing run with the lowest index, if any. An exception here (Ctrl-C, a
+    signal) ends the running stages' tools before the pool waits for them.
     """
     after = graph.dependents()
     waiting = {i: len(ds) for i, ds in graph.deps.items()}
     rank = graph.bottom_levels() if jobs > 1 else {i: 0.0 for i in graph.stages}
     ready = [(-rank[i], i) for i, n in waiting.items() if n == 0]
     heapq.heapify(ready)
-    runs: dict[int, StageRun] = {}
     failures: list[StageRun] = []
 
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="nvstage-stage") as pool:
+    # The scope exits first: on an exception its tools end, so the pool's wait is short.
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="nvstage-stage") as pool, \
+            proc.tool_scope():
         running: dict[Future, int] = {}
         while ready or running:
             while ready and len(running) < jobs and not failures:
                 _, i = heapq.heappop(ready)
                 observer.on_stage_start(graph.stages[i])
-                running[pool.submit(ctx.run, graph.stages[i])] = i
+                # Under the scope's context: its tools are the ones this build may end.
+                running[pool.submit(contextvars.copy_context().run, ctx.run,
+                                    graph.stages[i])] = i
             if not running:
                 break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            # A timeout: a signal the kernel hands to a worker thread only sets a flag, and
+            # the main thread runs Python's handler when it next wakes.
+            done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in done:
                 i = running.pop(fut)
                 run = fut.result()
@@ -366,8 +441,7 @@ def _schedule(graph: Graph, ctx: _Context, jobs: int, observer: Observer
                     waiting[j] -= 1
                     if waiting[j] == 0:
                         heapq.heappush(ready, (-rank[j], j))
-    first = min(failures, key=lambda r: r.stage.index, default=None)
-    return runs, first
+    return min(failures, key=lambda r: r.stage.index, default=None)
 
 
 def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path,
@@ -377,12 +451,21 @@ def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path
     ``source`` is passed as the user wrote it (relative stays relative): nvcc derives
     ``__FILE__`` and its diagnostics from it, and what we build must be what nvcc builds.
     """
+    # A name that starts with '-' is spelt ./-dash.cu, or nvcc (and its tools) read it as an
+    # option; the CLI's path type drops the "./" the user wrote. nvcc still derives -dash.o
+    # from it. nvcc's own check of the PTX it wrote (ptxas -arch=compute_90 -dash.ptx) fails
+    # on the derived name, plain nvcc too: that name is given as ./-dash.ptx instead.
+    output = options.output
+    if not output and options.stop == "ptx" and os.path.basename(source).startswith("-"):
+        output = os.path.splitext(os.path.basename(source))[0] + ".ptx"
+    source, output = (os.path.join(os.curdir, p) if p and p.startswith("-") else p
+                      for p in (source, output))
     ph = _Placeholders()
     argv = [toolkit.nvcc, "--dryrun", "--keep", "--keep-dir", ph.sub(str(work))]
     argv += _sub_options(options, ph)
     argv.append(ph.sub_path(source))
-    if options.output:
-        argv += ["-o", ph.sub_path(options.output)]
+    if output:
+        argv += ["-o", ph.sub_path(output)]
     try:
         cp = proc.run(argv, cwd=cwd, timeout=120)
     except proc.ToolMissing as e:
@@ -482,7 +565,9 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
     """Run one stage (a cleanup is done here, in-process) and record what it produced.
 
     ``extra_args`` go after the plan's arguments without becoming part of the stage (the
-    cache's ``-MD -MF`` for the host compiler).
+    cache's ``-MD -MF`` for the host compiler). ptxas always gets ``-v``: its report is kept
+    in ``StageRun.resources`` (and shown only when the plan asked for it), so no reader ever
+    has to run a tool again from what a manifest says.
     """
     started = time.perf_counter() - t0
     if stage.kind is StageKind.CLEANUP:
@@ -496,6 +581,8 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
             return StageRun(stage, time.perf_counter() - t, 1, "", f"rm: {e}", started=started)
         return StageRun(stage, time.perf_counter() - t, 0, started=started)
     try:
+        if stage.kind is StageKind.PTXAS and not _user_verbose(stage):
+            extra_args = (*extra_args, "-v")
         cp = proc.run([*stage.argv, *extra_args], cwd=cwd, env=env)
     except proc.ToolMissing as e:
         return StageRun(stage, 0.0, 127, "", str(e), started=started)
@@ -517,14 +604,15 @@ _HOST_COMPILER = frozenset({StageKind.HOST_PREPROCESS, StageKind.DEVICE_PREPROCE
                             StageKind.HOST_COMPILE, StageKind.DLINK_COMPILE})
 
 
-def _key_args(stage: Stage, paths: Paths) -> list[str]:
-    """The arguments as a key sees them: the work folder as a placeholder and, for the host
-    compiler, the ``-o`` file as a slot (an object or .ii does not depend on its own name)."""
-    out = [paths.norm(a) for a in stage.argv[1:]]
+def _key_args(stage: Stage, paths: Paths) -> list[list[str] | None]:
+    """The arguments as a key sees them: each cut at the work folder's path and, for the host
+    compiler, the ``-o`` file as an empty slot (an object or .ii does not depend on its own
+    name; None, which no argument can be)."""
+    out: list[list[str] | None] = [paths.norm(a) for a in stage.argv[1:]]
     if stage.kind in _HOST_COMPILER:
         for n, a in enumerate(stage.argv[1:-1]):
             if a == "-o" and stage.argv[n + 2] in stage.outputs:
-                out[n + 1] = "@OUT@"
+                out[n + 1] = None
     return out
 
 
@@ -559,6 +647,15 @@ def _libraries(stage: Stage, cwd: str) -> list[str] | None:
 # file timestamps taken from the kernel's coarse clock (one tick, at most 10 ms), and stays below
 # the time nvcc --dryrun takes, so files written just before nvstage started still count.
 _SETTLE_NS = 10_000_000
+# Tools that may carry what they read into their outputs in another form (PTX byte lists, a
+# fatbinary's C array, a linked or compressed image): the work folder's path in a file they read
+# can reach their outputs where no offset finds it.
+_REENCODE = frozenset({StageKind.CICC, StageKind.PTXAS, StageKind.FATBINARY,
+                       StageKind.DEVICE_LINK, StageKind.DLINK_FATBINARY})
+# The tools that write cudafe++'s host stub, which names its own path in a #line marker.
+_STUB_WRITERS = frozenset({StageKind.CUDAFE, StageKind.CICC})
+# Flags that compress debug sections, and the work folder's path in them (gcc -gz, as's).
+_COMPRESS = re.compile(r"-gz|.*compress-debug-sections")
 
 
 class _Context:
@@ -566,23 +663,29 @@ class _Context:
 
     def __init__(self, plan: Plan, graph: Graph, env: dict[str, str], cwd: str, work: str,
                  toolkit: Toolkit, cache: Cache | None, t0: float):
-        self.plan, self.graph, self.env, self.cwd, self.work = plan, graph, env, cwd, work
+        self.plan, self.graph, self.env, self.cwd = plan, graph, env, cwd
+        self.work = os.path.abspath(work)
         self.toolkit, self.cache, self.t0 = toolkit, cache, t0
         self.counters = Counters()
         self._lock = threading.Lock()
         self.hasher = FileHasher(work)
         self.paths = Paths(work, cwd)
-        self._scratch: str | None = None
+        self.where = Work(self.work)
+        self._scratch: Scratch | None = None
         self._shadows: dict[tuple, str] = {}  # (headers, search folders) -> shadow digest
         self._exists = Existence()
         host_env = {k: os.environ[k] for k in HOST_ENV if k in os.environ}
         # The current folder is part of every key: nvcc gives cudafe++ and cicc the source's
         # absolute path, and outputs (module id, #line markers) depend on it.
         self.env_part = [cwd, sorted(plan.variables.items()), sorted(host_env.items())]
+        # Every key is bound to this folder when a tool may write its path escaped, or when
+        # what keys keep whole (the current folder, the environment) holds it: an output may
+        # then hold the path where it did not come from the path.
+        self._bound = not self.where.plain or mentions(self.env_part, self.work)
 
     def close(self) -> None:
         if self._scratch:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch.close()
         if self.cache is not None:
             try:
                 if self.counters.hits or self.counters.misses:
@@ -608,12 +711,31 @@ class _Context:
             return run_stage(stage, self.env, self.cwd, self.t0)
 
     def _scratch_dir(self) -> str:
+        """This build's scratch folder in the cache's tmp/, held (locked) until ``close``:
+        a ``cache --clear`` meanwhile leaves it alone."""
         with self._lock:
             if self._scratch is None:
-                tmp = self.cache.root / "tmp"
-                tmp.mkdir(parents=True, exist_ok=True)
-                self._scratch = tempfile.mkdtemp(prefix="deps-", dir=tmp)
-        return self._scratch
+                self._scratch = self.cache.scratch()
+        return self._scratch.path
+
+    def _pinned(self, stage: Stage, looks) -> bool:
+        """Whether this stage's keys must be bound to the work folder before it runs: the
+        folder's path may reach an output where no offset finds it (escaped, re-encoded,
+        compressed, or inside a binary whose layout follows the path's length), or as text
+        that did not come from the path (a file outside the folder naming it)."""
+        if self._bound or mentions(tool_identity(stage.argv[0]), self.work):
+            return True
+        if any(_COMPRESS.match(a) for a in stage.argv):
+            return True
+        return any(look is not None and look.mentions and
+                   (not look.inside or look.binary or stage.kind in _REENCODE)
+                   for look in looks)
+
+    def _keys(self, parts: list, pinned: bool) -> tuple[str, ...]:
+        """The keys to look under, in order: the one any folder may use (unless ``pinned``),
+        then the one bound to this folder (``Cache.put`` picks between them by the outputs)."""
+        bound = digest([*parts, ["at", self.work]])
+        return (bound,) if pinned else (digest(parts), bound)
 
     def _cached(self, stage: Stage) -> StageRun:
         started = time.perf_counter() - self.t0
@@ -625,25 +747,33 @@ class _Context:
             if libs is None:  # a library we cannot find cannot be keyed: just run it
                 return run_stage(stage, self.env, self.cwd, self.t0)
             reads = reads + libs
-        inputs = []
+        inputs, looks = [], []
         for p in reads:
-            sha = self.hasher(paths.abs(p))
-            if sha is None and p in stage.inputs:
+            look = self.hasher.look(paths.abs(p))
+            if look is None and p in stage.inputs:
                 return run_stage(stage, self.env, self.cwd, self.t0)  # let the tool complain
-            inputs.append([paths.norm(p), sha])
-        base = ["stage/2", self.toolkit.version, stage.kind.value, tool_identity(stage.argv[0]),
+            inputs.append([paths.norm(p), look and look.digest])
+            looks.append(look)
+        # stage/3: no text stands for the work folder any more; ptxas's -v report is in stderr.
+        base = ["stage/3", self.toolkit.version, stage.kind.value, tool_identity(stage.argv[0]),
                 _key_args(stage, paths), self.env_part, inputs]
+        pinned = self._pinned(stage, looks)
         if stage.kind in _HOST_COMPILER and not any(a.startswith("-M") for a in stage.argv):
-            return self._direct(stage, digest(base + ["direct/3"]), reads, started, t)
-        key = digest(base)
-        hit = self._restore(stage, key, started, t)
+            # A direct key bound from the start binds every key found through it.
+            dkey = digest([*base, "direct/4", *([["at", self.work]] if pinned else [])])
+            return self._direct(stage, dkey, reads, started, t)
+        keys = self._keys(base, pinned)
+        hit = self._restore(stage, keys, started, t)
         if hit is not None:
             return hit
         since = time.time_ns()
         run = run_stage(stage, self.env, self.cwd, self.t0)
         self.count(misses=1)
         if run.ok and self._settled(reads, since):
-            self._store(stage, key, run)
+            # The stub's marker naming itself is the path's own doing only while nothing the
+            # stage read spelt the path (a marker copied from an input is the input's).
+            self._store(stage, keys, run, own_markers=stage.kind in _STUB_WRITERS and
+                        not any(look is not None and look.mentions for look in looks))
         return run
 
     def _direct(self, stage: Stage, dkey: str, reads: list[str], started: float,
@@ -656,10 +786,16 @@ class _Context:
         search = include_search(stage.argv, self.cwd, self.env, builtin)
         fixed = [*builtin, self.toolkit.root]
         for headers, shadow in self.cache.header_sets(dkey):
-            files = [paths.abs(paths.real(name)) for name in headers]
-            if all(self.hasher(f) == sha for f, sha in zip(files, headers.values())) and \
+            named = [paths.real(name) for name in headers]
+            if None in named:
+                continue
+            files = [paths.abs(f) for f in named]
+            looks = [self.hasher.look(f) for f in files]
+            if all(look is not None and look.digest == sha
+                   for look, sha in zip(looks, headers.values())) and \
                     self._shadow(files, search, fixed) == shadow:
-                hit = self._restore(stage, digest([dkey, sorted(headers.items())]), started, t)
+                keys = self._keys([dkey, sorted(headers.items())], self._pinned(stage, looks))
+                hit = self._restore(stage, keys, started, t)
                 if hit is not None:
                     self.count(direct_hits=1)
                     return hit
@@ -673,7 +809,8 @@ class _Context:
             names = parse_depfile(Path(depfile).read_text(errors="replace"))
         except OSError:
             return run
-        headers = {paths.norm(n): self.hasher(paths.abs(n)) for n in names}
+        looks = [self.hasher.look(paths.abs(n)) for n in names]
+        headers = {paths.name(n): look and look.digest for n, look in zip(names, looks)}
         # The places a hiding file could be, as they are now (not the build's memory): one
         # that appeared while the compiler ran may or may not have been seen, so the result
         # is not stored (ccache's "file too new", for the places nobody read). Time macros
@@ -683,7 +820,8 @@ class _Context:
         trees = Trees(fixed)
         if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \
                 not uses_time_macros(f for f in files if f not in trees):
-            self._store(stage, digest([dkey, sorted(headers.items())]), run)
+            self._store(stage, self._keys([dkey, sorted(headers.items())],
+                                          self._pinned(stage, looks)), run)
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
                 self.cache.add_header_set(dkey, headers,
                                           digest([search_layout(search), shown]))
@@ -713,23 +851,31 @@ class _Context:
                 return False
         return True
 
-    def _restore(self, stage: Stage, key: str, started: float, t: float) -> StageRun | None:
-        entry = self.cache.get(key)
-        if entry is None:
-            return None
-        restored = None
-        if entry is not False:
-            try:  # each file is stored under its place in the stage's outputs
-                dests = [self.paths.abs(stage.outputs[int(f["name"])]) for f in entry.files]
-            except (ValueError, IndexError, KeyError, TypeError):
-                dests = None
-            if dests is not None:
-                back = (WORK_TOKEN.encode(), self.work.encode())
-                restored = self.cache.restore(entry, dests, back)
-        if restored is None:  # damaged: drop it; the stage runs and stores a good one
-            self.cache.discard(key)
-            self.count(corrupt=1)
-            return None
+    def _restore(self, stage: Stage, keys: tuple[str, ...], started: float,
+                 t: float) -> StageRun | None:
+        """The first entry found under ``keys``, copied into place with this build's work
+        folder at its sites; None when there is none (a damaged one is dropped)."""
+        for key in keys:
+            entry = self.cache.get(key, self.where)
+            if entry is None:
+                continue
+            restored = None
+            if entry is not False:
+                try:  # each file is stored under its place in the stage's outputs
+                    dests = [self.paths.abs(stage.outputs[int(f["name"])])
+                             for f in entry.files]
+                except (ValueError, IndexError, KeyError, TypeError):
+                    dests = None
+                if dests is not None:
+                    restored = self.cache.restore(entry, dests, self.where)
+            if restored is None:  # damaged: drop it; the stage runs and stores a good one
+                self.cache.discard(key)
+                self.count(corrupt=1)
+                continue
+            return self._hit(stage, entry, restored, started, t)
+        return None
+
+    def _hit(self, stage: Stage, entry, restored, started: float, t: float) -> StageRun:
         self.count(hits=1)
         run = StageRun(stage, time.perf_counter() - t, 0, entry.stdout, entry.stderr,
                        started=started, cached=True)
@@ -738,14 +884,17 @@ class _Context:
                          for d, (sha, size) in restored.files.items()]
         return run
 
-    def _store(self, stage: Stage, key: str, run: StageRun) -> None:
+    def _store(self, stage: Stage, keys: tuple[str, ...], run: StageRun, *,
+               own_markers: bool = False) -> None:
+        """Store under ``keys[0]``, or under the key bound to this folder (the last) when
+        the outputs hold its path where another folder could not trust it (``Cache.put``)."""
         slots = [n for n, p in enumerate(stage.outputs) if Path(self.cwd, p).is_file()]
         try:
-            if self.cache.put(key, [self.paths.abs(stage.outputs[n]) for n in slots],
+            if self.cache.put(keys[0], [self.paths.abs(stage.outputs[n]) for n in slots],
                               names=[str(n) for n in slots], stdout=run.stdout,
-                              stderr=run.stderr, seconds=run.seconds,
+                              stderr=run.tool_stderr, seconds=run.seconds,
                               about={"kind": stage.kind.value, "arch": stage.arch},
-                              rewrite=(self.work.encode(), WORK_TOKEN.encode())):
+                              work=self.where, pinned=keys[-1], own_markers=own_markers):
                 self.count(stored=1)
         except OSError:
             pass  # an output vanished or the disk is full: the build itself is fine

@@ -1,12 +1,32 @@
-"""The only module that starts subprocesses: always from an argument list, never a shell."""
+"""The only module that starts subprocesses: always from an argument list, never a shell.
+
+Every tool starts in a session (and process group) of its own, and is ended as a group: the
+programs it starts itself (nvcc's gcc, cc1plus, as) go with it. A group is ended on a timeout,
+when the code waiting for it is interrupted, when a ``tool_scope`` exits with an exception,
+and, inside ``handle_signals``, on SIGINT, SIGTERM and SIGHUP.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
+import shutil
+import signal
 import subprocess
+import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .errors import Terminated
+
+# Seconds a group gets between SIGTERM and SIGKILL, to tidy up as a tool does on SIGTERM.
+GRACE = 2.0
+# How often a waiting thread looks whether its tool should be ended (a signal or a scope).
+_POLL = 0.2
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass(frozen=True)
@@ -37,29 +57,196 @@ def run(
     timeout: float | None = None,
     input_text: str | None = None,
 ) -> Completed:
-    """Run ``argv`` to completion and capture its output (text, undecodable bytes replaced)."""
+    """Run ``argv`` to completion and capture its output (text, undecodable bytes replaced).
+
+    Raises ToolMissing when it cannot start, ToolTimeout when it ran past ``timeout``, and
+    Terminated when a signal or its ``tool_scope`` ended it; its group is ended each time.
+    """
     argv = [os.fspath(a) for a in argv]
+    scope = _scope.get()
+    _check(scope)
     t0 = time.perf_counter()
+    p = tmp = None
     try:
-        cp = subprocess.run(
-            argv,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            input=input_text,
-            stdin=None if input_text is not None else subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            shell=False,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as e:
-        raise ToolTimeout(f"{argv[0]!r} did not finish within {timeout:g} s") from e
-    except OSError as e:  # not found, not executable, not a program (ENOEXEC), ...
-        raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
-    t1 = time.perf_counter()
-    return Completed(tuple(argv), cp.returncode, cp.stdout, cp.stderr, t1 - t0)
+        # A $TMPDIR of its own, removed with the run: what an ended tool leaves there (cicc's
+        # *.lgenfe.bc) goes too. No plan names it (nvcc plans with --keep-dir), and no cache
+        # key includes it.
+        with contextlib.suppress(OSError):  # an unwritable $TMPDIR: the tool may not need one
+            tmp = tempfile.mkdtemp(prefix="nvstage-tool-")
+        if tmp is not None:
+            env = {**(os.environ if env is None else env), "TMPDIR": tmp}
+        try:
+            # Its own session: the terminal's Ctrl-C and hangup reach nvstage alone, which
+            # ends the tool's whole group itself, and a tool never stops on terminal I/O.
+            p = subprocess.Popen(
+                argv, cwd=cwd, env=dict(env) if env is not None else None,
+                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                shell=False, start_new_session=True)
+        except OSError as e:  # not found, not executable, not a program (ENOEXEC), ...
+            raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
+        _track(p, scope)
+        out, err = _communicate(p, input_text, timeout, scope)
+    except BaseException:
+        if p is not None:
+            _end(p)
+        raise
+    finally:
+        if p is not None:
+            _untrack(p, scope)
+            for f in (p.stdin, p.stdout, p.stderr):
+                if f is not None:
+                    with contextlib.suppress(OSError):
+                        f.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return Completed(tuple(argv), p.returncode, out, err, time.perf_counter() - t0)
+
+
+def _communicate(p: subprocess.Popen, input_text: str | None, timeout: float | None,
+                 scope: _Scope | None) -> tuple[str, str]:
+    """Wait for ``p`` in short steps, so that a signal or an ended scope is seen in time."""
+    end = None if timeout is None else time.monotonic() + timeout
+    data = input_text
+    while True:
+        step = _POLL if end is None else min(_POLL, max(0.0, end - time.monotonic()))
+        try:
+            out, err = p.communicate(data, timeout=step)
+        except subprocess.TimeoutExpired:
+            data = None  # sent already: a retry carries on where the first call stopped
+            _check(scope)
+            if end is not None and time.monotonic() >= end:
+                raise ToolTimeout(f"{p.args[0]!r} did not finish within {timeout:g} s") from None
+            continue
+        _check(scope)  # ended by our SIGTERM: that is no answer from the tool
+        return out, err
+
+
+@dataclass(eq=False)
+class _Scope:
+    procs: set = field(default_factory=set)
+    ended: bool = False
+
+
+_live: dict[int, subprocess.Popen] = {}  # every running tool, by its process group id
+# Re-entrant: the signal handler runs in the main thread, maybe while that thread holds it.
+_lock = threading.RLock()
+_stopping: int | None = None  # the signal that asked every tool to end, once one came
+_installed = 0  # handle_signals blocks active (nested ones leave the first in charge)
+_scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("nvstage_tool_scope",
+                                                                      default=None)
+
+
+def _check(scope: _Scope | None) -> None:
+    if _stopping is not None:
+        raise Terminated(_stopping)
+    if scope is not None and scope.ended:
+        raise Terminated()
+
+
+def _track(p: subprocess.Popen, scope: _Scope | None) -> None:
+    with _lock:
+        _live[p.pid] = p
+        if scope is not None:
+            scope.procs.add(p)
+    _check(scope)  # a signal that came while it started found it not yet listed
+
+
+def _untrack(p: subprocess.Popen, scope: _Scope | None) -> None:
+    with _lock:
+        _live.pop(p.pid, None)
+        if scope is not None:
+            scope.procs.discard(p)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _end(p: subprocess.Popen) -> None:
+    """End ``p``'s whole group: SIGTERM, ``GRACE`` seconds to clean up, then SIGKILL.
+
+    Only the thread that started ``p`` calls this (it alone reaps ``p``)."""
+    try:
+        _signal_group(p.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(GRACE)
+    finally:
+        # Also the members that outlived the leader or ignored SIGTERM. The group id cannot
+        # name a stranger by now: Linux hands out pids in turn, and never one a group uses.
+        _signal_group(p.pid, signal.SIGKILL)
+    p.wait()
+
+
+def _end_groups(groups) -> None:
+    """SIGTERM to each group; the threads waiting for them finish the job (``_end``)."""
+    for p in groups:
+        _signal_group(p.pid, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def tool_scope() -> Iterator[None]:
+    """Tools started inside the block are ended if it exits with an exception.
+
+    Threads count when their work runs under a copy of the block's context
+    (``contextvars.copy_context().run``): a build's pool does, so the KeyboardInterrupt
+    Python raises in the main thread never leaves the workers' tools running.
+    """
+    scope = _Scope()
+    token = _scope.set(scope)
+    try:
+        yield
+    except BaseException:
+        with _lock:
+            scope.ended = True
+            groups = list(scope.procs)
+        _end_groups(groups)
+        raise
+    finally:
+        _scope.reset(token)
+
+
+def _on_signal(signum: int, frame) -> None:
+    global _stopping
+    with _lock:
+        first = _stopping is None
+        if first:
+            _stopping = signum
+        groups = list(_live.values())
+    _end_groups(groups)
+    # Only the first signal raises: a second one must not cut the cleanup (the scratch
+    # folders' removal in ``finally`` blocks) short. It still ends any tool started since.
+    if first:
+        raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def handle_signals() -> Iterator[None]:
+    """Inside the block, SIGINT, SIGTERM and SIGHUP end every tool started through ``run``
+    (each whole group), refuse new ones, and raise ``Terminated`` in the main thread, so that
+    ``finally`` blocks remove scratch folders on the way out. The CLI wraps every command in
+    it; a library caller may too. Python hands signals to the main thread only: elsewhere,
+    and inside an outer block, this does nothing. An ignored signal (``nohup``) stays so.
+    """
+    global _installed, _stopping
+    if threading.current_thread() is not threading.main_thread() or _installed:
+        yield
+        return
+    old = {}
+    for s in SIGNALS:
+        prev = signal.getsignal(s)
+        if prev is not signal.SIG_IGN:
+            old[s] = signal.signal(s, _on_signal)
+    _installed += 1
+    try:
+        yield
+    finally:
+        _installed -= 1
+        for s, prev in old.items():
+            signal.signal(s, prev if prev is not None else signal.SIG_DFL)
+        with _lock:
+            _stopping = None
 
 
 def output(argv: Sequence[str], **kw) -> str:

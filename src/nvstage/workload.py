@@ -52,7 +52,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from .documents import one_line
+from .errors import NvstageError, UsageError
 
 SCHEMA_KEYS = ("kernel", "params", "buffers", "transfer", "launch", "run", "check")
 # Tables other commands read from the same file (nvstage model's byte and FLOP counts).
@@ -72,12 +73,23 @@ SCALARS = {
     "f16": ("float16", 2, True), "f32": ("float32", 4, True), "f64": ("float64", 8, True),
 }
 CODE_KINDS = ("source", "cubin", "fatbin", "ptx")
+# CUDA's launch limits (CUDA C++ Programming Guide, Technical Specifications: the same for
+# every compute capability nvstage knows): grid x, y, z and block x, y, z, threads per block.
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+# Repetitions, warm-ups and repeats of one launch: far above any real run, low enough that
+# a typo (or a hostile file) cannot queue work for days.
+MAX_REPS = 1_000_000
 
 
 class WorkloadError(UsageError):
     """A workload that cannot be run as written: names the file, table and key."""
 
     def __init__(self, message: str, *, where: str = "", hint: str | None = None):
+        # Names from the file (tables, keys, buffers) end up in the message: a newline or
+        # escape sequence in one must not break the one-line error or the terminal.
+        where, message = one_line(where), one_line(message)
         self.where = where
         super().__init__(f"{where}: {message}" if where else message, hint=hint)
 
@@ -99,9 +111,25 @@ _CMPOPS: dict[type, Callable] = {
     ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
     ast.Eq: operator.eq, ast.NotEq: operator.ne,
 }
+
+
+def quote_expr(expr) -> str:
+    """An expression for a message, cut short: a hostile one may be thousands of characters."""
+    text = repr(expr)
+    return text if len(text) <= 80 else f"{text[:60]}...' ({len(str(expr))} characters)"
+
+
+def _finite(x):
+    """``x`` if it is a finite number: NaN or inf reaching int() raised a ValueError or an
+    OverflowError past every caller's except clause."""
+    if isinstance(x, float) and not math.isfinite(x):
+        raise ExprError(f"{x} is not a finite number")
+    return x
+
+
 _INT_FUNCS: dict[str, Callable] = {
-    "min": min, "max": max, "abs": abs, "int": int, "float": float,
-    "ceil": lambda x: int(math.ceil(x)), "floor": lambda x: int(math.floor(x)),
+    "min": min, "max": max, "abs": abs, "int": lambda x: int(_finite(x)), "float": float,
+    "ceil": lambda x: int(math.ceil(_finite(x))), "floor": lambda x: int(math.floor(_finite(x))),
     "cdiv": lambda a, b: -(-a // b),  # ceil division, for grids
 }
 _NUMPY_FUNCS = frozenset("""
@@ -115,14 +143,77 @@ _ARRAY_METHODS = frozenset("""
     astype sum mean max min cumsum prod reshape ravel flatten copy view any all
 """.split())
 _MAX_POW = 4096  # guard against 10**10**10 in a workload file
+# Bounds on what an expression may cost, whoever wrote the file. Workload values end up in
+# 64-bit kernel arguments, so 512 bits leaves room for any intermediate while keeping each
+# operation instant: the exponent bound alone let ((10**4096)**4096)**4096 compute for
+# minutes. An int of 512 bits also still converts to a float and prints.
+MAX_INT_BITS = 512
+MAX_EXPR_CHARS = 2000  # Python's own parser gives up (RecursionError) near 4,000 operators
+MAX_EXPR_DEPTH = 100  # nested operations; 100,000 chained + overflowed the evaluator's stack
 
 
 class ExprError(ValueError):
     pass
 
 
+def _check_int(v):
+    """``v``, if it is not an integer of more than ``MAX_INT_BITS`` bits."""
+    if isinstance(v, int) and v.bit_length() > MAX_INT_BITS:
+        raise ExprError(f"a value exceeds 2**{MAX_INT_BITS} (the limit on integers in an "
+                        "expression)")
+    return v
+
+
+def _bits(v) -> int:
+    return abs(v).bit_length() if isinstance(v, int) else 0
+
+
+def _check_binop(op: ast.operator, left, right) -> None:
+    """Refuse, before computing it, an integer result that would exceed ``MAX_INT_BITS``:
+    a pow's or a product's size is known from its operands' sizes."""
+    if isinstance(op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > _MAX_POW:
+        raise ExprError("exponent too large")
+    if isinstance(op, ast.LShift) and isinstance(right, int) and right > 64:
+        raise ExprError("shift too large")
+    if isinstance(left, tuple) or isinstance(right, tuple):
+        # (1,) * 10**9 repeats a tuple; a + a over a chain of parameters doubles one each time
+        raise ExprError("arithmetic on a tuple is not allowed")
+    if not (isinstance(left, int) and isinstance(right, int)):
+        return
+    if isinstance(op, ast.Pow) and right > 0 and abs(left) > 1:
+        grows = (_bits(left) - 1) * right
+    elif isinstance(op, ast.Mult):
+        grows = _bits(left) + _bits(right) - 1
+    elif isinstance(op, ast.LShift) and right > 0:
+        grows = _bits(left) + right
+    else:
+        return
+    if grows > MAX_INT_BITS:
+        raise ExprError(f"a value exceeds 2**{MAX_INT_BITS} (the limit on integers in an "
+                        "expression)")
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deeply ``tree`` nests, walked without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if deepest > MAX_EXPR_DEPTH:
+            return deepest
+        stack.extend((c, d + 1) for c in ast.iter_child_nodes(node))
+    return deepest
+
+
 def _eval(node: ast.AST, names: Mapping[str, Any], *, numpy_mod=None) -> Any:
     """Evaluate a restricted expression tree. ``numpy_mod``: allow ``np.f(...)`` and methods."""
+    value = _eval_node(node, names, numpy_mod=numpy_mod)
+    if isinstance(value, complex):  # (-8) ** 0.5
+        raise ExprError("the result is not a real number")
+    return _check_int(value)
+
+
+def _eval_node(node: ast.AST, names: Mapping[str, Any], *, numpy_mod=None) -> Any:
     rec = lambda n: _eval(n, names, numpy_mod=numpy_mod)  # noqa: E731
     if isinstance(node, ast.Expression):
         return rec(node.body)
@@ -134,11 +225,7 @@ def _eval(node: ast.AST, names: Mapping[str, Any], *, numpy_mod=None) -> Any:
         raise ExprError(f"unknown name {node.id!r}")
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left, right = rec(node.left), rec(node.right)
-        if (isinstance(node.op, ast.Pow) and isinstance(right, (int, float))
-                and abs(right) > _MAX_POW):
-            raise ExprError("exponent too large")
-        if isinstance(node.op, ast.LShift) and isinstance(right, int) and right > 64:
-            raise ExprError("shift too large")
+        _check_binop(node.op, left, right)
         return _BINOPS[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNOPS:
         return _UNOPS[type(node.op)](rec(node.operand))
@@ -184,10 +271,20 @@ def _eval(node: ast.AST, names: Mapping[str, Any], *, numpy_mod=None) -> Any:
 
 
 def _parse(text: str) -> ast.Expression:
+    text = text.strip()
+    if len(text) > MAX_EXPR_CHARS:
+        raise ExprError(f"longer than {MAX_EXPR_CHARS} characters (the limit on an "
+                        "expression)")
     try:
-        return ast.parse(text.strip(), mode="eval")
+        tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         raise ExprError(f"not an expression ({e.msg})") from None
+    except (RecursionError, MemoryError):  # the parser's own stack, on deep nesting
+        raise ExprError(f"nested more than {MAX_EXPR_DEPTH} levels deep") from None
+    if _depth(tree) > MAX_EXPR_DEPTH:
+        raise ExprError(f"nested more than {MAX_EXPR_DEPTH} levels deep (the limit on an "
+                        "expression)")
+    return tree
 
 
 def eval_int_expr(expr: str | int | float, names: Mapping[str, Any]) -> Any:
@@ -199,10 +296,15 @@ def eval_int_expr(expr: str | int | float, names: Mapping[str, Any]) -> Any:
     if isinstance(expr, bool):
         raise ExprError("a boolean is not a number")
     if isinstance(expr, (int, float)):
-        return expr
+        return _check_int(expr)
     if not isinstance(expr, str):
         raise ExprError(f"expected a number or an expression string, not {type(expr).__name__}")
-    value = _eval(_parse(expr), names)
+    try:
+        value = _eval(_parse(expr), names)
+    except ExprError:
+        raise
+    except ValueError as e:  # 1 << -1, math domain errors: the expression's fault
+        raise ExprError(str(e)) from None
     if isinstance(value, float) and value.is_integer() and "/" in expr:
         value = int(value)
     return value
@@ -298,6 +400,12 @@ class CheckSpec:
     atol: float = 1e-6
 
 
+def _max_shared_optin() -> int:
+    from .gpus import ARCHS
+
+    return max(a.shared_per_block_optin for a in ARCHS.values())
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -320,7 +428,7 @@ class Workload:
             try:
                 values[name] = eval_int_expr(expr, values)
             except (ExprError, ArithmeticError, TypeError) as e:
-                raise WorkloadError(f"cannot evaluate {expr!r}: {e}",
+                raise WorkloadError(f"cannot evaluate {quote_expr(expr)}: {e}",
                                     where=self._where("params", name)) from None
         return values
 
@@ -349,26 +457,41 @@ class Workload:
         grid = tuple(self._int(g, values, self._where(where, "grid")) for g in lz.grid)
         block = tuple(self._int(b, values, self._where(where, "block")) for b in lz.block)
         shared = self._int(lz.shared, values, self._where(where, "shared"))
-        for key, dims in (("grid", grid), ("block", block)):
+        for key, dims, limits in (("grid", grid, MAX_GRID), ("block", block, MAX_BLOCK)):
             if any(d <= 0 for d in dims):
                 raise WorkloadError(f"{key} dimensions must be positive, got {dims}",
                                     where=self._where(where, key))
-        if math.prod(block) > 1024:
-            raise WorkloadError(f"a block holds at most 1024 threads, got {math.prod(block)}",
-                                where=self._where(where, "block"))
+            for axis, d, most in zip("xyz", dims, limits):
+                if d > most:
+                    raise WorkloadError(f"{key} {axis} is {d}: CUDA allows at most {most}",
+                                        where=self._where(where, key),
+                                        hint=f"CUDA's limits: grid {MAX_GRID[0]} x "
+                                             f"{MAX_GRID[1]} x {MAX_GRID[2]}, block "
+                                             f"{MAX_BLOCK[0]} x {MAX_BLOCK[1]} x "
+                                             f"{MAX_BLOCK[2]} ({MAX_THREADS_PER_BLOCK} "
+                                             "threads in all)")
+        if math.prod(block) > MAX_THREADS_PER_BLOCK:
+            raise WorkloadError(f"a block holds at most {MAX_THREADS_PER_BLOCK} threads, got "
+                                f"{math.prod(block)}", where=self._where(where, "block"))
         if shared < 0:
             raise WorkloadError("dynamic shared memory cannot be negative",
                                 where=self._where(where, "shared"))
+        most = _max_shared_optin()
+        if shared > most:
+            raise WorkloadError(f"dynamic shared memory of {shared} bytes: no GPU gives a "
+                                f"block more than {most}", where=self._where(where, "shared"))
         return {"grid": grid, "block": block, "shared": shared}
 
     def scalar_value(self, s: Scalar, values: Mapping[str, Any], where: str):
         try:
             v = eval_int_expr(s.expr, values)
         except (ExprError, ArithmeticError, TypeError) as e:
-            raise WorkloadError(f"cannot evaluate {s.expr!r}: {e}", where=where) from None
+            raise WorkloadError(f"cannot evaluate {quote_expr(s.expr)}: {e}",
+                                where=where) from None
         if not s.is_float:
             if isinstance(v, float) and not v.is_integer():
-                raise WorkloadError(f"{s.tag} needs an integer, {s.expr!r} is {v}", where=where)
+                raise WorkloadError(f"{s.tag} needs an integer, {quote_expr(s.expr)} is {v}",
+                                    where=where)
             v = int(v)
             bits = 8 * s.size
             lo, hi = ((0, 2**bits - 1) if s.tag.startswith("u")
@@ -389,14 +512,17 @@ class Workload:
         try:
             v = eval_int_expr(expr, values)
         except (ExprError, ArithmeticError, TypeError) as e:
-            raise WorkloadError(f"cannot evaluate {expr!r}: {e}", where=where) from None
+            raise WorkloadError(f"cannot evaluate {quote_expr(expr)}: {e}",
+                                where=where) from None
         if isinstance(v, float):
             if not v.is_integer():
-                raise WorkloadError(f"{expr!r} is {v}, not a whole number "
+                raise WorkloadError(f"{quote_expr(expr)} is {v}, not a whole number "
                                     f"(use // or cdiv(a, b) to round)", where=where)
             v = int(v)
         if not isinstance(v, int):
-            raise WorkloadError(f"{expr!r} is not a number", where=where)
+            raise WorkloadError(f"{quote_expr(expr)} is not a number", where=where)
+        if v.bit_length() > MAX_INT_BITS:  # 1e308 is a whole number too
+            raise WorkloadError(f"{quote_expr(expr)} exceeds 2**{MAX_INT_BITS}", where=where)
         return v
 
     def _where(self, table: str, key: str | None = None) -> str:
@@ -465,6 +591,9 @@ class _Reader:
         if not isinstance(value, str) or not value:
             raise self.err("must be a file path (a string)", table, key)
         p = (self.base / value).resolve()
+        if p.exists() and not p.is_file():  # a FIFO or device would block or never end
+            raise self.err(f"{value} is not a regular file ({p})", table, key,
+                           hint="a workload names regular files only")
         if not p.is_file():
             raise self.err(f"no such file: {value} (looked in {p.parent})", table, key)
         return str(p)
@@ -551,10 +680,10 @@ class _Reader:
             if isinstance(count, bool) or not isinstance(count, (int, str)):
                 raise self.err("must be an integer or an expression string", table, "count")
             out.append(BufferSpec(bname, dtype, count, self.init(spec.get("init", "zeros"),
-                                                                 table)))
+                                                                 table, dtype)))
         return tuple(out)
 
-    def init(self, v, table: str) -> Init:
+    def init(self, v, table: str, dtype: str = "float32") -> Init:
         if v == "zeros":
             return Init("zeros")
         if not isinstance(v, Mapping) or len(v) != 1:
@@ -564,7 +693,15 @@ class _Reader:
         if kind == "fill":
             if isinstance(arg, bool) or not isinstance(arg, (int, float)):
                 raise self.err("fill takes a number", table, "init.fill")
-            return Init("fill", value=float(arg))
+            try:
+                value = float(arg)
+            except OverflowError:
+                raise self.err("fill is too large for any dtype", table, "init.fill") from None
+            # NaN and inf are values a float buffer can hold; an integer one cannot.
+            if not dtype.startswith("float") and not math.isfinite(value):
+                raise self.err(f"fill is {value}: a {dtype} buffer holds finite integers",
+                               table, "init.fill")
+            return Init("fill", value=value)
         if kind == "npy":
             return Init("npy", path=self.path(arg, table, "init.npy"))
         if kind in ("random", "range"):
@@ -575,7 +712,24 @@ class _Reader:
             for k, val in arg.items():
                 if isinstance(val, bool) or not isinstance(val, (int, float)):
                     raise self.err("must be a number", f"{table}.init.{kind}", k)
-                nums[k] = int(val) if k == "seed" else float(val)
+                if k == "seed":
+                    if not isinstance(val, int) or not 0 <= val < 2**64:
+                        raise self.err("a seed is an integer from 0 to 2**64 - 1",
+                                       f"{table}.init.{kind}", k)
+                    nums[k] = val
+                    continue
+                # inf or nan here reached int() or numpy's generator when the run started
+                if isinstance(val, int) and val.bit_length() > 1000 or \
+                        not math.isfinite(float(val)):
+                    raise self.err("must be a finite number", f"{table}.init.{kind}", k)
+                nums[k] = float(val)
+                if kind == "random" and not dtype.startswith("float"):
+                    import numpy as np
+
+                    info = np.iinfo(dtype)
+                    if not info.min <= nums[k] <= info.max:
+                        raise self.err(f"{val} does not fit in {dtype}",
+                                       f"{table}.init.{kind}", k)
             return Init(kind, **nums)
         raise self.err(f"unknown initial contents {kind!r}", table, "init",
                        hint="zeros, random, range, fill or npy")
@@ -594,8 +748,10 @@ class _Reader:
         return tuple(v)
 
     def positive_int(self, v, table, key, allow_zero=False) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if allow_zero else 1):
-            raise self.err(f"must be an integer {'>= 0' if allow_zero else '>= 1'}", table, key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if allow_zero else 1) \
+                or v > MAX_REPS:
+            raise self.err(f"must be an integer {'>= 0' if allow_zero else '>= 1'} and at "
+                           f"most {MAX_REPS}", table, key)
         return v
 
     def dims(self, v, table, key) -> tuple[str | int, ...]:
@@ -975,13 +1131,33 @@ def initial_contents(w: Workload, values: Mapping[str, Any] | None = None) -> di
                 hi = it.high if it.high > it.low + 1 else np.iinfo(dt).max
                 arr = rng.integers(int(it.low), int(hi), n, dtype=dt, endpoint=True)
         else:  # npy
-            arr = np.load(it.path, allow_pickle=False).reshape(-1)
-            if arr.size != n:
-                raise WorkloadError(f"{it.path} holds {arr.size} elements, the buffer {n}",
-                                    where=w._where(f"buffers.{b.name}", "init.npy"))
+            arr = _load_npy(it.path, n, w._where(f"buffers.{b.name}", "init.npy"))
             arr = arr.astype(dt, copy=False)
         out[b.name] = np.ascontiguousarray(arr)
     return out
+
+
+def _load_npy(path: str, n: int, where: str):
+    """A .npy file a workload names, of exactly ``n`` elements. Mapped, not read, until its
+    header has been checked: a header claiming more than the file holds, or a file far
+    larger than the buffer, is one error, not a MemoryError or numpy's ValueError."""
+    import numpy as np
+
+    from .artifacts import open_regular
+
+    try:
+        with open_regular(path):  # a FIFO or device: refused unread
+            pass
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except NvstageError as e:
+        raise WorkloadError(e.message, where=where) from None
+    except Exception as e:  # numpy's header parser raises ValueError, SyntaxError,
+        # tokenize.TokenError, EOFError, ... on a damaged file: all of them mean "not .npy"
+        raise WorkloadError(f"cannot read {path} as .npy: {type(e).__name__}: {e}",
+                            where=where) from None
+    if arr.size != n:
+        raise WorkloadError(f"{path} holds {arr.size} elements, the buffer {n}", where=where)
+    return np.array(arr).reshape(-1)
 
 
 @dataclass(frozen=True)
@@ -1014,7 +1190,8 @@ def run_check(w: Workload, initial: Mapping, results: Mapping,
             want = np.broadcast_to(want, got.shape)
         except Exception as e:  # a user expression: report it, keep the run's figures
             out.append(CheckResult(bname, False, None, got.size, got.size,
-                                   f"cannot evaluate {expr!r}: {type(e).__name__}: {e}"))
+                                   f"cannot evaluate {quote_expr(expr)}: "
+                                   f"{type(e).__name__}: {e}"))
             continue
         close = np.isclose(got.astype(np.float64), want.astype(np.float64),
                            rtol=w.check.rtol, atol=w.check.atol)
@@ -1102,8 +1279,11 @@ def prepare(w: Workload, arch: str, *, toolkit=None) -> Prepared:
     import tempfile
     import time
 
+    from .artifacts import read_regular
+
     code = w.code
     if code.kind == "source":
+        from .errors import StageFailed
         from .options import CompileOptions
         from .pipeline import compile as run_compile
 
@@ -1113,28 +1293,57 @@ def prepare(w: Workload, arch: str, *, toolkit=None) -> Prepared:
             opts = CompileOptions(archs=(arch,), stop=code.stop, defines=code.defines,
                                   include_dirs=code.include_dirs,
                                   output=str(Path(tmp, f"{Path(code.path).stem}.{code.stop}")))
-            build = run_compile(code.path, opts, toolkit=toolkit, keep=Path(tmp, "keep"),
-                                cwd=Path(code.path).parent)
+            try:
+                build = run_compile(code.path, opts, toolkit=toolkit, keep=Path(tmp, "keep"),
+                                    cwd=Path(code.path).parent)
+            except StageFailed as e:
+                raise without_temp_keep(e, code, arch) from None
             image_art = build.artifact(code.stop)
             ptx_art = build.artifact("ptx")
             if image_art is None:
                 from .errors import ArtifactError
 
                 raise ArtifactError(f"compiling {code.path} for {arch} left no {code.stop}")
-            image = Path(image_art.path).read_bytes()
-            ptx = Path(ptx_art.path).read_text(errors="replace") if ptx_art else None
+            image = read_regular(image_art.path)
+            ptx = read_regular(ptx_art.path).decode(errors="replace") if ptx_art else None
         summary = {"source": code.path, "options": opts.to_json(),
                    "stages": len(build.runs), "wall_seconds": build.wall_seconds,
                    "toolkit": build.toolkit.to_json()}
-        return Prepared(code.stop, image, arch, kernel_signatures(ptx) if ptx else None,
+        return Prepared(code.stop, image, arch, _signatures(ptx, code.path) if ptx else None,
                         time.perf_counter() - t0, summary)
-    image = Path(code.path).read_bytes()
-    ptx_text = None
+    # Packaged code a workload names: regular files only, read with a bound.
+    image = read_regular(code.path, what=code.kind)
+    ptx_text, ptx_path = None, code.path
     if code.kind == "ptx":
         ptx_text = image.decode(errors="replace")
     elif code.ptx:
-        ptx_text = Path(code.ptx).read_text(errors="replace")
-    return Prepared(code.kind, image, arch, kernel_signatures(ptx_text) if ptx_text else None)
+        ptx_path = code.ptx
+        ptx_text = read_regular(code.ptx, what="PTX file").decode(errors="replace")
+    return Prepared(code.kind, image, arch,
+                    _signatures(ptx_text, ptx_path) if ptx_text else None)
+
+
+def _signatures(ptx_text: str, path: str) -> dict[str, KernelSig]:
+    from .errors import ArtifactError
+
+    try:
+        return kernel_signatures(ptx_text)
+    except ArtifactError as e:  # the PTX parser knows no file name
+        raise ArtifactError(f"{path}: {e.message}", hint=e.hint) from None
+
+
+def without_temp_keep(e, code: CodeSpec, arch: str):
+    """A stage failed while compiling a workload's source: its keep folder was temporary and
+    is deleted on the way out, so the error must not send the user there. Say instead how
+    to compile the same thing with the files kept."""
+    import shlex
+
+    argv = ["nvstage", "compile", code.path, "--arch", arch, f"--{code.stop}"]
+    argv += [f"-D{d}" for d in code.defines] + [f"-I{i}" for i in code.include_dirs]
+    e.keep_dir = None
+    e.hint = ("the workload's build ran in a temporary folder, now removed; to keep what "
+              f"the earlier stages produced: {shlex.join(argv)} --keep-dir DIR")
+    return e
 
 
 def load_and_validate(path_or_workload, arch: str, *, toolkit=None):

@@ -1,9 +1,12 @@
 """nvstage compile and doctor through the CLI: tables, JSON, and one-line errors."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+
+import pytest
 
 
 def test_compile_prints_the_stage_table_and_keeps(cli, kernels, workdir):
@@ -122,3 +125,55 @@ def test_a_narrow_terminal_stacks_cells_instead_of_breaking_names(cli, kernels, 
     assert max(map(len, r.stdout.splitlines())) <= 72
     assert "saxpy.cudafe1.stub.c" in r.stdout and "…" not in r.stdout
     assert "device-preprocess" in r.stdout and "compute_90" in r.stdout
+
+
+def test_a_source_named_like_an_option_builds_as_plain_nvcc_does(cli, kernels, workdir,
+                                                                   toolkit):
+    # The path type turns ./-dash.cu into -dash.cu, which nvcc took for an option.
+    shutil.copy(kernels / "saxpy.cu", workdir / "-dash.cu")
+    r = cli("compile", "./-dash.cu", "-c", "--arch", "sm_90", "--keep")
+    assert r.exit_code == 0, r.stderr
+    assert (workdir / "-dash.o").is_file()  # the name nvcc derives, where nvcc puts it
+    (workdir / "ref").mkdir()
+    subprocess.run([toolkit.nvcc, "-c", "-arch=sm_90", "--keep", "--keep-dir", "ref",
+                    "./-dash.cu", "-o", "ref/-dash.o"], cwd=workdir, check=True,
+                   capture_output=True)
+    ptx = (workdir / "ref/-dash.ptx").read_text()
+    assert (workdir / "-dash.nvstage/-dash.ptx").read_text() == ptx
+    # Absolute paths: cuobjdump too would read -dash.o as an option. The first lines name
+    # the file.
+    sass = [subprocess.run([toolkit.tool("cuobjdump"), "-sass", str(workdir / o)],
+                           capture_output=True, text=True, check=True).stdout.split("\n", 2)[2]
+            for o in ("-dash.o", "ref/-dash.o")]
+    assert sass[0] == sass[1] and "saxpy" in sass[0]
+    # --ptx: plain nvcc writes -dash.ptx, then fails its own check of it (ptxas reads the
+    # name as an option); nvstage names it ./-dash.ptx for nvcc, and the check passes.
+    r = cli("compile", "./-dash.cu", "--ptx", "--arch", "sm_90")
+    assert r.exit_code == 0, r.stderr
+    assert (workdir / "-dash.ptx").read_text() == ptx
+    (workdir / "sub").mkdir()
+    shutil.move(workdir / "-dash.cu", workdir / "sub/-dash.cu")
+    r = cli("compile", "sub/-dash.cu", "--ptx", "--arch", "sm_90", "-o", "-o.ptx")
+    assert r.exit_code == 0, r.stderr
+    assert (workdir / "-o.ptx").read_text() == ptx.replace("./-dash.cu", "sub/-dash.cu")
+
+
+@pytest.mark.parametrize("columns", ["abc", "-5", "0", "99999999", "1" * 30, " ", "٣"])
+def test_junk_columns_fall_back_to_a_default_width(cli, kernels, workdir, monkeypatch,
+                                                  columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    r = cli("compile", "missing.cu")
+    assert r.exit_code == 2 and "error: no such file: missing.cu" in r.stderr
+    r = cli("compile", kernels / "saxpy.cu", "--ptx", "--arch", "sm_90", "-o", "s.ptx")
+    assert r.exit_code == 0, r.stderr
+    assert "saxpy.cpp1.ii" in r.stdout and max(map(len, r.stdout.splitlines())) <= 120
+
+
+def test_help_ignores_junk_columns():
+    # typer renders --help through rich, which took COLUMNS=99999999 as a width (300 MB).
+    for columns in ("abc", "99999999", "1" * 30):
+        cp = subprocess.run([sys.executable, "-m", "nvstage", "compile", "--help"],
+                            env={**os.environ, "COLUMNS": columns}, capture_output=True,
+                            text=True, timeout=60)
+        assert cp.returncode == 0 and "Traceback" not in cp.stderr, cp.stderr
+        assert "--keep" in cp.stdout and len(cp.stdout) < 50_000

@@ -83,8 +83,12 @@ def test_spilling_kernel_is_flagged(built, reference):
     assert not plain.spills and plain.registers > r.registers
 
 
-def test_build_without_resource_usage_reruns_ptxas(built):
+def test_build_without_resource_usage_has_ptxas_figures(built):
+    """ptxas ran with -v anyway and the build kept its report: spills are known, and
+    nothing is run again to learn them."""
     _, builds = built
+    (ptxas,) = [r for r in builds["vadd"].runs if r.stage.tool == "ptxas"]
+    assert "Used " in ptxas.resources and "Used " not in ptxas.stderr
     rows = build_resources(builds["vadd"])
     assert [(r.kernel, r.arch, r.spill_stores) for r in rows] == \
         [("_Z4vaddPKfS0_Pfi", "sm_90", 0)]

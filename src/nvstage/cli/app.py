@@ -57,4 +57,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def main() -> None:
+    from .common import drop_junk_columns
+
+    drop_junk_columns()  # before typer reads it for --help
     app()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -12,7 +11,8 @@ from .common import data_console, emit_json, handled, stderr
 
 def cache_cmd(
     clear: Annotated[bool, typer.Option("--clear",
-        help="Remove every entry and reset the counters.")] = False,
+        help="Remove every entry and reset the counters (only in a folder nvstage made; "
+             "running builds keep their scratch folders).")] = False,
     cache_dir: Annotated[Optional[str], typer.Option("--dir",
         help="This cache folder instead of $NVSTAGE_CACHE_DIR or ~/.cache/nvstage.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
@@ -22,7 +22,8 @@ def cache_cmd(
     nvstage compile reuses a stage's earlier outputs when its tool, arguments, environment
     and input files (headers included) are unchanged; --no-cache there turns it off.
     Entries past the size limit ($NVSTAGE_CACHE_MAX_SIZE, default 2 GiB) are evicted least
-    recently used first.
+    recently used first. nvstage marks the folders it makes with a CACHEDIR.TAG and clears or
+    evicts from no other: a folder of yours is refused, whatever its files are called.
 
     Examples:
 
@@ -36,15 +37,15 @@ def cache_cmd(
     from ..report.units import fmt_bytes
 
     with handled(json_out):
-        if cache_dir is not None and Path(cache_dir).exists() and not Path(cache_dir).is_dir():
-            from ..errors import UsageError
-
-            raise UsageError(f"--dir {cache_dir} is a file, not a cache folder",
-                             hint="give a folder (it is created when missing)")
         cache = Cache(cache_dir)
+        if cache_dir is not None:
+            cache.label = f"--dir {cache_dir}"
+        # A file, or a folder nvstage did not make and mark, is refused with one line: its
+        # entries/, notes/ or tmp/ are somebody else's, and it is no "empty cache" either.
         if clear:
-            cache.clear()
-            stderr().print(f"cleared {cache.root}")
+            done = cache.clear()
+            stderr().print(f"cleared {cache.root}" if done else f"no cache to clear at "
+                           f"{cache.root}", markup=False)
         info = cache.describe()
         if json_out:
             emit_json(info)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -97,9 +99,9 @@ def check_cmd(
                                  "stages.json (or set source in [tool.nvstage])")
             target = Path(budgets.source)
         toolkit = find_toolkit(nvcc)
-        build = _build_of(target, budgets, toolkit, keep_dir)
-        result = check(build, budgets, toolkit=toolkit, run_report=run_report,
-                       baseline=baseline)
+        with _build_of(target, budgets, toolkit, keep_dir) as build:
+            result = check(build, budgets, toolkit=toolkit, run_report=run_report,
+                           baseline=baseline)
         if result.checked == 0:
             # A gate that compared nothing would pass every build: say so instead.
             why = f"the build of {result.measurements.source} has no kernels" \
@@ -131,30 +133,34 @@ def check_cmd(
             raise typer.Exit(1)
 
 
-def _build_of(target: Path, budgets, toolkit, keep_dir: str | None):
-    """A Build for the target: a keep folder or manifest as it is; a .cu compiled now."""
-    import tempfile
-
+@contextlib.contextmanager
+def _build_of(target: Path, budgets, toolkit, keep_dir: str | None) -> Iterator:
+    """A Build for the target: a keep folder or manifest as it is; a .cu compiled now, its
+    files kept (in a temporary folder without --keep-dir) while the check measures them."""
     if target.is_dir() or target.name.endswith(".json"):
         from ..inspect.manifest import load_build
 
-        return load_build(target)
+        yield load_build(target)
+        return
     from ..errors import InputNotFound
-    from ..pipeline import compile as run_compile
 
     if not target.is_file():
         raise InputNotFound(f"no such file: {target}")
+    if keep_dir:
+        yield _compile(target, budgets, toolkit, keep_dir)
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="nvstage-check-") as tmp:
+        yield _compile(target, budgets, toolkit, tmp)
+
+
+def _compile(target: Path, budgets, toolkit, keep_dir: str):
     from dataclasses import replace
 
-    options = budgets.compile_options()
-    if not keep_dir:
-        # The resource readers rerun ptxas on kept inputs and read the cubins: a temporary
-        # keep folder that outlives the check's measuring, removed when the process ends.
-        import atexit
-        import shutil
+    from ..pipeline import compile as run_compile
 
-        keep_dir = tempfile.mkdtemp(prefix="nvstage-check-")
-        atexit.register(shutil.rmtree, keep_dir, True)
+    options = budgets.compile_options()
     if options.output is None:
         # nvcc would put the fatbin or object in the current folder, where a second check
         # overwrites it: it belongs with the rest of the build.
@@ -186,7 +192,8 @@ def _append(path: Path, text: str) -> None:
 
 def _text(result, con) -> None:
     from rich import box
-    from rich.table import Table
+
+    from .show import PlainTable as Table  # kernel names: text, never markup
 
     m = result.measurements
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import typer
 from rich.console import Console
@@ -15,10 +16,33 @@ from rich.text import Text
 from ..errors import NvstageError
 
 
+# Widths taken from $COLUMNS; anything else there (abc, -5, 10**20) is ignored, not fatal.
+_COLUMNS = range(20, 10_001)
+
+
+def _columns_ok(text: str) -> bool:
+    return text.isdecimal() and len(text) < 6 and int(text) in _COLUMNS
+
+
+def drop_junk_columns() -> None:
+    """Forget a $COLUMNS that is no width: rich (under typer's --help too) would read
+    ``99999999`` as one and render hundreds of MB, or fail on ``10**20``."""
+    columns = os.environ.get("COLUMNS")
+    if columns is not None and not _columns_ok(columns.strip()):
+        del os.environ["COLUMNS"]
+
+
 def _width() -> int | None:
     # Pipes and tests get a fixed, wide layout; terminals keep their own width.
-    if os.environ.get("COLUMNS"):
-        return int(os.environ["COLUMNS"])
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns:
+        if _columns_ok(columns):
+            return int(columns)
+        # rich would read the junk again when given no width: measure the terminal here.
+        if sys.stdout.isatty():
+            with suppress(OSError):
+                return max(_COLUMNS.start, os.get_terminal_size(sys.stdout.fileno()).columns)
+            return 80
     return None if sys.stdout.isatty() else 120
 
 
@@ -42,9 +66,16 @@ def emit_json(obj) -> None:
 
 @contextmanager
 def handled(json_mode: bool = False) -> Iterator[None]:
-    """Turn an ``NvstageError`` into one message on stderr and its exit code; no traceback."""
+    """Turn an ``NvstageError`` into one message on stderr and its exit code; no traceback.
+
+    SIGINT, SIGTERM and SIGHUP end the tools a command started (``proc.handle_signals``),
+    let cleanups run, and exit with 128 + the signal's number.
+    """
+    from ..proc import handle_signals
+
     try:
-        yield
+        with handle_signals():
+            yield
     except NvstageError as e:
         if json_mode:
             emit_json(e.to_json())
@@ -55,6 +86,9 @@ def handled(json_mode: bool = False) -> Iterator[None]:
         if e.hint:
             con.print(Text.assemble(("hint: ", "dim"), e.hint), soft_wrap=True)
         raise typer.Exit(e.exit_code) from None
-    except KeyboardInterrupt:
-        stderr().print("interrupted")
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", None) or signal.SIGINT
+        with suppress(OSError):  # after SIGHUP the terminal may be gone
+            stderr().print("interrupted" if signum == signal.SIGINT else
+                           f"terminated by {signal.Signals(signum).name}")
+        raise typer.Exit(128 + signum) from None

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..artifacts import json_safe
 from .common import data_console, emit_json, handled, stderr
 from .model import CalibrateOpt, GpuOpt, GpuSpecOpt, NvccOpt, _us, svg_option
 
@@ -65,7 +66,7 @@ def compare_cmd(
             write_svg(svg, bars, title=f"{cmp.a.workload} vs {cmp.b.workload} on {target.name}",
                       subtitle=cmp.verdict.short(cmp.a.workload, cmp.b.workload))
         if json_out:
-            emit_json(cmp.to_json())
+            emit_json(json_safe(cmp.to_json()))
             return
         render(cmp, data_console(False))
 

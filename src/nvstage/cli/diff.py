@@ -93,13 +93,15 @@ def _fmt_delta(d, metric: str) -> str:
 
 def render(result, con, *, all_rows: bool = False) -> None:
     from rich import box
-    from rich.table import Table
+    from rich.text import Text
 
     from ..diff import KERNEL_METRICS
+    from .show import PlainTable as Table  # keys are kernel names: text, never markup
 
     labels = {"registers": "regs", "spill_stores": "spill st", "spill_loads": "spill ld",
               "shared_bytes": "smem", "instructions": "SASS instr", "cubin_size": "cubin bytes"}
-    t = Table(box=box.SIMPLE_HEAD, title=f"kernels: A = {result.a}, B = {result.b}",
+    t = Table(box=box.SIMPLE_HEAD, title=Text(f"kernels: A = {result.a}, B = {result.b}",
+                                              style="table.title"),
               title_justify="left", pad_edge=False)
     t.add_column("kernel", overflow="fold")
     for m in KERNEL_METRICS:
@@ -114,7 +116,7 @@ def render(result, con, *, all_rows: bool = False) -> None:
     if shown:
         con.print(t)
     else:
-        con.print(f"kernels: no change in {len(result.kernels)} kernel(s)")
+        con.print(f"kernels: no change in {len(result.kernels)} kernel(s)", markup=False)
     s = Table(box=box.SIMPLE_HEAD, title="stages", title_justify="left", pad_edge=False)
     for c, j in (("stage", "left"), ("A", "right"), ("B", "right"), ("delta", "right")):
         s.add_column(c, justify=j)
@@ -131,6 +133,8 @@ def render(result, con, *, all_rows: bool = False) -> None:
     s.add_row("total", _fmt(ta, "seconds"), _fmt(tb, "seconds"),
               _fmt_delta(tb - ta, "seconds") or "0")
     con.print(s)
+    for n in result.notes:
+        con.print(f"note: {n}", markup=False)
     if any_cached:
         con.print("note: (cached) stages were restored from the stage cache, not run; build "
                   "with --no-cache to compare compile times")

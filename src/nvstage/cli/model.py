@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..artifacts import json_safe
 from .common import data_console, emit_json, handled, stderr
 
 # Options that model, compare and run share: one definition each.
@@ -82,7 +83,7 @@ def model_cmd(
         if json_out:
             doc = e.to_json()
             doc["calibration"] = calibration.to_json() if calibration else None
-            emit_json(doc)
+            emit_json(json_safe(doc))
             return
         render_estimate(e, data_console(False), calibration)
 
@@ -90,9 +91,14 @@ def model_cmd(
 def write_svg(path: Path, bars, *, title: str, subtitle: str = "") -> None:
     """Stacked bars (``report.bars.Bar``) to an SVG file, atomically."""
     from ..artifacts import write_atomic
+    from ..errors import UsageError
     from ..report.bars import bars_svg
 
-    write_atomic(path, bars_svg(bars, title=title, subtitle=subtitle))
+    try:
+        svg = bars_svg(bars, title=title, subtitle=subtitle)
+    except ValueError as e:  # figures that cannot be drawn: say so, no traceback
+        raise UsageError(f"cannot draw {path}: {e}") from None
+    write_atomic(path, svg)
     stderr().print(f"wrote {path}", markup=False)
 
 

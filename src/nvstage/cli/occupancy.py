@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..artifacts import json_safe
 from .common import data_console, emit_json, handled, stderr
 
 _BYTES = re.compile(r"^\s*(\d+)\s*(k|kb|kib)?\s*$", re.IGNORECASE)
@@ -89,14 +90,14 @@ def occupancy_cmd(
             results.append((k, occ, sw))
 
         if json_out:
-            emit_json({
+            emit_json(json_safe({
                 "gpu": target.name if target else None,
                 "block": block,
                 "dynamic_shared": dyn,
                 "kernels": [{**k, "occupancy": occ.to_json() if occ else None,
                              "sweep": sw.to_json() if sw else None}
                             for k, occ, sw in results],
-            })
+            }))
         _render(data_console(json_out), results, target)
 
 

@@ -21,7 +21,8 @@ def report_cmd(
         help="The HTML file to write (default: report.html in the keep folder).")] = None,
     title: Annotated[Optional[str], typer.Option("--title", help="The page title.")] = None,
     nvcc: Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
-        help="Use this nvcc's tools (cuobjdump, nvdisasm) instead of the build's.")] = None,
+        help="Read the build with the tools (cuobjdump, nvdisasm) of this nvcc's toolkit.")
+        ] = None,
     json_out: Annotated[bool, typer.Option("--json",
         help="Print {\"output\": PATH, ...} as JSON instead of the bare path.")] = False,
 ) -> None:
@@ -46,11 +47,10 @@ def report_cmd(
         out = output or manifest_path(build).parent / "report.html"
         if out.is_dir():
             raise UsageError(f"-o {out} is a folder", hint=f"give a file: -o {out}/report.html")
-        toolkit = None
-        if nvcc:
-            from ..toolkit import find_toolkit
+        from ..toolkit import find_toolkit
 
-            toolkit = find_toolkit(nvcc)
+        # Never the toolkit the manifest names: a document does not choose programs.
+        toolkit = find_toolkit(nvcc)
         run_doc = load_run_doc(run, "run document") if run else None
         trace_doc = load_trace_doc(trace) if trace else None
         inp = gather(b, toolkit=toolkit, run=run_doc, trace=trace_doc)

@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..artifacts import json_safe
 from .common import data_console, emit_json, handled, stderr
 from ..errors import NvstageError
 from .model import NvccOpt, svg_option
@@ -106,9 +107,12 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
 
     if mode not in ("serialized", "pipelined"):
         raise UsageError(f"unknown --mode {mode!r}", hint="choose serialized or pipelined")
+    from ..workload import MAX_REPS
+
     for name, v in (("--reps", reps), ("--warmup", warmup)):
-        if v is not None and v < (1 if name == "--reps" else 0):
-            raise UsageError(f"{name} must be {'>= 1' if name == '--reps' else '>= 0'}")
+        if v is not None and not (1 if name == "--reps" else 0) <= v <= MAX_REPS:
+            raise UsageError(f"{name} must be {'>= 1' if name == '--reps' else '>= 0'} and "
+                             f"at most {MAX_REPS}")
     for name, v in (("--trace", trace_file), ("--svg", svg), ("--cupti", cupti)):
         if v and not profile and not dry_run:  # these need the per-op figures
             raise UsageError(f"{name} needs --profile", hint=f"nvstage run {workload} "
@@ -131,7 +135,7 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
         for line in plan_lines(w):
             out.print(line, markup=False, highlight=False)
         if to_stdout:
-            emit_json({"schema": "nvstage.run-plan/1", "arch": arch, **plan(w)})
+            emit_json(json_safe({"schema": "nvstage.run-plan/1", "arch": arch, **plan(w)}))
         err.print(f"valid: {len(w.launches)} launch entr{'y' if len(w.launches) == 1 else 'ies'}"
                   f", {len(w.operations())} operations per repetition (no GPU used)",
                   markup=False)
@@ -185,7 +189,7 @@ def _write_reports(*, doc, result, w, mode, to_stdout, json_file, trace_file, sv
     if result is not None:
         render(result, data_console(to_stdout))
     if to_stdout:
-        emit_json(doc)
+        emit_json(json_safe(doc))
         if emitted is not None:
             emitted.append(doc)
     elif json_file:

@@ -6,8 +6,19 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.table import Table
+from rich.text import Text
 
 from .common import data_console, emit_json, handled, stderr
+
+
+class PlainTable(Table):
+    """A table whose string cells are plain text, never markup: kernel names, paths and
+    targets come from files that may be anyone's ("[/x]" in one would end the command with
+    rich's MarkupError, and "[red]" would restyle the output)."""
+
+    def add_row(self, *cells, **kw) -> None:
+        super().add_row(*(Text(c) if isinstance(c, str) else c for c in cells), **kw)
 
 
 def show_cmd(
@@ -58,10 +69,17 @@ def show_cmd(
         if kind == "build":
             from ..inspect.manifest import load_build
 
+            from ..inspect.manifest import toolkit_note
+
             build = load_build(artifact)
-            for path in getattr(build, "stale", []):
+            if note := toolkit_note(build, toolkit):
+                stderr().print(f"note: {note}", markup=False)
+            stale = getattr(build, "stale", [])
+            for path in stale[:20]:
                 stderr().print(f"note: {path} is gone or was rewritten after this build; "
-                               "left out")
+                               "left out", markup=False)
+            if len(stale) > 20:
+                stderr().print(f"note: and {len(stale) - 20} more files left out", markup=False)
             data = collect_build(build, wanted, toolkit, kernel=kernel,
                                  lineinfo=lineinfo or None)
         else:
@@ -114,7 +132,7 @@ def _will_it_run(data: dict, kind: str, artifact: Path, gpu: str, driver: str | 
     if images is None:
         images = _images_of_single(data, kind, artifact)
     verdict = compat.will_it_run(images, gpu, driver)
-    con.print(verdict.explain())
+    con.print(verdict.explain(), markup=False)
     return verdict.to_json()
 
 
@@ -144,7 +162,7 @@ def show_build(build, sections: str, console, *, toolkit, kernel: str | None = N
     return to_json(data)
 
 
-# Rendering: one table per section, plain when the console has no colour.
+# Rendering: one table per section (a PlainTable), plain when the console has no colour.
 
 def render(data: dict, con, *, listing: bool = False) -> None:
     for section in ("ptx", "fatbin", "resources", "sass"):
@@ -154,9 +172,9 @@ def render(data: dict, con, *, listing: bool = False) -> None:
 
 def _table(title: str, *cols: str):
     from rich import box
-    from rich.table import Table
 
-    t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False)
+    t = PlainTable(box=box.SIMPLE_HEAD, title=Text(title, style="table.title"),
+                   title_justify="left", pad_edge=False)
     for c in cols:
         t.add_column(c, justify="right" if c.startswith(("#", "size", "regs", "spill",
                                                           "stack", "smem", "cmem", "lmem",
@@ -221,15 +239,16 @@ def _resources(rows, con, _listing) -> None:
     if sources:
         unknown = any(r.spill_stores is None for r in rows)
         t.caption = ("from " + "; ".join(sources) + "; smem: static shared memory per block as "
-                     "ptxas counts it" + ("; ?: not in cuobjdump's report (build with "
-                                          "--resource-usage for ptxas' figures)" if unknown
+                     "ptxas counts it" + ("; ?: not in cuobjdump's report (ptxas' figures "
+                                          "come with a build by nvstage compile; NVRTC's "
+                                          "with --resource-usage)" if unknown
                                           else ""))
         t.caption_justify = "left"
     con.print(t)
     spilling = [r for r in rows if r.spills]
     for r in spilling:
         stderr().print(f"warning: {r.demangled} ({r.arch}) spills: {r.spill_stores} bytes "
-                       f"stored, {r.spill_loads} bytes loaded from local memory")
+                       f"stored, {r.spill_loads} bytes loaded from local memory", markup=False)
 
 
 def _sass(kernels, con, listing) -> None:
@@ -241,8 +260,6 @@ def _sass(kernels, con, listing) -> None:
     con.print(t)
     if not listing:
         return
-    from rich.text import Text
-
     for k in kernels:
         con.print(Text(f"\n{k.demangled} ({k.arch}, {k.image})", style="bold"))
         last = None

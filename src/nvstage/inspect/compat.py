@@ -202,7 +202,12 @@ def will_it_run(images: list[FatbinImage], gpu: str | GpuSpec,
             reasons.append(why)
             continue
         if drv is not None and i.ptx_version:
-            need = driver_needed_for_ptx(i.ptx_version)
+            try:
+                need = driver_needed_for_ptx(i.ptx_version)
+            except UsageError:  # the version comes from the image header: damage, likely
+                reasons.append(f"{i.name} says PTX ISA {i.ptx_version}, which no known "
+                               "driver JIT-compiles (a damaged image?)")
+                continue
             if need > drv:
                 reasons.append(f"{i.arch} PTX is ISA {i.ptx_version}, which needs a "
                                f"{need[0]}.{need[1]} driver; a {driver_text} driver JITs up "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import mmap
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,6 +14,12 @@ EM_CUDA = 190
 ELF_MAGIC = b"\x7fELF"
 # Fatbins inside host objects and executables: the loadable one and the one kept for nvlink.
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+# pyelftools reads each section name 64 bytes at a time up to its NUL, and does not stop at
+# the end of the name table: a damaged table (no NULs, every name at the same offset) made
+# one header read crawl through the whole file once per section. Names are checked first
+# to end inside their table, and all of them together to stay under this many bytes.
+MAX_NAME_BYTES = 64 << 20
+MAX_SECTIONS = 1 << 20  # extended numbering allows billions; real binaries have thousands
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,10 @@ def _elf(data: bytes, what: str):
 
     if data[:4] != ELF_MAGIC:
         raise ArtifactError(f"{what} is not an ELF file")
+    _check_names(data, what)
     try:
-        elf = ELFFile(io.BytesIO(data))
+        # A mapped file is its own stream (seek, read, tell): BytesIO would copy all of it.
+        elf = ELFFile(data if isinstance(data, mmap.mmap) else io.BytesIO(data))
         end = elf["e_shoff"] + elf["e_shnum"] * elf["e_shentsize"]
         if end > len(data):
             raise ArtifactError(f"{what} is truncated: its section table ends at byte {end}, "
@@ -54,6 +63,63 @@ def _elf(data: bytes, what: str):
     except (ELFError, struct.error, ValueError, KeyError, IndexError, TypeError,
             UnicodeDecodeError, AssertionError, OverflowError) as e:
         raise ArtifactError(f"{what} is a damaged ELF file: {e}") from e
+
+
+def _check_names(data, what: str) -> None:
+    """Every section name ends (a NUL) inside the section-name table, and all of them add
+    up to at most ``MAX_NAME_BYTES``: read straight from the headers, before pyelftools."""
+    if len(data) < 0x40 or data[4] not in (1, 2) or data[5] not in (1, 2):
+        return  # pyelftools rejects these itself
+    o = "<" if data[5] == 1 else ">"
+    wide = data[4] == 2
+    hdr, sh = (("Q", 0x28, 0x3A), "IIQQQQIIQQ") if wide else (("I", 0x20, 0x2E), "IIIIIIIIII")
+    (shoff,) = struct.unpack_from(o + hdr[0], data, hdr[1])
+    entsize, shnum, shstrndx = struct.unpack_from(o + "HHH", data, hdr[2])
+    layout = struct.Struct(o + sh)
+    if shoff == 0 or entsize < layout.size:
+        return
+
+    def section(i: int):  # (sh_name, sh_type, sh_offset, sh_size, sh_link) or None
+        at = shoff + i * entsize
+        if at + layout.size > len(data):
+            return None
+        f = layout.unpack_from(data, at)
+        return f[0], f[1], f[4], f[5], f[6]
+
+    first = section(0)
+    if first is None:
+        return  # the section table runs past the end: _elf says so
+    if shnum == 0:
+        shnum = first[3]  # extended numbering: the count is section 0's sh_size
+    if shstrndx == 0xFFFF:
+        shstrndx = first[4]
+    if shnum * entsize > len(data) or shnum > MAX_SECTIONS:
+        raise ArtifactError(f"{what} is damaged: it claims {shnum} sections"
+                            + (", more than fit in the file" if shnum <= MAX_SECTIONS else
+                               f", more than the {MAX_SECTIONS} nvstage reads"))
+    table = section(shstrndx) if shstrndx < shnum else None
+    if table is None:
+        return
+    start, size = table[2], table[3]
+    if start + size > len(data):
+        return  # truncated: _elf says so
+    total = 0
+    for i in range(shnum):
+        sec = section(i)
+        if sec is None:
+            return
+        name_at = sec[0]
+        if name_at >= size:
+            raise ArtifactError(f"{what} is damaged: section {i}'s name lies outside the "
+                                "section-name table")
+        end = data.find(b"\0", start + name_at, start + size)
+        if end < 0:
+            raise ArtifactError(f"{what} is damaged: section {i}'s name does not end inside "
+                                "the section-name table")
+        total += end - start - name_at
+        if total > MAX_NAME_BYTES:
+            raise ArtifactError(f"{what} is damaged: its section names add up to more than "
+                                f"{MAX_NAME_BYTES >> 20} MiB")
 
 
 def elf_machine(data: bytes) -> tuple[int, int] | None:
@@ -132,14 +198,27 @@ def _elf_end(elf) -> int:
     return end
 
 
-def host_fatbins(data: bytes, what: str) -> list[tuple[str, bytes]]:
-    """The fatbin sections of a host object or executable, in file order."""
+def host_fatbins(data: bytes, what: str, *, names_only: bool = False
+                 ) -> list[tuple[str, bytes]]:
+    """The fatbin sections of a host object or executable, in file order (``names_only``:
+    with empty contents, to ask whether there are any). At most ``MAX_ARTIFACT_BYTES`` of
+    them are read: the rest of a large host binary is never touched."""
+    from ..artifacts import MAX_ARTIFACT_BYTES, size_text
+    from ..errors import InputTooLarge
+
     elf = _elf(data, what)
-    out = []
+    found = []
     try:
         for s in elf.iter_sections():
             if s.name in FATBIN_SECTIONS and s["sh_type"] != "SHT_NOBITS":
-                out.append((s.name, s.data()))
+                found.append(s)
+        total = sum(s["sh_size"] for s in found)
+        if total > MAX_ARTIFACT_BYTES and not names_only:
+            raise InputTooLarge(f"{what} holds {size_text(total)} of device code: more than "
+                                f"the {size_text(MAX_ARTIFACT_BYTES)} nvstage reads "
+                                "(MAX_ARTIFACT_BYTES)")
+        return [(s.name, b"" if names_only else s.data()) for s in found]
+    except ArtifactError:
+        raise
     except Exception as e:
         raise ArtifactError(f"{what} is a damaged ELF file: {e}") from e
-    return out

@@ -9,14 +9,19 @@ Compressed payloads are unpacked by cuobjdump, one image per temporary fatbin.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
+import re
 import struct
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import proc
-from ..errors import ArtifactError, InputNotFound, ToolkitError
+from ..artifacts import MAX_ARTIFACT_BYTES, open_regular, read_regular, size_text
+from ..errors import ArtifactError, InputNotFound, InputTooLarge
 from .elf import EM_CUDA, elf_machine, host_fatbins, read_cubin
 from .records import FatbinImage
 
@@ -28,6 +33,10 @@ _ENTRY = struct.Struct("<HHIQIIIIIIQQQ")
 KINDS = {1: "ptx", 2: "cubin", 8: "ltoir"}
 _COMPRESSED = 0x8000 | 0x2000  # zstd (CUDA 13) and the older LZ4 flag
 _EXT = {"ptx": "ptx", "cubin": "cubin", "ltoir": "ltoir"}
+# More images than any real container holds (a whole library has thousands): past this a
+# file of tiny headers would only cost memory, one record each.
+MAX_IMAGES = 1 << 18
+_NONZERO = re.compile(rb"[^\x00]")
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,7 @@ class RawImage:
     header: bytes
     payload: bytes  # as stored (compressed when ``compressed``)
     uncompressed_size: int
+    where: str = field(default="", compare=False)  # the user's file, for messages
 
     @property
     def compressed(self) -> bool:
@@ -69,7 +79,13 @@ def parse_fatbin(data: bytes, section: str = "", *, first_index: int = 0,
     where = where or section or "fatbin"
     while off < len(data):
         if not any(data[off:off + 16]) and off:
-            off += 8  # zero padding between containers in a section
+            # Zero padding between containers in a section, skipped 8 bytes at a time up
+            # to the next non-zero byte, found in one search (a file padded with zeros
+            # would take a Python step per 8 bytes).
+            nz = _NONZERO.search(data, off)
+            if nz is None:
+                break
+            off += 8 * ((nz.start() - 16 - off) // 8 + 1)
             continue
         if len(data) - off < _HEADER.size:
             raise ArtifactError(f"{where} is truncated: {len(data) - off} bytes where a "
@@ -88,15 +104,23 @@ def parse_fatbin(data: bytes, section: str = "", *, first_index: int = 0,
                 raise ArtifactError(f"{where} is truncated inside an image header")
             (kind, _v, ehs, size, _csize, _x, ver, arch, _no, _nl, flags, _z, usize
              ) = _ENTRY.unpack_from(data, p)
+            index = len(images) + first_index
             if ehs < _ENTRY.size or p + ehs + size > end:
-                raise ArtifactError(f"{where}: image {len(images) + first_index} runs past "
+                raise ArtifactError(f"{where}: image {index} runs past "
                                     "the end of its fatbin (truncated or damaged)")
+            if kind in KINDS and not 10 <= arch <= 999:
+                # Real arches are sm_75..sm_121; what is not two or three digits is damage
+                # (it would surface later as "not an architecture" with no file named).
+                raise ArtifactError(f"{where}: image {index} is damaged: its arch field "
+                                    f"reads {arch}, not an architecture")
+            if len(images) >= MAX_IMAGES:
+                raise ArtifactError(f"{where} is damaged: more than {MAX_IMAGES} images")
             images.append(RawImage(
-                index=len(images) + first_index, section=section,
+                index=index, section=section,
                 kind=KINDS.get(kind, f"kind-{kind}"), arch=arch,
                 version=(ver >> 16, ver & 0xFFFF), flags=flags,
                 header=bytes(data[p:p + ehs]), payload=bytes(data[p + ehs:p + ehs + size]),
-                uncompressed_size=usize))
+                uncompressed_size=usize, where=where))
             p += ehs + size
         off = end
     if not images:
@@ -104,17 +128,57 @@ def parse_fatbin(data: bytes, section: str = "", *, first_index: int = 0,
     return images
 
 
-def read_bytes(path: str | os.PathLike) -> bytes:
+def _check_path(path: str | os.PathLike) -> None:
     p = Path(path)
     if not p.exists():
         raise InputNotFound(f"no such file: {path}")
     if p.is_dir():
         raise ArtifactError(f"{path} is a folder, not an artifact",
                             hint="give a keep folder (with stages.json) to nvstage show")
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The whole artifact: a regular file of at most ``MAX_ARTIFACT_BYTES`` (FIFOs and
+    devices are refused unread; see ``artifacts.read_regular``)."""
+    _check_path(path)
+    return read_regular(path)
+
+
+@contextmanager
+def _mapped(path: str | os.PathLike) -> Iterator[bytes | mmap.mmap]:
+    """The file mapped read-only: a reader touches only the pages it parses (headers, the
+    fatbin sections of a host ELF), so a 2 GiB file of zeros or a padded cubin costs what
+    is read, not its size. Regular files only, as ``read_bytes``."""
+    _check_path(path)
     try:
-        return p.read_bytes()
+        f = open_regular(path)
+    except FileNotFoundError:
+        raise InputNotFound(f"no such file: {path}") from None
+    except ArtifactError:
+        raise
     except OSError as e:
-        raise ArtifactError(f"cannot read {path}: {e.strerror}") from e
+        raise ArtifactError(f"cannot read {path}: {e.strerror or e}") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        try:
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        except (OSError, ValueError):  # no address space for it (ulimit -v), or no mmap
+            m = None
+        if m is None:  # empty (cannot be mapped), or not mappable: read it, bounded
+            yield read_regular(path) if size else b""
+            return
+        with m:
+            yield m
+
+
+def _check_whole_size(path, kind: str, size: int) -> None:
+    """Cubins, fatbins and PTX are read whole by the next reader: bound them here, before
+    any of them starts."""
+    if kind in ("cubin", "fatbin", "ptx") and size > MAX_ARTIFACT_BYTES:
+        raise InputTooLarge(f"{path} is {size_text(size)}: more than the "
+                            f"{size_text(MAX_ARTIFACT_BYTES)} nvstage reads from one "
+                            f"{kind} (MAX_ARTIFACT_BYTES)",
+                            hint="is it the file you meant? real ones are far smaller")
 
 
 def kind_of_data(data: bytes, what: str) -> str:
@@ -147,34 +211,39 @@ def kind_of_file(path: str | os.PathLike) -> str:
         return "build"
     if p.name == "stages.json" and p.is_file():
         return "build"
-    data = read_bytes(p)
-    kind = kind_of_data(data, str(path))
-    # Check the container now, so a damaged file fails here with one clear message.
-    if kind == "cubin":
-        read_cubin(data, str(path))
-    elif kind == "fatbin":
-        parse_fatbin(data, where=str(path))
-    elif kind in ("object", "executable"):
-        if not host_fatbins(data, str(path)):
-            raise ArtifactError(f"{path} is an ELF {kind} with no CUDA device code in it "
-                                "(no .nv_fatbin section)")
+    with _mapped(p) as data:
+        kind = kind_of_data(data, str(path))
+        _check_whole_size(path, kind, len(data))
+        # Check the container now, so a damaged file fails here with one clear message.
+        if kind == "cubin":
+            read_cubin(data, str(path))
+        elif kind == "fatbin":
+            parse_fatbin(data, where=str(path))
+        elif kind in ("object", "executable"):
+            if not host_fatbins(data, str(path), names_only=True):
+                raise ArtifactError(f"{path} is an ELF {kind} with no CUDA device code in "
+                                    "it (no .nv_fatbin section)")
     return kind
 
 
 def raw_images(path: str | os.PathLike) -> tuple[str, list[RawImage]]:
-    """(kind of file, every fatbin image in it) for a .fatbin, object or executable."""
-    data = read_bytes(path)
-    kind = kind_of_data(data, str(path))
-    if kind == "fatbin":
-        return kind, parse_fatbin(data, "", where=str(path))
-    if kind not in ("object", "executable"):
-        raise ArtifactError(f"{path} is a {kind}, not a fatbin, object or executable")
+    """(kind of file, every fatbin image in it) for a .fatbin, object or executable.
+
+    An object or executable is mapped and only its fatbin sections are read (at most
+    ``MAX_ARTIFACT_BYTES`` of them), so a large host binary costs its device code only."""
+    with _mapped(path) as data:
+        kind = kind_of_data(data, str(path))
+        _check_whole_size(path, kind, len(data))
+        if kind == "fatbin":
+            return kind, parse_fatbin(data, "", where=str(path))
+        if kind not in ("object", "executable"):
+            raise ArtifactError(f"{path} is a {kind}, not a fatbin, object or executable")
+        sections = host_fatbins(data, str(path))
     images: list[RawImage] = []
-    sections = host_fatbins(data, str(path))
     if not sections:
         raise ArtifactError(f"{path} has no CUDA device code in it (no .nv_fatbin section)")
     for name, blob in sections:
-        images += parse_fatbin(blob, name, first_index=len(images))
+        images += parse_fatbin(blob, name, first_index=len(images), where=f"{path} {name}")
     return kind, images
 
 
@@ -195,19 +264,30 @@ def payload(image: RawImage, toolkit) -> bytes:
 
 
 def _unpack(image: RawImage, blob: bytes, toolkit) -> bytes:
+    what = f"{image.where or 'fatbin'} image {image.index} ({image.kind} {image.arch_name})"
+    flag = {"cubin": "-xelf", "ptx": "-xptx"}.get(image.kind)
+    if flag is None:
+        raise ArtifactError(f"{what}: cuobjdump cannot extract {image.kind} images")
+    if image.uncompressed_size > MAX_ARTIFACT_BYTES:  # a decompression bomb, or damage
+        raise InputTooLarge(f"{what} says it unpacks to {size_text(image.uncompressed_size)}:"
+                            f" more than the {size_text(MAX_ARTIFACT_BYTES)} nvstage reads "
+                            "(MAX_ARTIFACT_BYTES)")
     cuobjdump = toolkit.tool("cuobjdump")
     with tempfile.TemporaryDirectory(prefix="nvstage-fb-") as tmp:
         one = Path(tmp, "one.fatbin")
         one.write_bytes(_HEADER.pack(MAGIC, 1, _HEADER.size, len(blob)) + blob)
-        flag = {"cubin": "-xelf", "ptx": "-xptx"}.get(image.kind)
-        if flag is None:
-            raise ArtifactError(f"cuobjdump cannot extract {image.kind} images")
         cp = proc.run([cuobjdump, flag, "all", one.name], cwd=tmp, timeout=120)
         out = [f for f in Path(tmp).iterdir() if f.name != one.name]
         if cp.returncode != 0 or len(out) != 1:
-            raise ToolkitError(f"cuobjdump could not unpack image {image.index}: "
-                               f"{(cp.stderr or cp.stdout).strip()}")
-        return out[0].read_bytes()
+            # The container parsed, so the payload is what fails: the user's file is
+            # damaged, and the temporary file cuobjdump names means nothing to them.
+            said = " ".join((cp.stderr or cp.stdout).replace(str(one), "it")
+                            .replace(one.name, "it").split())[:200]  # one line
+            raise ArtifactError(f"{what} is damaged: its compressed payload does not "
+                                f"unpack" + (f" (cuobjdump: {said})" if said else ""),
+                                hint="rebuild it; a cuobjdump older than the toolkit that "
+                                     "made it may also not know its compression")
+        return read_regular(out[0])
 
 
 def _kernels(image: RawImage, data: bytes, path) -> tuple[str, ...]:
@@ -217,8 +297,12 @@ def _kernels(image: RawImage, data: bytes, path) -> tuple[str, ...]:
     if image.kind == "ptx":
         from .ptx import parse_ptx
 
-        return tuple(e.name for e in parse_ptx(data.decode("utf-8", "replace"),
-                                               demangle=False).entries)
+        try:
+            module = parse_ptx(data.decode("utf-8", "replace"), demangle=False)
+        except ArtifactError as e:  # the parser knows no file name: name the user's
+            raise ArtifactError(f"{what} ({image.arch_name} PTX) is damaged: {e.message}",
+                                hint=e.hint) from None
+        return tuple(e.name for e in module.entries)
     return ()  # LTO-IR: no tool of the toolkit lists what is inside
 
 

@@ -1,79 +1,366 @@
-"""A finished build read back from its keep folder or ``stages.json``, as a ``Build``."""
+"""A finished build read back from its keep folder or ``stages.json``, as a ``Build``.
+
+A manifest may be someone else's file (a CI artifact of a pull request), so it is data: read
+with a size bound, checked field by field (a wrong shape is one ``ArtifactError``), and never
+a source of programs. Its argv are shown, not run; its toolkit only names the CUDA that made
+the build (``RecordedToolkit`` refuses to hand out a tool); the artifacts it names are used
+only while they are regular files, at most ``MAX_ARTIFACT_BYTES``, whose size and SHA-256
+are still the ones it recorded (so it cannot point a reader at any other file).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
+import re
+import stat
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from ..artifacts import Artifact, sha256_file
-from ..errors import ArtifactError, InputNotFound
+from ..artifacts import MAX_ARTIFACT_BYTES, Artifact
+from ..errors import ArtifactError, InputNotFound, NvstageError, ToolkitError
 from ..options import CompileOptions
 from ..pipeline import MANIFEST, Build, StageRun
-from ..plan import Plan, Stage
+from ..plan import Plan, Stage, StageKind
 from ..toolkit import Toolkit, ToolInfo
+
+# Far above any real build (a big one writes a few MB: most of it the tools' messages).
+MAX_MANIFEST_BYTES = 64 << 20
+# An artifact above MAX_ARTIFACT_BYTES (the bound of every artifact reader) is left out, not
+# hashed. All artifacts of one manifest together: hashing is the one cost a manifest can ask for.
+MAX_HASHED_BYTES = 8 << 30
+MAX_STAGES = 10_000  # runs, planned stages, artifacts: real builds have tens
+MAX_WORDS = 100_000  # argv, inputs, outputs of one stage; plan variables and messages
+MAX_SECONDS = 1e7  # a stage time (four months): more is a damaged or crafted file
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class RecordedToolkit(Toolkit):
+    """The toolkit a manifest says made the build: a name to show and to compare with the
+    toolkit nvstage finds itself, never a place to take a program from."""
+
+    def tool(self, name: str) -> str:
+        raise ToolkitError(
+            f"the build's recorded toolkit ({self.release}) is not used to run {name}: a "
+            "manifest never chooses a program",
+            hint="read it with the toolkit nvstage finds (or --nvcc)")
+
+
+def reading_toolkit(build: Build, toolkit: Toolkit | None = None) -> Toolkit:
+    """The toolkit whose tools read ``build``'s files: the one given, else the one that made
+    a build of this process, else the one nvstage finds. Never a manifest's."""
+    if toolkit is not None:
+        return toolkit
+    if not isinstance(build.toolkit, RecordedToolkit):
+        return build.toolkit
+    from ..toolkit import find_toolkit
+
+    return find_toolkit()
+
+
+def toolkit_note(build: Build, toolkit: Toolkit) -> str | None:
+    """A line when a loaded build was made by another CUDA release than the one reading it."""
+    if isinstance(build.toolkit, RecordedToolkit) and build.toolkit.release != toolkit.release:
+        return (f"this build was made with CUDA {build.toolkit.version or '?'}; its files are "
+                f"read with CUDA {toolkit.version} ({toolkit.nvcc})")
+    return None
 
 
 def manifest_path(path: str | os.PathLike) -> Path:
     p = Path(path)
     if p.is_dir():
         p = p / MANIFEST
-    if not p.is_file():
+    try:
+        mode = p.stat().st_mode
+    except (OSError, ValueError):
+        mode = None
+    if mode is None or stat.S_ISDIR(mode):
         raise InputNotFound(f"no build manifest at {p}",
                             hint="give a folder made by nvstage compile --keep, or its "
                                  "stages.json")
+    if not stat.S_ISREG(mode):  # a FIFO would block the read, a device never end
+        raise ArtifactError(f"{p} is not a regular file: not a build manifest")
     return p
 
 
 def load_build(path: str | os.PathLike) -> Build:
     """Rebuild the ``Build`` a keep folder records. Artifact paths that moved with the folder
-    are found again beside the manifest."""
+    are found again beside the manifest; one gone or rewritten since is left out and named in
+    ``build.stale``."""
     mpath = manifest_path(path)
+    doc = _read_json(mpath)
     try:
-        doc = json.loads(mpath.read_text())
         return _from_json(doc, mpath.parent)
-    except (ValueError, KeyError, TypeError) as e:
-        raise ArtifactError(f"{mpath} is not an nvstage build manifest: {e}") from e
+    except _Bad as e:
+        raise ArtifactError(f"{mpath} is not an nvstage build manifest: {e}",
+                            hint="give a folder made by nvstage compile --keep, or its "
+                                 "stages.json") from None
 
 
-def _artifact(d: dict, folder: Path) -> Artifact:
-    a = Artifact.from_json(d)
-    if not os.path.exists(a.path) and (folder / a.name).exists():
-        a = Artifact(str(folder / a.name), a.kind, a.arch, a.size, a.sha256, a.stage)
-    return a
-
-
-def _unchanged(a: Artifact) -> bool:
-    """Still the file the build wrote? (A later build may have written the same path.)"""
+def _read_json(mpath: Path):
     try:
-        return os.path.getsize(a.path) == a.size and sha256_file(a.path) == a.sha256
+        fd = os.open(mpath, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO swapped in must not block
+    except OSError as e:
+        raise ArtifactError(f"cannot read the build manifest {mpath}: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ArtifactError(f"{mpath} is not a regular file: not a build manifest")
+        data = f.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ArtifactError(f"{mpath} is larger than {MAX_MANIFEST_BYTES >> 20} MiB: not a "
+                            "build manifest nvstage wrote")
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting no manifest has
+        what = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise ArtifactError(f"{mpath} is not an nvstage build manifest: not JSON ({what})"
+                            ) from None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number a manifest holds")
+
+
+class _Bad(Exception):
+    """A field of the wrong shape; ``load_build`` names the file."""
+
+
+def _check(ok: bool, where: str, want: str, value) -> None:
+    if not ok:
+        raise _Bad(f"{where} must be {want}, not {_show(value)}")
+
+
+def _show(value) -> str:
+    text = repr(value) if isinstance(value, (str, int, float, bool, type(None))) \
+        else f"a {type(value).__name__}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _name(key: str) -> str:
+    """A document's key in a message: quoted when it holds a newline or is long."""
+    return key if key.isprintable() and len(key) <= 60 else repr(key[:60])
+
+
+def _obj(d, where: str) -> dict:
+    _check(isinstance(d, dict), where, "an object", d)
+    return d
+
+
+def _field(d: dict, key: str, where: str, kind: str, default=...):
+    """``d[key]`` of one ``kind``: str, str?, int, int?, num, bool, strs, obj, obj?."""
+    at = f"{where}.{key}" if where else key
+    if key not in d:
+        if default is ...:
+            raise _Bad(f"{at} is missing")
+        return default
+    v = d[key]
+    if kind.endswith("?") and v is None:
+        return None
+    kind = kind.rstrip("?")
+    if kind == "str":
+        _check(isinstance(v, str) and "\0" not in v, at, "a string", v)
+    elif kind == "int":
+        _check(isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63, at,
+               "a whole number", v)
+    elif kind == "num":
+        _check(isinstance(v, (int, float)) and not isinstance(v, bool)
+               and math.isfinite(v) and 0 <= v <= MAX_SECONDS, at,
+               f"a number of seconds from 0 to {MAX_SECONDS:g}", v)
+    elif kind == "bool":
+        _check(isinstance(v, bool), at, "true or false", v)
+    elif kind == "strs":
+        _check(isinstance(v, list) and len(v) <= MAX_WORDS, at,
+               f"a list of at most {MAX_WORDS} strings", v)
+        for i, x in enumerate(v):
+            _check(isinstance(x, str) and "\0" not in x, f"{at}[{i}]", "a string", x)
+    elif kind == "obj":
+        _check(isinstance(v, dict), at, "an object", v)
+    else:  # pragma: no cover - a typo here
+        raise AssertionError(kind)
+    return v
+
+
+def _list(d: dict, key: str, where: str, limit: int = MAX_STAGES, default=...) -> list:
+    at = f"{where}.{key}" if where else key
+    v = d.get(key, default)
+    if v is ...:
+        raise _Bad(f"{at} is missing")
+    _check(isinstance(v, list) and len(v) <= limit, at, f"a list of at most {limit} items", v)
+    return v
+
+
+def _stage(d, where: str) -> Stage:
+    d = _obj(d, where)
+    kind = _field(d, "kind", where, "str")
+    _check(kind in {k.value for k in StageKind}, f"{where}.kind", "a stage kind", kind)
+    return Stage(_field(d, "index", where, "int"), StageKind(kind),
+                 _field(d, "tool", where, "str"),
+                 list(_field(d, "argv", where, "strs")), _field(d, "arch", where, "str?"),
+                 list(_field(d, "inputs", where, "strs")),
+                 list(_field(d, "outputs", where, "strs")))
+
+
+def _plan(d, where: str = "plan") -> Plan:
+    d = _obj(d, where)
+    variables = _field(d, "variables", where, "obj")
+    _check(len(variables) <= MAX_WORDS, f"{where}.variables",
+           f"at most {MAX_WORDS} variables", variables)
+    for k, v in variables.items():
+        _check(isinstance(v, str), f"{where}.variables.{_name(k)}", "a string", v)
+    stages = [_stage(s, f"{where}.stages[{i}]")
+              for i, s in enumerate(_list(d, "stages", where))]
+    return Plan(dict(variables), stages, list(_field(d, "messages", where, "strs", [])))
+
+
+# CompileOptions fields by what their values are.
+_STOPS = (None, "ptx", "cubin", "fatbin")
+
+
+def _options(d) -> CompileOptions:
+    d = _obj(d, "options")
+    known = {f.name: f.default for f in fields(CompileOptions)}
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        raise _Bad(f"options has unknown field(s) {', '.join(map(repr, unknown[:5]))}")
+    opts = {}
+    for name, value in d.items():
+        default = known[name]
+        if default == ():
+            opts[name] = tuple(_field(d, name, "options", "strs"))
+        elif isinstance(default, bool):
+            opts[name] = _field(d, name, "options", "bool")
+        elif name == "maxrregcount":
+            opts[name] = _field(d, name, "options", "int?")
+        else:
+            opts[name] = _field(d, name, "options", "str?")
+    _check(opts.get("stop") in _STOPS, "options.stop", "ptx, cubin, fatbin or null",
+           opts.get("stop"))
+    try:
+        return CompileOptions(**opts)
+    except NvstageError as e:
+        raise _Bad(f"options: {e.message}") from None
+
+
+def _toolkit(d) -> RecordedToolkit:
+    d = _obj(d, "toolkit")
+    tools = {}
+    for name, t in _field(d, "tools", "toolkit", "obj", {}).items():
+        where = f"toolkit.tools.{_name(name)}"
+        t = _obj(t, where)
+        tools[name] = ToolInfo(name, _field(t, "path", where, "str?", None),
+                               _field(t, "version", where, "str?", None))
+    return RecordedToolkit(*(_field(d, k, "toolkit", "str") for k in
+                             ("nvcc", "source", "version", "release", "root")), tools)
+
+
+class _Files:
+    """Finds each artifact a manifest names: at its recorded path, or beside the manifest
+    when the folder moved; only a regular file whose size and hash are still the recorded
+    ones. Each file is hashed once, and the hashing a manifest can ask for is bounded."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.hashed: dict[tuple[int, int], str | None] = {}  # (device, inode) -> sha256
+        self.budget = MAX_HASHED_BYTES
+        self.found: dict[str, str] = {}  # recorded path -> where it is now
+
+    def find(self, a: Artifact) -> str | None:
+        for p in (a.path, os.path.join(self.folder, a.name)):
+            if self._same(p, a):
+                self.found[a.path] = os.path.abspath(p)
+                return self.found[a.path]
+        return None
+
+    def _same(self, path: str, a: Artifact) -> bool:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            return False
+        if not stat.S_ISREG(st.st_mode) or st.st_size != a.size or a.size > MAX_ARTIFACT_BYTES:
+            return False
+        key = (st.st_dev, st.st_ino)
+        if key not in self.hashed:
+            if st.st_size > self.budget:
+                return False
+            self.budget -= st.st_size
+            self.hashed[key] = _sha256(path, st.st_size)
+        return self.hashed[key] == a.sha256
+
+
+def _sha256(path: str, size: int) -> str | None:
+    """The hash of a regular file of ``size`` bytes, or None when it is not that any more."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
-        return False
+        return None
+    h = hashlib.sha256()
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        left = size + 1  # one byte more: a file that grew is not the recorded one
+        while left and (block := f.read(min(left, 1 << 20))):
+            h.update(block)
+            left -= len(block)
+    return h.hexdigest() if left == 1 else None
 
 
-def _from_json(doc: dict, folder: Path) -> Build:
-    if not str(doc.get("schema", "")).startswith("nvstage.compile/"):
-        raise ArtifactError(f"{folder / MANIFEST} is not an nvstage build manifest "
-                            f"(schema {doc.get('schema')!r})")
-    opts = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["options"].items()}
-    tk = doc["toolkit"]
-    toolkit = Toolkit(tk["nvcc"], tk["source"], tk["version"], tk["release"], tk["root"],
-                      {n: ToolInfo(n, t["path"], t["version"]) for n, t in
-                       tk.get("tools", {}).items()})
-    runs, stale = [], []
-    for s in doc["stages"]:
-        stage = Stage.from_json({k: s[k] for k in ("index", "kind", "tool", "argv", "arch",
-                                                   "inputs", "outputs")})
-        arts = [_artifact(a, folder) for a in s.get("artifacts", [])]
-        unchanged = [_unchanged(a) for a in arts]  # each file hashed once
-        stale += [a.path for a, ok in zip(arts, unchanged) if not ok]
-        runs.append(StageRun(stage, s["seconds"], s["returncode"], s.get("stdout", ""),
-                             s.get("stderr", ""), [a for a, ok in zip(arts, unchanged) if ok],
-                             s.get("started", 0.0), s.get("cached", False)))
-    build = Build(doc["source"], CompileOptions(**opts), toolkit, doc["cwd"],
-                 Plan.from_json(doc["plan"]), doc["dryrun_argv"], doc["plan_seconds"], runs,
-                 doc["wall_seconds"], str(folder), doc.get("output"),
-                 doc.get("status", "ok"), doc.get("error"), doc.get("via", "nvcc"))
-    # Artifacts gone or rewritten since the build are left out; say which.
+def _artifact(d, where: str) -> Artifact:
+    d = _obj(d, where)
+    sha = _field(d, "sha256", where, "str")
+    _check(bool(_SHA256.match(sha)), f"{where}.sha256", "64 hex digits", sha)
+    size = _field(d, "size", where, "int")
+    _check(size >= 0, f"{where}.size", "a size in bytes", size)
+    return Artifact(_field(d, "path", where, "str"), _field(d, "kind", where, "str"),
+                    _field(d, "arch", where, "str?", None), size, sha,
+                    _field(d, "stage", where, "int?", None))
+
+
+def _run(d, where: str, files: _Files, stale: list[str], budget: list[int]) -> StageRun:
+    d = _obj(d, where)
+    stage = _stage(d, where)
+    arts = []
+    for i, a in enumerate(_list(d, "artifacts", where, default=[])):
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _Bad(f"more than {MAX_STAGES} artifacts")
+        art = _artifact(a, f"{where}.artifacts[{i}]")
+        found = files.find(art)
+        if found is None:  # gone or rewritten since the build (or never this build's)
+            stale.append(art.path)
+        else:
+            arts.append(Artifact(found, art.kind, art.arch, art.size, art.sha256, art.stage))
+    resources = _field(d, "resources", where, "str?", None)  # absent: written before it was
+    return StageRun(stage, _field(d, "seconds", where, "num"),
+                    _field(d, "returncode", where, "int"), _field(d, "stdout", where, "str", ""),
+                    _field(d, "stderr", where, "str", ""), arts,
+                    _field(d, "started", where, "num", 0.0),
+                    _field(d, "cached", where, "bool", False), resources)
+
+
+def _from_json(doc, folder: Path) -> Build:
+    doc = _obj(doc, "the document")
+    schema = doc.get("schema")
+    if not (isinstance(schema, str) and schema.startswith("nvstage.compile/")):
+        raise _Bad(f"its schema is {_show(schema)}, not 'nvstage.compile/1'")
+    options = _options(doc.get("options", {}))
+    toolkit = _toolkit(_field(doc, "toolkit", "", "obj"))
+    plan = _plan(_field(doc, "plan", "", "obj"))
+    files, stale, budget = _Files(folder), [], [MAX_STAGES]
+    runs = [_run(s, f"stages[{i}]", files, stale, budget)
+            for i, s in enumerate(_list(doc, "stages", ""))]
+    # The output is one of the artifacts (the last stage's): where that one was found, if
+    # it was (a path that is no artifact is never read).
+    output = files.found.get(_field(doc, "output", "", "str?", None))
+    build = Build(_field(doc, "source", "", "str"), options, toolkit,
+                  _field(doc, "cwd", "", "str"), plan, list(_field(doc, "dryrun_argv", "", "strs",
+                                                                   [])),
+                  _field(doc, "plan_seconds", "", "num", 0.0), runs,
+                  _field(doc, "wall_seconds", "", "num", 0.0), str(folder), output,
+                  _field(doc, "status", "", "str", "ok"), _field(doc, "error", "", "obj?", None),
+                  _field(doc, "via", "", "str", "nvcc"))
     build.stale = stale  # type: ignore[attr-defined]
     return build

@@ -8,7 +8,8 @@ import shutil
 
 from .. import proc
 
-# Only plain symbol names go to c++filt: one per line, so a newline must never slip in.
+# Only plain symbol names go to c++filt: one per line, so a newline must never slip in
+# (fullmatch: "$" alone also matches before a trailing newline).
 _SYMBOL = re.compile(r"^[A-Za-z_$.][\w$.]*$")
 
 
@@ -26,7 +27,7 @@ def demangle_all(names) -> dict[str, str]:
     """Map each name to its demangled form; a name c++filt cannot help with maps to itself."""
     names = list(dict.fromkeys(names))
     out = {n: _KNOWN.get(n, n) for n in names}
-    todo = [n for n in names if n not in _KNOWN and n.startswith("_Z") and _SYMBOL.match(n)]
+    todo = [n for n in names if n not in _KNOWN and n.startswith("_Z") and _SYMBOL.fullmatch(n)]
     tool = _cxxfilt()
     if not todo or tool is None:
         return out  # no c++filt: the mangled name is still a correct, if ugly, name

@@ -42,7 +42,8 @@ def own_shared(reported: int, arch: str, *, linked: bool) -> int:
 
 _COMPILING = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
 _PROPS = re.compile(r"(?:ptxas|nvlink) info\s*: Function properties for '?([^':\s]+)'?:?\s*$")
-_FRAME = re.compile(r"^\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
+# NVRTC's log prefixes the frame line with "ptxas         .".
+_FRAME = re.compile(r"^(?:ptxas\s+\.)?\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
                     r"(\d+) bytes spill loads")
 _USED = re.compile(r"(?:ptxas|nvlink) info\s*: [Uu]sed (\d+) registers(.*)$")
 _TIME = re.compile(r"ptxas info\s*: Compile time = ([\d.]+) ms")
@@ -120,6 +121,33 @@ def parse_ptxas_verbose(text: str, *, arch: str | None = None, final: bool = Tru
             barriers=r.get("barriers"), compile_ms=r.get("compile_ms"),
             source=source, final=final, shared_section_bytes=smem if linked else None))
     return out
+
+
+# The lines ptxas prints only under -v (format strings read from ptxas 13.5; "Overriding
+# maximum register limit" appears with -maxrregcount). Everything else (warnings, errors,
+# performance advisories) plain nvcc prints too.
+_VERBOSE_LINE = re.compile(
+    r"^ptxas info\s*: (?:\d+ bytes gmem\b|Compiling entry function '|Function properties for "
+    r"|Used \d+ registers\b|Compile time = |Overriding maximum register limit )"
+    r"|^(?:ptxas\s+\.)?\s+\d+ bytes stack frame, \d+ bytes spill stores, \d+ bytes spill loads"
+    r"\s*$")
+USER_VERBOSE = ("-v", "--verbose")
+
+
+def split_ptxas_stderr(text: str, *, user_verbose: bool) -> tuple[str, str]:
+    """(what the user sees, the -v report) from the stderr of a ptxas run that had -v.
+
+    nvstage always runs ptxas with -v and keeps the report in the build record, so nothing has
+    to run again later to learn a kernel's resources. The user sees what plain nvcc would have
+    shown: without their own -v, every -v line is taken out. Pure, line by line: the cache
+    keeps the text with the report in it (``StageRun.tool_stderr``), and a stage restored from
+    it splits into the same record.
+    """
+    lines = text.splitlines(keepends=True)
+    report = "".join(line for line in lines if _VERBOSE_LINE.match(line))
+    if user_verbose:
+        return text, report
+    return "".join(line for line in lines if not _VERBOSE_LINE.match(line)), report
 
 
 _ARCH_LINE = re.compile(r"^\s*arch = (\w+)")
@@ -232,20 +260,6 @@ def _merge(p: KernelResources, c: KernelResources | None) -> KernelResources:
         source=f"{p.source} + {c.source}")
 
 
-def _ptxas_text(run, build) -> str:
-    """A ptxas stage's -v report: its own stderr, or a rerun of the same command with -v."""
-    if "Compiling entry function" in run.stderr or not run.ok:
-        return run.stderr
-    argv = list(run.stage.argv)
-    if "-o" not in argv or not all(Path(build.cwd, i).is_file() for i in run.stage.inputs):
-        return ""  # the inputs are gone (no --keep): cuobjdump's numbers will have to do
-    with tempfile.TemporaryDirectory(prefix="nvstage-ptxas-") as tmp:
-        i = argv.index("-o")
-        argv[i + 1] = str(Path(tmp, "out.cubin"))
-        cp = proc.run(argv + ["-v"], cwd=build.cwd, timeout=300)
-    return cp.stderr if cp.returncode == 0 else ""
-
-
 def build_resources(build, toolkit=None) -> list[KernelResources]:
     """Resources for every kernel a ``Build`` compiled, joined from ptxas and cuobjdump.
 
@@ -255,24 +269,37 @@ def build_resources(build, toolkit=None) -> list[KernelResources]:
     """
     from ..plan import StageKind
     from .elf import read_cubin
+    from .manifest import reading_toolkit
 
-    toolkit = toolkit or build.toolkit
+    toolkit = reading_toolkit(build, toolkit)
+    # Stages whose cubins come with a ptxas -v report: ptxas (always, since nvstage asks),
+    # NVRTC and nvJitLink (when --resource-usage asked; else cuobjdump's figures alone).
+    compilers = {StageKind.PTXAS: "ptxas -v", StageKind.NVRTC: "NVRTC -Xptxas=-v",
+                 StageKind.NVJITLINK: "nvJitLink -verbose"}
     rows: list[KernelResources] = []
     for run in build.runs:
-        if run.stage.kind is StageKind.PTXAS and run.ok:
-            relocatable = any(a in ("-c", "--compile-only") for a in run.stage.argv)
-            text = _ptxas_text(run, build)
-            ptxas = parse_ptxas_verbose(text, arch=run.stage.arch, final=not relocatable)
-            cubins = [a for a in run.artifacts if a.kind == "cubin"]
+        if run.stage.kind in compilers and run.ok:
+            cubins = []
+            for a in run.artifacts:
+                if a.kind == "cubin":
+                    data = Path(a.path).read_bytes()
+                    cubins.append((data, read_cubin(data, a.path)))
+            # -rdc -c numbers are not final. The cubin's ELF type says which it is; the argv
+            # only when the cubin is gone.
+            relocatable = any(c.relocatable for _, c in cubins) if cubins else \
+                any(a in ("-c", "--compile-only") for a in run.stage.argv)
+            # The -v report the build kept (never a rerun: a manifest's argv is data).
+            ptxas = parse_ptxas_verbose(run.resources or "", arch=run.stage.arch,
+                                        final=not relocatable,
+                                        source=compilers[run.stage.kind])
             dumped: dict[tuple[str, str], KernelResources] = {}
-            for a in cubins:
-                data = Path(a.path).read_bytes()
-                arch = read_cubin(data, a.path).arch
-                for r in res_usage_of_cubin(data, toolkit, arch=arch, final=not relocatable):
+            for data, cubin in cubins:
+                for r in res_usage_of_cubin(data, toolkit, arch=cubin.arch,
+                                            final=not cubin.relocatable):
                     dumped[(r.kernel, r.arch)] = r
             for p in ptxas:
                 rows.append(_merge(p, dumped.pop((p.kernel, p.arch), None)))
-            rows += dumped.values()  # kernels ptxas did not report on (no -v rerun possible)
+            rows += dumped.values()  # kernels with no -v report (a manifest from before it)
         elif run.stage.kind is StageKind.DEVICE_LINK and run.ok:
             for a in run.artifacts:
                 if a.kind != "cubin":

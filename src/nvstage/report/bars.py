@@ -12,6 +12,7 @@ model ``Estimate`` or a measured ``decompose.Decomposition`` into a ``Bar``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
@@ -101,6 +102,11 @@ def bars_svg(bars: Sequence[Bar], *, title: str, subtitle: str = "",
     share of the largest bar, a second panel leaves that term out."""
     if not bars:
         raise ValueError("no bars to draw")
+    for b in bars:  # a NaN or infinite figure has no place on an axis (_nice_max overflowed)
+        figures = [*b.terms.values(), *b.spread.values()] + \
+            ([b.marker] if b.marker is not None else [])
+        if not all(math.isfinite(v) for v in figures):
+            raise ValueError(f"bar {b.label!r} has a figure that is not finite")
     kinds = sorted({b.kind for b in bars})
     heading = f"{title} ({' and '.join(kinds)})"
     panels = [(None, bars)]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import os
 from dataclasses import dataclass, field
 
@@ -57,8 +56,13 @@ def gather(build, *, toolkit=None, run: dict | None = None, trace: dict | None =
            sass: bool = True) -> ReportInputs:
     """Read what the page needs from a build's kept files. A reader that fails leaves a note
     and an empty section instead of failing the whole report."""
-    toolkit = toolkit or build.toolkit
+    from ..inspect.manifest import reading_toolkit, toolkit_note
+
+    toolkit = reading_toolkit(build, toolkit)
     inp = ReportInputs(build, run=run, trace=trace)
+    note = toolkit_note(build, toolkit)
+    if note:
+        inp.notes.append(note)
     try:
         from ..inspect.resources import build_resources
 
@@ -110,11 +114,29 @@ def _find(doc, key: str, depth: int = 3):
     return None
 
 
-def _median(spread) -> float | None:
-    v = spread.get("median") if isinstance(spread, dict) else None
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+def _number(v) -> float | None:
+    """A finite number from a document, or None (an integer of 400 digits is no float)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and -1e300 < v < 1e300:
         return float(v)
     return None
+
+
+def _median(spread) -> float | None:
+    return _number(spread.get("median")) if isinstance(spread, dict) else None
+
+
+def _items(value) -> list:
+    """A list field of a document, or nothing (a run document may be anyone's)."""
+    return value if isinstance(value, list) else []
+
+
+def _get(d, key: str):
+    return d.get(key) if isinstance(d, dict) else None
+
+
+def _key(value):
+    """A dict key from a document value (a pid may be a list in a crafted trace)."""
+    return value if isinstance(value, (str, int, float, type(None))) else repr(value)[:80]
 
 
 # -- SVG pieces ------------------------------------------------------------------------
@@ -327,11 +349,11 @@ _CATS = {"kernel": "kernel", "copy": "transfer"}
 def _event_kind(e: dict, lane: str) -> str:
     """Colour by the decomposition term the event stands for (baseline lane), else its
     category, else its lane's name."""
-    term = (e.get("args") or {}).get("term") if isinstance(e.get("args"), dict) else None
-    if term in _TERMS:
+    term, cat = _get(e.get("args"), "term"), e.get("cat")
+    if isinstance(term, str) and term in _TERMS:  # a list there is no key: not a term
         return _TERMS[term]
-    if e.get("cat") in _CATS:
-        return _CATS[e["cat"]]
+    if isinstance(cat, str) and cat in _CATS:
+        return _CATS[cat]
     low = lane.lower()
     return "launch" if "launch" in low else "transfer" if "cop" in low else "other"
 
@@ -349,26 +371,28 @@ def _trace_spans(run: dict | None, trace: dict | None
     spans = []
     if isinstance(events, list):
         names: dict[tuple, str] = {}
+        procs: dict = {}
         for e in events:
-            if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "thread_name":
-                names[(e.get("pid"), e.get("tid"))] = str((e.get("args") or {}).get("name"))
-        procs = {e.get("pid"): str((e.get("args") or {}).get("name"))
-                 for e in events if isinstance(e, dict) and e.get("ph") == "M"
-                 and e.get("name") == "process_name"}
+            if isinstance(e, dict) and e.get("ph") == "M":
+                if e.get("name") == "thread_name":
+                    names[(_key(e.get("pid")), _key(e.get("tid")))] = \
+                        str(_get(e.get("args"), "name"))
+                elif e.get("name") == "process_name":
+                    procs[_key(e.get("pid"))] = str(_get(e.get("args"), "name"))
         for e in events:
-            if isinstance(e, dict) and e.get("ph") == "X" and \
-                    isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"),
-                                                                          (int, float)):
-                key = (e.get("pid"), e.get("tid"))
-                lane = f"{procs.get(e.get('pid'), e.get('pid'))}: {names.get(key, e.get('tid'))}"
-                spans.append((lane, str(e.get("name")), float(e["ts"]), float(e["dur"]),
-                              _event_kind(e, lane)))
+            if not isinstance(e, dict) or e.get("ph") != "X":
+                continue
+            ts, dur = _number(e.get("ts")), _number(e.get("dur"))
+            if ts is None or dur is None:
+                continue
+            pid, tid = _key(e.get("pid")), _key(e.get("tid"))
+            lane = f"{procs.get(pid, pid)}: {names.get((pid, tid), tid)}"
+            spans.append((lane, str(e.get("name"))[:200], ts, dur, _event_kind(e, lane)))
         if spans:
             return spans
     dec = _find(run, "decomposition") if run else None
-    ops = dec.get("operations") if isinstance(dec, dict) else None
     t = 0.0
-    for op in ops or []:
+    for op in _items(_get(dec, "operations")):
         if not isinstance(op, dict):
             continue
         h, g = _median(op.get("host_ns")), _median(op.get("gpu_ns"))
@@ -383,11 +407,21 @@ def _trace_spans(run: dict | None, trace: dict | None
     return spans
 
 
+# What one chart draws at most: a trace of a long run can hold millions of events, and a page
+# of millions of rectangles does not open; the note under the chart says when it was cut.
+MAX_TRACE_SPANS = 20_000
+MAX_TRACE_LANES = 64
+
+
 def trace_svg(run: dict | None, trace: dict | None) -> str | None:
     spans = _trace_spans(run, trace)
     if not spans:
         return None
-    lanes = list(dict.fromkeys(s[0] for s in spans))
+    lanes = list(dict.fromkeys(s[0] for s in spans))[:MAX_TRACE_LANES]
+    lane_row = {lane: n for n, lane in enumerate(lanes)}
+    drawn = [s for s in spans if s[0] in lane_row][:MAX_TRACE_SPANS]
+    cut = len(spans) - len(drawn)
+    spans = drawn
     t0 = min(s[2] for s in spans)
     t1 = max(s[2] + s[3] for s in spans)
     span_us = max(t1 - t0, 1e-9)
@@ -404,7 +438,7 @@ def trace_svg(run: dict | None, trace: dict | None) -> str | None:
         out.append(f'<text x="{label_w - 8}" y="{top + n * row_h + 16}" class="label" '
                    f'text-anchor="end"><title>{esc(lane)}</title>{esc(_clip(lane, 38))}</text>')
     for lane, name, ts, dur, kind in spans:
-        n = lanes.index(lane)
+        n = lane_row[lane]
         x = label_w + chart_w * (ts - t0) / span_us
         bw = max(1.0, chart_w * dur / span_us)
         out.append(f'<rect class="trace-span" x="{x:.1f}" y="{top + n * row_h + 3}" '
@@ -412,6 +446,8 @@ def trace_svg(run: dict | None, trace: dict | None) -> str | None:
                    f'data-tip="{esc(f"{name}: {dur:.3f} us at {ts - t0:.3f} us")}"/>')
     what = "Chrome trace" if trace or _find(run or {}, "trace") else \
         "sequential baseline from the per-operation medians (no trace given)"
+    if cut:
+        what += f"; {cut} more spans not drawn"
     out.append(f'<text x="{label_w}" y="{height - 6}" class="axis">{what}</text>')
     out.append("</svg>")
     return "\n".join(out)
@@ -586,16 +622,16 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
         if dsvg:
             parts.append(f'<h3>Decomposition</h3><div class="scroll">{dsvg}</div>')
             dec = _find(run, "decomposition")
-            ops = [o for o in dec.get("operations") or [] if isinstance(o, dict)]
+            ops = [o for o in _items(dec.get("operations")) if isinstance(o, dict)]
             if ops:
                 orows = [[o.get("index"), o.get("kind"), o.get("name"),
                           _us(_median(o.get("host_ns"))), _us(_median(o.get("gpu_ns"))),
-                          o.get("bytes") or "", "; ".join(map(str, o.get("flags") or []))]
+                          o.get("bytes") or "", "; ".join(map(str, _items(o.get("flags"))))]
                          for o in ops]
                 parts.append(_table("operations", ["op", "kind", "name", "host us (median)",
                                                    "GPU us (median)", "bytes", "flags"],
                                     orows, {0, 3, 4, 5}))
-            flags = dec.get("flags") or []
+            flags = _items(dec.get("flags"))
             if flags:
                 parts.append('<ul class="flags">' + "".join(f"<li>{esc(f)}</li>"
                                                             for f in flags) + "</ul>")

@@ -31,14 +31,21 @@ extern "C" __global__ void nvstage_hold(volatile unsigned int* flag,
 @functools.lru_cache(maxsize=4)  # compare --measure runs twice per arch: build it once
 def helper_cubin(arch: str, toolkit=None) -> bytes:
     """The helpers compiled for ``arch`` through the nvstage pipeline (no GPU needed)."""
+    from ..errors import StageFailed
     from ..options import CompileOptions
     from ..pipeline import compile as run_compile
 
     with tempfile.TemporaryDirectory(prefix="nvstage-helpers-") as tmp:
         src = Path(tmp, "nvstage_helpers.cu")
         src.write_text(HELPER_SOURCE)
-        build = run_compile(src, CompileOptions(archs=(arch,), stop="cubin"), toolkit=toolkit,
-                            keep=Path(tmp, "keep"), cwd=tmp)
+        try:
+            build = run_compile(src, CompileOptions(archs=(arch,), stop="cubin"),
+                                toolkit=toolkit, keep=Path(tmp, "keep"), cwd=tmp)
+        except StageFailed as e:  # its keep folder goes with tmp: do not send anyone there
+            e.keep_dir = None
+            e.hint = (f"nvstage's own helper kernels did not compile for {arch}: is the "
+                      "toolkit complete, and does it know this arch?")
+            raise
         art = build.artifact("cubin")
         if art is None:
             from ..errors import ArtifactError
