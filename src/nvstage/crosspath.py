@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .artifacts import read_regular
 from .errors import NvstageError, UsageError, indent
 from .options import CompileOptions
 from .toolkit import Toolkit, find_toolkit
@@ -295,7 +296,7 @@ def _collect(path: PathResult, build, *, final: bool, toolkit: Toolkit,
         for a in run.artifacts:
             if a.kind == "ptx" and ptx:
                 module = "linked" if run.stage.kind.value == "nvjitlink" else a.name.split(".")[0]
-                path.ptx[module] = Path(a.path).read_text(errors="replace")
+                path.ptx[module] = read_regular(a.path).decode(errors="replace")
             if a.kind == "cubin":
                 last_cubins.append(a.path)
     spills = spills_from_log(log)
@@ -327,7 +328,7 @@ def kernel_stats(cubin: str, toolkit: Toolkit, *, final: bool = True) -> list[Ke
     from .inspect.names import demangle_all
 
     # Only entries are compared: -rdc cubins also hold device functions.
-    names = list(read_cubin(Path(cubin).read_bytes(), os.path.basename(cubin)).kernels)
+    names = list(read_cubin(read_regular(cubin), os.path.basename(cubin)).kernels)
     res, sass = _read_resources(cubin, toolkit), _read_sass(cubin, toolkit)
     dem = demangle_all(names)
     out = []

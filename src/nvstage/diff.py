@@ -57,6 +57,7 @@ def kernel_figures(build, toolkit) -> dict[str, dict]:
 
     from .inspect.elf import read_cubin
     from .inspect.resources import build_resources
+    from .artifacts import read_regular
     from .inspect.sass import disassemble
 
     out: dict[str, dict] = {}
@@ -71,7 +72,7 @@ def kernel_figures(build, toolkit) -> dict[str, dict]:
     for a in build.artifacts:
         if a.kind != "cubin" or not os.path.isfile(a.path):
             continue
-        final = not read_cubin(Path(a.path).read_bytes(), a.path).relocatable
+        final = not read_cubin(read_regular(a.path), a.path).relocatable
         for k in disassemble(a.path, toolkit):
             if not k.is_entry:
                 continue

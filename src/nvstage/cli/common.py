@@ -60,7 +60,10 @@ def data_console(json_mode: bool) -> Console:
 
 
 def emit_json(obj) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    """Standard JSON only: NaN and infinities become null (json.dumps would print NaN)."""
+    from ..artifacts import json_safe
+
+    sys.stdout.write(json.dumps(json_safe(obj), indent=2, default=str, allow_nan=False) + "\n")
     sys.stdout.flush()
 
 

@@ -156,9 +156,10 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
                               log=log)
     except GpuRunFailed as e:
         failure, result = e, e.result
-    except KeyboardInterrupt:  # work may still be queued: never wait for it at exit
+    except KeyboardInterrupt as e:  # work may still be queued: never wait for it at exit
+        signum = getattr(e, "signum", None) or 2  # a Terminated carries its signal
         _exit_now(GpuRunFailed("interrupted while the GPU was running the workload",
-                               op="interrupted"), code=130)
+                               op="interrupted"), code=128 + signum)
     try:
         _write_reports(doc=run_document(result, w, prep, probe=p,
                                         error=failure.to_json() if failure else None),

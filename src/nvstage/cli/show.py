@@ -138,12 +138,13 @@ def _will_it_run(data: dict, kind: str, artifact: Path, gpu: str, driver: str | 
 
 def _images_of_single(data: dict, kind: str, artifact: Path):
     """A bare cubin or PTX file is one image."""
+    from ..artifacts import read_regular
     from ..inspect.elf import read_cubin
     from ..inspect.ptx import read_ptx
     from ..inspect.records import FatbinImage
 
     if kind == "cubin":
-        c = read_cubin(artifact.read_bytes(), str(artifact))
+        c = read_cubin(read_regular(artifact), str(artifact))
         return [FatbinImage("cubin", c.arch, c.size, artifact.name,
                             "device-link" if c.from_device_link else "kernel",
                             kernels=c.kernels)]

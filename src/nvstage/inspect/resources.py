@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .. import proc
+from ..artifacts import read_regular
 from ..errors import ArtifactError, ToolkitError
 from .names import demangle_all
 from .records import KernelResources
@@ -282,7 +283,7 @@ def build_resources(build, toolkit=None) -> list[KernelResources]:
             cubins = []
             for a in run.artifacts:
                 if a.kind == "cubin":
-                    data = Path(a.path).read_bytes()
+                    data = read_regular(a.path)
                     cubins.append((data, read_cubin(data, a.path)))
             # -rdc -c numbers are not final. The cubin's ELF type says which it is; the argv
             # only when the cubin is gone.
@@ -304,7 +305,7 @@ def build_resources(build, toolkit=None) -> list[KernelResources]:
             for a in run.artifacts:
                 if a.kind != "cubin":
                     continue
-                data = Path(a.path).read_bytes()
+                data = read_regular(a.path)
                 cubin = read_cubin(data, a.path)
                 linked = res_usage_of_cubin(data, toolkit, arch=cubin.arch,
                                             source="cuobjdump -res-usage (after device link)")

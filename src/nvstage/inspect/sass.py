@@ -115,7 +115,9 @@ def parse_nvdisasm(text: str, *, arch: str | None = None, image: str = "",
 
 
 def _nvdisasm(cubin: Path, toolkit, lineinfo: bool) -> str:
-    argv = [toolkit.tool("nvdisasm"), "-c"] + (["-g"] if lineinfo else []) + [str(cubin)]
+    # Absolute: a relative name that starts with '-' would be read as an option.
+    argv = [toolkit.tool("nvdisasm"), "-c"] + (["-g"] if lineinfo else []) + \
+        [os.path.abspath(cubin)]
     cp = proc.run(argv, timeout=300)
     if cp.returncode != 0:
         msg = (cp.stderr or cp.stdout).strip()

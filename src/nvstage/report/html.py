@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass, field
 
 from .. import __version__
+from ..artifacts import read_regular
 from ..errors import NvstageError
 from ..inspect.records import display_name
 from .units import fmt_bytes, fmt_seconds
@@ -88,10 +89,10 @@ def gather(build, *, toolkit=None, run: dict | None = None, trace: dict | None =
     for a in build.artifacts:
         if a.kind == "ptx" and os.path.isfile(a.path):
             try:
-                with open(a.path, encoding="utf-8", errors="replace") as f:
-                    inp.ptx.append((a.name, f.read()))
-            except OSError as e:
-                inp.notes.append(f"PTX {a.name}: {e.strerror}")
+                text = read_regular(a.path).decode("utf-8", errors="replace")
+                inp.ptx.append((a.name, text))
+            except (NvstageError, OSError) as e:
+                inp.notes.append(f"PTX {a.name}: {getattr(e, 'message', None) or e}")
     return inp
 
 
