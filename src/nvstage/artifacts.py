@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import ArtifactError, InputNotFound, InputTooLarge, NotRegularFile, WriteError
+from nvstage.errors import ArtifactError, InputNotFound, InputTooLarge, NotRegularFile, WriteError
 
 # The most one reader takes from one file, checked before reading. The largest real fatbins
 # (a library's kernels for several arches) are hundreds of MB; a 2 GiB file of zeros or a

@@ -44,9 +44,9 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .documents import load_toml_doc
-from .errors import UsageError
-from .inspect.records import base_name, qualified_name, unqualified_name
+from nvstage.documents import load_toml_doc
+from nvstage.errors import UsageError
+from nvstage.inspect.records import base_name, qualified_name, unqualified_name
 
 
 # Per-kernel limits: config key -> the measurement it bounds.
@@ -139,7 +139,7 @@ class Budgets:
         return out
 
     def compile_options(self):
-        from .options import CompileOptions
+        from nvstage.options import CompileOptions
 
         opts = {k: tuple(v) if isinstance(v, list) else v for k, v in self.compile.items()}
         if "stop" not in opts and not opts.get("compile_only"):
@@ -264,7 +264,7 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
     if not isinstance(stage, dict):
         raise BudgetConfigError(f"{where}: stage_seconds must be a table of stage kind = "
                                 "seconds (ptxas = 2.0, \"*\" = 30.0)")
-    from .plan import StageKind
+    from nvstage.plan import StageKind
 
     kinds = {k.value for k in StageKind} | {"*"}
     for k, v in stage.items():

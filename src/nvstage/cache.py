@@ -68,8 +68,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CacheError
-from .paths import ENV_CACHE_DIR, cache_dir, cache_dir_label, default_cache_dir
+from nvstage.errors import CacheError
+from nvstage.paths import ENV_CACHE_DIR, cache_dir, cache_dir_label, default_cache_dir
 
 ENV_MAX = "NVSTAGE_CACHE_MAX_SIZE"
 DEFAULT_MAX_BYTES = 2 << 30

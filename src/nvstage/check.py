@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from . import __version__
-from .budgets import Budgets
-from .documents import load_json_doc
-from .errors import ArtifactError
-from .measure import Measurements, locate_kernel, measure
+from nvstage import __version__
+from nvstage.budgets import Budgets
+from nvstage.documents import load_json_doc
+from nvstage.errors import ArtifactError
+from nvstage.measure import Measurements, locate_kernel, measure
 
 SCHEMA = "nvstage.check/1"
 # Growth smaller than this never fails a baseline, whatever the fraction: a 3 ms stage that
@@ -107,8 +107,8 @@ def check(manifest_or_build, budgets: Budgets, *, toolkit=None, run_report=None,
           baseline=None) -> CheckResult:
     """Check one build (a ``Build``, keep folder or stages.json) against ``budgets``, and
     against ``baseline`` (an earlier check report or manifest: path or parsed dict)."""
-    from .inspect.manifest import toolkit_note
-    from .measure import load_build_from
+    from nvstage.inspect.manifest import toolkit_note
+    from nvstage.measure import load_build_from
 
     build = load_build_from(manifest_or_build)
     m = measure(build, toolkit=toolkit, run_report=run_report)
@@ -295,7 +295,7 @@ def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Che
 def _same_kernel(added: list, removed: list, now: dict, before: dict) -> dict:
     """{added key: removed key} for kernels that share a name (``base_name``) and arch with
     exactly one kernel on the other side."""
-    from .inspect.records import base_name
+    from nvstage.inspect.records import base_name
 
     def by_name(keys, side):
         groups: dict[tuple, list] = {}

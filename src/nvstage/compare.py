@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .gpus import GpuSpec
-from .model import Estimate, Presets, _presets, estimate
+from nvstage.gpus import GpuSpec
+from nvstage.model import Estimate, Presets, _presets, estimate
 
 ESTIMATE_THRESHOLD = 0.10
 SAME_ESTIMATE = 0.01
@@ -192,14 +192,14 @@ def compare(a, b, gpu: GpuSpec, *, calibration=None, measure: bool = False, tool
 
 
 def _measure(cmp: Comparison, a, b, gpu: GpuSpec, toolkit, log) -> None:
-    from .runtime.driver import probe
+    from nvstage.runtime.driver import probe
 
     p = probe()
     if not p.available:
         cmp.measure_note = f"not measured: {p.reason}"
         return
-    from .runtime.session import run_workload
-    from .workload import load_and_validate
+    from nvstage.runtime.session import run_workload
+    from nvstage.workload import load_and_validate
 
     decs = {}
     for key, src in (("a", a), ("b", b)):

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .artifacts import read_regular
-from .errors import NvstageError, UsageError, indent
-from .options import CompileOptions
-from .toolkit import Toolkit, find_toolkit
+from nvstage.artifacts import read_regular
+from nvstage.errors import NvstageError, UsageError, indent
+from nvstage.options import CompileOptions
+from nvstage.toolkit import Toolkit, find_toolkit
 
 NVCC, NVRTC, NVJITLINK, LTO = "nvcc", "nvrtc", "nvrtc+nvjitlink", "nvrtc+lto"
 _REAL = re.compile(r"^sm_\d+[af]?$")
@@ -178,8 +178,8 @@ def compare_paths(
     one subfolder per path with its artifacts and manifest; without it all is removed.
     ``maxrregcount`` applies to every path (a low one makes kernels/spill.cu spill).
     """
-    from .nvrtc import compile_nvrtc, versions
-    from .pipeline import compile as nvcc_compile
+    from nvstage.nvrtc import compile_nvrtc, versions
+    from nvstage.pipeline import compile as nvcc_compile
 
     if not _REAL.match(arch):
         raise UsageError(f"diff needs a real arch (sm_NN) to compare cubins, not {arch!r}",
@@ -324,8 +324,8 @@ def spills_from_log(text: str) -> dict[str, tuple[int, int]]:
 
 def kernel_stats(cubin: str, toolkit: Toolkit, *, final: bool = True) -> list[KernelStats]:
     """Registers, spills and SASS instruction count of every kernel in ``cubin``."""
-    from .inspect.elf import read_cubin
-    from .inspect.names import demangle_all
+    from nvstage.inspect.elf import read_cubin
+    from nvstage.inspect.names import demangle_all
 
     # Only entries are compared: -rdc cubins also hold device functions.
     names = list(read_cubin(read_regular(cubin), os.path.basename(cubin)).kernels)
@@ -341,7 +341,7 @@ def kernel_stats(cubin: str, toolkit: Toolkit, *, final: bool = True) -> list[Ke
 
 def _read_resources(cubin: str, toolkit: Toolkit) -> dict[str, tuple]:
     """kernel -> (registers, spill store bytes, spill load bytes); spills may be None."""
-    from .inspect.resources import resources_of
+    from nvstage.inspect.resources import resources_of
 
     return {r.kernel: (r.registers, r.spill_stores, r.spill_loads)
             for r in resources_of(cubin, toolkit)}
@@ -349,7 +349,7 @@ def _read_resources(cubin: str, toolkit: Toolkit) -> dict[str, tuple]:
 
 def _read_sass(cubin: str, toolkit: Toolkit) -> dict[str, int]:
     """kernel -> SASS instruction count."""
-    from .inspect.sass import disassemble
+    from nvstage.inspect.sass import disassemble
 
     return {k.name: k.instruction_count for k in disassemble(cubin, toolkit)}
 
@@ -396,7 +396,7 @@ def render(result: PathComparison, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from .report.units import fmt_seconds
+    from nvstage.report.units import fmt_seconds
 
     console.print(Text(f"{', '.join(os.path.basename(s) for s in result.sources)} for "
                        f"{result.arch}: nvcc {result.versions['toolkit']}, NVRTC "

@@ -55,10 +55,10 @@ def kernel_figures(build, toolkit) -> dict[str, dict]:
     """"kernel (arch[, per file])" -> the kernel metrics, from the build's kept artifacts."""
     from pathlib import Path
 
-    from .inspect.elf import read_cubin
-    from .inspect.resources import build_resources
-    from .artifacts import read_regular
-    from .inspect.sass import disassemble
+    from nvstage.inspect.elf import read_cubin
+    from nvstage.inspect.resources import build_resources
+    from nvstage.artifacts import read_regular
+    from nvstage.inspect.sass import disassemble
 
     out: dict[str, dict] = {}
 
@@ -100,7 +100,7 @@ def stage_times(build) -> dict[str, dict]:
 
 def diff_builds(a, b, toolkit=None, *, a_name: str = "A", b_name: str = "B") -> BuildDiff:
     """Compare two ``Build`` s (e.g. from ``nvstage.inspect.manifest.load_build``)."""
-    from .inspect.manifest import reading_toolkit, toolkit_note
+    from nvstage.inspect.manifest import reading_toolkit, toolkit_note
 
     toolkit = reading_toolkit(a, toolkit)
     ka, kb = kernel_figures(a, toolkit), kernel_figures(b, toolkit)
@@ -114,7 +114,7 @@ def diff_builds(a, b, toolkit=None, *, a_name: str = "A", b_name: str = "B") -> 
 
 
 def diff_paths(a_path, b_path, toolkit=None) -> BuildDiff:
-    from .inspect.manifest import load_build
+    from nvstage.inspect.manifest import load_build
 
     a, b = load_build(a_path), load_build(b_path)
     return diff_builds(a, b, toolkit, a_name=str(a_path), b_name=str(b_path))

@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import ArtifactError, InputNotFound, InputTooLarge, NotRegularFile, NvstageError
+from nvstage.errors import ArtifactError, InputNotFound, InputTooLarge, NotRegularFile, NvstageError
 
 ErrorFactory = Callable[..., NvstageError]  # (message, hint=...) -> the error to raise
 
@@ -37,7 +37,7 @@ def read_text_doc(path: str | os.PathLike, what: str, err: ErrorFactory = Artifa
     """The text of ``path``, a ``what``: InputNotFound when it is missing, ``err`` when it
     is a folder, a FIFO or device (refused unread: reading one could block forever), larger
     than ``MAX_DOCUMENT_BYTES``, unreadable or not UTF-8 text (a binary file by mistake)."""
-    from .artifacts import read_regular
+    from nvstage.artifacts import read_regular
 
     p = Path(path)
     if p.is_dir():

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from nvstage.errors import UsageError
 
 
 class GpuSpecError(UsageError):
     """A custom GPU spec file is malformed: missing field, wrong type, impossible value."""
 
     def __init__(self, message: str, *, hint: str | None = None):
-        from .documents import one_line  # field names from the file end up in the message
+        from nvstage.documents import one_line  # field names from the file end up in the message
 
         super().__init__(one_line(message), hint=hint)
 
@@ -278,7 +278,7 @@ def arch_limits(arch: str) -> ArchLimits:
     try:
         return ARCHS[key]
     except KeyError:
-        from .errors import UnknownArch
+        from nvstage.errors import UnknownArch
 
         read_as = f" (read as {key})" if key != arch.strip().lower() else ""
         raise UnknownArch(f"no SM limits known for {arch}{read_as}",
@@ -548,7 +548,7 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
     preset to start from, in which case every key only overrides. An optional ``[sources]``
     table gives a source per field; fields without one are credited to the file.
     """
-    from .documents import parse_toml_text, read_text_doc
+    from nvstage.documents import parse_toml_text, read_text_doc
 
     p = Path(path)
     text = read_text_doc(p, "GPU spec", GpuSpecError)

@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .plan import Plan, Stage, StageKind, _opt_value
+from nvstage.plan import Plan, Stage, StageKind, _opt_value
 
 # Rough seconds per stage kind for one small file, measured on CUDA 13.5 (multi.cu): only used
 # to start the longest chains first; the real times replace them for the reported critical path.

@@ -60,8 +60,8 @@ def builtin_dirs(argv: Sequence[str], env: Mapping[str, str], cache=None) -> lis
     ``COMPILER -E -v`` (run once per compiler binary and flags, then remembered in this
     process and in the stage cache's notes). Without the environment's include variables, so
     that only the built-in folders are listed. [] when the compiler does not say."""
-    from . import proc
-    from .cache import digest, tool_identity
+    from nvstage import proc
+    from nvstage.cache import digest, tool_identity
 
     flags = builtin_flags(argv)
     if "-x" not in flags:

@@ -122,7 +122,7 @@ def jobs_in_build(environ: dict[str, str] | None = None) -> int | None:
     except ValueError:
         n = 0
     if n < 1:
-        from .errors import UsageError
+        from nvstage.errors import UsageError
 
         raise UsageError(f"NVSTAGE_JOBS={value!r} is not a positive whole number",
                          hint="set NVSTAGE_JOBS=4 (say), or unset it")

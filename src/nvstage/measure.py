@@ -15,9 +15,9 @@ import re
 import stat
 from dataclasses import asdict, dataclass, field
 
-from .budgets import RUN_TERMS, base_name
-from .documents import load_run_doc
-from .errors import ArtifactError
+from nvstage.budgets import RUN_TERMS, base_name
+from nvstage.documents import load_run_doc
+from nvstage.errors import ArtifactError
 
 
 @dataclass(frozen=True)
@@ -143,11 +143,11 @@ def _amount(value, where: str) -> float:
 
 def load_build_from(manifest_or_build):
     """A ``Build``, given one or a keep folder / stages.json path."""
-    from .pipeline import Build
+    from nvstage.pipeline import Build
 
     if isinstance(manifest_or_build, Build):
         return manifest_or_build
-    from .inspect.manifest import load_build
+    from nvstage.inspect.manifest import load_build
 
     return load_build(manifest_or_build)
 
@@ -209,7 +209,7 @@ def _final_rows(rows):
 def _image_arches(build, toolkit) -> tuple[list[str], str]:
     """The arches whose code the build's fatbin carries (its object or executable else, its
     cubins and PTX when it stopped before the fatbin)."""
-    from .inspect.fatbin import inventory
+    from nvstage.inspect.fatbin import inventory
 
     for kind in ("fatbin", "object", "executable"):
         for a in build.artifacts:
@@ -227,9 +227,9 @@ def _image_arches(build, toolkit) -> tuple[list[str], str]:
 
 def measure(manifest_or_build, *, toolkit=None, run_report=None) -> Measurements:
     """The numbers of one build (and run report, when given)."""
-    from .inspect.resources import build_resources
+    from nvstage.inspect.resources import build_resources
 
-    from .inspect.manifest import reading_toolkit
+    from nvstage.inspect.manifest import reading_toolkit
 
     build = load_build_from(manifest_or_build)
     toolkit = reading_toolkit(build, toolkit)

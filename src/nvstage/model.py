@@ -34,10 +34,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from .errors import UsageError
-from .gpus import GpuSpec
-from .model_spec import CostSpec, LaunchCounts, intermediates, launch_counts
-from .workload import Workload
+from nvstage.errors import UsageError
+from nvstage.gpus import GpuSpec
+from nvstage.model_spec import CostSpec, LaunchCounts, intermediates, launch_counts
+from nvstage.workload import Workload
 
 LABEL = "estimate"
 _PR1959 = "https://github.com/NVIDIA/cuda-python/pull/1959"
@@ -141,10 +141,10 @@ def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, objec
     import os
     import tempfile
 
-    from .artifacts import read_regular
-    from .errors import StageFailed
-    from .inspect.resources import build_resources, resources_of
-    from .workload import (kernel_signatures, prepare, raise_on_errors, validate,
+    from nvstage.artifacts import read_regular
+    from nvstage.errors import StageFailed
+    from nvstage.inspect.resources import build_resources, resources_of
+    from nvstage.workload import (kernel_signatures, prepare, raise_on_errors, validate,
                            without_temp_keep)
 
     code = w.code
@@ -152,8 +152,8 @@ def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, objec
     key = (code.kind, code.path, stamp, arch, code.defines, code.include_dirs)
     if key not in _ANALYSIS_CACHE:
         if code.kind == "source":
-            from .options import CompileOptions
-            from .pipeline import compile as run_compile
+            from nvstage.options import CompileOptions
+            from nvstage.pipeline import compile as run_compile
 
             with tempfile.TemporaryDirectory(prefix="nvstage-model-") as tmp:
                 # -o into the temporary folder: nothing is left beside the source.
@@ -170,7 +170,7 @@ def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, objec
                     if ptx else None
                 rows = build_resources(build, toolkit)
         else:
-            from .toolkit import find_toolkit
+            from nvstage.toolkit import find_toolkit
 
             sigs = prepare(w, arch, toolkit=toolkit).sigs
             rows = [r for r in resources_of(code.path, toolkit or find_toolkit())
@@ -184,7 +184,7 @@ def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, objec
         symbol = sigs[lz.kernel].mangled if sigs and lz.kernel in sigs else lz.kernel
         r = by_symbol.get(symbol)
         if r is None:
-            from .errors import ArtifactError
+            from nvstage.errors import ArtifactError
 
             raise ArtifactError(f"no resource usage for kernel {lz.kernel} ({symbol}) on {arch}",
                                 hint="is the kernel compiled for this arch?")
@@ -193,7 +193,7 @@ def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, objec
 
 
 def kernel_facts(w: Workload, arch: str, resources: Mapping[str, object]) -> list[KernelFacts]:
-    from .occupancy import occupancy
+    from nvstage.occupancy import occupancy
 
     values = w.param_values()
     out = []
@@ -370,14 +370,14 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost: CostSpec | None 
     given). ``calibration``: a ``Calibration`` or ``Presets`` replacing the default presets.
     ``resources``: kernel name -> ``KernelResources`` (compiled here when not given).
     """
-    from .model_spec import load_model_input
+    from nvstage.model_spec import load_model_input
 
     require_figures(gpu)
     if isinstance(workload, Workload):
         w = workload
         if cost is None:
             if not w.file:
-                from .model_spec import MissingCounts
+                from nvstage.model_spec import MissingCounts
 
                 raise MissingCounts("a Workload object needs cost= (reads, writes and FLOPs "
                                     "per launch) for an estimate")
@@ -510,7 +510,7 @@ class CalibrationError(UsageError):
 
 
 def load_profile(path: str | Path) -> dict:
-    from .documents import load_run_doc
+    from nvstage.documents import load_run_doc
 
     doc = load_run_doc(path, "run report", CalibrationError)
     d = doc.get("decomposition")
@@ -579,7 +579,7 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
         if isinstance(wfile, str) and wfile and Path(wfile).is_file():
             workload = wfile
     if workload is not None and launch_ops:
-        from .model_spec import load_model_input
+        from nvstage.model_spec import load_model_input
 
         if isinstance(workload, Workload):
             w = workload

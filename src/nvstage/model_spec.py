@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .workload import (DTYPES, MAX_INT_BITS, ExprError, Workload, WorkloadError,
+from nvstage.workload import (DTYPES, MAX_INT_BITS, ExprError, Workload, WorkloadError,
                        eval_int_expr, quote_expr, read_toml)
 
 HOST_MEMORY = ("pinned", "pageable")

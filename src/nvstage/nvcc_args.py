@@ -27,7 +27,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .errors import UsageError
+from nvstage.errors import UsageError
 
 # Short options that also take their value glued on (``-O3``); tried on nvcc 13.0 and 13.5.
 ATTACHED = frozenset({"-O", "-I", "-D", "-U", "-L", "-l", "-t", "-m"})
@@ -271,9 +271,9 @@ def grammar_for(nvcc: str) -> Grammar:
 
 @functools.lru_cache(maxsize=8)
 def _grammar(ident: str, nvcc: str) -> Grammar:
-    from . import proc
-    from .artifacts import write_json_atomic
-    from .paths import cache_dir
+    from nvstage import proc
+    from nvstage.artifacts import write_json_atomic
+    from nvstage.paths import cache_dir
 
     entry = cache_dir() / "tools" / f"help-{hashlib.sha256(ident.encode()).hexdigest()[:24]}.json"
     try:

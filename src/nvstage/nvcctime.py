@@ -11,8 +11,8 @@ import io
 import os
 from dataclasses import dataclass
 
-from .errors import ArtifactError
-from .plan import StageKind
+from nvstage.errors import ArtifactError
+from nvstage.plan import StageKind
 
 _PHASES = {
     "gcc (preprocessing 4)": StageKind.HOST_PREPROCESS,

@@ -27,12 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .artifacts import Artifact, write_atomic
-from .errors import InputNotFound, NvstageError, StageFailed, UsageError, indent
-from .options import CompileOptions, render_flags
-from .pipeline import Build, Observer, StageRun, finish, work_folder
-from .plan import Plan, Stage, StageKind
-from .toolkit import Toolkit, find_toolkit
+from nvstage.artifacts import Artifact, write_atomic
+from nvstage.errors import InputNotFound, NvstageError, StageFailed, UsageError, indent
+from nvstage.options import CompileOptions, render_flags
+from nvstage.pipeline import Build, Observer, StageRun, finish, work_folder
+from nvstage.plan import Plan, Stage, StageKind
+from nvstage.toolkit import Toolkit, find_toolkit
 
 DEFAULT_ARCH = "sm_75"  # nvcc 13's default; NVRTC's own default (compute_75) gives PTX only
 _REAL = re.compile(r"^sm_(\d+)([af]?)$")

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .errors import UsageError
-from .gpus import ArchLimits, arch_limits
+from nvstage.errors import UsageError
+from nvstage.gpus import ArchLimits, arch_limits
 
 WARPS = "warps"
 REGISTERS = "registers"

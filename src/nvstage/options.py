@@ -7,8 +7,8 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
-from . import proc
-from .errors import UnknownArch, UsageError
+from nvstage import proc
+from nvstage.errors import UnknownArch, UsageError
 
 Stop = Literal["ptx", "cubin", "fatbin"]
 _ARCH = re.compile(r"^(sm|compute|lto)_(\d+)([af]?)$")

@@ -23,18 +23,18 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, proc
-from .artifacts import Artifact, arch_of, kind_of, write_json_atomic
-from .cache import HOST_ENV, Cache, Counters, FileHasher, Paths, Scratch, Work, digest, \
+from nvstage import __version__, proc
+from nvstage.artifacts import Artifact, arch_of, kind_of, write_json_atomic
+from nvstage.cache import HOST_ENV, Cache, Counters, FileHasher, Paths, Scratch, Work, digest, \
     mentions, parse_depfile, tool_identity
-from .errors import CacheError, InputNotFound, PlanError, StageFailed, ToolkitError, \
+from nvstage.errors import CacheError, InputNotFound, PlanError, StageFailed, ToolkitError, \
     UsageError
-from .graph import Graph, build_graph
-from .headers import Existence, Trees, builtin_dirs, include_search, present, search_layout, \
+from nvstage.graph import Graph, build_graph
+from nvstage.headers import Existence, Trees, builtin_dirs, include_search, present, search_layout, \
     shadow_candidates, uses_time_macros
-from .options import CompileOptions, check_archs
-from .plan import Plan, Stage, StageKind, parse_dryrun
-from .toolkit import Toolkit, find_toolkit
+from nvstage.options import CompileOptions, check_archs
+from nvstage.plan import Plan, Stage, StageKind, parse_dryrun
+from nvstage.toolkit import Toolkit, find_toolkit
 
 MANIFEST = "stages.json"
 SCHEMA = "nvstage.compile/1"
@@ -68,14 +68,14 @@ class StageRun:
         if self.resources is None:
             self.resources = ""
             if self.stage.kind is StageKind.PTXAS:
-                from .inspect.resources import split_ptxas_stderr
+                from nvstage.inspect.resources import split_ptxas_stderr
 
                 self.stderr, self.resources = split_ptxas_stderr(
                     self.stderr, user_verbose=_user_verbose(self.stage))
             elif self.stage.kind in (StageKind.NVRTC, StageKind.NVJITLINK):
                 # Their logs hold ptxas' report when --resource-usage asked for it (nvJitLink's
                 # in stdout): the same record, its log left as the library wrote it.
-                from .inspect.resources import split_ptxas_stderr
+                from nvstage.inspect.resources import split_ptxas_stderr
 
                 self.resources = split_ptxas_stderr(f"{self.stderr}\n{self.stdout}",
                                                     user_verbose=True)[1]
@@ -114,7 +114,7 @@ class StageRun:
 
 def _user_verbose(stage: Stage) -> bool:
     """Whether the plan itself runs ptxas with -v (--resource-usage, -Xptxas -v)."""
-    from .inspect.resources import USER_VERBOSE
+    from nvstage.inspect.resources import USER_VERBOSE
 
     return any(a in USER_VERBOSE for a in stage.argv[1:])
 

@@ -11,8 +11,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
-from . import shellwords
-from .errors import PlanError
+from nvstage import shellwords
+from nvstage.errors import PlanError
 
 PREFIX = "#$ "
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)

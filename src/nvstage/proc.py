@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .errors import Terminated
+from nvstage.errors import Terminated
 
 # Seconds a group gets between SIGTERM and SIGKILL, to tidy up as a tool does on SIGTERM.
 GRACE = 2.0

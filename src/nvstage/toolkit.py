@@ -17,8 +17,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import proc
-from .errors import ToolkitError
+from nvstage import proc
+from nvstage.errors import ToolkitError
 
 ENV_NVCC = "NVSTAGE_NVCC"
 _VERSION = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
@@ -214,8 +214,8 @@ def _cached_version(path: str) -> str | None:
     import hashlib
     import json
 
-    from .artifacts import write_json_atomic
-    from .paths import cache_dir
+    from nvstage.artifacts import write_json_atomic
+    from nvstage.paths import cache_dir
 
     try:
         st = os.stat(path)

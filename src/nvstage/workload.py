@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .documents import one_line
-from .errors import NvstageError, UsageError
+from nvstage.documents import one_line
+from nvstage.errors import NvstageError, UsageError
 
 SCHEMA_KEYS = ("kernel", "params", "buffers", "transfer", "launch", "run", "check")
 # Tables other commands read from the same file (nvstage model's byte and FLOP counts).
@@ -401,7 +401,7 @@ class CheckSpec:
 
 
 def _max_shared_optin() -> int:
-    from .gpus import ARCHS
+    from nvstage.gpus import ARCHS
 
     return max(a.shared_per_block_optin for a in ARCHS.values())
 
@@ -550,7 +550,7 @@ def read_toml(path: str | os.PathLike, what: str = "workload",
               error: type[WorkloadError] = WorkloadError) -> dict:
     """A TOML file as a dict: a missing file is ``InputNotFound``; a folder, a binary file or
     bad TOML is ``error``."""
-    from .documents import load_toml_doc
+    from nvstage.documents import load_toml_doc
 
     return load_toml_doc(path, what, error)
 
@@ -940,8 +940,8 @@ def split_c_args(demangled: str) -> list[str] | None:
 
 def kernel_signatures(ptx_text: str) -> dict[str, KernelSig]:
     """Every entry in a PTX module, keyed by mangled name, short name and demangled name."""
-    from .inspect.ptx import parse_ptx
-    from .inspect.records import qualified_name
+    from nvstage.inspect.ptx import parse_ptx
+    from nvstage.inspect.records import qualified_name
 
     module = parse_ptx(ptx_text)
     out: dict[str, KernelSig] = {}
@@ -1143,7 +1143,7 @@ def _load_npy(path: str, n: int, where: str):
     larger than the buffer, is one error, not a MemoryError or numpy's ValueError."""
     import numpy as np
 
-    from .artifacts import open_regular
+    from nvstage.artifacts import open_regular
 
     try:
         with open_regular(path):  # a FIFO or device: refused unread
@@ -1279,13 +1279,13 @@ def prepare(w: Workload, arch: str, *, toolkit=None) -> Prepared:
     import tempfile
     import time
 
-    from .artifacts import read_regular
+    from nvstage.artifacts import read_regular
 
     code = w.code
     if code.kind == "source":
-        from .errors import StageFailed
-        from .options import CompileOptions
-        from .pipeline import compile as run_compile
+        from nvstage.errors import StageFailed
+        from nvstage.options import CompileOptions
+        from nvstage.pipeline import compile as run_compile
 
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="nvstage-run-") as tmp:
@@ -1301,7 +1301,7 @@ def prepare(w: Workload, arch: str, *, toolkit=None) -> Prepared:
             image_art = build.artifact(code.stop)
             ptx_art = build.artifact("ptx")
             if image_art is None:
-                from .errors import ArtifactError
+                from nvstage.errors import ArtifactError
 
                 raise ArtifactError(f"compiling {code.path} for {arch} left no {code.stop}")
             image = read_regular(image_art.path)
@@ -1324,7 +1324,7 @@ def prepare(w: Workload, arch: str, *, toolkit=None) -> Prepared:
 
 
 def _signatures(ptx_text: str, path: str) -> dict[str, KernelSig]:
-    from .errors import ArtifactError
+    from nvstage.errors import ArtifactError
 
     try:
         return kernel_signatures(ptx_text)

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from .. import __version__
-from .cache import cache_cmd
-from .check import check_cmd
-from .compare import compare_cmd
-from .compile import compile_cmd
-from .diff import diff_cmd
-from .doctor import doctor_cmd
-from .model import model_cmd
-from .occupancy import occupancy_cmd
-from .report import report_cmd
-from .run import run_cmd
-from .show import show_cmd
+from nvstage import __version__
+from nvstage.cli.cache import cache_cmd
+from nvstage.cli.check import check_cmd
+from nvstage.cli.compare import compare_cmd
+from nvstage.cli.compile import compile_cmd
+from nvstage.cli.diff import diff_cmd
+from nvstage.cli.doctor import doctor_cmd
+from nvstage.cli.model import model_cmd
+from nvstage.cli.occupancy import occupancy_cmd
+from nvstage.cli.report import report_cmd
+from nvstage.cli.run import run_cmd
+from nvstage.cli.show import show_cmd
 
 app = typer.Typer(
     name="nvstage",
@@ -57,7 +57,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def main() -> None:
-    from .common import drop_junk_columns
+    from nvstage.cli.common import drop_junk_columns
 
     drop_junk_columns()  # before typer reads it for --help
     app()

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import data_console, emit_json, handled, stderr
+from nvstage.cli.common import data_console, emit_json, handled, stderr
 
 
 def cache_cmd(
@@ -33,8 +33,8 @@ def cache_cmd(
 
           nvstage cache --clear
     """
-    from ..cache import Cache
-    from ..report.units import fmt_bytes
+    from nvstage.cache import Cache
+    from nvstage.report.units import fmt_bytes
 
     with handled(json_out):
         cache = Cache(cache_dir)

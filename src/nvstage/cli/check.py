@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import data_console, emit_json, handled, stderr
+from nvstage.cli.common import data_console, emit_json, handled, stderr
 
 FORMATS = ("text", "json", "github", "markdown")
 
@@ -71,12 +71,12 @@ def check_cmd(
     """
     json_mode = json_out or fmt == "json"
     with handled(json_mode):
-        from ..artifacts import write_json_atomic
-        from ..budgets import find_config, load_budgets
-        from ..check import check
-        from ..report.checks import github_annotations, markdown_summary, summary_line
-        from ..errors import UsageError
-        from ..toolkit import find_toolkit
+        from nvstage.artifacts import write_json_atomic
+        from nvstage.budgets import find_config, load_budgets
+        from nvstage.check import check
+        from nvstage.report.checks import github_annotations, markdown_summary, summary_line
+        from nvstage.errors import UsageError
+        from nvstage.toolkit import find_toolkit
 
         if fmt not in FORMATS:
             raise UsageError(f"unknown --format {fmt!r}", hint=f"choose {', '.join(FORMATS)}")
@@ -138,11 +138,11 @@ def _build_of(target: Path, budgets, toolkit, keep_dir: str | None) -> Iterator:
     """A Build for the target: a keep folder or manifest as it is; a .cu compiled now, its
     files kept (in a temporary folder without --keep-dir) while the check measures them."""
     if target.is_dir() or target.name.endswith(".json"):
-        from ..inspect.manifest import load_build
+        from nvstage.inspect.manifest import load_build
 
         yield load_build(target)
         return
-    from ..errors import InputNotFound
+    from nvstage.errors import InputNotFound
 
     if not target.is_file():
         raise InputNotFound(f"no such file: {target}")
@@ -158,7 +158,7 @@ def _build_of(target: Path, budgets, toolkit, keep_dir: str | None) -> Iterator:
 def _compile(target: Path, budgets, toolkit, keep_dir: str):
     from dataclasses import replace
 
-    from ..pipeline import compile as run_compile
+    from nvstage.pipeline import compile as run_compile
 
     options = budgets.compile_options()
     if options.output is None:
@@ -173,7 +173,7 @@ def _compile(target: Path, budgets, toolkit, keep_dir: str):
 
 def _write(path: Path, option: str, write) -> None:
     """Run ``write``; a path that cannot be written becomes one message, not a traceback."""
-    from ..errors import UsageError
+    from nvstage.errors import UsageError
 
     if path.is_dir():
         raise UsageError(f"{option} {path} is a folder", hint="give a file path")
@@ -193,7 +193,7 @@ def _append(path: Path, text: str) -> None:
 def _text(result, con) -> None:
     from rich import box
 
-    from .show import PlainTable as Table  # kernel names: text, never markup
+    from nvstage.cli.show import PlainTable as Table  # kernel names: text, never markup
 
     m = result.measurements
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False)

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..errors import NvstageError
+from nvstage.errors import NvstageError
 
 
 # Widths taken from $COLUMNS; anything else there (abc, -5, 10**20) is ignored, not fatal.
@@ -61,7 +61,7 @@ def data_console(json_mode: bool) -> Console:
 
 def emit_json(obj) -> None:
     """Standard JSON only: NaN and infinities become null (json.dumps would print NaN)."""
-    from ..artifacts import json_safe
+    from nvstage.artifacts import json_safe
 
     sys.stdout.write(json.dumps(json_safe(obj), indent=2, default=str, allow_nan=False) + "\n")
     sys.stdout.flush()
@@ -74,7 +74,7 @@ def handled(json_mode: bool = False) -> Iterator[None]:
     SIGINT, SIGTERM and SIGHUP end the tools a command started (``proc.handle_signals``),
     let cleanups run, and exit with 128 + the signal's number.
     """
-    from ..proc import handle_signals
+    from nvstage.proc import handle_signals
 
     try:
         with handle_signals():

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from ..artifacts import json_safe
-from .common import data_console, emit_json, handled, stderr
-from .model import CalibrateOpt, GpuOpt, GpuSpecOpt, NvccOpt, _us, svg_option
+from nvstage.artifacts import json_safe
+from nvstage.cli.common import data_console, emit_json, handled, stderr
+from nvstage.cli.model import CalibrateOpt, GpuOpt, GpuSpecOpt, NvccOpt, _us, svg_option
 
 
 def compare_cmd(
@@ -42,13 +42,13 @@ def compare_cmd(
           nvstage compare A.toml B.toml --gpu h200 --measure --json
     """
     with handled(json_out):
-        from ..compare import compare
-        from ..model import calibrate as fit
-        from ..toolkit import find_toolkit
-        from .model import gpu_option_value, write_svg
+        from nvstage.compare import compare
+        from nvstage.model import calibrate as fit
+        from nvstage.toolkit import find_toolkit
+        from nvstage.cli.model import gpu_option_value, write_svg
 
         target = gpu_option_value(gpu, gpu_spec)
-        from ..model import require_figures
+        from nvstage.model import require_figures
 
         require_figures(target)
         toolkit = find_toolkit(nvcc)
@@ -57,7 +57,7 @@ def compare_cmd(
         cmp = compare(a, b, target, calibration=calibration, measure=measure, toolkit=toolkit,
                       log=lambda m: err.print(m, markup=False, style="dim"))
         if svg:
-            from ..report.bars import bar_from_decomposition, bar_from_estimate
+            from nvstage.report.bars import bar_from_decomposition, bar_from_estimate
 
             bars = [bar_from_estimate(cmp.a), bar_from_estimate(cmp.b)]
             if cmp.measured:

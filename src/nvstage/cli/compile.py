@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.text import Text
 
-from .common import data_console, emit_json, handled, stderr
+from nvstage.cli.common import data_console, emit_json, handled, stderr
 
 
 def compile_cmd(
@@ -80,16 +80,16 @@ def compile_cmd(
 
           nvstage compile kernels/saxpy.cu --ptx -o saxpy.ptx --json
     """
-    from ..options import CompileOptions
-    from ..pipeline import compile as run_compile
-    from ..report.tables import stage_table, summary_line
-    from ..toolkit import find_toolkit
-    from .progress import LiveStages
+    from nvstage.options import CompileOptions
+    from nvstage.pipeline import compile as run_compile
+    from nvstage.report.tables import stage_table, summary_line
+    from nvstage.toolkit import find_toolkit
+    from nvstage.cli.progress import LiveStages
 
     with handled(json_out):
         stops = [name for name, on in (("ptx", ptx), ("cubin", cubin), ("fatbin", fatbin)) if on]
         if len(stops) > 1:
-            from ..errors import UsageError
+            from nvstage.errors import UsageError
 
             raise UsageError(f"choose one stop point, not {' and '.join('--' + s for s in stops)}")
         options = CompileOptions(
@@ -103,12 +103,12 @@ def compile_cmd(
             # Named after -o when given: two builds of one source keep apart (vadd, vadd_rdc).
             keep_dir = f"{Path(output or source.name).name.rsplit('.', 1)[0]}.nvstage"
         if show:  # a typo in --show should not cost a build
-            from ..inspect.view import parse_sections
+            from nvstage.inspect.view import parse_sections
 
             parse_sections(show, "build")
         toolkit = find_toolkit(nvcc)
         if via == "nvrtc":
-            from ..nvrtc import compile_nvrtc
+            from nvstage.nvrtc import compile_nvrtc
 
             build = compile_nvrtc(source, options, toolkit=toolkit, keep=keep_dir,
                                   name_expressions=tuple(name_expr or ()))
@@ -117,7 +117,7 @@ def compile_cmd(
                 build = run_compile(source, options, toolkit=toolkit, keep=keep_dir,
                                     observer=live, jobs=jobs, cache=not no_cache)
         else:
-            from ..errors import UsageError
+            from nvstage.errors import UsageError
 
             raise UsageError(f"unknown --via {via!r}", hint="choose nvcc or nvrtc")
         for line in build.plan.messages:  # nvcc's own warnings while it planned
@@ -125,14 +125,14 @@ def compile_cmd(
         con = data_console(json_out)
         con.print(stage_table(build, con.width))
         if build.via == "nvrtc":
-            from ..nvrtc import render_name_map
+            from nvstage.nvrtc import render_name_map
 
             render_name_map(build, con)
         _tool_output(build)
         stderr().print(Text(summary_line(build)), soft_wrap=True)
         doc = build.to_json()
         if show:
-            from .show import show_build
+            from nvstage.cli.show import show_build
 
             doc["show"] = show_build(build, show, con, toolkit=toolkit)
         if json_out:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import data_console, emit_json, handled
+from nvstage.cli.common import data_console, emit_json, handled
 
 
 def diff_cmd(
@@ -42,8 +42,8 @@ def diff_cmd(
 
           nvstage diff kernels/lto_a.cu kernels/lto_b.cu --via nvcc,nvrtc --arch sm_90 --lto
     """
-    from ..errors import UsageError
-    from ..toolkit import find_toolkit
+    from nvstage.errors import UsageError
+    from nvstage.toolkit import find_toolkit
 
     with handled(json_out):
         if via is not None:
@@ -52,7 +52,7 @@ def diff_cmd(
                 raise UsageError(f"--via {via!r}: only nvcc,nvrtc can be compared")
             if not arch:
                 raise UsageError("--via needs --arch (e.g. --arch sm_90)")
-            from .. import crosspath
+            from nvstage import crosspath
 
             # Two sources are linked together (the LTO case: lto_a.cu calls into lto_b.cu).
             sources = str(a) if b is None else [str(a), str(b)]
@@ -65,7 +65,7 @@ def diff_cmd(
         if b is None:
             raise UsageError("diff needs two builds", hint="nvstage diff A B (keep folders or "
                              "stages.json), or one .cu file with --via nvcc,nvrtc")
-        from ..diff import diff_paths
+        from nvstage.diff import diff_paths
 
         result = diff_paths(a, b, find_toolkit(nvcc))
         render(result, data_console(json_out), all_rows=all_rows)
@@ -77,7 +77,7 @@ def _fmt(v, metric: str) -> str:
     if v is None:
         return "-"
     if metric == "seconds":
-        from ..report.units import fmt_seconds
+        from nvstage.report.units import fmt_seconds
 
         return fmt_seconds(v)
     return str(v)
@@ -95,8 +95,8 @@ def render(result, con, *, all_rows: bool = False) -> None:
     from rich import box
     from rich.text import Text
 
-    from ..diff import KERNEL_METRICS
-    from .show import PlainTable as Table  # keys are kernel names: text, never markup
+    from nvstage.diff import KERNEL_METRICS
+    from nvstage.cli.show import PlainTable as Table  # keys are kernel names: text, never markup
 
     labels = {"registers": "regs", "spill_stores": "spill st", "spill_loads": "spill ld",
               "shared_bytes": "smem", "instructions": "SASS instr", "cubin_size": "cubin bytes"}

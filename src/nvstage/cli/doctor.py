@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import data_console, emit_json, handled
+from nvstage.cli.common import data_console, emit_json, handled
 
 
 def doctor_cmd(
@@ -34,8 +34,8 @@ def doctor_cmd(
     from rich import box
     from rich.table import Table
 
-    from ..doctor import diagnose
-    from ..report.units import fmt_bytes
+    from nvstage.doctor import diagnose
+    from nvstage.report.units import fmt_bytes
 
     with handled(json_out):
         r = diagnose(nvcc)

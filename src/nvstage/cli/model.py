@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..artifacts import json_safe
-from .common import data_console, emit_json, handled, stderr
+from nvstage.artifacts import json_safe
+from nvstage.cli.common import data_console, emit_json, handled, stderr
 
 # Options that model, compare and run share: one definition each.
 GpuOpt = Annotated[Optional[str], typer.Option("--gpu",
@@ -27,8 +27,8 @@ def svg_option(help: str):
 
 def gpu_option_value(gpu: str | None, gpu_spec: Path | None):
     """The GpuSpec named by --gpu or read from --gpu-spec (h200 when neither is given)."""
-    from ..errors import UsageError
-    from ..gpus import load_gpu_spec, resolve_gpu
+    from nvstage.errors import UsageError
+    from nvstage.gpus import load_gpu_spec, resolve_gpu
 
     if gpu and gpu_spec:
         raise UsageError("give --gpu or --gpu-spec, not both")
@@ -64,9 +64,9 @@ def model_cmd(
           nvstage model examples/model/reduce.toml --calibrate run.json --svg reduce.svg
     """
     with handled(json_out):
-        from ..model import calibrate as fit, estimate, require_figures
-        from ..model_spec import load_model_input
-        from ..toolkit import find_toolkit
+        from nvstage.model import calibrate as fit, estimate, require_figures
+        from nvstage.model_spec import load_model_input
+        from nvstage.toolkit import find_toolkit
 
         target = gpu_option_value(gpu, gpu_spec)
         require_figures(target)
@@ -75,7 +75,7 @@ def model_cmd(
         calibration = fit(calibrate, target, toolkit=toolkit) if calibrate else None
         e = estimate(w, target, cost=spec, calibration=calibration, toolkit=toolkit)
         if svg:
-            from ..report.bars import bar_from_estimate
+            from nvstage.report.bars import bar_from_estimate
 
             write_svg(svg, [bar_from_estimate(e)], title=f"{w.name} on {target.name}",
                       subtitle="every figure an estimate" + (" (calibrated)" if calibration
@@ -90,9 +90,9 @@ def model_cmd(
 
 def write_svg(path: Path, bars, *, title: str, subtitle: str = "") -> None:
     """Stacked bars (``report.bars.Bar``) to an SVG file, atomically."""
-    from ..artifacts import write_atomic
-    from ..errors import UsageError
-    from ..report.bars import bars_svg
+    from nvstage.artifacts import write_atomic
+    from nvstage.errors import UsageError
+    from nvstage.report.bars import bars_svg
 
     try:
         svg = bars_svg(bars, title=title, subtitle=subtitle)
@@ -116,7 +116,7 @@ def render_estimate(e, con, calibration=None) -> None:
               f"{g.memory_bandwidth / 1e12:.2f} TB/s, {g.fp32_flops / 1e12:.1f} TFLOP/s FP32, "
               f"{g.sm_count} SMs, PCIe {g.pcie_bandwidth / 1e9:.1f} GB/s per direction "
               f"(datasheet figures)", markup=False)
-    from ..report.units import fmt_bytes
+    from nvstage.report.units import fmt_bytes
 
     repeats = any(x.repeat != 1 for x in e.launches)
     t = Table(box=box.SIMPLE_HEAD, title="kernels, one repetition (estimate)", pad_edge=False,

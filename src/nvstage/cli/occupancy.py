@@ -8,15 +8,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..artifacts import json_safe
-from .common import data_console, emit_json, handled, stderr
+from nvstage.artifacts import json_safe
+from nvstage.cli.common import data_console, emit_json, handled, stderr
 
 _BYTES = re.compile(r"^\s*(\d+)\s*(k|kb|kib)?\s*$", re.IGNORECASE)
 
 
 def parse_bytes(text: str, what: str) -> int:
     """``49152``, ``48K``, ``48KB`` or ``48KiB`` (all 1024-based, as CUDA counts shared memory)."""
-    from ..errors import UsageError
+    from nvstage.errors import UsageError
 
     m = _BYTES.match(text)
     if not m:
@@ -66,9 +66,9 @@ def occupancy_cmd(
 
           nvstage occupancy --registers 64 --shared 8192 --arch sm_86 --sweep
     """
-    from ..errors import UsageError
-    from ..gpus import resolve_gpu
-    from ..occupancy import occupancy, sweep
+    from nvstage.errors import UsageError
+    from nvstage.gpus import resolve_gpu
+    from nvstage.occupancy import occupancy, sweep
 
     with handled(json_out):
         if gpu and arch:
@@ -104,7 +104,7 @@ def occupancy_cmd(
 def _kernels(artifact: Path | None, registers: int | None, shared_static: int, barriers: int,
              name: str | None, target, nvcc: str | None) -> list[dict]:
     """The kernels to compute for: from the artifact's resources, or the numbers given."""
-    from ..errors import UsageError
+    from nvstage.errors import UsageError
 
     if artifact is None:
         if registers is None:
@@ -119,10 +119,10 @@ def _kernels(artifact: Path | None, registers: int | None, shared_static: int, b
         raise UsageError("--registers describes a kernel without an artifact; give one or "
                          "the other")
 
-    from ..inspect.resources import resources_of
-    from ..toolkit import find_toolkit
+    from nvstage.inspect.resources import resources_of
+    from nvstage.toolkit import find_toolkit
 
-    from ..inspect.view import matches
+    from nvstage.inspect.view import matches
 
     res = resources_of(artifact, find_toolkit(nvcc))
     if name:
@@ -132,7 +132,7 @@ def _kernels(artifact: Path | None, registers: int | None, shared_static: int, b
     if not res:
         raise UsageError(f"no kernels with resource usage in {artifact}")
 
-    from ..gpus import parse_arch
+    from nvstage.gpus import parse_arch
 
     rows, borrowed = [], []
     for group in _groups(res, per_arch=target is None):
@@ -164,7 +164,7 @@ def _groups(res, *, per_arch: bool) -> list[list]:
 
 def _pick(group, target):
     """The resource record for the target arch, or the nearest older one, or the newest."""
-    from ..gpus import parse_arch
+    from nvstage.gpus import parse_arch
 
     if target is None:
         return max(group, key=lambda r: parse_arch(r.arch)[:2])
@@ -214,7 +214,7 @@ def _render(con, results, target) -> None:
             groups.setdefault(key, []).append((k, sw))
     for members in groups.values():
         k, sw = members[0]
-        from ..inspect.records import display_name
+        from nvstage.inspect.records import display_name
 
         names = ", ".join(display_name(m[0]["demangled"]) for m in members)
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from ..pipeline import Observer, StageRun
-from ..plan import Plan, Stage
+from nvstage.pipeline import Observer, StageRun
+from nvstage.plan import Plan, Stage
 
 
 class LiveStages(Observer):
@@ -29,7 +29,7 @@ class LiveStages(Observer):
             return
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from .common import stderr
+        from nvstage.cli.common import stderr
 
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                   TextColumn("{task.completed}/{task.total}"),

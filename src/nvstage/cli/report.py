@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import emit_json, handled, stderr
+from nvstage.cli.common import emit_json, handled, stderr
 
 
 def report_cmd(
@@ -37,17 +37,17 @@ def report_cmd(
           nvstage report build.nvstage --run run.json --trace trace.json -o report.html
     """
     with handled(json_out):
-        from ..artifacts import write_atomic
-        from ..documents import load_run_doc, load_trace_doc
-        from ..errors import UsageError
-        from ..inspect.manifest import load_build, manifest_path
-        from ..report.html import gather, render
+        from nvstage.artifacts import write_atomic
+        from nvstage.documents import load_run_doc, load_trace_doc
+        from nvstage.errors import UsageError
+        from nvstage.inspect.manifest import load_build, manifest_path
+        from nvstage.report.html import gather, render
 
         b = load_build(build)
         out = output or manifest_path(build).parent / "report.html"
         if out.is_dir():
             raise UsageError(f"-o {out} is a folder", hint=f"give a file: -o {out}/report.html")
-        from ..toolkit import find_toolkit
+        from nvstage.toolkit import find_toolkit
 
         # Never the toolkit the manifest names: a document does not choose programs.
         toolkit = find_toolkit(nvcc)

@@ -17,10 +17,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..artifacts import json_safe
-from .common import data_console, emit_json, handled, stderr
-from ..errors import NvstageError
-from .model import NvccOpt, svg_option
+from nvstage.artifacts import json_safe
+from nvstage.cli.common import data_console, emit_json, handled, stderr
+from nvstage.errors import NvstageError
+from nvstage.cli.model import NvccOpt, svg_option
 
 DEFAULT_ARCH = "sm_90"  # used to validate (and dry-run) when no --arch and no GPU is seen
 
@@ -78,7 +78,7 @@ def run_cmd(
 
           nvstage run examples/run/vadd.toml --dry-run
     """
-    from ..errors import NoDriver
+    from nvstage.errors import NoDriver
 
     emitted: list[dict] = []  # the document, once it is on stdout (--json -)
     with handled(False):
@@ -100,14 +100,14 @@ def _to_stdout(json_file: Path | None) -> bool:
 
 def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cupti, dry_run,
          nvcc, svg=None, emitted: list | None = None) -> None:
-    from ..errors import NoDriver, UsageError
-    from ..runtime.driver import probe
-    from ..toolkit import find_toolkit
-    from ..workload import Workload, load_and_validate, plan, plan_lines
+    from nvstage.errors import NoDriver, UsageError
+    from nvstage.runtime.driver import probe
+    from nvstage.toolkit import find_toolkit
+    from nvstage.workload import Workload, load_and_validate, plan, plan_lines
 
     if mode not in ("serialized", "pipelined"):
         raise UsageError(f"unknown --mode {mode!r}", hint="choose serialized or pipelined")
-    from ..workload import MAX_REPS
+    from nvstage.workload import MAX_REPS
 
     for name, v in (("--reps", reps), ("--warmup", warmup)):
         if v is not None and not (1 if name == "--reps" else 0) <= v <= MAX_REPS:
@@ -143,8 +143,8 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
     if not p.available:  # one line: what is missing and what still works
         raise NoDriver(f"cannot run on a GPU: {p.reason}; compile, show and the offline tools "
                        "still work (the workload is valid)")
-    from ..runtime.results import GpuRunFailed
-    from ..runtime.session import run_document, run_workload
+    from nvstage.runtime.results import GpuRunFailed
+    from nvstage.runtime.session import run_document, run_workload
 
     def log(msg: str) -> None:
         err.print(msg, markup=False, style="dim")
@@ -185,7 +185,7 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
 def _write_reports(*, doc, result, w, mode, to_stdout, json_file, trace_file, svg, err,
                    emitted) -> None:
     """The tables, then each export asked for: --json (file or stdout), --trace, --svg."""
-    from ..artifacts import write_json_atomic
+    from nvstage.artifacts import write_json_atomic
 
     if result is not None:
         render(result, data_console(to_stdout))
@@ -197,7 +197,7 @@ def _write_reports(*, doc, result, w, mode, to_stdout, json_file, trace_file, sv
         write_json_atomic(json_file, doc)
         err.print(f"wrote {json_file}", markup=False)
     if trace_file and result is not None and result.timeline is not None:
-        from ..report.trace import chrome_trace
+        from nvstage.report.trace import chrome_trace
 
         write_json_atomic(trace_file, chrome_trace(
             result.timeline, result.decomposition,
@@ -231,8 +231,8 @@ def _exit_now(failure, code: int | None = None) -> None:
 
 def write_run_svg(path, result, name: str) -> None:
     """The measured decomposition (medians over repetitions) as one stacked bar."""
-    from ..report.bars import bar_from_decomposition
-    from .model import write_svg
+    from nvstage.report.bars import bar_from_decomposition
+    from nvstage.cli.model import write_svg
 
     device = (result.device or {}).get("name") or "GPU"
     write_svg(path, [bar_from_decomposition(result.decomposition, name)],
@@ -245,7 +245,7 @@ def _default_arch(p) -> tuple[str, str]:
     if p.available and getattr(p, "arch", None):
         return p.arch, ""
     if p.available:
-        from ..runtime.devices import nvml_gpus
+        from nvstage.runtime.devices import nvml_gpus
 
         gpus, _, _ = nvml_gpus()
         if gpus:
@@ -307,7 +307,7 @@ def render(result, con) -> None:
         for flag in d.flags:
             con.print(f"flag: {flag}", markup=False)
     elif result.walls_ns:
-        from ..decompose import spread
+        from nvstage.decompose import spread
 
         sp = spread(result.walls_ns)
         con.print(f"wall time per repetition: median {_us(sp.median)} us, IQR {_us(sp.iqr)} "

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from .common import data_console, emit_json, handled, stderr
+from nvstage.cli.common import data_console, emit_json, handled, stderr
 
 
 class PlainTable(Table):
@@ -55,9 +55,9 @@ def show_cmd(
 
           nvstage show a.out --gpu h200 --driver 13.0
     """
-    from ..inspect.fatbin import kind_of_file
-    from ..inspect.view import collect_build, collect_file, parse_sections, to_json
-    from ..toolkit import find_toolkit
+    from nvstage.inspect.fatbin import kind_of_file
+    from nvstage.inspect.view import collect_build, collect_file, parse_sections, to_json
+    from nvstage.toolkit import find_toolkit
 
     with handled(json_out):
         _check_gpu(gpu, driver)  # before any work: a typo should not cost a disassembly
@@ -67,9 +67,9 @@ def show_cmd(
             wanted = wanted + ("fatbin",)  # will-it-run reads the image list
         toolkit = find_toolkit(nvcc)
         if kind == "build":
-            from ..inspect.manifest import load_build
+            from nvstage.inspect.manifest import load_build
 
-            from ..inspect.manifest import toolkit_note
+            from nvstage.inspect.manifest import toolkit_note
 
             build = load_build(artifact)
             if note := toolkit_note(build, toolkit):
@@ -86,11 +86,11 @@ def show_cmd(
             data = collect_file(artifact, kind, wanted, toolkit, kernel=kernel,
                                 lineinfo=lineinfo)
         if kernel and not _any_kernel(data):
-            from ..errors import UsageError
+            from nvstage.errors import UsageError
 
             everything = (collect_build(build, ("resources",), toolkit) if kind == "build"
                           else collect_file(artifact, kind, ("resources",), toolkit))
-            from ..inspect.records import display_name
+            from nvstage.inspect.records import display_name
 
             names = sorted({display_name(r.demangled)
                             for r in everything.get("resources") or []})
@@ -112,9 +112,9 @@ def _any_kernel(data: dict) -> bool:
 
 
 def _check_gpu(gpu: str | None, driver: str | None) -> None:
-    from ..errors import UsageError
-    from ..gpus import resolve_gpu
-    from ..inspect.compat import parse_driver
+    from nvstage.errors import UsageError
+    from nvstage.gpus import resolve_gpu
+    from nvstage.inspect.compat import parse_driver
 
     if driver is not None and not gpu:
         raise UsageError("--driver says whether PTX can be JIT-compiled for a GPU: give --gpu "
@@ -126,7 +126,7 @@ def _check_gpu(gpu: str | None, driver: str | None) -> None:
 
 
 def _will_it_run(data: dict, kind: str, artifact: Path, gpu: str, driver: str | None, con):
-    from ..inspect import compat  # another module's; imported only when asked for
+    from nvstage.inspect import compat  # another module's; imported only when asked for
 
     images = data.get("fatbin")
     if images is None:
@@ -138,10 +138,10 @@ def _will_it_run(data: dict, kind: str, artifact: Path, gpu: str, driver: str | 
 
 def _images_of_single(data: dict, kind: str, artifact: Path):
     """A bare cubin or PTX file is one image."""
-    from ..artifacts import read_regular
-    from ..inspect.elf import read_cubin
-    from ..inspect.ptx import read_ptx
-    from ..inspect.records import FatbinImage
+    from nvstage.artifacts import read_regular
+    from nvstage.inspect.elf import read_cubin
+    from nvstage.inspect.ptx import read_ptx
+    from nvstage.inspect.records import FatbinImage
 
     if kind == "cubin":
         c = read_cubin(read_regular(artifact), str(artifact))
@@ -156,7 +156,7 @@ def _images_of_single(data: dict, kind: str, artifact: Path):
 
 def show_build(build, sections: str, console, *, toolkit, kernel: str | None = None) -> dict:
     """After ``nvstage compile --show``: render the asked sections, return them as JSON."""
-    from ..inspect.view import collect_build, parse_sections, to_json
+    from nvstage.inspect.view import collect_build, parse_sections, to_json
 
     data = collect_build(build, parse_sections(sections, "build"), toolkit, kernel=kernel)
     render(data, console, listing=False)
@@ -198,7 +198,7 @@ def _ptx(modules, con, _listing) -> None:
 
 
 def _fatbin(images, con, _listing) -> None:
-    from ..report.units import fmt_bytes
+    from nvstage.report.units import fmt_bytes
 
     if not images:
         return
@@ -217,7 +217,7 @@ def _n(v) -> str:
 
 
 def _resources(rows, con, _listing) -> None:
-    from ..inspect.records import display_name
+    from nvstage.inspect.records import display_name
 
     # Per-file (-rdc) numbers are the exception: the column appears only when one is present.
     show_final = any(not r.final for r in rows)

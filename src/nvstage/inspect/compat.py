@@ -23,9 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
-from ..gpus import GpuSpec, parse_arch, resolve_gpu
-from .records import FatbinImage
+from nvstage.errors import UsageError
+from nvstage.gpus import GpuSpec, parse_arch, resolve_gpu
+from nvstage.inspect.records import FatbinImage
 
 SASS_EXACT = "sass-exact"
 SASS_COMPATIBLE = "sass-compatible"

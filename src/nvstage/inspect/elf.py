@@ -8,7 +8,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import ArtifactError
+from nvstage.errors import ArtifactError
 
 EM_CUDA = 190
 ELF_MAGIC = b"\x7fELF"
@@ -203,8 +203,8 @@ def host_fatbins(data: bytes, what: str, *, names_only: bool = False
     """The fatbin sections of a host object or executable, in file order (``names_only``:
     with empty contents, to ask whether there are any). At most ``MAX_ARTIFACT_BYTES`` of
     them are read: the rest of a large host binary is never touched."""
-    from ..artifacts import MAX_ARTIFACT_BYTES, size_text
-    from ..errors import InputTooLarge
+    from nvstage.artifacts import MAX_ARTIFACT_BYTES, size_text
+    from nvstage.errors import InputTooLarge
 
     elf = _elf(data, what)
     found = []

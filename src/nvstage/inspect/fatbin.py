@@ -19,11 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import proc
-from ..artifacts import MAX_ARTIFACT_BYTES, open_regular, read_regular, size_text
-from ..errors import ArtifactError, InputNotFound, InputTooLarge
-from .elf import EM_CUDA, elf_machine, host_fatbins, read_cubin
-from .records import FatbinImage
+from nvstage import proc
+from nvstage.artifacts import MAX_ARTIFACT_BYTES, open_regular, read_regular, size_text
+from nvstage.errors import ArtifactError, InputNotFound, InputTooLarge
+from nvstage.inspect.elf import EM_CUDA, elf_machine, host_fatbins, read_cubin
+from nvstage.inspect.records import FatbinImage
 
 MAGIC = 0xBA55ED50
 _HEADER = struct.Struct("<IHHQ")  # magic, version, header size, size of what follows
@@ -295,7 +295,7 @@ def _kernels(image: RawImage, data: bytes, path) -> tuple[str, ...]:
     if image.kind == "cubin":
         return read_cubin(data, what).kernels
     if image.kind == "ptx":
-        from .ptx import parse_ptx
+        from nvstage.inspect.ptx import parse_ptx
 
         try:
             module = parse_ptx(data.decode("utf-8", "replace"), demangle=False)

@@ -6,7 +6,7 @@ import functools
 import re
 import shutil
 
-from .. import proc
+from nvstage import proc
 
 # Only plain symbol names go to c++filt: one per line, so a newline must never slip in
 # (fullmatch: "$" alone also matches before a trailing newline).

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from ..errors import ArtifactError
-from .names import demangle_all
-from .records import PtxEntry, PtxModule, PtxParam
+from nvstage.errors import ArtifactError
+from nvstage.inspect.names import demangle_all
+from nvstage.inspect.records import PtxEntry, PtxModule, PtxParam
 
 # Line-anchored patterns use [ \t], never \s: \s also matches newlines, and "^\s*" then
 # re-scanned every run of blank lines from each of its lines (quadratic: 20,000 empty lines
@@ -154,7 +154,7 @@ def parse_ptx(text: str, *, demangle: bool = True) -> PtxModule:
 
 def read_ptx(path) -> PtxModule:
     """A PTX file: a regular file of at most ``MAX_ARTIFACT_BYTES``; errors name it."""
-    from ..artifacts import read_regular
+    from nvstage.artifacts import read_regular
 
     text = read_regular(path, what="PTX file").decode("utf-8", errors="replace")
     try:

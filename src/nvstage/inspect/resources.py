@@ -21,11 +21,11 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from .. import proc
-from ..artifacts import read_regular
-from ..errors import ArtifactError, ToolkitError
-from .names import demangle_all
-from .records import KernelResources
+from nvstage import proc
+from nvstage.artifacts import read_regular
+from nvstage.errors import ArtifactError, ToolkitError
+from nvstage.inspect.names import demangle_all
+from nvstage.inspect.records import KernelResources
 
 # Seen with CUDA 13.5 on sm_90, sm_100, sm_103, sm_110, sm_120 and sm_121, never on sm_75..sm_89.
 SM90_RESERVED_SHARED = 1024
@@ -198,7 +198,7 @@ def parse_res_usage(text: str, *, arch: str | None = None, final: bool = True,
 def res_usage_of_cubin(data: bytes, toolkit, *, arch: str, final: bool = True,
                        source: str = "cuobjdump -res-usage") -> list[KernelResources]:
     """Run cuobjdump -res-usage on one cubin's bytes (from a file or a fatbin image)."""
-    from .elf import read_cubin
+    from nvstage.inspect.elf import read_cubin
 
     cubin = read_cubin(data)
     with tempfile.TemporaryDirectory(prefix="nvstage-res-") as tmp:
@@ -221,8 +221,8 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelResources]:
     show as unknown). In an executable only the images the driver loads are used; in an -rdc
     object the cubins are relocatable and their numbers are not final.
     """
-    from .elf import read_cubin
-    from .fatbin import image_bytes, kind_of_file, read_bytes
+    from nvstage.inspect.elf import read_cubin
+    from nvstage.inspect.fatbin import image_bytes, kind_of_file, read_bytes
 
     kind = kind_of_file(path)
     if kind == "cubin":
@@ -234,7 +234,7 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelResources]:
         raise ArtifactError(f"{path} is PTX: it has no resource usage until ptxas compiles it",
                             hint="nvstage compile it with --cubin --resource-usage")
     if kind == "build":
-        from .manifest import load_build
+        from nvstage.inspect.manifest import load_build
 
         return build_resources(load_build(path), toolkit)
     images = image_bytes(path, toolkit, "cubin")
@@ -268,9 +268,9 @@ def build_resources(build, toolkit=None) -> list[KernelResources]:
     per-file rows (``final=False``) and, when the build went through the device link, the
     final rows from the linked cubin (``source`` names where each number came from).
     """
-    from ..plan import StageKind
-    from .elf import read_cubin
-    from .manifest import reading_toolkit
+    from nvstage.plan import StageKind
+    from nvstage.inspect.elf import read_cubin
+    from nvstage.inspect.manifest import reading_toolkit
 
     toolkit = reading_toolkit(build, toolkit)
     # Stages whose cubins come with a ptxas -v report: ptxas (always, since nvstage asks),

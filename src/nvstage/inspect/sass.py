@@ -11,9 +11,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
-from ..errors import ArtifactError, ToolkitError
-from .names import demangle_all
+from nvstage import proc
+from nvstage.errors import ArtifactError, ToolkitError
+from nvstage.inspect.names import demangle_all
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _OTHER_ENTRY = re.compile(r"^\s*\.other\s+([^,\s]+),\s*@\"[^\"]*STO_CUDA_ENTRY")
@@ -133,8 +133,8 @@ def disassemble(path: str | os.PathLike, toolkit, *, lineinfo: bool = False
     ``lineinfo``: interleave source lines (the cubin must be built with -lineinfo; without it
     there is simply no source to show).
     """
-    from .elf import read_cubin
-    from .fatbin import image_bytes, kind_of_file, read_bytes
+    from nvstage.inspect.elf import read_cubin
+    from nvstage.inspect.fatbin import image_bytes, kind_of_file, read_bytes
 
     kind = kind_of_file(path)
     if kind == "cubin":
@@ -145,7 +145,7 @@ def disassemble(path: str | os.PathLike, toolkit, *, lineinfo: bool = False
         raise ArtifactError(f"{path} is PTX: there is no SASS until ptxas compiles it",
                             hint="nvstage compile it with --cubin")
     if kind == "build":
-        from .manifest import load_build
+        from nvstage.inspect.manifest import load_build
 
         return build_sass(load_build(path), toolkit, lineinfo=lineinfo)
     out: list[SassKernel] = []

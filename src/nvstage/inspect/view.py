@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import UsageError
+from nvstage.errors import UsageError
 
 SECTIONS = ("ptx", "sass", "resources", "fatbin")
 # What applies to each kind of file when no --sections is given.
@@ -35,7 +35,7 @@ def parse_sections(text: str | None, kind: str) -> tuple[str, ...]:
 def matches(wanted: str | None, name: str, demangled: str = "") -> bool:
     """``--kernel``: the mangled name, the demangled signature, or its bare function name
     (``scale<float>`` or ``scale``)."""
-    from .records import short_names
+    from nvstage.inspect.records import short_names
 
     return not wanted or wanted in (name, demangled) or wanted in short_names(demangled)
 
@@ -47,10 +47,10 @@ def _filter(items, kernel, key=lambda x: (x.kernel, x.demangled)):
 def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
                  kernel: str | None = None, lineinfo: bool = False) -> dict:
     """The records for each section, for a ptx/cubin/fatbin/object/executable file."""
-    from .fatbin import inventory
-    from .ptx import read_ptx
-    from .resources import resources_of
-    from .sass import disassemble
+    from nvstage.inspect.fatbin import inventory
+    from nvstage.inspect.ptx import read_ptx
+    from nvstage.inspect.resources import resources_of
+    from nvstage.inspect.sass import disassemble
 
     out: dict = {}
     if "ptx" in sections:
@@ -70,8 +70,8 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
 
 def _ptx_in(path, toolkit) -> list:
     """The PTX images inside a fatbin/object/executable, each read as a module."""
-    from .fatbin import image_bytes
-    from .ptx import parse_ptx
+    from nvstage.inspect.fatbin import image_bytes
+    from nvstage.inspect.ptx import parse_ptx
 
     try:
         pairs = image_bytes(path, toolkit, "ptx")
@@ -94,10 +94,10 @@ def collect_build(build, sections, toolkit, *, kernel: str | None = None,
                   lineinfo: bool | None = None) -> dict:
     """The same records for a finished ``Build`` (its kept artifacts must still exist for
     SASS and the fatbin; resources fall back to what the stages printed)."""
-    from .fatbin import inventory, kind_of_file
-    from .ptx import read_ptx
-    from .resources import build_resources
-    from .sass import build_sass
+    from nvstage.inspect.fatbin import inventory, kind_of_file
+    from nvstage.inspect.ptx import read_ptx
+    from nvstage.inspect.resources import build_resources
+    from nvstage.inspect.sass import build_sass
 
     out: dict = {}
     if "ptx" in sections:

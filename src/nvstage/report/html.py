@@ -17,11 +17,11 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from .. import __version__
-from ..artifacts import read_regular
-from ..errors import NvstageError
-from ..inspect.records import display_name
-from .units import fmt_bytes, fmt_seconds
+from nvstage import __version__
+from nvstage.artifacts import read_regular
+from nvstage.errors import NvstageError
+from nvstage.inspect.records import display_name
+from nvstage.report.units import fmt_bytes, fmt_seconds
 
 # Long listings are cut so the page stays quick to open; the kept file has the rest.
 MAX_CODE_LINES = 3000
@@ -57,7 +57,7 @@ def gather(build, *, toolkit=None, run: dict | None = None, trace: dict | None =
            sass: bool = True) -> ReportInputs:
     """Read what the page needs from a build's kept files. A reader that fails leaves a note
     and an empty section instead of failing the whole report."""
-    from ..inspect.manifest import reading_toolkit, toolkit_note
+    from nvstage.inspect.manifest import reading_toolkit, toolkit_note
 
     toolkit = reading_toolkit(build, toolkit)
     inp = ReportInputs(build, run=run, trace=trace)
@@ -65,7 +65,7 @@ def gather(build, *, toolkit=None, run: dict | None = None, trace: dict | None =
     if note:
         inp.notes.append(note)
     try:
-        from ..inspect.resources import build_resources
+        from nvstage.inspect.resources import build_resources
 
         inp.resources = build_resources(build, toolkit)
     except (NvstageError, OSError) as e:
@@ -73,7 +73,7 @@ def gather(build, *, toolkit=None, run: dict | None = None, trace: dict | None =
     for a in build.artifacts:
         if a.kind in ("fatbin", "object", "executable") and os.path.isfile(a.path):
             try:
-                from ..inspect.fatbin import inventory
+                from nvstage.inspect.fatbin import inventory
 
                 inp.fatbin = inventory(a.path, toolkit)
                 break
@@ -81,7 +81,7 @@ def gather(build, *, toolkit=None, run: dict | None = None, trace: dict | None =
                 inp.notes.append(f"fatbin inventory of {a.name}: {getattr(e, 'message', e)}")
     if sass:
         try:
-            from ..inspect.sass import build_sass
+            from nvstage.inspect.sass import build_sass
 
             inp.sass = list(build_sass(build, toolkit))
         except (NvstageError, OSError, ImportError) as e:
@@ -147,7 +147,7 @@ def _graph_layout(build) -> tuple[dict[int, int], dict[int, set[int]]]:
     present = {r.stage.index for r in build.runs}
     deps: dict[int, set[int]] = {i: set() for i in present}
     try:
-        from ..graph import build_graph
+        from nvstage.graph import build_graph
 
         g = build_graph(build.plan)
         for i in present:
@@ -720,7 +720,7 @@ def _us(ns: float | None) -> str:
 def write_report(build, output, *, toolkit=None, run: dict | None = None,
                  trace: dict | None = None, title: str | None = None) -> str:
     """Gather, render and write the page atomically; returns its path."""
-    from ..artifacts import write_atomic
+    from nvstage.artifacts import write_atomic
 
     page = render(gather(build, toolkit=toolkit, run=run, trace=trace), title=title)
     write_atomic(output, page)

@@ -7,8 +7,8 @@ import os
 from rich import box
 from rich.table import Table
 
-from ..pipeline import Build, StageRun
-from .units import fmt_bytes, fmt_seconds
+from nvstage.pipeline import Build, StageRun
+from nvstage.report.units import fmt_bytes, fmt_seconds
 
 
 def _short(path: str, base: str | None) -> str:

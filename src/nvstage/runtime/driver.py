@@ -19,7 +19,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 
-from ..errors import NoDriver
+from nvstage.errors import NoDriver
 
 _LIBS = ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.so")
 

@@ -42,11 +42,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..decompose import NoiseFloor, OpSamples, decompose
-from ..report.trace import Span, Timeline
-from ..errors import NvstageError
-from ..workload import BufferArg, Launch, Workload, initial_contents, run_check
-from .results import GpuRunFailed, RunResult
+from nvstage.decompose import NoiseFloor, OpSamples, decompose
+from nvstage.report.trace import Span, Timeline
+from nvstage.errors import NvstageError
+from nvstage.workload import BufferArg, Launch, Workload, initial_contents, run_check
+from nvstage.runtime.results import GpuRunFailed, RunResult
 
 # A released hold ends within microseconds of the issue call; the timeout is a safety net that
 # costs this much per sample if the host is ever held up, so it stays short.
@@ -239,7 +239,7 @@ class Engine:
                                          f"against the loaded module ({e})")
                 continue
             if n != len(lz.args):
-                from ..workload import WorkloadError
+                from nvstage.workload import WorkloadError
 
                 raise WorkloadError(f"kernel {lz.kernel} takes {n} argument(s) (from the "
                                     f"loaded module), the workload passes {len(lz.args)}",
@@ -261,7 +261,7 @@ class Engine:
         for j, (a, size) in enumerate(zip(lz.args, sizes)):
             width = 8 if isinstance(a, BufferArg) else np.dtype(a.dtype).itemsize
             if width != size:
-                from ..workload import WorkloadError
+                from nvstage.workload import WorkloadError
 
                 what = "a pointer" if isinstance(a, BufferArg) else a.tag
                 raise WorkloadError(f"kernel {lz.kernel} argument {j} is {size} bytes in the "
@@ -495,7 +495,7 @@ class Engine:
     def _cupti_passes(self, ops: list[_Op], reps: int) -> dict | None:
         """CUPTI records from passes of their own, after the measured ones: its driver-API
         tracing adds host time to every call, which must not reach t_launch."""
-        from .cupti import CuptiSession
+        from nvstage.runtime.cupti import CuptiSession
 
         cupti, why = CuptiSession.start()
         if cupti is None:

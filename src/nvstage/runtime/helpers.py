@@ -31,9 +31,9 @@ extern "C" __global__ void nvstage_hold(volatile unsigned int* flag,
 @functools.lru_cache(maxsize=4)  # compare --measure runs twice per arch: build it once
 def helper_cubin(arch: str, toolkit=None) -> bytes:
     """The helpers compiled for ``arch`` through the nvstage pipeline (no GPU needed)."""
-    from ..errors import StageFailed
-    from ..options import CompileOptions
-    from ..pipeline import compile as run_compile
+    from nvstage.errors import StageFailed
+    from nvstage.options import CompileOptions
+    from nvstage.pipeline import compile as run_compile
 
     with tempfile.TemporaryDirectory(prefix="nvstage-helpers-") as tmp:
         src = Path(tmp, "nvstage_helpers.cu")
@@ -48,7 +48,7 @@ def helper_cubin(arch: str, toolkit=None) -> bytes:
             raise
         art = build.artifact("cubin")
         if art is None:
-            from ..errors import ArtifactError
+            from nvstage.errors import ArtifactError
 
             raise ArtifactError(f"compiling nvstage's helper kernels for {arch} left no cubin")
         return Path(art.path).read_bytes()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..decompose import Decomposition, spread
-from ..errors import NvstageError
+from nvstage.decompose import Decomposition, spread
+from nvstage.errors import NvstageError
 
 SCHEMA = "nvstage.run/1"
 

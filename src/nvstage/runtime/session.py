@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import __version__
-from ..workload import Prepared, Workload
-from .driver import require
-from .results import SCHEMA, RunResult
+from nvstage import __version__
+from nvstage.workload import Prepared, Workload
+from nvstage.runtime.driver import require
+from nvstage.runtime.results import SCHEMA, RunResult
 
 
 def run_workload(w: Workload, prep: Prepared, *, mode: str = "serialized",
@@ -20,9 +20,9 @@ def run_workload(w: Workload, prep: Prepared, *, mode: str = "serialized",
                  use_cupti: bool = False, timeline: bool = True, toolkit=None,
                  log: Callable[[str], None] | None = None) -> RunResult:
     require()
-    from .devices import device_facts
-    from .execute import Engine, Loaded
-    from .helpers import helper_cubin
+    from nvstage.runtime.devices import device_facts
+    from nvstage.runtime.execute import Engine, Loaded
+    from nvstage.runtime.helpers import helper_cubin
 
     loaded = Loaded(prep.kind, prep.image, prep.mangled(), helper_cubin(prep.arch, toolkit))
     engine = Engine(w, loaded, mode=mode, arch=prep.arch, use_cupti=use_cupti, log=log)
@@ -39,7 +39,7 @@ def run_workload(w: Workload, prep: Prepared, *, mode: str = "serialized",
 def run_document(result: RunResult | None, w: Workload, prep: Prepared, *, probe=None,
                  error: dict | None = None) -> dict:
     """The ``--json`` document: schema ``nvstage.run/1``."""
-    from .driver import probe as get_probe
+    from nvstage.runtime.driver import probe as get_probe
 
     p = probe or get_probe()
     doc = {
