@@ -60,7 +60,7 @@ def main(out: Path) -> int:
     lines = _Summary(out / "summary.txt")
     py = sys.executable
     nv = [py, "-m", "nvstage"]
-    from nvstage.runtime.driver import probe
+    from nvstage.run.probe import probe
 
     p = probe()
     if not p.available:
@@ -170,7 +170,7 @@ def main(out: Path) -> int:
 def pinned_bandwidth(doc: dict) -> dict:
     """Each direction's largest pinned copy: bytes over its median GPU time, against the
     theoretical one-way rate of the link NVML reports (current generation and width)."""
-    from nvstage.gpus import pcie_bytes_per_s
+    from nvstage.hw.gpus import pcie_bytes_per_s
 
     nvml = (doc.get("device") or {}).get("nvml") or {}
     gen, width = nvml.get("pcie_generation"), nvml.get("pcie_width")

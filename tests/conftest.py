@@ -14,7 +14,7 @@ DATA = Path(__file__).resolve().parent / "data"
 
 @pytest.fixture(scope="session")
 def toolkit():
-    from nvstage.toolkit import find_toolkit
+    from nvstage.compiler.toolkit import find_toolkit
 
     return find_toolkit()
 
@@ -59,7 +59,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     if not any(item.get_closest_marker("gpu") for item in items):
         return
-    from nvstage.runtime.driver import probe
+    from nvstage.run.probe import probe
 
     p = probe()
     if p.available:
@@ -109,7 +109,7 @@ def built(toolkit, kernels, tmp_path_factory):
     import subprocess
 
     import nvstage
-    from nvstage.options import CompileOptions
+    from nvstage.compiler.options import CompileOptions
 
     root = tmp_path_factory.mktemp("built")
     for k in ("multi.cu", "spill.cu", "vadd.cu", "saxpy.cu"):

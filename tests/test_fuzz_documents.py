@@ -121,7 +121,7 @@ def base_build(toolkit, kernels, tmp_path_factory):
     link), with its artifact paths moved to a folder that does not exist: the readers get the
     stage records and ptxas' recorded report, and no tool ever runs on a fuzzed example."""
     import nvstage
-    from nvstage.options import CompileOptions
+    from nvstage.compiler.options import CompileOptions
 
     root = tmp_path_factory.mktemp("fuzzbase")
     shutil.copy(kernels / "vadd.cu", root)
@@ -144,8 +144,8 @@ def loaded(base_build, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def base_report(loaded, toolkit):
-    from nvstage.budgets import parse_budgets
-    from nvstage.check import check
+    from nvstage.check.budgets import parse_budgets
+    from nvstage.check.gate import check
 
     result = check(loaded, parse_budgets({"budgets": {"max_registers": 255}}), toolkit=toolkit)
     assert result.measurements.kernels
@@ -155,7 +155,7 @@ def base_report(loaded, toolkit):
 def base_run():
     """A run document and trace from nvstage's own decomposition and trace code (fixed
     samples: no GPU here), as nvstage run --profile --json writes it."""
-    from nvstage.decompose import NoiseFloor, OpSamples, decompose
+    from nvstage.run.decompose import NoiseFloor, OpSamples, decompose
     from nvstage.report.trace import Span, Timeline, chrome_trace
 
     ops = [OpSamples(0, "h2d", "a", gpu_ns=[4000.0, 4200.0], nbytes=1 << 20),
@@ -189,11 +189,11 @@ def downstream(build, toolkit, *, run=None, trace=None, baseline=None):
     """What show, diff, report and check do with a build, minus writing files."""
     from rich.console import Console
 
-    from nvstage.budgets import parse_budgets
-    from nvstage.check import check
+    from nvstage.check.budgets import parse_budgets
+    from nvstage.check.gate import check
     from nvstage.cli.diff import render as render_diff
     from nvstage.cli.show import render as render_show
-    from nvstage.diff import diff_builds
+    from nvstage.inspect.build_diff import diff_builds
     from nvstage.inspect.view import SECTIONS, collect_build
     from nvstage.report.html import gather, render
 
@@ -305,7 +305,7 @@ def test_special_files_and_sizes(tmp_path, base_build):
     import os
 
     from nvstage.inspect.manifest import MAX_MANIFEST_BYTES, load_build
-    from nvstage.measure import locate_kernel
+    from nvstage.check.metrics import locate_kernel
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -346,7 +346,7 @@ def _as_manifest(tmp_path, fifo):
 @SETTINGS
 @given(data=st.data())
 def test_fuzz_run_report(data, loaded, toolkit, folder):
-    from nvstage.measure import run_figures
+    from nvstage.check.metrics import run_figures
 
     run, trace = base_run()
     doc = data.draw(mutated(run))
@@ -367,8 +367,8 @@ def test_fuzz_run_report(data, loaded, toolkit, folder):
 @SETTINGS
 @given(data=st.data())
 def test_fuzz_baseline(data, base_report, loaded, toolkit, folder):
-    from nvstage.budgets import parse_budgets
-    from nvstage.check import check, load_baseline
+    from nvstage.check.budgets import parse_budgets
+    from nvstage.check.gate import check, load_baseline
 
     doc = data.draw(mutated(base_report))
     path = folder / "base.json"
@@ -390,7 +390,7 @@ def test_fuzz_baseline(data, base_report, loaded, toolkit, folder):
     (lambda d: d["measurements"]["stages"].append([]), "must be an object, not a list"),
 ])
 def test_baseline_fields_are_named(tmp_path, base_report, toolkit, change, words):
-    from nvstage.check import BaselineError, load_baseline
+    from nvstage.check.gate import BaselineError, load_baseline
 
     doc = copy.deepcopy(base_report)
     change(doc)
@@ -405,8 +405,8 @@ def test_baseline_fields_are_named(tmp_path, base_report, toolkit, change, words
 @SETTINGS
 @given(data=st.data())
 def test_fuzz_budgets(data, loaded, toolkit):
-    from nvstage.budgets import parse_budgets
-    from nvstage.check import check
+    from nvstage.check.budgets import parse_budgets
+    from nvstage.check.gate import check
 
     doc = data.draw(mutated(BUDGETS))
     with bounded():
@@ -428,7 +428,7 @@ def test_fuzz_budgets(data, loaded, toolkit):
     "[compile]\nextra = ['-ccbin=/bin/sh']", "[compile]\nrdc = 'yes'",
 ]))
 def test_fuzz_budgets_file(text, tmp_path_factory):
-    from nvstage.budgets import load_budgets
+    from nvstage.check.budgets import load_budgets
 
     path = tmp_path_factory.mktemp("toml") / "budgets.toml"
     path.write_text(text)
@@ -444,7 +444,7 @@ def test_fuzz_budgets_file(text, tmp_path_factory):
 def test_budgets_extra_never_chooses_a_program_or_a_file(word):
     """A budgets file may be a pull request's: its [compile] extra takes code-generation and
     diagnostic flags only."""
-    from nvstage.budgets import BudgetConfigError, parse_budgets
+    from nvstage.check.budgets import BudgetConfigError, parse_budgets
 
     with pytest.raises(BudgetConfigError, match="could choose a program to run"):
         parse_budgets({"compile": {"extra": [word]}})
@@ -460,7 +460,7 @@ def test_budgets_extra_never_chooses_a_program_or_a_file(word):
     ({"opt_level": 3}, "compile.opt_level must be"),
 ])
 def test_budgets_compile_values_are_typed(compile_table, words):
-    from nvstage.budgets import BudgetConfigError, parse_budgets
+    from nvstage.check.budgets import BudgetConfigError, parse_budgets
 
     with pytest.raises(BudgetConfigError, match=words.replace(".", r"\.")):
         parse_budgets({"compile": compile_table})

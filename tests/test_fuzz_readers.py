@@ -119,12 +119,12 @@ def specials(tmp_path_factory):
 
 
 def _readers(toolkit):
-    from nvstage.gpus import load_gpu_spec
+    from nvstage.hw.gpus import load_gpu_spec
     from nvstage.inspect.elf import read_cubin
     from nvstage.inspect.fatbin import inventory, kind_of_file, raw_images, read_bytes
     from nvstage.inspect.ptx import read_ptx
-    from nvstage.model_spec import load_cost, load_model_input
-    from nvstage.workload import Workload
+    from nvstage.model.costfile import load_cost, load_model_input
+    from nvstage.run.workload import Workload
 
     w = Workload.from_dict({"kernel": {"ptx": str(CAPTURED / "params.sm_90.ptx")},
                             "launch": [{"kernel": "k", "grid": 1, "block": 1}]})
@@ -224,7 +224,7 @@ def workload_docs(draw):
 
 def _evaluate(w):
     """What run --dry-run and model do with a parsed workload, short of compiling."""
-    from nvstage.workload import plan, validate
+    from nvstage.run.workload import plan, validate
 
     validate(w, None)
     doc = plan(w)
@@ -241,7 +241,7 @@ def _write(tmp: Path, name: str, data: str | bytes) -> Path:
 @FUZZ
 @given(doc=workload_docs())
 def test_fuzz_workload(doc):
-    from nvstage.workload import Workload
+    from nvstage.run.workload import Workload
 
     with tempfile.TemporaryDirectory() as tmp:
         p = _write(Path(tmp), "w.toml", to_toml(doc))
@@ -256,7 +256,7 @@ def test_fuzz_workload(doc):
         "a = " + "[" * 5000, "a = " + "9" * 5000, "[kernel]\nptx = '/dev/zero'\n",
         "a = {" * 3000, "\x00", "[[launch]]\n" * 2000])))
 def test_fuzz_workload_text(text):
-    from nvstage.workload import Workload
+    from nvstage.run.workload import Workload
 
     with tempfile.TemporaryDirectory() as tmp:
         outcome(Workload.from_toml, _write(Path(tmp), "w.toml", text))
@@ -275,8 +275,8 @@ def test_fuzz_workload_text(text):
     st.dictionaries(NAME, VALUE, max_size=3)), params=st.dictionaries(
         st.sampled_from(["n", "x", "y"]), SCALAR, max_size=3))
 def test_fuzz_cost_file(cost, params):
-    from nvstage.model_spec import launch_counts, load_cost
-    from nvstage.workload import Workload
+    from nvstage.model.costfile import launch_counts, load_cost
+    from nvstage.run.workload import Workload
 
     base = {"kernel": {"ptx": str(CAPTURED / "params.sm_90.ptx")}, "params": params,
             "buffers": {"x": {"dtype": "float32", "count": 1024},
@@ -324,7 +324,7 @@ def _use_spec(spec):
 @FUZZ
 @given(doc=gpu_specs(), fmt=st.sampled_from(["json", "toml"]))
 def test_fuzz_gpu_spec(doc, fmt):
-    from nvstage.gpus import load_gpu_spec
+    from nvstage.hw.gpus import load_gpu_spec
 
     with tempfile.TemporaryDirectory() as tmp:
         text = json.dumps(doc) if fmt == "json" else to_toml(doc)
@@ -339,7 +339,7 @@ def test_fuzz_gpu_spec(doc, fmt):
     '{"base": "h100", "memory_bandwidth": Infinity}', '{"base": "h100", "sm_count": 1e400}'])),
     fmt=st.sampled_from(["json", "toml"]))
 def test_fuzz_gpu_spec_text(text, fmt):
-    from nvstage.gpus import load_gpu_spec
+    from nvstage.hw.gpus import load_gpu_spec
 
     with tempfile.TemporaryDirectory() as tmp:
         outcome(load_gpu_spec, _write(Path(tmp), f"g.{fmt}", text))
@@ -372,8 +372,8 @@ def run_reports(draw):
 @given(doc=run_reports())
 def test_fuzz_calibration_from_a_run_report(doc):
     # nvstage model --calibrate REPORT: every figure fitted is finite and positive.
-    from nvstage.gpus import lookup_gpu
-    from nvstage.model import calibrate
+    from nvstage.hw.gpus import lookup_gpu
+    from nvstage.model.estimate import calibrate
 
     with tempfile.TemporaryDirectory() as tmp:
         p = _write(Path(tmp), "run.json", json.dumps(doc))

@@ -12,8 +12,8 @@ import subprocess
 import pytest
 
 from nvstage.inspect.resources import parse_ptxas_verbose, split_ptxas_stderr
-from nvstage.options import CompileOptions
-from nvstage.plan import StageKind
+from nvstage.compiler.options import CompileOptions
+from nvstage.compiler.plan import StageKind
 
 BUDGETS = """
 [tool.nvstage.budgets]
@@ -25,7 +25,7 @@ no_spills = true
 @pytest.fixture(scope="module")
 def honest(toolkit, kernels, tmp_path_factory):
     """A kept build of multi.cu for sm_90 (two ptxas-free readers' inputs: cubin, fatbin)."""
-    from nvstage.pipeline import compile
+    from nvstage.compiler.driver import compile
 
     root = tmp_path_factory.mktemp("honest")
     shutil.copy(kernels / "multi.cu", root)
@@ -276,7 +276,7 @@ def test_nvrtc_keep_folders_feed_the_same_readers(toolkit, kernels, workdir):
     back from the manifest as for nvcc builds."""
     from nvstage.inspect.manifest import load_build
     from nvstage.inspect.resources import build_resources
-    from nvstage.nvrtc import compile_nvrtc
+    from nvstage.compiler.nvrtc import compile_nvrtc
 
     shutil.copy(kernels / "spill.cu", workdir)
     for verbose in (False, True):

@@ -104,10 +104,10 @@ def test_show_refuses_dev_zero():
 
 def test_every_reader_refuses_special_files_unread(fifo, tmp_path):
     from nvstage.artifacts import read_regular, sha256_file
-    from nvstage.gpus import load_gpu_spec
+    from nvstage.hw.gpus import load_gpu_spec
     from nvstage.inspect.fatbin import kind_of_file, raw_images
     from nvstage.inspect.ptx import read_ptx
-    from nvstage.workload import Workload
+    from nvstage.run.workload import Workload
 
     for read in (kind_of_file, raw_images, read_ptx, read_regular):
         for path in (fifo, "/dev/zero"):
@@ -212,7 +212,7 @@ def test_pathological_ptx_is_answered_in_linear_time(text):
 
 def test_a_document_past_its_bound_is_refused_unread(tmp_path):
     from nvstage.documents import MAX_DOCUMENT_BYTES
-    from nvstage.workload import Workload
+    from nvstage.run.workload import Workload
 
     p = tmp_path / "huge.toml"
     with p.open("wb") as f:
@@ -223,7 +223,7 @@ def test_a_document_past_its_bound_is_refused_unread(tmp_path):
 
 
 def _w(**params):
-    from nvstage.workload import Workload
+    from nvstage.run.workload import Workload
 
     return Workload.from_dict({
         "kernel": {"source": str(KERNELS / "saxpy.cu")}, "params": params,
@@ -242,7 +242,7 @@ def _w(**params):
     ("9**9**9", "exponent too large"),
 ])
 def test_expressions_are_bounded_in_size_and_depth(expr, message):
-    from nvstage.workload import WorkloadError
+    from nvstage.run.workload import WorkloadError
 
     t0 = time.monotonic()
     with pytest.raises(WorkloadError, match=message.replace("*", r"\*")):
@@ -261,14 +261,14 @@ def test_expressions_are_bounded_in_size_and_depth(expr, message):
     ({"m": 10 ** 4000}, "exceeds 2**512"),  # a literal too large to print or convert
 ])
 def test_nan_inf_and_huge_values_are_one_error(params, message):
-    from nvstage.workload import WorkloadError
+    from nvstage.run.workload import WorkloadError
 
     with pytest.raises(WorkloadError, match=message.replace("*", r"\*")):
         _w(**params).param_values()
 
 
 def test_a_toml_integer_past_pythons_digit_limit_is_one_error(tmp_path):
-    from nvstage.workload import Workload, WorkloadError
+    from nvstage.run.workload import Workload, WorkloadError
 
     p = tmp_path / "w.toml"
     p.write_text("[params]\nn = " + "9" * 5000 + "\n")  # tomllib raised a bare ValueError
@@ -285,7 +285,7 @@ def test_a_toml_integer_past_pythons_digit_limit_is_one_error(tmp_path):
     ({"flops": "2**4000"}, "exceeds 2**512"),
 ])
 def test_cost_files_refuse_non_finite_counts(entry, message):
-    from nvstage.model_spec import CostSpecError, cost_from_dict
+    from nvstage.model.costfile import CostSpecError, cost_from_dict
 
     w = _w(n=1024)
     launch = {"kernel": "saxpy", "reads": ["x"], "writes": ["x"], "flops": "n", **entry}
@@ -305,7 +305,7 @@ def test_cost_files_refuse_non_finite_counts(entry, message):
     ("[" * 100_000, "json", "nested too deeply"),
 ])
 def test_absurd_gpu_specs_are_refused_at_the_reader(tmp_path, text, suffix, message):
-    from nvstage.gpus import GpuSpecError, load_gpu_spec
+    from nvstage.hw.gpus import GpuSpecError, load_gpu_spec
 
     p = tmp_path / f"absurd.{suffix}"
     p.write_text(text)
@@ -367,7 +367,7 @@ def test_a_bar_that_cannot_be_drawn_is_one_error(tmp_path):
     (1, [32, 32, 2], "a block holds at most 1024 threads, got 2048"),
 ])
 def test_grid_and_block_limits_are_checked_at_validation(grid, block, message):
-    from nvstage.workload import Workload, WorkloadError, validate
+    from nvstage.run.workload import Workload, WorkloadError, validate
 
     w = Workload.from_dict({
         "kernel": {"source": str(KERNELS / "saxpy.cu")},
@@ -396,7 +396,7 @@ args = [{{ i32 = 1024 }}, {{ f32 = 2.0 }}, "x", "x"]
 
 
 def test_failed_stage_in_run_names_no_deleted_folder(tmp_path, toolkit):
-    from nvstage.workload import Workload, load_and_validate
+    from nvstage.run.workload import Workload, load_and_validate
 
     src = tmp_path / "bad.cu"
     src.write_text("__global__ void k(int *x) { x[0] = ; }\n")

@@ -24,11 +24,11 @@ TARGET_BINDINGS = 1.1  # nvstage / bare cuda.bindings
 
 def main(argv: list[str]) -> int:
     from nvstage import proc
-    from nvstage.options import CompileOptions
-    from nvstage.pipeline import compile as run_compile
-    from nvstage.runtime.devices import nvml_gpus
-    from nvstage.runtime.driver import probe
-    from nvstage.toolkit import find_toolkit
+    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.driver import compile as run_compile
+    from nvstage.run.devices import nvml_gpus
+    from nvstage.run.probe import probe
+    from nvstage.compiler.toolkit import find_toolkit
 
     out = Path(argv[1]) if len(argv) > 1 else HERE / "build"
     out.mkdir(parents=True, exist_ok=True)
@@ -140,10 +140,10 @@ def bindings_launch_ns(cubin: Path, launches: int = 20000, warmup: int = 1000) -
 
 def nvstage_launch_ns(cubin: Path, arch: str, launches: int = 256, reps: int = 40) -> dict:
     """Per-launch host time as nvstage run measures it: the engine's own wall passes."""
-    from nvstage.runtime.driver import require
-    from nvstage.runtime.execute import Engine, Loaded
-    from nvstage.runtime.helpers import helper_cubin
-    from nvstage.workload import Workload
+    from nvstage.run.probe import require
+    from nvstage.run.engine import Engine, Loaded
+    from nvstage.run.helpers import helper_cubin
+    from nvstage.run.workload import Workload
 
     require()
     w = Workload.from_dict({
@@ -159,7 +159,7 @@ def nvstage_launch_ns(cubin: Path, arch: str, launches: int = 256, reps: int = 4
                  mode="pipelined", arch=arch)
     eng.setup()
     ops = eng._ops()
-    from nvstage.decompose import OpSamples
+    from nvstage.run.decompose import OpSamples
 
     samples = [OpSamples(o.index, o.kind, o.name) for o in ops]
     eng._wall_pass(ops, None)  # warm-up

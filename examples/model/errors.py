@@ -12,8 +12,8 @@ import argparse
 import json
 from pathlib import Path
 
-from nvstage.gpus import resolve_gpu
-from nvstage.model import calibrate, estimate, relative_errors
+from nvstage.hw.gpus import resolve_gpu
+from nvstage.model.estimate import calibrate, estimate, relative_errors
 
 HERE = Path(__file__).resolve().parent
 NAMES = ["chain_unfused", "chain_fused", "chain_fused_wide", "reduce", "matmul_tiled", "transfer"]

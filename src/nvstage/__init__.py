@@ -14,10 +14,10 @@ __version__ = "0.1.0"
 # does not compile need not import the pipeline, the cache and the thread pool.
 _EXPORTS = {
     "NvstageError": "errors", "StageFailed": "errors", "ToolkitError": "errors",
-    "UsageError": "errors", "CompileOptions": "options", "Build": "pipeline",
-    "StageRun": "pipeline", "compile": "pipeline", "Plan": "plan", "Stage": "plan",
-    "StageKind": "plan", "parse_dryrun": "plan", "Toolkit": "toolkit",
-    "find_toolkit": "toolkit",
+    "UsageError": "errors", "CompileOptions": "compiler.options", "Build": "compiler.driver",
+    "StageRun": "compiler.driver", "compile": "compiler.driver", "Plan": "compiler.plan",
+    "Stage": "compiler.plan", "StageKind": "compiler.plan", "parse_dryrun": "compiler.plan",
+    "Toolkit": "compiler.toolkit", "find_toolkit": "compiler.toolkit",
 }
 __all__ = [*sorted(_EXPORTS), "__version__"]
 

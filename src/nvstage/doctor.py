@@ -9,9 +9,9 @@ from pathlib import Path
 
 from nvstage import proc
 from nvstage.errors import NvstageError
-from nvstage.runtime.devices import GpuFacts, nvml_gpus
-from nvstage.runtime.driver import DriverProbe, probe
-from nvstage.toolkit import ToolInfo, Toolkit, all_candidates, find_toolkit, host_compiler
+from nvstage.run.devices import GpuFacts, nvml_gpus
+from nvstage.run.probe import DriverProbe, probe
+from nvstage.compiler.toolkit import ToolInfo, Toolkit, all_candidates, find_toolkit, host_compiler
 
 _PACKAGES = ("cuda-toolkit", "nvidia-cuda-nvcc", "cuda-core", "cuda-bindings", "cuda-pathfinder",
              "nvidia-ml-py", "numpy")
@@ -77,7 +77,7 @@ def diagnose(nvcc: str | None = None, *, trial_compile: bool = True) -> DoctorRe
 def _runtime_compilers() -> dict[str, str | None]:
     """NVRTC and nvJitLink (for compile --via nvrtc): libraries, loaded without a driver."""
     try:
-        from nvstage.nvrtc import versions
+        from nvstage.compiler.nvrtc import versions
 
         nvrtc, nvjitlink = versions()
         return {"nvrtc": nvrtc, "nvjitlink": nvjitlink}

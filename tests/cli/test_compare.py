@@ -55,7 +55,7 @@ def test_wide_kernel_registers_and_occupancy(cli, tmp_path):
 
 
 def test_measure_without_gpu_is_skipped_with_the_reason(cli, monkeypatch):
-    from nvstage.runtime import driver
+    from nvstage.run import probe as driver
 
     monkeypatch.setenv("NVSTAGE_NO_GPU", "1")
     driver.probe.cache_clear()

@@ -55,10 +55,14 @@ def test_gpu_spec_file(cli, tmp_path):
 
 
 def test_calibrate_from_a_report(cli, tmp_path):
-    import sys
+    import importlib.util
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_model import synthetic_report
+    # The made-up report lives with the model's own tests (tests/model/test_estimate.py).
+    spec = importlib.util.spec_from_file_location("estimate_tests",
+                                                  ROOT / "tests/model/test_estimate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    synthetic_report = mod.synthetic_report
 
     report = tmp_path / "run.json"
     report.write_text(json.dumps(synthetic_report(MODEL / "chain_unfused.toml")))

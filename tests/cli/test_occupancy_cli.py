@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from nvstage.occupancy import occupancy
+from nvstage.hw.occupancy import occupancy
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ def test_no_driver_is_one_line_and_exit_7_and_cannot_hang():
 
 
 def test_real_probe_without_driver_also_exits_7():
-    from nvstage.runtime.driver import probe
+    from nvstage.run.probe import probe
 
     if probe().available:
         pytest.skip("this machine has a GPU")

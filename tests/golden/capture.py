@@ -92,7 +92,7 @@ def capture(work: Path) -> dict[str, dict]:
     """Run every command in ``work`` (a fresh folder) and return name -> normalised result."""
     env = dict(os.environ, NVSTAGE_CACHE_DIR=str(work / ".cache"), COLUMNS="120",
                NO_COLOR="1")
-    from nvstage.toolkit import find_toolkit
+    from nvstage.compiler.toolkit import find_toolkit
 
     tk = find_toolkit()
     subs = sorted({(str(work), "<work>"), (str(work.resolve()), "<work>"),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.workload import load_and_validate
+from nvstage.run.workload import load_and_validate
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,14 +15,14 @@ EXAMPLES = ROOT / "examples" / "run"
 
 
 def _arch():
-    from nvstage.runtime.devices import nvml_gpus
+    from nvstage.run.devices import nvml_gpus
 
     gpus, _, _ = nvml_gpus()
     return gpus[0].arch if gpus else "sm_90"
 
 
 def _run(name, mode, reps=5, **kw):
-    from nvstage.runtime.session import run_workload
+    from nvstage.run.session import run_workload
 
     w, prep, _ = load_and_validate(EXAMPLES / f"{name}.toml", _arch())
     return run_workload(w, prep, mode=mode, reps=reps, warmup=1, **kw)

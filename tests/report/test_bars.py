@@ -38,7 +38,7 @@ def test_valid_svg_with_title_legend_labels_and_totals():
 
 
 def test_measured_and_estimated_bars_say_which_they_are():
-    from nvstage.decompose import NoiseFloor, OpSamples, decompose
+    from nvstage.run.decompose import NoiseFloor, OpSamples, decompose
 
     ops = [OpSamples(0, "h2d", "x", [1000.0] * 3, [4000.0, 4100.0, 3900.0], nbytes=1 << 20),
            OpSamples(1, "launch", "k", [3000.0] * 3, [2000.0] * 3)]

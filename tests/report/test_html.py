@@ -14,7 +14,7 @@ EVIL = '</script><script>alert("x")</script><img src=x onerror=alert(1)>'
 def synthetic_run(name: str = "saxpy"):
     """A run document and trace made by nvstage's own decomposition and trace code from fixed
     samples (no GPU here): the shape nvstage run --profile writes, numbers not measured."""
-    from nvstage.decompose import NoiseFloor, OpSamples, decompose
+    from nvstage.run.decompose import NoiseFloor, OpSamples, decompose
     from nvstage.report.trace import Span, Timeline, chrome_trace
 
     ops = [OpSamples(0, "h2d", "x", gpu_ns=[4000.0, 4200.0, 4100.0], nbytes=1 << 20),
@@ -35,8 +35,8 @@ def synthetic_run(name: str = "saxpy"):
 
 @pytest.fixture(scope="module")
 def kept(toolkit, kernels, tmp_path_factory):
-    from nvstage.options import CompileOptions
-    from nvstage.pipeline import compile
+    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.driver import compile
 
     keep = tmp_path_factory.mktemp("report")
     return compile(kernels / "multi.cu", CompileOptions(

@@ -30,8 +30,8 @@ from test_html import synthetic_run  # noqa: E402 - after the skips and sys.path
 
 @pytest.fixture(scope="module")
 def report_file(toolkit, kernels, tmp_path_factory):
-    from nvstage.options import CompileOptions
-    from nvstage.pipeline import compile
+    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.driver import compile
     from nvstage.report.html import write_report
 
     keep = tmp_path_factory.mktemp("browser")

@@ -2,7 +2,7 @@
 
 import json
 
-from nvstage.decompose import NoiseFloor, OpSamples, decompose
+from nvstage.run.decompose import NoiseFloor, OpSamples, decompose
 from nvstage.report.trace import Span, Timeline, chrome_trace
 
 

@@ -33,7 +33,7 @@ def cache_cmd(
 
           nvstage cache --clear
     """
-    from nvstage.cache import Cache
+    from nvstage.compiler.cache.store import Cache
     from nvstage.report.units import fmt_bytes
 
     with handled(json_out):

@@ -72,11 +72,11 @@ def check_cmd(
     json_mode = json_out or fmt == "json"
     with handled(json_mode):
         from nvstage.artifacts import write_json_atomic
-        from nvstage.budgets import find_config, load_budgets
-        from nvstage.check import check
+        from nvstage.check.budgets import find_config, load_budgets
+        from nvstage.check.gate import check
         from nvstage.report.checks import github_annotations, markdown_summary, summary_line
         from nvstage.errors import UsageError
-        from nvstage.toolkit import find_toolkit
+        from nvstage.compiler.toolkit import find_toolkit
 
         if fmt not in FORMATS:
             raise UsageError(f"unknown --format {fmt!r}", hint=f"choose {', '.join(FORMATS)}")
@@ -158,7 +158,7 @@ def _build_of(target: Path, budgets, toolkit, keep_dir: str | None) -> Iterator:
 def _compile(target: Path, budgets, toolkit, keep_dir: str):
     from dataclasses import replace
 
-    from nvstage.pipeline import compile as run_compile
+    from nvstage.compiler.driver import compile as run_compile
 
     options = budgets.compile_options()
     if options.output is None:

@@ -42,13 +42,13 @@ def compare_cmd(
           nvstage compare A.toml B.toml --gpu h200 --measure --json
     """
     with handled(json_out):
-        from nvstage.compare import compare
-        from nvstage.model import calibrate as fit
-        from nvstage.toolkit import find_toolkit
+        from nvstage.model.compare import compare
+        from nvstage.model.estimate import calibrate as fit
+        from nvstage.compiler.toolkit import find_toolkit
         from nvstage.cli.model import gpu_option_value, write_svg
 
         target = gpu_option_value(gpu, gpu_spec)
-        from nvstage.model import require_figures
+        from nvstage.model.estimate import require_figures
 
         require_figures(target)
         toolkit = find_toolkit(nvcc)

@@ -80,10 +80,10 @@ def compile_cmd(
 
           nvstage compile kernels/saxpy.cu --ptx -o saxpy.ptx --json
     """
-    from nvstage.options import CompileOptions
-    from nvstage.pipeline import compile as run_compile
+    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.driver import compile as run_compile
     from nvstage.report.tables import stage_table, summary_line
-    from nvstage.toolkit import find_toolkit
+    from nvstage.compiler.toolkit import find_toolkit
     from nvstage.cli.progress import LiveStages
 
     with handled(json_out):
@@ -108,7 +108,7 @@ def compile_cmd(
             parse_sections(show, "build")
         toolkit = find_toolkit(nvcc)
         if via == "nvrtc":
-            from nvstage.nvrtc import compile_nvrtc
+            from nvstage.compiler.nvrtc import compile_nvrtc
 
             build = compile_nvrtc(source, options, toolkit=toolkit, keep=keep_dir,
                                   name_expressions=tuple(name_expr or ()))
@@ -125,7 +125,7 @@ def compile_cmd(
         con = data_console(json_out)
         con.print(stage_table(build, con.width))
         if build.via == "nvrtc":
-            from nvstage.nvrtc import render_name_map
+            from nvstage.compiler.nvrtc import render_name_map
 
             render_name_map(build, con)
         _tool_output(build)

@@ -43,7 +43,7 @@ def diff_cmd(
           nvstage diff kernels/lto_a.cu kernels/lto_b.cu --via nvcc,nvrtc --arch sm_90 --lto
     """
     from nvstage.errors import UsageError
-    from nvstage.toolkit import find_toolkit
+    from nvstage.compiler.toolkit import find_toolkit
 
     with handled(json_out):
         if via is not None:
@@ -52,9 +52,7 @@ def diff_cmd(
                 raise UsageError(f"--via {via!r}: only nvcc,nvrtc can be compared")
             if not arch:
                 raise UsageError("--via needs --arch (e.g. --arch sm_90)")
-            from nvstage import crosspath
-
-            # Two sources are linked together (the LTO case: lto_a.cu calls into lto_b.cu).
+            from nvstage.inspect import compiler_paths as crosspath
             sources = str(a) if b is None else [str(a), str(b)]
             toolkit = find_toolkit(nvcc)
             result = crosspath.compare_paths(sources, arch=arch, toolkit=toolkit, lto=lto)
@@ -65,7 +63,7 @@ def diff_cmd(
         if b is None:
             raise UsageError("diff needs two builds", hint="nvstage diff A B (keep folders or "
                              "stages.json), or one .cu file with --via nvcc,nvrtc")
-        from nvstage.diff import diff_paths
+        from nvstage.inspect.build_diff import diff_paths
 
         result = diff_paths(a, b, find_toolkit(nvcc))
         render(result, data_console(json_out), all_rows=all_rows)
@@ -95,7 +93,7 @@ def render(result, con, *, all_rows: bool = False) -> None:
     from rich import box
     from rich.text import Text
 
-    from nvstage.diff import KERNEL_METRICS
+    from nvstage.inspect.build_diff import KERNEL_METRICS
     from nvstage.cli.show import PlainTable as Table  # keys are kernel names: text, never markup
 
     labels = {"registers": "regs", "spill_stores": "spill st", "spill_loads": "spill ld",

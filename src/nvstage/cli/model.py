@@ -14,7 +14,7 @@ from nvstage.cli.common import data_console, emit_json, handled, stderr
 GpuOpt = Annotated[Optional[str], typer.Option("--gpu",
     help="A GPU preset: h200, h100, a100, l4, l40s, rtx4090, b200.")]
 GpuSpecOpt = Annotated[Optional[Path], typer.Option("--gpu-spec",
-    help="A custom GPU spec (.toml or .json; see nvstage.gpus.load_gpu_spec).")]
+    help="A custom GPU spec (.toml or .json; see nvstage.hw.gpus.load_gpu_spec).")]
 CalibrateOpt = Annotated[Optional[Path], typer.Option("--calibrate",
     help="Fit the presets to a measured report (nvstage run W --profile --json FILE).")]
 NvccOpt = Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
@@ -28,7 +28,7 @@ def svg_option(help: str):
 def gpu_option_value(gpu: str | None, gpu_spec: Path | None):
     """The GpuSpec named by --gpu or read from --gpu-spec (h200 when neither is given)."""
     from nvstage.errors import UsageError
-    from nvstage.gpus import load_gpu_spec, resolve_gpu
+    from nvstage.hw.gpus import load_gpu_spec, resolve_gpu
 
     if gpu and gpu_spec:
         raise UsageError("give --gpu or --gpu-spec, not both")
@@ -64,9 +64,9 @@ def model_cmd(
           nvstage model examples/model/reduce.toml --calibrate run.json --svg reduce.svg
     """
     with handled(json_out):
-        from nvstage.model import calibrate as fit, estimate, require_figures
-        from nvstage.model_spec import load_model_input
-        from nvstage.toolkit import find_toolkit
+        from nvstage.model.estimate import calibrate as fit, estimate, require_figures
+        from nvstage.model.costfile import load_model_input
+        from nvstage.compiler.toolkit import find_toolkit
 
         target = gpu_option_value(gpu, gpu_spec)
         require_figures(target)

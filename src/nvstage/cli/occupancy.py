@@ -67,8 +67,8 @@ def occupancy_cmd(
           nvstage occupancy --registers 64 --shared 8192 --arch sm_86 --sweep
     """
     from nvstage.errors import UsageError
-    from nvstage.gpus import resolve_gpu
-    from nvstage.occupancy import occupancy, sweep
+    from nvstage.hw.gpus import resolve_gpu
+    from nvstage.hw.occupancy import occupancy, sweep
 
     with handled(json_out):
         if gpu and arch:
@@ -120,7 +120,7 @@ def _kernels(artifact: Path | None, registers: int | None, shared_static: int, b
                          "the other")
 
     from nvstage.inspect.resources import resources_of
-    from nvstage.toolkit import find_toolkit
+    from nvstage.compiler.toolkit import find_toolkit
 
     from nvstage.inspect.view import matches
 
@@ -132,7 +132,7 @@ def _kernels(artifact: Path | None, registers: int | None, shared_static: int, b
     if not res:
         raise UsageError(f"no kernels with resource usage in {artifact}")
 
-    from nvstage.gpus import parse_arch
+    from nvstage.hw.gpus import parse_arch
 
     rows, borrowed = [], []
     for group in _groups(res, per_arch=target is None):
@@ -164,7 +164,7 @@ def _groups(res, *, per_arch: bool) -> list[list]:
 
 def _pick(group, target):
     """The resource record for the target arch, or the nearest older one, or the newest."""
-    from nvstage.gpus import parse_arch
+    from nvstage.hw.gpus import parse_arch
 
     if target is None:
         return max(group, key=lambda r: parse_arch(r.arch)[:2])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from nvstage.pipeline import Observer, StageRun
-from nvstage.plan import Plan, Stage
+from nvstage.compiler.driver import Observer, StageRun
+from nvstage.compiler.plan import Plan, Stage
 
 
 class LiveStages(Observer):

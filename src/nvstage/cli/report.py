@@ -47,7 +47,7 @@ def report_cmd(
         out = output or manifest_path(build).parent / "report.html"
         if out.is_dir():
             raise UsageError(f"-o {out} is a folder", hint=f"give a file: -o {out}/report.html")
-        from nvstage.toolkit import find_toolkit
+        from nvstage.compiler.toolkit import find_toolkit
 
         # Never the toolkit the manifest names: a document does not choose programs.
         toolkit = find_toolkit(nvcc)

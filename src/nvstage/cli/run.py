@@ -101,13 +101,13 @@ def _to_stdout(json_file: Path | None) -> bool:
 def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cupti, dry_run,
          nvcc, svg=None, emitted: list | None = None) -> None:
     from nvstage.errors import NoDriver, UsageError
-    from nvstage.runtime.driver import probe
-    from nvstage.toolkit import find_toolkit
-    from nvstage.workload import Workload, load_and_validate, plan, plan_lines
+    from nvstage.run.probe import probe
+    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.run.workload import Workload, load_and_validate, plan, plan_lines
 
     if mode not in ("serialized", "pipelined"):
         raise UsageError(f"unknown --mode {mode!r}", hint="choose serialized or pipelined")
-    from nvstage.workload import MAX_REPS
+    from nvstage.run.workload import MAX_REPS
 
     for name, v in (("--reps", reps), ("--warmup", warmup)):
         if v is not None and not (1 if name == "--reps" else 0) <= v <= MAX_REPS:
@@ -143,8 +143,8 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
     if not p.available:  # one line: what is missing and what still works
         raise NoDriver(f"cannot run on a GPU: {p.reason}; compile, show and the offline tools "
                        "still work (the workload is valid)")
-    from nvstage.runtime.results import GpuRunFailed
-    from nvstage.runtime.session import run_document, run_workload
+    from nvstage.run.results import GpuRunFailed
+    from nvstage.run.session import run_document, run_workload
 
     def log(msg: str) -> None:
         err.print(msg, markup=False, style="dim")
@@ -245,7 +245,7 @@ def _default_arch(p) -> tuple[str, str]:
     if p.available and getattr(p, "arch", None):
         return p.arch, ""
     if p.available:
-        from nvstage.runtime.devices import nvml_gpus
+        from nvstage.run.devices import nvml_gpus
 
         gpus, _, _ = nvml_gpus()
         if gpus:
@@ -307,7 +307,7 @@ def render(result, con) -> None:
         for flag in d.flags:
             con.print(f"flag: {flag}", markup=False)
     elif result.walls_ns:
-        from nvstage.decompose import spread
+        from nvstage.run.decompose import spread
 
         sp = spread(result.walls_ns)
         con.print(f"wall time per repetition: median {_us(sp.median)} us, IQR {_us(sp.iqr)} "

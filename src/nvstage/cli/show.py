@@ -57,7 +57,7 @@ def show_cmd(
     """
     from nvstage.inspect.fatbin import kind_of_file
     from nvstage.inspect.view import collect_build, collect_file, parse_sections, to_json
-    from nvstage.toolkit import find_toolkit
+    from nvstage.compiler.toolkit import find_toolkit
 
     with handled(json_out):
         _check_gpu(gpu, driver)  # before any work: a typo should not cost a disassembly
@@ -113,7 +113,7 @@ def _any_kernel(data: dict) -> bool:
 
 def _check_gpu(gpu: str | None, driver: str | None) -> None:
     from nvstage.errors import UsageError
-    from nvstage.gpus import resolve_gpu
+    from nvstage.hw.gpus import resolve_gpu
     from nvstage.inspect.compat import parse_driver
 
     if driver is not None and not gpu:

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from nvstage.errors import UsageError
-from nvstage.gpus import GpuSpec, parse_arch, resolve_gpu
+from nvstage.hw.gpus import GpuSpec, parse_arch, resolve_gpu
 from nvstage.inspect.records import FatbinImage
 
 SASS_EXACT = "sass-exact"

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from nvstage.artifacts import MAX_ARTIFACT_BYTES, Artifact
 from nvstage.errors import ArtifactError, InputNotFound, NvstageError, ToolkitError
-from nvstage.options import CompileOptions
-from nvstage.pipeline import MANIFEST, Build, StageRun
-from nvstage.plan import Plan, Stage, StageKind
-from nvstage.toolkit import Toolkit, ToolInfo
+from nvstage.compiler.options import CompileOptions
+from nvstage.compiler.driver import MANIFEST, Build, StageRun
+from nvstage.compiler.plan import Plan, Stage, StageKind
+from nvstage.compiler.toolkit import Toolkit, ToolInfo
 
 # Far above any real build (a big one writes a few MB: most of it the tools' messages).
 MAX_MANIFEST_BYTES = 64 << 20
@@ -56,7 +56,7 @@ def reading_toolkit(build: Build, toolkit: Toolkit | None = None) -> Toolkit:
         return toolkit
     if not isinstance(build.toolkit, RecordedToolkit):
         return build.toolkit
-    from nvstage.toolkit import find_toolkit
+    from nvstage.compiler.toolkit import find_toolkit
 
     return find_toolkit()
 

@@ -268,7 +268,7 @@ def build_resources(build, toolkit=None) -> list[KernelResources]:
     per-file rows (``final=False``) and, when the build went through the device link, the
     final rows from the linked cubin (``source`` names where each number came from).
     """
-    from nvstage.plan import StageKind
+    from nvstage.compiler.plan import StageKind
     from nvstage.inspect.elf import read_cubin
     from nvstage.inspect.manifest import reading_toolkit
 

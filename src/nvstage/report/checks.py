@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from nvstage.check import UNMATCHED_WORDS, CheckResult, fmt_value
+from nvstage.check.gate import UNMATCHED_WORDS, CheckResult, fmt_value
 
 
 def _gh_data(text: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from nvstage.decompose import Decomposition
+from nvstage.run.decompose import Decomposition
 
 HOST_PID, GPU_PID, BASELINE_PID = 1, 2, 3
 LAUNCH_TID, COPY_CALL_TID = 1, 2

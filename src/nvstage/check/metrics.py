@@ -1,0 +1,296 @@
+"""What a build measured: per kernel (registers, spills, static shared memory, where it is
+defined), the arches its fatbin carries, cubin and fatbin sizes, stage times and, from a run
+report, median GPU times. The numbers ``nvstage check`` holds against budgets and baselines.
+
+Sources: ptxas and cuobjdump via ``inspect.resources``, the fatbin inventory, the manifest's
+stage times, and a run report's decomposition.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+import stat
+from dataclasses import asdict, dataclass, field
+
+from nvstage.check.budgets import RUN_TERMS, base_name
+from nvstage.documents import load_run_doc
+from nvstage.errors import ArtifactError
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    kernel: str
+    demangled: str
+    arch: str
+    registers: int
+    spill_bytes: int | None  # stores + loads; None: unknown (no ptxas -v numbers)
+    shared_bytes: int
+    file: str | None = None
+    line: int | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Measurements:
+    """What a build (and optionally a run) measured: the numbers budgets are checked against
+    and a later check's baseline."""
+
+    source: str
+    kernels: list[KernelFacts]
+    arches: list[str]  # images present: sm_NN cubins, compute_NN PTX
+    arches_from: str  # the file the arches were read from
+    cubin_bytes: dict[str, int]  # arch -> size of each cubin the build made
+    fatbin_bytes: int | None
+    stages: list[dict]  # index, kind, arch, seconds, cached
+    kernel_us: dict[str, float] = field(default_factory=dict)  # run report: kernel -> median
+    terms_us: dict[str, float] = field(default_factory=dict)  # run report: term -> median
+
+    def to_json(self) -> dict:
+        return {
+            "source": self.source, "kernels": [k.to_json() for k in self.kernels],
+            "arches": self.arches, "arches_from": self.arches_from,
+            "cubin_bytes": self.cubin_bytes, "fatbin_bytes": self.fatbin_bytes,
+            "stages": self.stages, "kernel_us": self.kernel_us, "terms_us": self.terms_us,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> Measurements:
+        """What ``to_json`` wrote, every field checked: a baseline may be anyone's file, and
+        a wrong shape must be one message, not a traceback three functions later. Raises
+        ValueError naming the field."""
+        d = _shape(d, dict, "measurements")
+        kernels = []
+        for i, k in enumerate(_shape(d.get("kernels"), list, "kernels")):
+            k = _shape(k, dict, f"kernels[{i}]")
+            unknown = set(k) - set(KernelFacts.__dataclass_fields__)
+            if unknown:
+                raise ValueError(f"kernels[{i}] has unknown field(s) {sorted(unknown)[:3]}")
+            at = f"kernels[{i}]"
+            kernels.append(KernelFacts(
+                _shape(k.get("kernel"), str, f"{at}.kernel"),
+                _shape(k.get("demangled"), str, f"{at}.demangled"),
+                _shape(k.get("arch"), str, f"{at}.arch"),
+                _count(k.get("registers"), f"{at}.registers"),
+                _count(k.get("spill_bytes"), f"{at}.spill_bytes", none=True),
+                _count(k.get("shared_bytes"), f"{at}.shared_bytes"),
+                _shape(k.get("file"), (str, type(None)), f"{at}.file"),
+                _count(k.get("line"), f"{at}.line", none=True)))
+        stages = []
+        for i, s in enumerate(_shape(d.get("stages"), list, "stages")):
+            s = _shape(s, dict, f"stages[{i}]")
+            stages.append({"index": _count(s.get("index"), f"stages[{i}].index"),
+                           "kind": _shape(s.get("kind"), str, f"stages[{i}].kind"),
+                           "arch": _shape(s.get("arch"), (str, type(None)),
+                                          f"stages[{i}].arch"),
+                           "seconds": _amount(s.get("seconds"), f"stages[{i}].seconds"),
+                           "cached": _shape(s.get("cached", False), bool,
+                                            f"stages[{i}].cached")})
+        arches = _shape(d.get("arches"), list, "arches")
+        for i, a in enumerate(arches):
+            _shape(a, str, f"arches[{i}]")
+        fatbin = d.get("fatbin_bytes")
+        return cls(source=_shape(d.get("source"), str, "source"), kernels=kernels,
+                   arches=list(arches),
+                   arches_from=_shape(d.get("arches_from", ""), str, "arches_from"),
+                   cubin_bytes={k: _count(v, f"cubin_bytes.{k}") for k, v in
+                                _shape(d.get("cubin_bytes"), dict, "cubin_bytes").items()},
+                   fatbin_bytes=None if fatbin is None else _count(fatbin, "fatbin_bytes"),
+                   stages=stages,
+                   kernel_us={k: _amount(v, f"kernel_us.{k}") for k, v in
+                              _shape(d.get("kernel_us") or {}, dict, "kernel_us").items()},
+                   terms_us={k: _amount(v, f"terms_us.{k}") for k, v in
+                             _shape(d.get("terms_us") or {}, dict, "terms_us").items()})
+
+
+_KIND_WORDS = {dict: "an object", list: "a list", str: "a string", bool: "true or false",
+               (str, type(None)): "a string or null"}
+_JSON_WORDS = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+               int: "a number", float: "a number", type(None): "null"}
+
+
+def _shape(value, kind, where: str):
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ValueError(f"{where} must be {_KIND_WORDS[kind]}, not "
+                         f"{_JSON_WORDS.get(type(value), type(value).__name__)}")
+    return value
+
+
+# Counts and sizes a real build has: far below this; more is a crafted or damaged file (and
+# an integer of thousands of digits cannot even be printed).
+_MAX_COUNT = 2**63
+
+
+def _count(value, where: str, *, none: bool = False) -> int | None:
+    if value is None and none:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < _MAX_COUNT:
+        raise ValueError(f"{where} must be a whole number from 0 to 2**63, not {value!r:.40}")
+    return value
+
+
+def _amount(value, where: str) -> float:
+    """A time (seconds or microseconds): finite, not negative."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or \
+            not math.isfinite(value) or not 0 <= value < 1e15:
+        raise ValueError(f"{where} must be a finite number >= 0, not {value!r:.40}")
+    return float(value)
+
+
+def load_build_from(manifest_or_build):
+    """A ``Build``, given one or a keep folder / stages.json path."""
+    from nvstage.compiler.driver import Build
+
+    if isinstance(manifest_or_build, Build):
+        return manifest_or_build
+    from nvstage.inspect.manifest import load_build
+
+    return load_build(manifest_or_build)
+
+
+_DECL = re.compile(r"__global__")
+
+
+# The source a manifest names is read only to find kernel lines: a regular file, this large
+# at most (the largest .cu files seen are a few MB), never a FIFO or a device.
+MAX_SOURCE_BYTES = 32 << 20
+
+
+@functools.lru_cache(maxsize=16)  # every kernel of one source is looked up in the same lines
+def _source_lines(path: str, _mtime_ns: int, _size: int) -> tuple[str, ...]:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return ()
+        data = f.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        return ()
+    return tuple(data.decode("utf-8", "replace").splitlines())
+
+
+def locate_kernel(source: str | os.PathLike, demangled: str) -> int | None:
+    """The 1-based line where ``source`` defines the kernel: the first line naming it as a
+    function within three lines of ``__global__``. None when the file does not say."""
+    try:
+        st = os.stat(source)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:
+            return None
+        lines = _source_lines(os.path.abspath(source), st.st_mtime_ns, st.st_size)
+    except (OSError, ValueError):  # ValueError: a NUL in the path
+        return None
+    name = base_name(demangled)
+    if not name:
+        return None
+    call = re.compile(rf"\b{re.escape(name)}\s*(<[^;{{]*>)?\s*\(")
+    fallback = None
+    for i, text in enumerate(lines):
+        if call.search(text):
+            if any(_DECL.search(lines[j]) for j in range(max(0, i - 3), i + 1)):
+                return i + 1
+            fallback = fallback or i + 1
+    return fallback
+
+
+def _final_rows(rows):
+    """Per (kernel, arch): the final numbers when there are any (after an -rdc device link),
+    else the per-file ones."""
+    best: dict[tuple[str, str], object] = {}
+    for r in rows:
+        key = (r.kernel, r.arch)
+        if key not in best or (r.final and not best[key].final):
+            best[key] = r
+    return list(best.values())
+
+
+def _image_arches(build, toolkit) -> tuple[list[str], str]:
+    """The arches whose code the build's fatbin carries (its object or executable else, its
+    cubins and PTX when it stopped before the fatbin)."""
+    from nvstage.inspect.fatbin import inventory
+
+    for kind in ("fatbin", "object", "executable"):
+        for a in build.artifacts:
+            if a.kind == kind and os.path.isfile(a.path):
+                imgs = [im for im in inventory(a.path, toolkit) if im.loadable]
+                return sorted({im.arch for im in imgs}), a.name
+    found = set()
+    for a in build.artifacts:
+        if a.kind == "cubin" and a.arch:
+            found.add(a.arch)
+        elif a.kind == "ptx" and a.arch:
+            found.add(a.arch.replace("sm_", "compute_"))
+    return sorted(found), "the build's cubin and PTX files"
+
+
+def measure(manifest_or_build, *, toolkit=None, run_report=None) -> Measurements:
+    """The numbers of one build (and run report, when given)."""
+    from nvstage.inspect.resources import build_resources
+
+    from nvstage.inspect.manifest import reading_toolkit
+
+    build = load_build_from(manifest_or_build)
+    toolkit = reading_toolkit(build, toolkit)
+    if build.status != "ok":
+        raise ArtifactError(f"the build of {build.source} failed: there is nothing to check",
+                            hint="fix the build first (nvstage compile shows why)")
+    rows = _final_rows(build_resources(build, toolkit))
+    kernels = []
+    for r in sorted(rows, key=lambda r: (r.demangled, r.arch)):
+        spill = None if r.spill_stores is None and r.spill_loads is None else \
+            (r.spill_stores or 0) + (r.spill_loads or 0)
+        line = locate_kernel(build.source, r.demangled)
+        kernels.append(KernelFacts(r.kernel, r.demangled, r.arch, r.registers, spill,
+                                   r.shared_bytes, build.source if line else None, line))
+    arches, arches_from = _image_arches(build, toolkit)
+    cubins: dict[str, int] = {}
+    fatbin = None
+    for a in build.artifacts:
+        if a.kind == "cubin":
+            cubins[a.arch or a.name] = max(cubins.get(a.arch or a.name, 0), a.size)
+        elif a.kind == "fatbin":
+            fatbin = max(fatbin or 0, a.size)
+    stages = [{"index": r.stage.index, "kind": r.stage.kind.value, "arch": r.stage.arch,
+               "seconds": r.seconds, "cached": r.cached} for r in build.runs]
+    m = Measurements(build.source, kernels, arches, arches_from, cubins, fatbin, stages)
+    if run_report is not None:
+        m.kernel_us, m.terms_us = run_figures(run_report)
+    return m
+
+
+def run_figures(run_report) -> tuple[dict[str, float], dict[str, float]]:
+    """(median GPU microseconds per kernel, median microseconds per decomposition term) from a
+    run report (``nvstage.run/1``). Unknown or missing fields give empty figures; a document
+    that is not a run report is an error."""
+    doc = load_run_doc(run_report, "run report")
+    dec = doc.get("decomposition")
+    if dec is None and isinstance(doc.get("run"), dict):
+        dec = doc["run"].get("decomposition")
+    if not isinstance(dec, dict):
+        return {}, {}
+    terms = {}
+    for term in RUN_TERMS.values():
+        median = _median_ns(dec.get(f"{term}_ns"))
+        if median is not None:
+            terms[term] = median / 1000.0
+    kernels: dict[str, float] = {}
+    ops = dec.get("operations")
+    for op in ops if isinstance(ops, list) else []:
+        if not isinstance(op, dict) or op.get("kind") != "launch":
+            continue
+        median = _median_ns(op.get("gpu_ns"))
+        if median is not None:
+            # A kernel launched several times in the sequence: its slowest median counts.
+            name = str(op.get("name"))[:1000]
+            kernels[name] = max(kernels.get(name, 0.0), median / 1000.0)
+    return kernels, terms
+
+
+def _median_ns(spread) -> float | None:
+    """A spread's finite median (a bool, NaN or a 400-digit integer is no time)."""
+    v = spread.get("median") if isinstance(spread, dict) else None
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and -1e300 < v < 1e300:
+        return float(v)
+    return None

@@ -1,0 +1,1 @@
+"""The stage cache: storage, keys, and the headers a host-compiler stage read."""

@@ -1,0 +1,1 @@
+"""Hardware facts: per-arch SM limits, GPU presets with their sources, occupancy."""

@@ -1,0 +1,1 @@
+"""Estimating a workload offline: the cost file, the estimate, calibration, and two workloads compared."""

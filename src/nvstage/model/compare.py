@@ -1,0 +1,221 @@
+"""Two workloads side by side (unfused vs fused): counts, resources, the estimated
+decomposition, the measured one where a GPU is present, the difference term by term, and a
+verdict that respects noise.
+
+Verdict rules (B against A, on T):
+
+- estimates: |T_B - T_A| / T_A under ``SAME_ESTIMATE`` (1%) is "same"; under
+  ``ESTIMATE_THRESHOLD`` (10%) "too close to call": the model's own error is larger than that;
+  otherwise "faster" or "slower".
+- measurements: the difference of the medians against the larger interquartile range of the
+  two: more than twice it is "faster" or "slower"; within one IQR and within 1% is "same";
+  anything else is "too close to call".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nvstage.hw.gpus import GpuSpec
+from nvstage.model.estimate import Estimate, Presets, _presets, estimate
+
+ESTIMATE_THRESHOLD = 0.10
+SAME_ESTIMATE = 0.01
+MEASURED_IQRS = 2.0
+SAME_MEASURED = 0.01
+
+
+@dataclass(frozen=True)
+class Verdict:
+    word: str  # "faster" | "slower" | "same" | "too close to call"
+    basis: str  # "estimate" | "measured"
+    relative: float  # (T_B - T_A) / T_A
+    rule: str
+    on: str = "T"  # what was compared: "T", or "launch + kernel"
+
+    def to_json(self) -> dict:
+        return {"verdict": self.word, "basis": self.basis, "relative_change": self.relative,
+                "rule": self.rule, "on": self.on}
+
+    def sentence(self, a: str, b: str) -> str:
+        head = (f"{b} is {self.word} than {a}" if self.word in ("faster", "slower")
+                else f"{b} vs {a}: {self.word}")
+        return f"{head} ({self.relative:+.1%} on {self.on}, {self.basis}; {self.rule})"
+
+    def short(self, a: str, b: str) -> str:
+        return f"{b} vs {a}: {self.word} ({self.relative:+.1%} on {self.on}, {self.basis})"
+
+
+def estimate_verdict(t_a: float, t_b: float, on: str = "T") -> Verdict:
+    rel = (t_b - t_a) / t_a if t_a else 0.0
+    rule = (f"estimates within {ESTIMATE_THRESHOLD:.0%} are too close to call, within "
+            f"{SAME_ESTIMATE:.0%} the same")
+    if abs(rel) < SAME_ESTIMATE:
+        word = "same"
+    elif abs(rel) < ESTIMATE_THRESHOLD:
+        word = "too close to call"
+    else:
+        word = "faster" if rel < 0 else "slower"
+    return Verdict(word, "estimate", rel, rule, on)
+
+
+def measured_verdict(med_a: float, iqr_a: float, med_b: float, iqr_b: float) -> Verdict:
+    rel = (med_b - med_a) / med_a if med_a else 0.0
+    noise = max(iqr_a, iqr_b)
+    diff = abs(med_b - med_a)
+    rule = (f"medians differ by {diff * 1e6:.2f} us against the larger IQR {noise * 1e6:.2f} "
+            f"us: more than {MEASURED_IQRS:g} IQRs decides")
+    if diff > MEASURED_IQRS * noise and diff > 0:
+        word = "faster" if rel < 0 else "slower"
+    elif diff <= noise and abs(rel) < SAME_MEASURED:
+        word = "same"
+    else:
+        word = "too close to call"
+    return Verdict(word, "measured", rel, rule)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One line of the explanation: how much of the difference a cause accounts for."""
+
+    name: str
+    seconds: float  # B - A: negative means B saves this much
+    detail: str
+
+    def to_json(self) -> dict:
+        return {"term": self.name, "delta_s": self.seconds, "detail": self.detail,
+                "label": "estimate"}
+
+
+@dataclass
+class Comparison:
+    a: Estimate
+    b: Estimate
+    terms: list[Term]
+    verdict: Verdict
+    device_verdict: Verdict  # on launch + kernel only (transfers left out)
+    measured: dict | None = None  # {"a": Decomposition, "b": Decomposition}
+    measured_verdict: Verdict | None = None
+    measure_note: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        def side(e: Estimate) -> dict:
+            return {
+                "workload": e.workload, "file": e.file, "launches": e.n_launches,
+                "kernels": list(e.kernels), "kernel_bytes": e.kernel_bytes, "flops": e.flops,
+                "intermediates": list(e.intermediates),
+                "intermediate_bytes_written": e.intermediate_bytes_written,
+                "intermediate_bytes_read": e.intermediate_bytes_read,
+                "resources": [la.facts.to_json() for la in e.launches],
+                "estimate": {"label": "estimate", "launch_s": e.launch_s,
+                             "kernel_s": e.kernel_s, "transfer_s": e.transfer_s,
+                             "total_s": e.total_s, "pipelined_s": e.pipelined_s},
+            }
+
+        measured = None
+        if self.measured:
+            measured = {k: d.to_json() for k, d in self.measured.items()}
+        return {
+            "schema": "nvstage.compare/1",
+            "gpu": self.a.gpu.name, "presets": self.a.presets.to_json(),
+            "a": side(self.a), "b": side(self.b),
+            "difference": [t.to_json() for t in self.terms],
+            "delta_total_s": self.b.total_s - self.a.total_s,
+            "verdict": self.verdict.to_json(),
+            "device_verdict": self.device_verdict.to_json(),
+            "measured": measured,
+            "measured_verdict": self.measured_verdict.to_json() if self.measured_verdict
+            else None,
+            "measure_note": self.measure_note,
+            "notes": self.notes,
+        }
+
+
+def explain(a: Estimate, b: Estimate) -> list[Term]:
+    """The estimated difference B - A, split by cause; the lines add up to delta T."""
+    p = a.presets
+    terms = []
+    dl = b.n_launches - a.n_launches
+    terms.append(Term("launches", b.launch_s - a.launch_s,
+                      f"{-dl if dl < 0 else dl} launch{'es' if abs(dl) != 1 else ''} "
+                      f"{'saved' if dl < 0 else 'added'} x {p.launch_cost_s * 1e6:.2f} us "
+                      f"launch cost" if dl else "same number of launches"))
+    bw = a.gpu.memory_bandwidth * p.dram_efficiency
+    db = b.kernel_bytes - a.kernel_bytes
+
+    def full(e: Estimate) -> float:  # kernel time with no occupancy loss
+        return sum(x.t_kernel_full_occupancy_s * x.repeat for x in e.launches)
+
+    # Bytes and FLOPs at full occupancy: the roofline difference the counts alone make.
+    terms.append(Term("kernel bytes and FLOPs", full(b) - full(a),
+                      f"{abs(db) / 1e6:.1f} MB {'saved' if db < 0 else 'added'} "
+                      f"(intermediates: {a.intermediate_bytes_written / 1e6:.1f} MB written, "
+                      f"{a.intermediate_bytes_read / 1e6:.1f} MB read -> "
+                      f"{b.intermediate_bytes_written / 1e6:.1f} / "
+                      f"{b.intermediate_bytes_read / 1e6:.1f} MB) over {bw / 1e12:.2f} TB/s "
+                      f"achievable; kernel floor {p.kernel_floor_s * 1e6:.1f} us each"))
+    lost_a = a.kernel_s - full(a)
+    lost_b = b.kernel_s - full(b)
+    occ = lambda e: ", ".join(f"{x.kernel} {x.facts.occupancy:.0%} ({x.facts.registers} regs)"  # noqa: E731
+                              for x in e.launches)
+    terms.append(Term("occupancy", lost_b - lost_a,
+                      f"time lost to low parallelism (HEURISTIC: bandwidth scales with "
+                      f"resident warps below {p.occupancy_knee:.0%}): A {lost_a * 1e6:.1f} us "
+                      f"[{occ(a)}], B {lost_b * 1e6:.1f} us [{occ(b)}]"))
+    dt = b.transfer_bytes - a.transfer_bytes
+    terms.append(Term("transfers", b.transfer_s - a.transfer_s,
+                      f"{abs(dt) / 1e6:.1f} MB {'less' if dt < 0 else 'more'} copied"
+                      if dt else "same copies"))
+    return terms
+
+
+def compare(a, b, gpu: GpuSpec, *, calibration=None, measure: bool = False, toolkit=None,
+            log=None) -> Comparison:
+    """Estimate both workloads on ``gpu``; with ``measure``, also run both (``nvstage run``'s
+    path, serialized, profiled) when ``probe()`` finds a driver, else say why not."""
+    presets: Presets = _presets(calibration)
+    ea = estimate(a, gpu, calibration=presets, toolkit=toolkit)
+    eb = estimate(b, gpu, calibration=presets, toolkit=toolkit)
+    terms = explain(ea, eb)
+    verdict = estimate_verdict(ea.total_s, eb.total_s)
+    device = estimate_verdict(ea.launch_s + ea.kernel_s, eb.launch_s + eb.kernel_s,
+                              "launch + kernel")
+    cmp = Comparison(ea, eb, terms, verdict, device)
+    if ea.workload == eb.workload and ea.file == eb.file:
+        cmp.notes.append("A and B are the same workload")
+    if measure:
+        _measure(cmp, a, b, gpu, toolkit, log)
+    else:
+        cmp.measure_note = "not measured (pass --measure on a machine with a GPU)"
+    return cmp
+
+
+def _measure(cmp: Comparison, a, b, gpu: GpuSpec, toolkit, log) -> None:
+    from nvstage.run.probe import probe
+
+    p = probe()
+    if not p.available:
+        cmp.measure_note = f"not measured: {p.reason}"
+        return
+    from nvstage.run.session import run_workload
+    from nvstage.run.workload import load_and_validate
+
+    decs = {}
+    for key, src in (("a", a), ("b", b)):
+        w, prep, _ = load_and_validate(src, gpu.arch, toolkit=toolkit)
+        result = run_workload(w, prep, mode="serialized", profile=True, timeline=False,
+                              toolkit=toolkit, log=log)
+        if result.decomposition is None:
+            cmp.measure_note = f"not measured: the run of {w.name} gave no decomposition"
+            return
+        if not result.passed:
+            cmp.notes.append(f"{w.name}: the check failed ({result.status}); timing kept")
+        decs[key] = result.decomposition
+        if result.device.get("name"):
+            cmp.notes.append(f"{w.name} measured on {result.device.get('name')}")
+    da, db = decs["a"], decs["b"]
+    cmp.measured = decs
+    cmp.measured_verdict = measured_verdict(da.total.median * 1e-9, da.total.iqr * 1e-9,
+                                            db.total.median * 1e-9, db.total.iqr * 1e-9)
+    cmp.measure_note = "measured: nvstage run --profile --mode serialized, medians over reps"

@@ -1,0 +1,667 @@
+"""The offline estimator: T = sum launch + sum kernel + sum transfer, with no GPU.
+
+Every figure here is an ESTIMATE, built from:
+
+- the workload (``nvstage.run.workload``) and its per-launch counts (``nvstage.model.costfile``):
+  bytes read and written, FLOPs, launch dimensions, copies;
+- the GPU's datasheet figures (``nvstage.hw.gpus.GpuSpec``);
+- the kernels' real resources (registers, shared memory, barriers from ptxas and cuobjdump,
+  after compiling the workload through the nvstage pipeline) and so their theoretical
+  occupancy (``nvstage.hw.occupancy``);
+- a few presets, each with its source, which ``calibrate`` refits from a measured run.
+
+The rules, per term:
+
+- launch: each launch costs the host ``launch_cost_s``.
+- kernel: roofline, max(bytes / achieved bandwidth, FLOPs / achieved FLOP rate, floor).
+  Achieved bandwidth = datasheet bandwidth x ``dram_efficiency`` x parallelism factor, where
+  (HEURISTIC) the parallelism factor is min(1, resident warps / (SMs x max warps) /
+  ``occupancy_knee``): a kernel keeps the memory system busy only with enough warps in
+  flight; below the knee, achieved bandwidth is taken to fall in proportion. Resident warps
+  count both the theoretical occupancy per SM and grids too small to fill every SM.
+- transfer: ``copy_latency_s`` + bytes / (PCIe per-direction bandwidth x efficiency for
+  pinned or pageable host memory).
+- sequential T: the sum. Pipelined (one stream, as ``nvstage run --mode pipelined``): the host
+  issues launches back to back while the GPU runs them, so a launch's cost is hidden behind
+  the kernels before it; copies and kernels stay in stream order (no copy/compute overlap, as
+  the data depends on them). A bound for copies chunked over streams is shown apart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+from nvstage.errors import UsageError
+from nvstage.hw.gpus import GpuSpec
+from nvstage.model.costfile import CostSpec, LaunchCounts, intermediates, launch_counts
+from nvstage.run.workload import Workload
+
+LABEL = "estimate"
+_PR1959 = "https://github.com/NVIDIA/cuda-python/pull/1959"
+_H200 = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/h200)"
+
+
+class ModelError(UsageError):
+    """The estimate cannot be made as asked (a GPU spec without the figures it needs, ...)."""
+
+
+# ---------------------------------------------------------------------------------------
+# Presets
+# ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Presets:
+    """The model's free parameters. Defaults carry a source each (``PRESET_SOURCES``)."""
+
+    launch_cost_s: float = 3.1e-6
+    kernel_floor_s: float = 1.0e-6
+    dram_efficiency: float = 4.3 / 4.8
+    compute_efficiency: float = 1.0
+    occupancy_knee: float = 0.5
+    pcie_pinned_efficiency: float = 25.7 / 31.5
+    pcie_pageable_efficiency: float = 10.0 / 31.5
+    copy_latency_s: float = 0.5e-6
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name) or PRESET_SOURCES[name]
+
+    def names(self) -> list[str]:
+        return [f.name for f in fields(self) if f.name != "sources"]
+
+    def to_json(self) -> dict:
+        return {n: {"value": getattr(self, n), "source": self.source(n)} for n in self.names()}
+
+
+PRESET_SOURCES = {
+    "launch_cost_s": f"host time of one cuLaunchKernel from Python cuda.bindings, about 3.1 us "
+                     f"(C++ about 1.6 us, 16 arguments), NVIDIA/cuda-python {_PR1959}",
+    "kernel_floor_s": "ASSUMPTION: about 1 us of GPU time for an empty kernel on recent "
+                      "NVIDIA GPUs; nvstage run --profile measures it (noise floor)",
+    "dram_efficiency": f"4.8 TB/s from the {_H200}; 4.3 TB/s is a device-to-device copy "
+                       "measured on one H200 (unpublished: an ASSUMPTION), applied to every "
+                       "GPU; --calibrate fits it",
+    "compute_efficiency": "none published for plain FP32 kernels: the roofline peak, not "
+                          "derated (an upper bound on speed); --calibrate fits it",
+    "occupancy_knee": "HEURISTIC, not a measured figure: below half the SM's warps, achieved "
+                      "bandwidth is taken to fall in proportion (CUDA C++ Best Practices "
+                      "Guide: low occupancy hinders hiding memory latency)",
+    "pcie_pinned_efficiency": "ASSUMPTION: pinned copies reach about 80% of the PCIe link "
+                              "(25.7 of 31.5 GB/s, Gen4 x16, as once measured on a DGX A100; "
+                              "source not published); --calibrate fits it",
+    "pcie_pageable_efficiency": "ASSUMPTION: pageable copies about 10 of 31.5 GB/s (Gen4 x16), "
+                                "far below pinned (CUDA C++ Best Practices Guide, pinned "
+                                "memory); --calibrate fits it",
+    "copy_latency_s": "ASSUMPTION: about 0.5 us of GPU time for a tiny host-to-device copy; "
+                      "nvstage run --profile measures it (noise floor, 4-byte copy)",
+}
+DEFAULT_PRESETS = Presets()
+
+
+# ---------------------------------------------------------------------------------------
+# The kernels' real resources
+# ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """One launch entry's kernel: its resources (from ptxas/cuobjdump) and occupancy."""
+
+    kernel: str  # as the workload names it
+    symbol: str
+    registers: int
+    spill_stores: int | None
+    spill_loads: int | None
+    shared_static: int
+    shared_dynamic: int
+    barriers: int
+    block_size: int
+    grid_blocks: int
+    occupancy: float  # theoretical, 0..1
+    active_blocks_per_sm: int
+    warps_per_block: int
+    limiters: tuple[str, ...]
+    resource_source: str
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["limiters"] = list(self.limiters)
+        return d
+
+
+_ANALYSIS_CACHE: dict[tuple, tuple] = {}
+
+
+def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, object]:
+    """Compile the workload's code for ``arch`` (through the pipeline, resources from ptxas
+    -v and cuobjdump), validate every launch against the kernels' parameter lists, and map
+    each launched kernel name to its ``KernelResources``. Memoised per source and arch."""
+    import os
+    import tempfile
+
+    from nvstage.artifacts import read_regular
+    from nvstage.errors import StageFailed
+    from nvstage.inspect.resources import build_resources, resources_of
+    from nvstage.run.workload import (kernel_signatures, prepare, raise_on_errors, validate,
+                           without_temp_keep)
+
+    code = w.code
+    stamp = os.stat(code.path).st_mtime_ns
+    key = (code.kind, code.path, stamp, arch, code.defines, code.include_dirs)
+    if key not in _ANALYSIS_CACHE:
+        if code.kind == "source":
+            from nvstage.compiler.options import CompileOptions
+            from nvstage.compiler.driver import compile as run_compile
+
+            with tempfile.TemporaryDirectory(prefix="nvstage-model-") as tmp:
+                # -o into the temporary folder: nothing is left beside the source.
+                opts = CompileOptions(archs=(arch,), stop="cubin", defines=code.defines,
+                                      include_dirs=code.include_dirs, resource_usage=True,
+                                      output=str(Path(tmp, "out.cubin")))
+                try:
+                    build = run_compile(code.path, opts, toolkit=toolkit,
+                                        keep=Path(tmp, "keep"), cwd=Path(code.path).parent)
+                except StageFailed as e:  # its keep folder goes with tmp: do not name it
+                    raise without_temp_keep(e, code, arch) from None
+                ptx = build.artifact("ptx")
+                sigs = kernel_signatures(read_regular(ptx.path).decode(errors="replace")) \
+                    if ptx else None
+                rows = build_resources(build, toolkit)
+        else:
+            from nvstage.compiler.toolkit import find_toolkit
+
+            sigs = prepare(w, arch, toolkit=toolkit).sigs
+            rows = [r for r in resources_of(code.path, toolkit or find_toolkit())
+                    if r.arch == arch]
+        _ANALYSIS_CACHE[key] = (sigs, rows)
+    sigs, rows = _ANALYSIS_CACHE[key]
+    raise_on_errors(validate(w, sigs))
+    by_symbol = {r.kernel: r for r in rows}
+    out = {}
+    for lz in w.launches:
+        symbol = sigs[lz.kernel].mangled if sigs and lz.kernel in sigs else lz.kernel
+        r = by_symbol.get(symbol)
+        if r is None:
+            from nvstage.errors import ArtifactError
+
+            raise ArtifactError(f"no resource usage for kernel {lz.kernel} ({symbol}) on {arch}",
+                                hint="is the kernel compiled for this arch?")
+        out[lz.kernel] = r
+    return out
+
+
+def kernel_facts(w: Workload, arch: str, resources: Mapping[str, object]) -> list[KernelFacts]:
+    from nvstage.hw.occupancy import occupancy
+
+    values = w.param_values()
+    out = []
+    for i, lz in enumerate(w.launches):
+        r = resources[lz.kernel]
+        d = w.dims(i, values)
+        block = math.prod(d["block"])
+        occ = occupancy(arch, block_size=block, registers=r.registers,
+                        shared_static=r.shared_bytes, shared_dynamic=d["shared"],
+                        barriers=r.barriers or 0)
+        out.append(KernelFacts(
+            kernel=lz.kernel, symbol=r.kernel, registers=r.registers,
+            spill_stores=r.spill_stores, spill_loads=r.spill_loads,
+            shared_static=r.shared_bytes, shared_dynamic=d["shared"],
+            barriers=r.barriers or 0, block_size=block, grid_blocks=math.prod(d["grid"]),
+            occupancy=occ.occupancy, active_blocks_per_sm=occ.active_blocks,
+            warps_per_block=occ.warps_per_block, limiters=occ.limiters,
+            resource_source=r.source))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The estimate
+# ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LaunchEstimate:
+    index: int
+    kernel: str
+    repeat: int
+    counts: LaunchCounts
+    facts: KernelFacts
+    parallelism: float  # resident warps / GPU max warps, 0..1
+    bandwidth_factor: float  # the heuristic factor on achieved bandwidth, 0..1
+    bandwidth: float  # bytes/s achieved (estimate)
+    flop_rate: float  # FLOP/s achieved (estimate)
+    t_memory_s: float
+    t_compute_s: float
+    t_kernel_s: float  # one launch
+    t_kernel_full_occupancy_s: float  # the same with the bandwidth factor at 1
+    bound: str  # "memory" | "compute" | "floor"
+    t_launch_s: float  # one launch
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.index, "kernel": self.kernel, "repeat": self.repeat,
+            "counts": self.counts.to_json(), "resources": self.facts.to_json(),
+            "parallelism": self.parallelism, "bandwidth_factor": self.bandwidth_factor,
+            "bandwidth_Bps": self.bandwidth, "flop_rate": self.flop_rate,
+            "t_memory_s": self.t_memory_s, "t_compute_s": self.t_compute_s,
+            "t_kernel_s": self.t_kernel_s,
+            "t_kernel_full_occupancy_s": self.t_kernel_full_occupancy_s,
+            "bound": self.bound, "t_launch_s": self.t_launch_s, "label": LABEL,
+        }
+
+
+@dataclass(frozen=True)
+class TransferEstimate:
+    kind: str  # "h2d" | "d2h"
+    buffer: str
+    nbytes: int
+    host_memory: str
+    bandwidth: float  # bytes/s (estimate)
+    t_s: float
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "label": LABEL}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One repetition of a workload on one GPU, every figure an estimate."""
+
+    workload: str
+    file: str | None
+    gpu: GpuSpec
+    presets: Presets
+    launches: tuple[LaunchEstimate, ...]
+    transfers: tuple[TransferEstimate, ...]
+    intermediates: tuple[str, ...]
+    intermediate_bytes_written: int
+    intermediate_bytes_read: int
+    pipelined_s: float
+    overlapped_bound_s: float
+    notes: tuple[str, ...] = ()
+    label: str = LABEL
+
+    @property
+    def n_launches(self) -> int:
+        return sum(e.repeat for e in self.launches)
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(e.kernel for e in self.launches))
+
+    @property
+    def launch_s(self) -> float:
+        return sum(e.t_launch_s * e.repeat for e in self.launches)
+
+    @property
+    def kernel_s(self) -> float:
+        return sum(e.t_kernel_s * e.repeat for e in self.launches)
+
+    @property
+    def transfer_s(self) -> float:
+        return sum(t.t_s for t in self.transfers)
+
+    @property
+    def total_s(self) -> float:
+        return self.launch_s + self.kernel_s + self.transfer_s
+
+    @property
+    def kernel_bytes(self) -> int:
+        return sum(e.counts.bytes * e.repeat for e in self.launches)
+
+    @property
+    def flops(self) -> float:
+        return sum(e.counts.flops * e.repeat for e in self.launches)
+
+    @property
+    def transfer_bytes(self) -> int:
+        return sum(t.nbytes for t in self.transfers)
+
+    def terms(self) -> dict[str, float]:
+        return {"launch": self.launch_s, "kernel": self.kernel_s, "transfer": self.transfer_s}
+
+    def to_json(self) -> dict:
+        return {
+            "schema": "nvstage.model/1", "label": self.label,
+            "workload": {"name": self.workload, "file": self.file},
+            "gpu": {"name": self.gpu.name, "display_name": self.gpu.display_name,
+                    "arch": self.gpu.arch, "memory_bandwidth_Bps": self.gpu.memory_bandwidth,
+                    "fp32_flops": self.gpu.fp32_flops, "sm_count": self.gpu.sm_count,
+                    "pcie_bandwidth_Bps": self.gpu.pcie_bandwidth,
+                    "sources": {k: self.gpu.source(k) for k in (
+                        "memory_bandwidth", "fp32_flops", "sm_count", "pcie_gen",
+                        "pcie_width")}},
+            "presets": self.presets.to_json(),
+            "units": "s",
+            "definition": "T = sum launch (host) + sum kernel (GPU) + sum transfer (GPU), "
+                          "one repetition; every figure an estimate",
+            "launches": self.n_launches, "kernels": list(self.kernels),
+            "kernel_bytes": self.kernel_bytes, "flops": self.flops,
+            "transfer_bytes": self.transfer_bytes,
+            "intermediates": list(self.intermediates),
+            "intermediate_bytes_written": self.intermediate_bytes_written,
+            "intermediate_bytes_read": self.intermediate_bytes_read,
+            "launch_s": self.launch_s, "kernel_s": self.kernel_s,
+            "transfer_s": self.transfer_s, "total_s": self.total_s,
+            "pipelined_s": self.pipelined_s, "overlapped_bound_s": self.overlapped_bound_s,
+            "per_launch": [e.to_json() for e in self.launches],
+            "per_transfer": [t.to_json() for t in self.transfers],
+            "notes": list(self.notes),
+        }
+
+
+def require_figures(gpu: GpuSpec) -> None:
+    """The datasheet figures the estimate needs, or one message naming those missing."""
+    missing = [n for n in ("sm_count", "memory_bandwidth", "fp32_flops")
+               if getattr(gpu, n) is None]
+    if gpu.pcie_bandwidth is None:
+        missing.append("pcie_gen and pcie_width")
+    if missing:
+        raise ModelError(f"GPU {gpu.name} has no {', '.join(missing)}: the estimate needs them",
+                         hint="name a GPU (h200, h100, a100, l4, l40s, rtx4090, b200) or give "
+                              "a spec file with --gpu-spec (base = \"h100\" to start from one)")
+
+
+def estimate(workload, gpu: GpuSpec, *, calibration=None, cost: CostSpec | None = None,
+             resources: Mapping[str, object] | None = None, toolkit=None) -> Estimate:
+    """Estimate one repetition of ``workload`` (a path or a ``Workload``) on ``gpu``.
+
+    ``cost``: the per-launch counts (read from the cost file beside a workload path when not
+    given). ``calibration``: a ``Calibration`` or ``Presets`` replacing the default presets.
+    ``resources``: kernel name -> ``KernelResources`` (compiled here when not given).
+    """
+    from nvstage.model.costfile import load_model_input
+
+    require_figures(gpu)
+    if isinstance(workload, Workload):
+        w = workload
+        if cost is None:
+            if not w.file:
+                from nvstage.model.costfile import MissingCounts
+
+                raise MissingCounts("a Workload object needs cost= (reads, writes and FLOPs "
+                                    "per launch) for an estimate")
+            _, cost = load_model_input(w.file)
+    else:
+        w, found = load_model_input(workload)
+        cost = cost or found
+    presets = _presets(calibration)
+    if resources is None:
+        resources = kernel_resources(w, gpu.arch, toolkit=toolkit)
+    facts = kernel_facts(w, gpu.arch, resources)
+    counts = launch_counts(w, cost)
+    lim = gpu.limits
+    gpu_warps = gpu.sm_count * lim.max_warps_per_sm
+    launches = []
+    notes = []
+    for c, f in zip(counts, facts):
+        resident_blocks = min(f.grid_blocks, gpu.sm_count * f.active_blocks_per_sm)
+        parallelism = resident_blocks * f.warps_per_block / gpu_warps
+        factor = min(1.0, parallelism / presets.occupancy_knee)
+        if factor <= 0:
+            raise ModelError(f"kernel {f.kernel} cannot launch on {gpu.arch} with its "
+                             f"resources (block {f.block_size}, {f.registers} registers)")
+        bw = gpu.memory_bandwidth * presets.dram_efficiency
+        rate = gpu.fp32_flops * presets.compute_efficiency
+        t_mem = c.bytes / (bw * factor)
+        t_cmp = c.flops / (rate * factor)
+        t = max(t_mem, t_cmp, presets.kernel_floor_s)
+        t_full = max(c.bytes / bw, c.flops / rate, presets.kernel_floor_s)
+        bound = ("floor" if t == presets.kernel_floor_s and presets.kernel_floor_s > max(
+            t_mem, t_cmp) else "memory" if t_mem >= t_cmp else "compute")
+        launches.append(LaunchEstimate(
+            c.index, c.kernel, c.repeat, c, f, parallelism, factor, bw * factor, rate * factor,
+            t_mem, t_cmp, t, t_full, bound, presets.launch_cost_s))
+        if f.spill_stores:
+            notes.append(f"{f.kernel} spills {f.spill_stores} bytes per thread (stores): the "
+                         "spill traffic is not in the byte count")
+    eff = (presets.pcie_pinned_efficiency if cost.host_memory == "pinned"
+           else presets.pcie_pageable_efficiency)
+    link = gpu.pcie_bandwidth * eff
+    values = w.param_values()
+    transfers = []
+    for kind, name, _ in w.operations():
+        if kind == "launch":
+            continue
+        nbytes = w.nbytes(w.buffer(name), values)
+        transfers.append(TransferEstimate(kind, name, nbytes, cost.host_memory, link,
+                                          presets.copy_latency_s + nbytes / link))
+    inter = intermediates(w, counts)
+    iw = sum(b for c in counts for n, b in c.writes if n in inter for _ in range(c.repeat))
+    ir = sum(b for c in counts for n, b in c.reads if n in inter for _ in range(c.repeat))
+    pipelined, bound = _pipelined(w, launches, transfers)
+    if any(e.bound == "floor" for e in launches):
+        notes.append("kernels marked 'floor' are shorter than an empty kernel: their time is "
+                     "the kernel floor preset")
+    return Estimate(w.name, w.file, gpu, presets, tuple(launches), tuple(transfers), inter,
+                    iw, ir, pipelined, bound, tuple(notes))
+
+
+def _presets(calibration) -> Presets:
+    if calibration is None:
+        return DEFAULT_PRESETS
+    if isinstance(calibration, Presets):
+        return calibration
+    return calibration.presets  # a Calibration
+
+
+def _pipelined(w: Workload, launches, transfers) -> tuple[float, float]:
+    """One stream in operation order: the host issues each launch (costing it the launch
+    cost) without waiting; the GPU starts an operation when the host has issued it and the
+    previous one is done. Copy issue time on the host is not modelled (no sourced figure)."""
+    host = gpu = 0.0
+    by_index = {e.index: e for e in launches}
+    copies = iter(transfers)
+    h2d = d2h = 0.0
+    for kind, _name, li in w.operations():
+        if kind == "launch":
+            e = by_index[li]
+            host += e.t_launch_s
+            gpu = max(gpu, host) + e.t_kernel_s
+        else:
+            t = next(copies)
+            gpu = max(gpu, host) + t.t_s
+            if kind == "h2d":
+                h2d += t.t_s
+            else:
+                d2h += t.t_s
+    # Copies chunked over streams could hide behind the kernels and each other (separate
+    # copy engines each way): no schedule beats the longest of the three.
+    device = gpu - h2d - d2h
+    return gpu, max(h2d, d2h, device)
+
+
+# ---------------------------------------------------------------------------------------
+# Calibration from a measured run (schema nvstage.run/1)
+# ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Change:
+    name: str
+    before: float
+    after: float
+    samples: int
+    how: str
+
+    @property
+    def relative(self) -> float | None:
+        return (self.after - self.before) / self.before if self.before else None
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "relative_change": self.relative}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    presets: Presets
+    changes: tuple[Change, ...]
+    profile: str
+    device: str | None
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"profile": self.profile, "device": self.device,
+                "changes": [c.to_json() for c in self.changes],
+                "presets": self.presets.to_json(), "notes": list(self.notes)}
+
+
+class CalibrationError(UsageError):
+    """A profile that cannot be fitted from (wrong schema, no decomposition, ...)."""
+
+
+def load_profile(path: str | Path) -> dict:
+    from nvstage.documents import load_run_doc
+
+    doc = load_run_doc(path, "run report", CalibrationError)
+    d = doc.get("decomposition")
+    if not isinstance(d, dict) or not isinstance(d.get("operations"), list):
+        raise CalibrationError(f"{path}: the report has no decomposition",
+                               hint="run with --profile so every operation is timed")
+    return doc
+
+
+def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = None,
+              base: Presets = DEFAULT_PRESETS, resources=None, toolkit=None) -> Calibration:
+    """Fit the presets to a measured ``nvstage run --profile`` report.
+
+    - launch_cost_s: median host time of the launches;
+    - kernel_floor_s / copy_latency_s: the run's measured empty-kernel and 4-byte-copy times;
+    - pcie_*_efficiency: bytes over (median copy time - latency), over the link's theoretical
+      rate, for copies of 1 MiB or more;
+    - dram_efficiency / compute_efficiency: from the kernels the base presets call memory- or
+      compute-bound (and above the floor), each measured time against its roofline term.
+
+    ``workload``: the workload the report measured (default: the file it names).
+    """
+    import statistics
+
+    doc = load_profile(profile) if isinstance(profile, (str, Path)) else profile
+    origin = str(profile) if isinstance(profile, (str, Path)) else "profile"
+    d = doc["decomposition"]
+    # A report may come from anywhere (a CI artifact of someone else's pull request): every
+    # figure read from it must be a finite positive number, or it is not used.
+    ops = [o for o in d["operations"] if isinstance(o, dict)]
+    notes = []
+    changes: list[Change] = []
+    values = {}
+
+    def med(op, key):
+        s = op.get(key)
+        return _positive(s.get("median")) if isinstance(s, dict) else None
+
+    launch_ops = [o for o in ops if o.get("kind") == "launch"]
+    hosts = [med(o, "host_ns") for o in launch_ops if med(o, "host_ns")]
+    if hosts:
+        values["launch_cost_s"] = (statistics.median(hosts) * 1e-9, len(hosts),
+                                   "median host time of the launches")
+    floor = d.get("noise_floor") if isinstance(d.get("noise_floor"), dict) else {}
+    if _positive(floor.get("empty_kernel_ns")):
+        values["kernel_floor_s"] = (_positive(floor["empty_kernel_ns"]) * 1e-9, 1,
+                                    "the run's empty-kernel GPU time")
+    if _positive(floor.get("smallest_copy_ns")):
+        values["copy_latency_s"] = (_positive(floor["smallest_copy_ns"]) * 1e-9, 1,
+                                    "the run's 4-byte copy GPU time")
+    latency = values.get("copy_latency_s", (base.copy_latency_s,))[0]
+    link = gpu.pcie_bandwidth
+    for pinned, name in ((True, "pcie_pinned_efficiency"), (False, "pcie_pageable_efficiency")):
+        big = [o for o in ops if o.get("kind") in ("h2d", "d2h")
+               and (_positive(o.get("bytes")) or 0) >= 1 << 20
+               and bool(o.get("pinned", True)) == pinned and med(o, "gpu_ns")]
+        if big and link:
+            nbytes = sum(_positive(o["bytes"]) for o in big)
+            secs = sum(max(med(o, "gpu_ns") * 1e-9 - latency, 1e-12) for o in big)
+            values[name] = (nbytes / secs / link, len(big),
+                            "copy bytes over median copy time less latency, over the link's "
+                            "theoretical rate")
+    if workload is None:
+        named = doc.get("workload")
+        wfile = named.get("file") if isinstance(named, dict) else None
+        if isinstance(wfile, str) and wfile and Path(wfile).is_file():
+            workload = wfile
+    if workload is not None and launch_ops:
+        from nvstage.model.costfile import load_model_input
+
+        if isinstance(workload, Workload):
+            w = workload
+            if cost is None:
+                _, cost = load_model_input(w.file)
+        else:
+            w, found = load_model_input(workload)
+            cost = cost or found
+        est = estimate(w, gpu, calibration=replace(base, kernel_floor_s=0.0), cost=cost,
+                       resources=resources, toolkit=toolkit)
+        order = [li for kind, _, li in w.operations() if kind == "launch"]
+        if len(order) != len(launch_ops):
+            raise CalibrationError(f"{origin}: {len(launch_ops)} launches measured, the "
+                                   f"workload {w.name} has {len(order)}",
+                                   hint="calibrate with the workload the report was made from")
+        by_index = {e.index: e for e in est.launches}
+        kfloor = values.get("kernel_floor_s", (base.kernel_floor_s,))[0]
+        mem, cmp_ = [], []
+        for op, li in zip(launch_ops, order):
+            e = by_index[li]
+            t = med(op, "gpu_ns")
+            if op.get("name") != e.kernel:
+                raise CalibrationError(f"{origin}: operation {op.get('index')!r:.40} is "
+                                       f"{op.get('name')!r:.80}, the workload launches "
+                                       f"{e.kernel}")
+            if not t or t * 1e-9 <= 2 * kfloor:
+                continue  # too close to the floor to say anything about bandwidth
+            t *= 1e-9
+            if e.bound == "memory" and e.counts.bytes:
+                mem.append(e.counts.bytes / (t * gpu.memory_bandwidth * e.bandwidth_factor))
+            elif e.bound == "compute" and e.counts.flops:
+                cmp_.append(e.counts.flops / (t * gpu.fp32_flops * e.bandwidth_factor))
+        if mem:
+            values["dram_efficiency"] = (statistics.median(mem), len(mem),
+                                         "bytes over measured time of memory-bound kernels, "
+                                         "over datasheet bandwidth x parallelism factor")
+        if cmp_:
+            values["compute_efficiency"] = (statistics.median(cmp_), len(cmp_),
+                                            "FLOPs over measured time of compute-bound "
+                                            "kernels, over FP32 peak x parallelism factor")
+    else:
+        notes.append("no workload for the report's launches: kernel efficiencies not fitted")
+    values = {k: v for k, v in values.items() if _positive(v[0])}  # overflowed or underflowed
+    sources = dict(base.sources)
+    for name, (v, n, how) in values.items():
+        changes.append(Change(name, getattr(base, name), v, n, how))
+        sources[name] = f"fitted from {origin}: {how} ({n} sample{'s' if n != 1 else ''})"
+    fitted = replace(base, **{k: v for k, (v, _, _) in values.items()}, sources=sources)
+    for name in fitted.names():
+        if name not in values:
+            notes.append(f"{name}: not fitted (nothing in the report measures it)")
+    device = doc.get("device").get("name") if isinstance(doc.get("device"), dict) else None
+    device = device if isinstance(device, str) else None
+    if device and gpu.display_name and gpu.name.lower() not in device.lower():
+        notes.append(f"the report was measured on {device}, the estimate is for "
+                     f"{gpu.display_name}")
+    return Calibration(fitted, tuple(changes), origin, device, tuple(notes))
+
+
+def _positive(v) -> float | None:
+    """``v`` as a float if it is a finite number above zero, else None (a string, a bool,
+    NaN, an integer too large for a float)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) and f > 0 else None
+
+
+def relative_errors(e: Estimate, doc: Mapping) -> dict[str, float | None]:
+    """(estimate - measured) / measured per term and for T, against a run report's medians
+    (schema nvstage.run/1): the table the GPU session fills in."""
+    d = doc.get("decomposition") if isinstance(doc.get("decomposition"), dict) else {}
+    out: dict[str, float | None] = {}
+    for key, est in (("launch", e.launch_s), ("kernel", e.kernel_s),
+                     ("transfer", e.transfer_s), ("total", e.total_s)):
+        sp = d.get(f"{key}_ns")
+        m = _positive(sp.get("median")) if isinstance(sp, dict) else None
+        out[key] = (est - m * 1e-9) / (m * 1e-9) if m else None
+    wall = d.get("wall_ns")
+    m = _positive(wall.get("median")) if isinstance(wall, dict) else None
+    out["pipelined_vs_wall"] = (e.pipelined_s - m * 1e-9) / (m * 1e-9) if m else None
+    return out

@@ -1,1 +1,0 @@
-"""Everything that needs a CUDA driver. Import lazily, and probe first (``driver.probe``)."""

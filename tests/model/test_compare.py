@@ -1,0 +1,104 @@
+"""nvstage.model.compare: the difference term by term, and verdicts that respect noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nvstage.model.compare import (Verdict, compare, estimate_verdict, explain,  # noqa: F401
+                             measured_verdict)
+from nvstage.hw.gpus import GPUS
+
+MODEL = Path(__file__).resolve().parents[2] / "examples" / "model"
+H200 = GPUS["h200"]
+N = 1 << 24
+
+
+@pytest.fixture(scope="module")
+def unfused_vs_fused(toolkit):
+    return compare(MODEL / "chain_unfused.toml", MODEL / "chain_fused.toml", H200,
+                   toolkit=toolkit)
+
+
+@pytest.fixture(scope="module")
+def fused_vs_wide(toolkit):
+    return compare(MODEL / "chain_fused.toml", MODEL / "chain_fused_wide.toml", H200,
+                   toolkit=toolkit)
+
+
+def test_terms_add_up_to_the_difference(unfused_vs_fused, fused_vs_wide):
+    for c in (unfused_vs_fused, fused_vs_wide):
+        assert sum(t.seconds for t in c.terms) == pytest.approx(c.b.total_s - c.a.total_s,
+                                                                 rel=1e-9, abs=1e-15)
+        assert [t.name for t in c.terms] == ["launches", "kernel bytes and FLOPs", "occupancy",
+                                            "transfers"]
+
+
+def test_fusion_saves_launches_and_intermediate_bytes(unfused_vs_fused):
+    c = unfused_vs_fused
+    terms = {t.name: t for t in c.terms}
+    assert terms["launches"].seconds == pytest.approx(-2 * 3.1e-6)
+    assert "2 launches saved x 3.10 us" in terms["launches"].detail
+    bw = 4.8e12 * c.a.presets.dram_efficiency
+    assert terms["kernel bytes and FLOPs"].seconds == pytest.approx(-4 * N * 4 / bw)
+    assert terms["occupancy"].seconds == 0 and terms["transfers"].seconds == 0
+    # the copies dwarf the kernels: on T the estimates are too close to call...
+    assert c.verdict.word == "too close to call" and c.verdict.basis == "estimate"
+    # ...but on the device side the fused chain is faster
+    assert c.device_verdict.word == "faster" and c.device_verdict.on == "launch + kernel"
+    assert c.measured is None and "not measured" in c.measure_note
+
+
+def test_register_pressure_shows_as_occupancy_lost(fused_vs_wide):
+    c = fused_vs_wide
+    terms = {t.name: t for t in c.terms}
+    assert terms["launches"].seconds == 0 and terms["kernel bytes and FLOPs"].seconds == 0
+    assert terms["occupancy"].seconds > 0
+    assert "fused_wide 25% (88 regs)" in terms["occupancy"].detail or \
+        "fused_wide" in terms["occupancy"].detail
+    assert c.device_verdict.word == "slower"
+    d = c.to_json()
+    assert d["b"]["resources"][0]["registers"] > d["a"]["resources"][0]["registers"]
+    assert d["b"]["resources"][0]["occupancy"] < d["a"]["resources"][0]["occupancy"]
+
+
+def test_same_workload_is_same(toolkit):
+    c = compare(MODEL / "reduce.toml", MODEL / "reduce.toml", H200, toolkit=toolkit)
+    assert c.verdict.word == "same" and "same workload" in c.notes[0]
+
+
+def test_measure_without_a_driver_says_why(monkeypatch, toolkit):
+    from nvstage.run import probe as driver
+
+    monkeypatch.setenv("NVSTAGE_NO_GPU", "1")
+    driver.probe.cache_clear()
+    try:
+        c = compare(MODEL / "transfer.toml", MODEL / "transfer.toml", H200, measure=True,
+                    toolkit=toolkit)
+    finally:
+        driver.probe.cache_clear()
+    assert c.measured is None and c.measured_verdict is None
+    assert c.measure_note == "not measured: NVSTAGE_NO_GPU is set: GPU use is turned off"
+
+
+@pytest.mark.parametrize("ta,tb,word", [
+    (100.0, 100.5, "same"), (100.0, 95.0, "too close to call"), (100.0, 109.0,
+                                                                 "too close to call"),
+    (100.0, 80.0, "faster"), (100.0, 111.0, "slower"),
+])
+def test_estimate_verdict_thresholds(ta, tb, word):
+    assert estimate_verdict(ta, tb).word == word
+
+
+@pytest.mark.parametrize("a,ia,b,ib,word", [
+    (100.0, 1.0, 90.0, 2.0, "faster"),  # 10 apart, noise 2: more than two IQRs
+    (100.0, 1.0, 103.0, 2.0, "too close to call"),  # 3 apart with IQR 2
+    (100.0, 1.0, 100.5, 1.0, "same"),  # within one IQR and 1%
+    (100.0, 0.1, 110.0, 0.1, "slower"),
+    (100.0, 10.0, 100.5, 10.0, "same"),
+    (100.0, 0.0, 100.0, 0.0, "same"),
+])
+def test_measured_verdict_uses_the_spread(a, ia, b, ib, word):
+    v = measured_verdict(a, ia, b, ib)
+    assert v.word == word and v.basis == "measured"
