@@ -29,10 +29,11 @@ def sh(argv, out: Path, timeout=900) -> int:
     """Run argv (through nvstage.proc, the one place that starts processes); its stdout and
     stderr go to ``out``."""
     from nvstage import proc
+    from nvstage.errors import ToolTimeout
 
     try:
         cp = proc.run(argv, cwd=ROOT, timeout=timeout)
-    except proc.ToolTimeout as e:  # proc turns subprocess's TimeoutExpired into this
+    except ToolTimeout as e:  # proc turns subprocess's TimeoutExpired into this
         partial = getattr(e.__cause__, "stdout", None) or ""
         if isinstance(partial, bytes):
             partial = partial.decode(errors="replace")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -31,19 +32,40 @@ def workdir(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
 @pytest.fixture
 def cli(monkeypatch):
-    """Invoke the nvstage CLI in-process with a fixed width and no colour."""
-    from typer.testing import CliRunner
+    """Invoke the nvstage CLI in-process (its entry point, cli/main.py) with a fixed width and
+    no colour; stdout and stderr captured apart."""
+    import io
+    import sys
 
-    from nvstage.cli.app import app
+    from nvstage.cli.main import run
 
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "160")
-    runner = CliRunner()
 
-    def invoke(*args: str):
-        return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+    def invoke(*args: str) -> CliResult:
+        out, err = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "stdout", out)
+        monkeypatch.setattr(sys, "stderr", err)
+        monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+        try:
+            code = run([str(a) for a in args])
+        finally:
+            monkeypatch.setattr(sys, "stdout", sys.__stdout__)
+            monkeypatch.setattr(sys, "stderr", sys.__stderr__)
+        return CliResult(code, out.getvalue(), err.getvalue())
 
     return invoke
 

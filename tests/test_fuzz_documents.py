@@ -133,7 +133,7 @@ def base_build(toolkit, kernels, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaded(base_build, tmp_path_factory):
-    from nvstage.inspect.manifest import load_build
+    from nvstage.compiler.record import load_build
 
     folder = tmp_path_factory.mktemp("loaded")
     (folder / "stages.json").write_text(json.dumps(base_build))
@@ -156,7 +156,8 @@ def base_run():
     """A run document and trace from nvstage's own decomposition and trace code (fixed
     samples: no GPU here), as nvstage run --profile --json writes it."""
     from nvstage.run.decompose import NoiseFloor, OpSamples, decompose
-    from nvstage.report.trace import Span, Timeline, chrome_trace
+    from nvstage.report.trace import chrome_trace
+    from nvstage.run.results import Span, Timeline
 
     ops = [OpSamples(0, "h2d", "a", gpu_ns=[4000.0, 4200.0], nbytes=1 << 20),
            OpSamples(1, "launch", "vadd", host_ns=[3000.0, 3100.0], gpu_ns=[12000.0, 12500.0]),
@@ -224,7 +225,7 @@ def folder(tmp_path_factory):
 @SETTINGS
 @given(data=st.data())
 def test_fuzz_stages_json(data, base_build, toolkit, folder):
-    from nvstage.inspect.manifest import load_build
+    from nvstage.compiler.record import load_build
 
     doc = data.draw(mutated(base_build))
     (folder / "stages.json").write_text(encoded(doc))
@@ -240,7 +241,7 @@ def test_fuzz_stages_json(data, base_build, toolkit, folder):
        cut=st.integers(0, 100_000))
 def test_fuzz_stages_json_bytes(raw, cut, base_build, folder):
     """Random bytes, and the real manifest cut short or followed by junk."""
-    from nvstage.inspect.manifest import load_build
+    from nvstage.compiler.record import load_build
 
     real = encoded(base_build).encode()
     for blob in (raw, real[:cut], real + raw, b"[" * 100_000, b'{"a":' * 50_000):
@@ -289,7 +290,7 @@ def _budgets_file(tmp_path):
     (lambda d: d["plan"].update(variables={"PATH": 3}), "plan.variables.PATH must be"),
 ])
 def test_wrong_fields_are_named(tmp_path, base_build, change, words):
-    from nvstage.inspect.manifest import load_build
+    from nvstage.compiler.record import load_build
 
     doc = copy.deepcopy(base_build)
     change(doc)
@@ -304,7 +305,7 @@ def test_special_files_and_sizes(tmp_path, base_build):
     are FIFOs or devices are left out, never opened for reading (a FIFO would block)."""
     import os
 
-    from nvstage.inspect.manifest import MAX_MANIFEST_BYTES, load_build
+    from nvstage.compiler.record import MAX_MANIFEST_BYTES, load_build
     from nvstage.check.metrics import locate_kernel
 
     fifo = tmp_path / "fifo"
@@ -390,7 +391,8 @@ def test_fuzz_baseline(data, base_report, loaded, toolkit, folder):
     (lambda d: d["measurements"]["stages"].append([]), "must be an object, not a list"),
 ])
 def test_baseline_fields_are_named(tmp_path, base_report, toolkit, change, words):
-    from nvstage.check.gate import BaselineError, load_baseline
+    from nvstage.check.gate import load_baseline
+    from nvstage.errors import BaselineError
 
     doc = copy.deepcopy(base_report)
     change(doc)
@@ -444,7 +446,8 @@ def test_fuzz_budgets_file(text, tmp_path_factory):
 def test_budgets_extra_never_chooses_a_program_or_a_file(word):
     """A budgets file may be a pull request's: its [compile] extra takes code-generation and
     diagnostic flags only."""
-    from nvstage.check.budgets import BudgetConfigError, parse_budgets
+    from nvstage.check.budgets import parse_budgets
+    from nvstage.errors import BudgetConfigError
 
     with pytest.raises(BudgetConfigError, match="could choose a program to run"):
         parse_budgets({"compile": {"extra": [word]}})
@@ -460,7 +463,8 @@ def test_budgets_extra_never_chooses_a_program_or_a_file(word):
     ({"opt_level": 3}, "compile.opt_level must be"),
 ])
 def test_budgets_compile_values_are_typed(compile_table, words):
-    from nvstage.check.budgets import BudgetConfigError, parse_budgets
+    from nvstage.check.budgets import parse_budgets
+    from nvstage.errors import BudgetConfigError
 
     with pytest.raises(BudgetConfigError, match=words.replace(".", r"\.")):
         parse_budgets({"compile": compile_table})

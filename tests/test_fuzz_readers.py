@@ -224,10 +224,11 @@ def workload_docs(draw):
 
 def _evaluate(w):
     """What run --dry-run and model do with a parsed workload, short of compiling."""
-    from nvstage.run.workload import plan, validate
+    from nvstage.run.workload.dry_run import dry_run_plan
+    from nvstage.run.workload.validate import validate
 
     validate(w, None)
-    doc = plan(w)
+    doc = dry_run_plan(w)
     json.dumps(doc, allow_nan=True)  # integers too large to print would raise here
     return doc
 
@@ -373,7 +374,7 @@ def run_reports(draw):
 def test_fuzz_calibration_from_a_run_report(doc):
     # nvstage model --calibrate REPORT: every figure fitted is finite and positive.
     from nvstage.hw.gpus import lookup_gpu
-    from nvstage.model.estimate import calibrate
+    from nvstage.model.calibrate import calibrate
 
     with tempfile.TemporaryDirectory() as tmp:
         p = _write(Path(tmp), "run.json", json.dumps(doc))

@@ -123,7 +123,7 @@ def test_a_library_caller_without_a_toolkit_never_gets_the_recorded_one(crafted)
     """``build_resources(load_build(...))`` with no toolkit finds one; the recorded toolkit
     refuses to hand out a program."""
     from nvstage.errors import ToolkitError
-    from nvstage.inspect.manifest import load_build
+    from nvstage.compiler.record import load_build
     from nvstage.inspect.resources import build_resources
 
     keep, markers = crafted
@@ -237,7 +237,7 @@ def test_a_cached_ptxas_stage_gives_the_same_record(toolkit, kernels, workdir, t
 
 def test_the_manifest_keeps_the_report_and_reads_it_back(toolkit, kernels, workdir):
     import nvstage
-    from nvstage.inspect.manifest import load_build
+    from nvstage.compiler.record import load_build
 
     shutil.copy(kernels / "vadd.cu", workdir)
     b = nvstage.compile("vadd.cu", CompileOptions(archs=("sm_90",), stop="cubin"),
@@ -274,7 +274,7 @@ def test_nvrtc_keep_folders_feed_the_same_readers(toolkit, kernels, workdir):
     """NVRTC and nvJitLink stages run in-process (nothing to rerun): their cubins give the
     figures, and with --resource-usage their logs' ptxas report gives the spills too, read
     back from the manifest as for nvcc builds."""
-    from nvstage.inspect.manifest import load_build
+    from nvstage.compiler.record import load_build
     from nvstage.inspect.resources import build_resources
     from nvstage.compiler.nvrtc import compile_nvrtc
 
@@ -328,7 +328,7 @@ def test_a_trace_of_many_lanes_is_drawn_in_bounded_time(honest, toolkit):
     """Each span looked its lane up in a list: 100,000 events on as many lanes took minutes."""
     import time
 
-    from nvstage.inspect.manifest import load_build
+    from nvstage.compiler.record import load_build
     from nvstage.report.html import MAX_TRACE_LANES, gather, render
 
     events = [{"ph": "X", "pid": i, "tid": [i], "ts": i, "dur": 1.0, "name": f"k{i}",

@@ -242,7 +242,7 @@ def _w(**params):
     ("9**9**9", "exponent too large"),
 ])
 def test_expressions_are_bounded_in_size_and_depth(expr, message):
-    from nvstage.run.workload import WorkloadError
+    from nvstage.errors import WorkloadError
 
     t0 = time.monotonic()
     with pytest.raises(WorkloadError, match=message.replace("*", r"\*")):
@@ -261,14 +261,15 @@ def test_expressions_are_bounded_in_size_and_depth(expr, message):
     ({"m": 10 ** 4000}, "exceeds 2**512"),  # a literal too large to print or convert
 ])
 def test_nan_inf_and_huge_values_are_one_error(params, message):
-    from nvstage.run.workload import WorkloadError
+    from nvstage.errors import WorkloadError
 
     with pytest.raises(WorkloadError, match=message.replace("*", r"\*")):
         _w(**params).param_values()
 
 
 def test_a_toml_integer_past_pythons_digit_limit_is_one_error(tmp_path):
-    from nvstage.run.workload import Workload, WorkloadError
+    from nvstage.errors import WorkloadError
+    from nvstage.run.workload import Workload
 
     p = tmp_path / "w.toml"
     p.write_text("[params]\nn = " + "9" * 5000 + "\n")  # tomllib raised a bare ValueError
@@ -285,7 +286,8 @@ def test_a_toml_integer_past_pythons_digit_limit_is_one_error(tmp_path):
     ({"flops": "2**4000"}, "exceeds 2**512"),
 ])
 def test_cost_files_refuse_non_finite_counts(entry, message):
-    from nvstage.model.costfile import CostSpecError, cost_from_dict
+    from nvstage.errors import CostSpecError
+    from nvstage.model.costfile import cost_from_dict
 
     w = _w(n=1024)
     launch = {"kernel": "saxpy", "reads": ["x"], "writes": ["x"], "flops": "n", **entry}
@@ -305,7 +307,8 @@ def test_cost_files_refuse_non_finite_counts(entry, message):
     ("[" * 100_000, "json", "nested too deeply"),
 ])
 def test_absurd_gpu_specs_are_refused_at_the_reader(tmp_path, text, suffix, message):
-    from nvstage.hw.gpus import GpuSpecError, load_gpu_spec
+    from nvstage.errors import GpuSpecError
+    from nvstage.hw.gpus import load_gpu_spec
 
     p = tmp_path / f"absurd.{suffix}"
     p.write_text(text)
@@ -367,7 +370,9 @@ def test_a_bar_that_cannot_be_drawn_is_one_error(tmp_path):
     (1, [32, 32, 2], "a block holds at most 1024 threads, got 2048"),
 ])
 def test_grid_and_block_limits_are_checked_at_validation(grid, block, message):
-    from nvstage.run.workload import Workload, WorkloadError, validate
+    from nvstage.errors import WorkloadError
+    from nvstage.run.workload import Workload
+    from nvstage.run.workload.validate import validate
 
     w = Workload.from_dict({
         "kernel": {"source": str(KERNELS / "saxpy.cu")},
@@ -396,7 +401,8 @@ args = [{{ i32 = 1024 }}, {{ f32 = 2.0 }}, "x", "x"]
 
 
 def test_failed_stage_in_run_names_no_deleted_folder(tmp_path, toolkit):
-    from nvstage.run.workload import Workload, load_and_validate
+    from nvstage.run.prepare import load_and_validate
+    from nvstage.run.workload import Workload
 
     src = tmp_path / "bad.cu"
     src.write_text("__global__ void k(int *x) { x[0] = ; }\n")

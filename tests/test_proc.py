@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from nvstage import proc
-from nvstage.errors import Terminated
+from nvstage.errors import Terminated, ToolMissing, ToolTimeout
 
 
 def test_a_timeout_is_a_tool_timeout(tmp_path):
-    with pytest.raises(proc.ToolTimeout, match="did not finish within 0.2 s"):
+    with pytest.raises(ToolTimeout, match="did not finish within 0.2 s"):
         proc.run(["sleep", "5"], timeout=0.2)
 
 
@@ -25,9 +25,9 @@ def test_a_file_that_is_not_a_program_is_tool_missing(tmp_path):
     junk = tmp_path / "nvcc"
     junk.write_bytes(b"\x00\x01not a program")
     junk.chmod(junk.stat().st_mode | stat.S_IXUSR)
-    with pytest.raises(proc.ToolMissing, match="cannot start"):
+    with pytest.raises(ToolMissing, match="cannot start"):
         proc.run([str(junk)])
-    with pytest.raises(proc.ToolMissing, match="cannot start"):
+    with pytest.raises(ToolMissing, match="cannot start"):
         proc.run([str(tmp_path / "absent")])
 
 
@@ -78,7 +78,7 @@ def _all_gone(pids, timeout=5.0) -> bool:
 def test_a_timeout_ends_the_tools_children_too(tmp_path):
     script, pidfile = _tree(tmp_path)
     t = time.monotonic()
-    with pytest.raises(proc.ToolTimeout):
+    with pytest.raises(ToolTimeout):
         proc.run([script, str(pidfile)], timeout=1.0)
     assert time.monotonic() - t < 1.0 + proc.GRACE + 2
     pids = _pids(pidfile)

@@ -9,11 +9,12 @@ within 25% on T for the issue's goal).
 """
 
 import argparse
-import json
 from pathlib import Path
 
 from nvstage.hw.gpus import resolve_gpu
-from nvstage.model.estimate import calibrate, estimate, relative_errors
+from nvstage.model.calibrate import calibrate, relative_errors
+from nvstage.model.estimate import estimate
+from nvstage.run.document import load_run_report
 
 HERE = Path(__file__).resolve().parent
 NAMES = ["chain_unfused", "chain_fused", "chain_fused_wide", "reduce", "matmul_tiled", "transfer"]
@@ -26,7 +27,7 @@ def main() -> None:
     ap.add_argument("--fit", default="chain_unfused")
     args = ap.parse_args()
     gpu = resolve_gpu(args.gpu)
-    docs = {n: json.loads((args.out / f"{n}.run.json").read_text()) for n in NAMES
+    docs = {n: load_run_report(args.out / f"{n}.run.json") for n in NAMES
             if (args.out / f"{n}.run.json").is_file()}
     cal = calibrate(args.out / f"{args.fit}.run.json", gpu, workload=HERE / f"{args.fit}.toml")
     for c in cal.changes:

@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 # does not compile need not import the pipeline, the cache and the thread pool.
 _EXPORTS = {
     "NvstageError": "errors", "StageFailed": "errors", "ToolkitError": "errors",
-    "UsageError": "errors", "CompileOptions": "compiler.options", "Build": "compiler.driver",
-    "StageRun": "compiler.driver", "compile": "compiler.driver", "Plan": "compiler.plan",
+    "UsageError": "errors", "CompileOptions": "compiler.options", "Build": "compiler.record",
+    "StageRun": "compiler.record", "compile": "compiler.driver", "Plan": "compiler.plan",
     "Stage": "compiler.plan", "StageKind": "compiler.plan", "parse_dryrun": "compiler.plan",
     "Toolkit": "compiler.toolkit", "find_toolkit": "compiler.toolkit",
 }

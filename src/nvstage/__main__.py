@@ -1,3 +1,3 @@
-from nvstage.cli.app import main
+from nvstage.cli.main import main
 
 main()

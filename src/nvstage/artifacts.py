@@ -1,4 +1,7 @@
-"""Artifact records (what a stage produced) and atomic writes of files beside them."""
+"""Files read within a bound (regular files only) and written atomically.
+
+The record of what a stage produced, ``Artifact``, is in ``compiler/record.py``.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +9,8 @@ import hashlib
 import json
 import math
 import os
-import re
 import stat
 import tempfile
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from nvstage.errors import ArtifactError, InputNotFound, InputTooLarge, NotRegularFile, WriteError
@@ -18,47 +19,6 @@ from nvstage.errors import ArtifactError, InputNotFound, InputTooLarge, NotRegul
 # (a library's kernels for several arches) are hundreds of MB; a 2 GiB file of zeros or a
 # cubin padded to 2 GiB took 2-8 GB of memory and up to a minute to reject before this bound.
 MAX_ARTIFACT_BYTES = 1 << 30  # 1 GiB
-
-# Longest suffix first: ".cudafe1.stub.c" before ".c".
-KINDS: tuple[tuple[str, str], ...] = (
-    ("_dlink.reg.c", "dlink-registration"),
-    (".cudafe1.stub.c", "host-stub"),
-    (".cudafe1.cpp", "host-source"),
-    (".cudafe1.gpu", "device-source"),
-    (".cudafe1.c", "cudafe-c"),
-    (".cpp4.ii", "host-preprocessed"),
-    (".cpp1.ii", "device-preprocessed"),
-    (".module_id", "module-id"),
-    (".fatbin.c", "fatbin-c"),
-    (".fatbin", "fatbin"),
-    (".cubin", "cubin"),
-    (".ptx", "ptx"),
-    (".ltoir", "ltoir"),
-    (".optixir", "optixir"),
-    (".o", "object"),
-    (".obj", "object"),
-    (".a", "library"),
-    (".so", "shared-library"),
-    (".cu", "cuda-source"),
-)
-_ARCH_IN_NAME = re.compile(r"\.((?:sm|compute|lto)_\d+[af]?)(?=\.)")
-
-
-def kind_of(path: str | os.PathLike) -> str:
-    name = os.path.basename(os.fspath(path))
-    for suffix, kind in KINDS:
-        if name.endswith(suffix):
-            return kind
-    p = Path(path)
-    if p.is_file() and os.access(p, os.X_OK):
-        return "executable"
-    return "file"
-
-
-def arch_of(path: str | os.PathLike) -> str | None:
-    """The arch a file name carries (``vadd.compute_90.sm_90.cubin`` -> ``sm_90``)."""
-    found = _ARCH_IN_NAME.findall(os.path.basename(os.fspath(path)))
-    return found[-1] if found else None
 
 
 def _kind_of_mode(mode: int) -> str:
@@ -156,33 +116,6 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
-
-
-@dataclass(frozen=True)
-class Artifact:
-    path: str  # absolute
-    kind: str
-    arch: str | None
-    size: int
-    sha256: str
-    stage: int | None = None  # index of the stage that wrote it; None for the source
-
-    @property
-    def name(self) -> str:
-        return os.path.basename(self.path)
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, d: dict) -> Artifact:
-        return cls(**d)
-
-    @classmethod
-    def of(cls, path: str | os.PathLike, *, stage: int | None = None,
-           arch: str | None = None) -> Artifact:
-        p = os.path.abspath(os.fspath(path))
-        return cls(p, kind_of(p), arch or arch_of(p), os.path.getsize(p), sha256_file(p), stage)
 
 
 def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:

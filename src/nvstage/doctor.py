@@ -8,7 +8,7 @@ from importlib import metadata
 from pathlib import Path
 
 from nvstage import proc
-from nvstage.errors import NvstageError
+from nvstage.errors import NvstageError, ToolMissing
 from nvstage.run.devices import GpuFacts, nvml_gpus
 from nvstage.run.probe import DriverProbe, probe
 from nvstage.compiler.toolkit import ToolInfo, Toolkit, all_candidates, find_toolkit, host_compiler
@@ -93,7 +93,7 @@ def _trial_compile(tk: Toolkit) -> tuple[str, bool]:
         try:
             cp = proc.run([tk.nvcc, "--cubin", "-arch=sm_75", str(src), "-o",
                            str(Path(d, "probe.cubin"))], cwd=d, timeout=120)
-        except proc.ToolMissing as e:  # includes a compile that never finished
+        except ToolMissing as e:  # includes a compile that never finished
             return f"a test kernel failed to compile: {e}", False
         if cp.returncode == 0 and Path(d, "probe.cubin").is_file():
             return f"a test kernel compiled to a cubin in {cp.seconds:.2f} s", True

@@ -1,11 +1,14 @@
 """One small hierarchy of errors that know how to explain themselves.
 
 The CLI turns any ``NvstageError`` into its message on stderr and its exit code; anything else
-is a bug and keeps its traceback.
+is a bug and keeps its traceback. Three classes here are not ``NvstageError``s, on purpose:
+``ToolMissing`` and ``ToolTimeout`` are OSErrors and ``ShellWordsError`` is a ValueError, which
+the code that meets them turns into one of the others (or copes with).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Sequence
 
@@ -55,10 +58,29 @@ class ToolkitError(NvstageError):
     exit_code = 3
 
 
+class ToolMissing(OSError):
+    """The program named in argv[0] could not be started (``proc.run``).
+
+    An OSError, not an NvstageError: a caller that gets no answer from a tool decides what
+    that means (a missing nvcc is a ``ToolkitError``, a failed version probe is no version)."""
+
+
+class ToolTimeout(ToolMissing):
+    """The program ran past its ``timeout`` and was killed.
+
+    A ToolMissing too: every caller that copes with "that tool gave no answer" (a version
+    probe, nvcc's plan) copes with this one the same way, instead of a traceback."""
+
+
 class PlanError(NvstageError):
     """nvcc's --dryrun plan could not be obtained or understood."""
 
     exit_code = 4
+
+
+class ShellWordsError(ValueError):
+    """A line of nvcc's plan cannot be split into words (an unterminated quote); the plan's
+    parser turns it into a ``PlanError``."""
 
 
 class StageFailed(NvstageError):
@@ -124,11 +146,52 @@ class StageFailed(NvstageError):
         return d
 
     def __reduce__(self):  # picklable for worker processes
-        return (_rebuild_stage_failed, (self.__dict__.copy(),))
+        return (_rebuild, (type(self), self.__dict__.copy()))
 
 
-def _rebuild_stage_failed(state: dict) -> StageFailed:
-    err = StageFailed.__new__(StageFailed)
+class RuntimeCompileFailed(NvstageError):
+    """NVRTC or nvJitLink refused: carries the compiler's log and the source lines it names."""
+
+    exit_code = StageFailed.exit_code
+
+    def __init__(self, *, stage_index: int, stage_kind: str, tool: str, argv: Sequence[str],
+                 result: str, log: str, source: str, excerpt: str = "",
+                 keep_dir: str | None = None, hint: str | None = None, what: str | None = None):
+        self.stage_index = stage_index
+        self.stage_kind = stage_kind
+        self.tool = tool
+        self.argv = list(argv)
+        self.result = result
+        self.log = log
+        self.source = source
+        self.excerpt = excerpt
+        self.keep_dir = keep_dir
+        head = what or f"{tool} failed on {os.path.basename(source)}"
+        body = indent(log.strip() or "(the log is empty)")
+        msg = f"stage {stage_index} ({stage_kind}): {head} ({result})\n{body}"
+        if excerpt:
+            msg += f"\nsource lines named in the log:\n{excerpt}"
+        msg += f"\nas run: {shlex.join(self.argv)}"
+        if hint is None:
+            hint = (f"the artifacts produced before the failure are kept in {keep_dir}"
+                    if keep_dir else f"fix the source or options above; the log is "
+                                     f"{'NVRTC' if tool == 'nvrtc' else 'nvJitLink'}'s own")
+        super().__init__(msg, hint=hint)
+
+    def to_json(self) -> dict:
+        d = super().to_json()
+        d.update(stage_index=self.stage_index, stage_kind=self.stage_kind, tool=self.tool,
+                 argv=self.argv, result=self.result, log=self.log, source=self.source,
+                 excerpt=self.excerpt)
+        return d
+
+    def __reduce__(self):  # picklable for worker processes, like StageFailed
+        return (_rebuild, (type(self), self.__dict__.copy()))
+
+
+def _rebuild(cls, state: dict):
+    """An error of ``cls`` from its state, without running ``__init__`` again."""
+    err = cls.__new__(cls)
     err.__dict__.update(state)
     Exception.__init__(err, state.get("message", ""))
     return err
@@ -183,3 +246,106 @@ class InputTooLarge(ArtifactError):
 class CacheError(UsageError):
     """The stage cache's folder or settings cannot be used as given (a file, a folder nvstage
     did not make, a size that is not one). One line: the message says what to change."""
+
+
+# -- running a workload -------------------------------------------------------------------
+
+
+class WorkloadError(UsageError):
+    """A workload that cannot be run as written: names the file, table and key."""
+
+    def __init__(self, message: str, *, where: str = "", hint: str | None = None):
+        from nvstage.documents import one_line  # documents imports this module
+
+        # Names from the file (tables, keys, buffers) end up in the message: a newline or
+        # escape sequence in one must not break the one-line error or the terminal.
+        where, message = one_line(where), one_line(message)
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)
+
+
+class ValidationError(WorkloadError):
+    """Launches that do not fit the kernels' parameter lists: the first error is the message,
+    the others the hint. ``findings``: every ``validate.Finding``, notes included."""
+
+    def __init__(self, findings: list):
+        self.findings = findings
+        errors = [f for f in findings if f.level == "error"]
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(first.message + more, where=first.where,
+                         hint="\n".join(f"{f.where}: {f.message}" for f in errors[1:]) or None)
+
+
+class ExprError(ValueError):
+    """An expression the bounded evaluator refuses. Never shown as it is: the reader of the
+    workload or cost file turns it into its own error, naming the file, table and key."""
+
+
+class GpuRunFailed(NvstageError):
+    """A kernel faulted, a copy or an allocation failed: the operation is named."""
+
+    exit_code = 8
+
+    def __init__(self, message: str, *, op: str, hint: str | None = None, result=None,
+                 context_lost: bool = False):
+        super().__init__(message, hint=hint)
+        self.op = op
+        self.result = result  # the RunResult so far: what ran before the failure
+        # Work still running on the GPU that nothing can stop (a wait gave up): freeing
+        # memory or tearing the context down would wait for it, so the process should end
+        # without its finalizers once the report is written (the CLI does).
+        self.context_lost = context_lost
+
+    def to_json(self) -> dict:
+        d = super().to_json()
+        d["op"] = self.op
+        d["context_lost"] = self.context_lost
+        return d
+
+
+class CheckFailed(NvstageError):
+    """The workload ran but its results failed the check."""
+
+    exit_code = 9
+
+
+# -- hardware, the model, the gate ---------------------------------------------------------
+
+
+class GpuSpecError(UsageError):
+    """A custom GPU spec file is malformed: missing field, wrong type, impossible value."""
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        from nvstage.documents import one_line  # field names from the file end up in the message
+
+        super().__init__(one_line(message), hint=hint)
+
+
+class OccupancyError(UsageError):
+    """The inputs cannot describe a launch (block too large, more than 255 registers, ...)."""
+
+
+class CostSpecError(WorkloadError):
+    """A cost file that cannot be read as written (names the file, entry and key)."""
+
+
+class MissingCounts(CostSpecError):
+    """The workload has no per-launch counts, so no kernel time can be estimated."""
+
+
+class ModelError(UsageError):
+    """The estimate cannot be made as asked (a GPU spec without the figures it needs, ...)."""
+
+
+class CalibrationError(UsageError):
+    """A profile that cannot be fitted from (wrong schema, no decomposition, ...)."""
+
+
+class BudgetConfigError(UsageError):
+    """The budgets file is not TOML, or has keys or values nvstage does not know."""
+
+
+class BaselineError(ArtifactError):
+    """A --baseline file that is not a check report or manifest, or one for another build
+    (no kernel and arch in common with this one)."""

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from nvstage.errors import Terminated
+from nvstage.errors import Terminated, ToolMissing, ToolTimeout
 
 # Seconds a group gets between SIGTERM and SIGKILL, to tidy up as a tool does on SIGTERM.
 GRACE = 2.0
@@ -36,17 +36,6 @@ class Completed:
     stdout: str
     stderr: str
     seconds: float  # wall time of the child, measured around the wait
-
-
-class ToolMissing(OSError):
-    """The program named in argv[0] could not be started."""
-
-
-class ToolTimeout(ToolMissing):
-    """The program ran past its ``timeout`` and was killed.
-
-    A ToolMissing too: every caller that copes with "that tool gave no answer" (a version
-    probe, nvcc's plan) copes with this one the same way, instead of a traceback."""
 
 
 def run(

@@ -7,15 +7,15 @@ import json
 import pytest
 
 from nvstage.check.budgets import (
-    BudgetConfigError,
     base_name,
     kernel_matches,
     load_budgets,
     parse_budgets,
     qualified_name,
 )
-from nvstage.check.gate import BaselineError, check
+from nvstage.check.gate import check
 from nvstage.check.metrics import locate_kernel, run_figures
+from nvstage.errors import BaselineError, BudgetConfigError
 from nvstage.report.checks import github_annotations, markdown_summary
 from nvstage.compiler.options import CompileOptions
 
@@ -235,7 +235,7 @@ def test_locate_kernel(kernels):
 
 @pytest.mark.parametrize("doc, expected", [
     ({"budgets": {"max_registerz": 3}}, "unknown key"),
-    ({"budgets": {"max_registers": -1}}, "whole number >= 0"),
+    ({"budgets": {"max_registers": -1}}, "whole number from 0"),
     ({"budgets": {"max_registers": 1.5}}, "whole number"),
     ({"budgets": {"no_spills": True, "max_spill_bytes": 8}}, "disagree"),
     ({"budgets": {"kernels": {"k": {"max_fatbin_bytes": 3}}}}, "unknown key"),

@@ -81,9 +81,9 @@ def test_doctor_says_what_works(cli):
 
 def test_help_is_fast_and_teaches():
     # A fresh interpreter: --help must not import the heavy parts (cuda, numpy).
-    code = ("import sys, nvstage.cli.app as a; sys.argv=['nvstage','--help'];\n"
+    code = ("import sys, nvstage.cli.main as a; sys.argv=['nvstage','--help'];\n"
             "try: a.main()\nexcept SystemExit: pass\n"
-            "heavy=[m for m in ('numpy','cuda.core','cuda.bindings','pynvml')\n"
+            "heavy=[m for m in ('numpy','cuda.core','cuda.bindings','pynvml','typer','rich')\n"
             "       if m in sys.modules]\n"
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout

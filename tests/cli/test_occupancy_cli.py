@@ -18,25 +18,24 @@ from nvstage.hw.occupancy import occupancy
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, kernels):
     """multi.cu built once: an sm_90 cubin (with ptxas -v captured) and an sm_80+sm_90 fatbin."""
-    from typer.testing import CliRunner
-
-    from nvstage.cli.app import app
+    import subprocess
+    import sys
 
     d = tmp_path_factory.mktemp("occ")
     shutil.copy(kernels / "multi.cu", d)
-    runner, old = CliRunner(), os.getcwd()
-    os.chdir(d)
-    try:
-        r = runner.invoke(app, ["compile", "multi.cu", "--cubin", "--arch", "sm_90", "-o",
-                                "multi.cubin", "--json", "--", "-Xptxas", "-v"])
-        assert r.exit_code == 0, r.output
-        ptxas = next(s for s in json.loads(r.stdout)["stages"] if s["kind"] == "ptxas")
-        r = runner.invoke(app, ["compile", "multi.cu", "--fatbin", "-o", "multi.fatbin",
-                                "--gencode", "arch=compute_80,code=sm_80",
-                                "--gencode", "arch=compute_90,code=[sm_90,compute_90]"])
-        assert r.exit_code == 0, r.output
-    finally:
-        os.chdir(old)
+
+    def nvstage(*args):
+        return subprocess.run([sys.executable, "-m", "nvstage", *args], cwd=d, text=True,
+                              capture_output=True, timeout=600)
+
+    r = nvstage("compile", "multi.cu", "--cubin", "--arch", "sm_90", "-o", "multi.cubin",
+                "--json", "--", "-Xptxas", "-v")
+    assert r.returncode == 0, r.stderr
+    ptxas = next(s for s in json.loads(r.stdout)["stages"] if s["kind"] == "ptxas")
+    r = nvstage("compile", "multi.cu", "--fatbin", "-o", "multi.fatbin",
+                "--gencode", "arch=compute_80,code=sm_80",
+                "--gencode", "arch=compute_90,code=[sm_90,compute_90]")
+    assert r.returncode == 0, r.stderr
     return d, ptxas["stderr"]
 
 

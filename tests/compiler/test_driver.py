@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import nvstage
-import nvstage.compiler.driver
+from nvstage.compiler.observer import Observer
 from nvstage.errors import InputNotFound, PlanError, StageFailed, UnknownArch, UsageError
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.plan import StageKind as K
@@ -329,7 +329,7 @@ def test_the_keep_manifest_says_running_before_the_first_stage(toolkit, kernels,
     shutil.copy(kernels / "saxpy.cu", workdir)
     seen = []
 
-    class Peek(nvstage.compiler.driver.Observer):
+    class Peek(Observer):
         def on_stage_start(self, stage):
             if not seen:
                 seen.append(json.loads((workdir / "k/stages.json").read_text()))

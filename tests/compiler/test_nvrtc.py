@@ -6,12 +6,11 @@ import pickle
 import pytest
 
 from nvstage import proc
-from nvstage.errors import UsageError
+from nvstage.errors import RuntimeCompileFailed, UsageError
 from nvstage.inspect.elf import read_cubin
-from nvstage.compiler.nvrtc import (RuntimeBuild, RuntimeCompileFailed, compile_nvrtc, nvrtc_options,
-                           source_excerpt)
+from nvstage.compiler.nvrtc import RuntimeBuild, compile_nvrtc, nvrtc_options, source_excerpt
 from nvstage.compiler.options import CompileOptions
-from nvstage.compiler.driver import Build
+from nvstage.compiler.record import Build
 from nvstage.compiler.plan import StageKind
 
 

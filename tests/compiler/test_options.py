@@ -3,7 +3,7 @@
 import pytest
 
 from nvstage.compiler import options as opts_mod
-from nvstage.errors import UnknownArch, UsageError
+from nvstage.errors import ToolTimeout, UnknownArch, UsageError
 from nvstage.compiler.options import CompileOptions, check_archs, supported_archs
 
 
@@ -36,7 +36,7 @@ def test_an_unknown_arch_lists_the_real_ones(toolkit):
 
 def test_an_nvcc_that_does_not_answer_leaves_the_arch_check_to_nvcc(tmp_path, monkeypatch):
     def hang(argv, **kw):
-        raise opts_mod.proc.ToolTimeout("'nvcc' did not finish within 60 s")
+        raise ToolTimeout("'nvcc' did not finish within 60 s")
 
     monkeypatch.setattr(opts_mod.proc, "output", hang)
     nvcc = str(tmp_path / "slow-nvcc")

@@ -13,6 +13,7 @@ import pytest
 import nvstage
 from nvstage.errors import StageFailed, UsageError
 from nvstage.compiler.graph import build_graph
+from nvstage.compiler.observer import Observer
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.plan import StageKind as K
 
@@ -96,7 +97,7 @@ def test_stages_overlap_and_respect_their_dependencies(toolkit, kernels, workdir
 def test_jobs_bound_is_respected_and_observer_hears_every_stage(toolkit, kernels, workdir):
     shutil.copy(kernels / "multi.cu", workdir)
 
-    class Watch(nvstage.compiler.driver.Observer):
+    class Watch(Observer):
         def __init__(self):
             self.lock = threading.Lock()
             self.now = self.most = 0

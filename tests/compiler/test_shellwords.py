@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nvstage.compiler.shellwords import ShellWordsError, split
+from nvstage.compiler.shellwords import split
+from nvstage.errors import ShellWordsError
 
 
 def test_quotes_and_escapes():

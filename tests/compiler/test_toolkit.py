@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.errors import ToolkitError
+from nvstage.errors import ToolkitError, ToolTimeout
 from nvstage.compiler.toolkit import find_toolkit, host_compiler
 
 
@@ -107,7 +107,7 @@ def test_a_hung_host_compiler_gives_no_version_not_a_traceback(tmp_path, monkeyp
     from nvstage import proc
 
     def hang(argv, **kw):
-        raise proc.ToolTimeout(f"{argv[0]!r} did not finish within 30 s")
+        raise ToolTimeout(f"{argv[0]!r} did not finish within 30 s")
 
     monkeypatch.setattr(proc, "output", hang)
     gcc = host_compiler()

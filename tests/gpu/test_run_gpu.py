@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.run.workload import load_and_validate
+from nvstage.run.prepare import load_and_validate
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]

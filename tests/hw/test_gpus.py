@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from nvstage.errors import InputNotFound, UnknownArch, UsageError
+from nvstage.errors import GpuSpecError
 from nvstage.hw.gpus import (
     ARCHS,
     GPUS,
     ArchLimits,
     GpuSpec,
-    GpuSpecError,
     arch_limits,
     gpu_spec_from_dict,
     load_gpu_spec,

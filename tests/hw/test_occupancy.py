@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nvstage.errors import UsageError
+from nvstage.errors import OccupancyError
 from nvstage.hw.gpus import ARCHS
 from nvstage.hw.occupancy import (
     BARRIERS,
@@ -21,7 +22,6 @@ from nvstage.hw.occupancy import (
     REGISTERS,
     SHARED,
     WARPS,
-    OccupancyError,
     occupancy,
     sweep,
 )

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from nvstage.hw.gpus import GPUS, lookup_gpu
-from nvstage.model.estimate import (DEFAULT_PRESETS, CalibrationError, ModelError, Presets, calibrate,
-                           estimate)
-from nvstage.model.costfile import CostSpecError, MissingCounts, load_model_input
+from nvstage.errors import CalibrationError, CostSpecError, MissingCounts, ModelError
+from nvstage.model.calibrate import calibrate
+from nvstage.model.costfile import load_model_input
+from nvstage.model.estimate import DEFAULT_PRESETS, Presets, estimate
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "examples" / "model"
@@ -71,7 +72,7 @@ def _emulate(name, w, init):
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_each_check_accepts_the_right_answer_and_rejects_a_wrong_one(path):
-    from nvstage.run.workload import initial_contents, run_check
+    from nvstage.run.workload.data import initial_contents, run_check
 
     w, _ = load_model_input(path)
     small = {"n": {"transfer": 1 << 12, "reduce": 1 << 19}.get(path.stem, 1 << 16)}
@@ -299,7 +300,7 @@ def test_calibration_with_the_wrong_workload(tmp_path, toolkit):
 
 
 def test_relative_errors_against_a_report(toolkit):
-    from nvstage.model.estimate import relative_errors
+    from nvstage.model.calibrate import relative_errors
 
     doc = synthetic_report(MODEL / "chain_fused.toml")
     cal = calibrate(doc, H200, toolkit=toolkit)
@@ -319,3 +320,28 @@ def test_preset_sources_are_public_or_labelled_assumptions():
         assert "shared/" not in src and ".md" not in src, name
         assert ("http" in src or "Guide" in src or "datasheet" in src
                 or "ASSUMPTION" in src or "HEURISTIC" in src or "none published" in src), name
+
+
+def test_the_compile_memo_is_bounded(monkeypatch):
+    """Resources come from ONE compile path (nvstage.run.prepare), remembered for the last few
+    (code, arch, toolkit) only: a long-lived process does not keep every image."""
+    import nvstage.model.estimate as est
+    from nvstage.run.prepare import Prepared
+
+    calls = []
+
+    def fake_prepare(w, arch, *, toolkit=None, resources=False):
+        calls.append((arch, resources))
+        return Prepared("cubin", b"", arch, None, resources=[])
+
+    monkeypatch.setattr(est, "prepare", fake_prepare)
+    monkeypatch.setattr(est, "_resources_memo", type(est._resources_memo)())
+    w, _ = load_model_input(EXAMPLES[0])
+    for i in range(est._RESOURCES_KEPT + 8):
+        est._prepared(w, f"sm_{i}", None)
+    assert len(est._resources_memo) == est._RESOURCES_KEPT
+    assert all(resources for _, resources in calls)
+    est._prepared(w, f"sm_{est._RESOURCES_KEPT + 7}", None)  # the latest: remembered
+    assert len(calls) == est._RESOURCES_KEPT + 8
+    est._prepared(w, "sm_0", None)  # the oldest: compiled again
+    assert len(calls) == est._RESOURCES_KEPT + 9

@@ -15,7 +15,8 @@ def synthetic_run(name: str = "saxpy"):
     """A run document and trace made by nvstage's own decomposition and trace code from fixed
     samples (no GPU here): the shape nvstage run --profile writes, numbers not measured."""
     from nvstage.run.decompose import NoiseFloor, OpSamples, decompose
-    from nvstage.report.trace import Span, Timeline, chrome_trace
+    from nvstage.report.trace import chrome_trace
+    from nvstage.run.results import Span, Timeline
 
     ops = [OpSamples(0, "h2d", "x", gpu_ns=[4000.0, 4200.0, 4100.0], nbytes=1 << 20),
            OpSamples(1, "launch", name, host_ns=[3000.0, 3100.0, 2900.0],

@@ -3,7 +3,8 @@
 import json
 
 from nvstage.run.decompose import NoiseFloor, OpSamples, decompose
-from nvstage.report.trace import Span, Timeline, chrome_trace
+from nvstage.report.trace import chrome_trace
+from nvstage.run.results import Span, Timeline
 
 
 def _timeline():

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from nvstage.run.engine import Engine, Loaded, kernel_args
-from nvstage.run.results import GpuRunFailed
+from nvstage.errors import GpuRunFailed
 from nvstage.run.workload import Workload
 
 from . import fake_cuda
@@ -181,7 +181,7 @@ def test_unknown_symbol_and_wrong_count_from_the_loaded_module(gpu):
     e = _engine("vadd", edit=lambda t: t.replace('kernel = "vadd"', 'kernel = "vad"'))
     with pytest.raises(GpuRunFailed, match="cannot load kernel vad"):
         e.setup()
-    from nvstage.run.workload import WorkloadError
+    from nvstage.errors import WorkloadError
 
     fake_cuda.GPU.kernels["vadd"].sizes = (8, 8, 8)
     with pytest.raises(WorkloadError, match="takes 3 argument"):
@@ -244,7 +244,7 @@ def test_static_shared_memory_lowers_the_opt_in_threshold(gpu, monkeypatch):
 
 
 def test_a_scalar_width_the_loaded_kernel_disagrees_with_is_refused(gpu):
-    from nvstage.run.workload import WorkloadError
+    from nvstage.errors import WorkloadError
 
     gpu.kernels["saxpy"].sizes = (4, 8, 8, 8)  # the module's saxpy takes a double
     with pytest.raises(WorkloadError) as err:

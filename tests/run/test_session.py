@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 from nvstage.run.decompose import NoiseFloor, OpSamples, decompose
-from nvstage.run.results import SCHEMA, GpuRunFailed, RunResult
+from nvstage.errors import GpuRunFailed
+from nvstage.run.results import SCHEMA, RunResult
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,7 +17,8 @@ def test_run_workload_refuses_before_touching_cuda_core():
 import os, sys
 os.environ["NVSTAGE_NO_GPU"] = "1"
 from nvstage.errors import NoDriver
-from nvstage.run.workload import Workload, Prepared
+from nvstage.run.prepare import Prepared
+from nvstage.run.workload import Workload
 from nvstage.run.session import run_workload
 w = Workload.from_toml({str(ROOT / 'examples/run/saxpy.toml')!r})
 try:
@@ -32,8 +34,9 @@ print("cuda.core" in sys.modules)
 
 def test_run_document_without_a_result():
     from nvstage.run.probe import DriverProbe
-    from nvstage.run.session import run_document
-    from nvstage.run.workload import Prepared, Workload
+    from nvstage.run.document import run_document
+    from nvstage.run.prepare import Prepared
+    from nvstage.run.workload import Workload
 
     w = Workload.from_toml(ROOT / "examples/run/vadd.toml")
     doc = run_document(None, w, Prepared("cubin", b"", "sm_90", None),

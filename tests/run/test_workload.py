@@ -5,11 +5,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nvstage.errors import UsageError
-from nvstage.run.workload import (ExprError, ValidationError, Workload, WorkloadError,
-                              eval_array_expr, eval_int_expr, initial_contents,
-                              load_and_validate, plan_lines, prepare,
-                              run_check, split_c_args, validate)
+from nvstage.errors import ExprError, UsageError, ValidationError, WorkloadError
+from nvstage.run.prepare import load_and_validate, prepare
+from nvstage.run.workload import Workload
+from nvstage.run.workload.data import initial_contents, run_check
+from nvstage.run.workload.dry_run import dry_run_lines
+from nvstage.run.workload.expr import eval_array_expr, eval_int_expr
+from nvstage.run.workload.signatures import split_c_args
+from nvstage.run.workload.validate import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "run"
@@ -283,8 +286,8 @@ def test_packaged_ptx_validates_without_nvcc(tmp_path, sigs, toolkit):
     assert not _errors(w, prep.sigs)
 
 
-def test_plan_lines():
-    lines = plan_lines(Workload.from_dict(_saxpy()))
+def test_dry_run_lines():
+    lines = dry_run_lines(Workload.from_dict(_saxpy()))
     assert "launch saxpy grid=(4,) block=(256,) shared=0 (i32(1024), f32(2.0), x, y)" in \
         "\n".join(lines)
     assert any("copy y device -> host, 4096 bytes (pinned)" in line for line in lines)

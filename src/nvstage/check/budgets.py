@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from nvstage.documents import load_toml_doc
-from nvstage.errors import UsageError
+from nvstage.errors import BudgetConfigError
 from nvstage.inspect.records import base_name, qualified_name, unqualified_name
 
 
@@ -95,10 +95,6 @@ _SAFE_EXTRA = re.compile(r"""^(?:
   | -[DU][A-Za-z_]\w*(?:=[^\0]*)?
   | -W(?:no-)?[a-z][a-z0-9-]*
 )$""", re.X)
-
-
-class BudgetConfigError(UsageError):
-    """The budgets file is not TOML, or has keys or values nvstage does not know."""
 
 
 # -- the configuration ------------------------------------------------------------------
@@ -172,12 +168,19 @@ def _names(keys) -> str:
     return ", ".join(_name(k) for k in sorted(keys))
 
 
+# No budget is larger: a bigger number is a typo (or a document built to overflow a float).
+_MAX_NUMBER = 10**18
+
+
 def _number(where: str, key: str, value, *, integer: bool):
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or value < 0 or \
+    if isinstance(value, bool) or not ok or value < 0 or value > _MAX_NUMBER or \
             (isinstance(value, float) and not math.isfinite(value)):
         kind = "a whole number" if integer else "a number"
-        raise BudgetConfigError(f"{where}: {key} must be {kind} >= 0, not {value!r:.60}")
+        # repr() of an integer of thousands of digits raises; such a value is just "too large"
+        shown = "a number over 1e18" if ok and not isinstance(value, bool) and \
+            value > _MAX_NUMBER else f"{value!r:.60}"
+        raise BudgetConfigError(f"{where}: {key} must be {kind} from 0 to 1e18, not {shown}")
     return value
 
 

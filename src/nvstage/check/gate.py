@@ -9,18 +9,13 @@ from dataclasses import asdict, dataclass, field
 from nvstage import __version__
 from nvstage.check.budgets import Budgets
 from nvstage.documents import load_json_doc
-from nvstage.errors import ArtifactError
+from nvstage.errors import ArtifactError, BaselineError
 from nvstage.check.metrics import Measurements, locate_kernel, measure
 
 SCHEMA = "nvstage.check/1"
 # Growth smaller than this never fails a baseline, whatever the fraction: a 3 ms stage that
 # takes 5 ms on a busy CI machine is noise, not a regression.
 BASELINE_FLOORS = {"stage_seconds": 0.05, "kernel_us": 1.0}
-
-
-class BaselineError(ArtifactError):
-    """A --baseline file that is not a check report or manifest, or one for another build
-    (no kernel and arch in common with this one)."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +102,7 @@ def check(manifest_or_build, budgets: Budgets, *, toolkit=None, run_report=None,
           baseline=None) -> CheckResult:
     """Check one build (a ``Build``, keep folder or stages.json) against ``budgets``, and
     against ``baseline`` (an earlier check report or manifest: path or parsed dict)."""
-    from nvstage.inspect.manifest import toolkit_note
+    from nvstage.compiler.record import toolkit_note
     from nvstage.check.metrics import load_build_from
 
     build = load_build_from(manifest_or_build)

@@ -16,8 +16,8 @@ import stat
 from dataclasses import asdict, dataclass, field
 
 from nvstage.check.budgets import RUN_TERMS, base_name
-from nvstage.documents import load_run_doc
 from nvstage.errors import ArtifactError
+from nvstage.run.document import load_run_report
 
 
 @dataclass(frozen=True)
@@ -143,11 +143,11 @@ def _amount(value, where: str) -> float:
 
 def load_build_from(manifest_or_build):
     """A ``Build``, given one or a keep folder / stages.json path."""
-    from nvstage.compiler.driver import Build
+    from nvstage.compiler.record import Build
 
     if isinstance(manifest_or_build, Build):
         return manifest_or_build
-    from nvstage.inspect.manifest import load_build
+    from nvstage.compiler.record import load_build
 
     return load_build(manifest_or_build)
 
@@ -229,7 +229,7 @@ def measure(manifest_or_build, *, toolkit=None, run_report=None) -> Measurements
     """The numbers of one build (and run report, when given)."""
     from nvstage.inspect.resources import build_resources
 
-    from nvstage.inspect.manifest import reading_toolkit
+    from nvstage.compiler.record import reading_toolkit
 
     build = load_build_from(manifest_or_build)
     toolkit = reading_toolkit(build, toolkit)
@@ -262,35 +262,18 @@ def measure(manifest_or_build, *, toolkit=None, run_report=None) -> Measurements
 
 def run_figures(run_report) -> tuple[dict[str, float], dict[str, float]]:
     """(median GPU microseconds per kernel, median microseconds per decomposition term) from a
-    run report (``nvstage.run/1``). Unknown or missing fields give empty figures; a document
-    that is not a run report is an error."""
-    doc = load_run_doc(run_report, "run report")
-    dec = doc.get("decomposition")
-    if dec is None and isinstance(doc.get("run"), dict):
-        dec = doc["run"].get("decomposition")
-    if not isinstance(dec, dict):
+    run report (``nvstage.run/1``: a path, a loaded dict or a ``RunReport``). Unknown or
+    missing fields give empty figures; a document that is not a run report is an error."""
+    dec = load_run_report(run_report, "run report").decomposition
+    if dec is None:
         return {}, {}
-    terms = {}
-    for term in RUN_TERMS.values():
-        median = _median_ns(dec.get(f"{term}_ns"))
-        if median is not None:
-            terms[term] = median / 1000.0
+    terms = {term: dec.medians_ns[term] / 1000.0 for term in RUN_TERMS.values()
+             if term in dec.medians_ns}
     kernels: dict[str, float] = {}
-    ops = dec.get("operations")
-    for op in ops if isinstance(ops, list) else []:
-        if not isinstance(op, dict) or op.get("kind") != "launch":
+    for op in dec.operations or ():
+        if op.kind != "launch" or op.gpu_ns is None:
             continue
-        median = _median_ns(op.get("gpu_ns"))
-        if median is not None:
-            # A kernel launched several times in the sequence: its slowest median counts.
-            name = str(op.get("name"))[:1000]
-            kernels[name] = max(kernels.get(name, 0.0), median / 1000.0)
+        # A kernel launched several times in the sequence: its slowest median counts.
+        name = str(op.name)[:1000]
+        kernels[name] = max(kernels.get(name, 0.0), op.gpu_ns / 1000.0)
     return kernels, terms
-
-
-def _median_ns(spread) -> float | None:
-    """A spread's finite median (a bool, NaN or a 400-digit integer is no time)."""
-    v = spread.get("median") if isinstance(spread, dict) else None
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and -1e300 < v < 1e300:
-        return float(v)
-    return None

@@ -1,4 +1,5 @@
-"""The nvstage command: a thin typer app over the library. Heavy imports live in commands."""
+"""The typer app behind every command but compile (see cli/main.py, the entry point, which routes
+to it). Heavy imports live in the commands."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from nvstage import __version__
 from nvstage.cli.cache import cache_cmd
 from nvstage.cli.check import check_cmd
 from nvstage.cli.compare import compare_cmd
-from nvstage.cli.compile import compile_cmd
 from nvstage.cli.diff import diff_cmd
 from nvstage.cli.doctor import doctor_cmd
 from nvstage.cli.model import model_cmd
@@ -33,7 +33,7 @@ app = typer.Typer(
 )
 # Commands in the order a user meets them, grouped in --help.
 _COMMANDS = (
-    ("Build", (("compile", compile_cmd), ("cache", cache_cmd))),
+    ("Build", (("cache", cache_cmd),)),
     ("Inspect", (("show", show_cmd), ("occupancy", occupancy_cmd), ("diff", diff_cmd))),
     ("Run and estimate", (("run", run_cmd), ("model", model_cmd), ("compare", compare_cmd))),
     ("CI", (("check", check_cmd), ("report", report_cmd))),
@@ -55,9 +55,3 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
                                        help="Print the version and exit.")) -> None:
     pass
 
-
-def main() -> None:
-    from nvstage.cli.common import drop_junk_columns
-
-    drop_junk_columns()  # before typer reads it for --help
-    app()

@@ -138,7 +138,7 @@ def _build_of(target: Path, budgets, toolkit, keep_dir: str | None) -> Iterator:
     """A Build for the target: a keep folder or manifest as it is; a .cu compiled now, its
     files kept (in a temporary folder without --keep-dir) while the check measures them."""
     if target.is_dir() or target.name.endswith(".json"):
-        from nvstage.inspect.manifest import load_build
+        from nvstage.compiler.record import load_build
 
         yield load_build(target)
         return

@@ -9,10 +9,6 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-import typer
-from rich.console import Console
-from rich.text import Text
-
 from nvstage.errors import NvstageError
 
 
@@ -46,15 +42,20 @@ def _width() -> int | None:
     return None if sys.stdout.isatty() else 120
 
 
-def stdout() -> Console:
+# rich is imported by the consoles, not here: the launcher and --help never draw a table.
+def stdout():
+    from rich.console import Console
+
     return Console(file=sys.stdout, width=_width(), highlight=False, soft_wrap=False)
 
 
-def stderr() -> Console:
+def stderr():
+    from rich.console import Console
+
     return Console(file=sys.stderr, width=_width(), highlight=False, soft_wrap=False)
 
 
-def data_console(json_mode: bool) -> Console:
+def data_console(json_mode: bool):
     """Where human-readable results go: stdout, unless stdout carries JSON."""
     return stderr() if json_mode else stdout()
 
@@ -80,6 +81,8 @@ def handled(json_mode: bool = False) -> Iterator[None]:
         with handle_signals():
             yield
     except NvstageError as e:
+        from rich.text import Text
+
         if json_mode:
             emit_json(e.to_json())
         con = stderr()
@@ -88,10 +91,10 @@ def handled(json_mode: bool = False) -> Iterator[None]:
         con.print(Text.assemble(("error: ", "bold red"), e.message), soft_wrap=True)
         if e.hint:
             con.print(Text.assemble(("hint: ", "dim"), e.hint), soft_wrap=True)
-        raise typer.Exit(e.exit_code) from None
+        raise SystemExit(e.exit_code) from None
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", None) or signal.SIGINT
         with suppress(OSError):  # after SIGHUP the terminal may be gone
             stderr().print("interrupted" if signum == signal.SIGINT else
                            f"terminated by {signal.Signals(signum).name}")
-        raise typer.Exit(128 + signum) from None
+        raise SystemExit(128 + signum) from None

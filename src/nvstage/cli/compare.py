@@ -43,7 +43,7 @@ def compare_cmd(
     """
     with handled(json_out):
         from nvstage.model.compare import compare
-        from nvstage.model.estimate import calibrate as fit
+        from nvstage.model.calibrate import calibrate as fit
         from nvstage.compiler.toolkit import find_toolkit
         from nvstage.cli.model import gpu_option_value, write_svg
 

@@ -1,146 +1,130 @@
-"""nvstage compile: nvcc's plan, run stage by stage, every artifact kept and shown."""
+"""nvstage compile: nvcc's plan, run stage by stage, every artifact kept and shown.
+
+Not a typer command: its command line is nvcc's (``-std=c++17``, ``-Xcompiler -O2``), which
+click cannot express, so it is read with nvcc's own grammar (``compiler/cmdline.py``).
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Optional
+import sys
 
-import typer
-from rich.text import Text
+HELP = """\
+Usage: nvstage compile SOURCE [nvcc options] [nvstage options]
 
-from nvstage.cli.common import data_console, emit_json, handled, stderr
+  Compile a .cu file as nvcc would, one stage at a time, timing each stage.
+
+  nvstage asks nvcc for its own plan (--dryrun with your flags), runs every stage itself,
+  and records each stage's tool, inputs, outputs, sizes and time. Any nvcc option works,
+  spelt as nvcc spells it (-std=c++17, -Xcompiler -O2, -Xptxas=-v, -rdc=true,
+  --generate-code=arch=compute_90,code=sm_90, --options-file FILE); nvcc judges it.
+
+nvcc options nvstage reads itself (the rest go to nvcc unchanged):
+  -o FILE, --output FILE     output file
+  -arch ARCH, --arch ARCH    GPU arch (sm_90, sm_90a, compute_90, native). Repeated, every
+                             arch named is built (nvcc itself keeps only the last one)
+  -gencode SPEC              as nvcc: arch=compute_90,code=[sm_90,compute_90]; repeatable
+  -c, -dc, -ptx, -cubin, -fatbin   stop points, as nvcc
+  -rdc=true, --rdc           relocatable device code (adds the device-link stages)
+  -O3, -I DIR, -D NAME=VALUE, -lineinfo, -maxrregcount=N, -dlto, --resource-usage
+
+nvstage options:
+  --keep, -keep              keep every intermediate and stages.json in NAME.nvstage/
+                             (NAME from -o, else the source), as nvcc -keep keeps its files
+  --keep-dir DIR             keep them in DIR instead; implies --keep
+  --show SECTIONS            after the build, show what is inside: a comma list of ptx,
+                             sass, resources, fatbin (or all)
+  --via nvcc|nvrtc           the staged nvcc driver (default), or NVRTC + nvJitLink in-process
+  --name-expr EXPR           --via nvrtc: a template kernel to instantiate, e.g. 'scale<float>'
+  -j N, --jobs N             stages to run at once (default: one per core)
+  --no-cache                 run every stage even when its inputs are unchanged
+  --nvcc PATH                use this nvcc instead of the pip wheels' ($NVSTAGE_NVCC too)
+  --json                     print the manifest (stages.json) to stdout; tables go to stderr
+  -h, --help                 this help (nvcc --help lists nvcc's options)
+  --                         everything after it goes to nvcc unchanged
+
+Examples:
+  nvstage compile kernels/vadd.cu -arch=sm_90 --keep
+  nvstage compile kernels/multi.cu -c -arch sm_80 -arch sm_90 --keep
+  nvstage compile kernels/multi.cu -c --generate-code=arch=compute_90,code=[sm_90,compute_90]
+  nvstage compile kernels/saxpy.cu -cubin -arch=sm_90 -Xptxas -v
+  nvstage compile kernels/saxpy.cu -ptx -o saxpy.ptx --json
+"""
 
 
-def compile_cmd(
-    source: Annotated[Path, typer.Argument(help="The .cu file to compile.", show_default=False)],
-    nvcc_args: Annotated[Optional[list[str]], typer.Argument(
-        help="Anything after -- goes to nvcc unchanged (e.g. -- -Xptxas -v).",
-        show_default=False)] = None,
-    output: Annotated[Optional[str], typer.Option("-o", "--output",
-        help="Output file, as nvcc -o.")] = None,
-    arch: Annotated[Optional[list[str]], typer.Option("--arch", "-arch",
-        help="GPU arch, as nvcc -arch (sm_90, compute_90, native). Repeatable.")] = None,
-    gencode: Annotated[Optional[list[str]], typer.Option("--gencode", "-gencode",
-        help="As nvcc -gencode: arch=compute_90,code=[sm_90,compute_90]. Repeatable.")] = None,
-    compile_only: Annotated[bool, typer.Option("-c", "--compile",
-        help="Stop after the object file, as nvcc -c.")] = False,
-    ptx: Annotated[bool, typer.Option("--ptx", help="Stop at PTX.")] = False,
-    cubin: Annotated[bool, typer.Option("--cubin", help="Stop at the cubin.")] = False,
-    fatbin: Annotated[bool, typer.Option("--fatbin", help="Stop at the fatbin.")] = False,
-    rdc: Annotated[bool, typer.Option("--rdc", "-rdc",
-        help="Relocatable device code (adds the device-link stages), as nvcc -rdc=true.")] = False,
-    opt: Annotated[Optional[str], typer.Option("-O", help="Host optimisation level 0-3.")] = None,
-    lineinfo: Annotated[bool, typer.Option("--lineinfo", "-lineinfo",
-        help="Keep source line info for SASS views.")] = False,
-    include: Annotated[Optional[list[str]], typer.Option("-I",
-        help="Include directory. Repeatable.")] = None,
-    define: Annotated[Optional[list[str]], typer.Option("-D",
-        help="Macro NAME or NAME=VALUE. Repeatable.")] = None,
-    resource_usage: Annotated[bool, typer.Option("--resource-usage",
-        help="Have ptxas print registers, spills and shared memory per kernel.")] = False,
-    keep: Annotated[bool, typer.Option("--keep", "-keep",
-        help="Keep every intermediate file and stages.json (in ./<name>.nvstage unless "
-        "--keep-dir says where), as nvcc -keep.")] = False,
-    keep_dir: Annotated[Optional[str], typer.Option("--keep-dir", "-keep-dir",
-        help="Folder for the kept files; implies --keep.")] = None,
-    show: Annotated[Optional[str], typer.Option("--show", metavar="SECTIONS",
-        help="After the build, show what is inside: a comma list of ptx, sass, resources, "
-        "fatbin (or all).")] = None,
-    via: Annotated[str, typer.Option("--via",
-        help="Compiler path: nvcc (stage by stage) or nvrtc (NVRTC + nvJitLink, in-process).")
-        ] = "nvcc",
-    name_expr: Annotated[Optional[list[str]], typer.Option("--name-expr",
-        help="--via nvrtc: a template kernel to instantiate, e.g. 'scale<float>'. Repeatable.")
-        ] = None,
-    jobs: Annotated[Optional[int], typer.Option("-j", "--jobs",
-        help="Stages to run at once (default: one per core).")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache",
-        help="Run every stage even when its inputs are unchanged.")] = False,
-    nvcc: Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC",
-        help="Use this nvcc instead of the one from the pip wheels.")] = None,
-    json_out: Annotated[bool, typer.Option("--json",
-        help="Print the manifest (stages.json) to stdout; tables go to stderr.")] = False,
-) -> None:
-    """Compile a .cu file as nvcc would, one stage at a time, timing each stage.
+def main(argv: list[str]) -> int:
+    """``nvstage compile ARGS``: 0 on success, else the error's exit code."""
+    from nvstage.cli.common import handled
+    from nvstage.compiler.cmdline import nvcc_choice, wants_help
 
-    nvstage asks nvcc for its own plan (--dryrun with your flags), runs every stage itself,
-    and records each stage's tool, inputs, outputs, sizes and time. With --keep, every
-    intermediate file (vadd.ptx, vadd.sm_90.cubin, vadd.fatbin, vadd.cudafe1.cpp, ...) and a
-    manifest are left in a folder.
+    if wants_help(argv):
+        sys.stdout.write(HELP)
+        return 0
+    json_out = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+    try:
+        with handled(json_out):
+            _compile(argv, nvcc_choice(argv))
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0
 
-    Examples:
 
-          nvstage compile kernels/vadd.cu --arch sm_90 --keep
+def _compile(argv: list[str], nvcc: str | None) -> None:
+    from rich.text import Text
 
-          nvstage compile kernels/multi.cu -c --arch sm_80 --arch sm_90 --keep
-
-          nvstage compile kernels/multi.cu -c --gencode arch=compute_90,code=[sm_90,compute_90]
-
-          nvstage compile kernels/saxpy.cu --cubin --arch sm_90 -- -Xptxas -v
-
-          nvstage compile kernels/saxpy.cu --ptx -o saxpy.ptx --json
-    """
-    from nvstage.compiler.options import CompileOptions
-    from nvstage.compiler.driver import compile as run_compile
-    from nvstage.report.tables import stage_table, summary_line
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.cli.common import data_console, emit_json, stderr
     from nvstage.cli.progress import LiveStages
+    from nvstage.compiler.cmdline import parse
+    from nvstage.compiler.driver import compile as run_compile
+    from nvstage.compiler.nvcc_args import grammar_for
+    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.errors import UsageError
+    from nvstage.report.tables import stage_table, summary_line
 
-    with handled(json_out):
-        stops = [name for name, on in (("ptx", ptx), ("cubin", cubin), ("fatbin", fatbin)) if on]
-        if len(stops) > 1:
-            from nvstage.errors import UsageError
+    toolkit = find_toolkit(nvcc)
+    req = parse(argv, grammar_for(toolkit.nvcc))
+    if req.source is None:
+        raise UsageError("no source file given", hint="nvstage compile kernels/vadd.cu "
+                                                       "-arch=sm_90 (see nvstage compile -h)")
+    if req.show:  # a typo in --show should not cost a build
+        from nvstage.inspect.view import parse_sections
 
-            raise UsageError(f"choose one stop point, not {' and '.join('--' + s for s in stops)}")
-        options = CompileOptions(
-            archs=tuple(arch or ()), gencodes=tuple(gencode or ()), output=output,
-            compile_only=compile_only, stop=stops[0] if stops else None, rdc=rdc,
-            opt_level=opt, lineinfo=lineinfo, include_dirs=tuple(include or ()),
-            defines=tuple(define or ()), resource_usage=resource_usage,
-            extra=tuple(nvcc_args or ()),
-        )
-        if keep and keep_dir is None:
-            # Named after -o when given: two builds of one source keep apart (vadd, vadd_rdc).
-            keep_dir = f"{Path(output or source.name).name.rsplit('.', 1)[0]}.nvstage"
-        if show:  # a typo in --show should not cost a build
-            from nvstage.inspect.view import parse_sections
+        parse_sections(req.show, "build")
+    if req.via == "nvrtc":
+        from nvstage.compiler.nvrtc import compile_nvrtc
 
-            parse_sections(show, "build")
-        toolkit = find_toolkit(nvcc)
-        if via == "nvrtc":
-            from nvstage.compiler.nvrtc import compile_nvrtc
+        build = compile_nvrtc(req.source, req.options, toolkit=toolkit, keep=req.keep_folder,
+                              name_expressions=req.name_exprs)
+    elif req.via == "nvcc":
+        with LiveStages() as live:
+            build = run_compile(req.source, req.options, toolkit=toolkit, keep=req.keep_folder,
+                                observer=live, jobs=req.jobs, cache=not req.no_cache)
+    else:
+        raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc or nvrtc")
+    for line in build.plan.messages:  # nvcc's own warnings while it planned
+        stderr().print(Text(line))
+    con = data_console(req.json)
+    con.print(stage_table(build, con.width))
+    if build.via == "nvrtc":
+        from nvstage.compiler.nvrtc import render_name_map
 
-            build = compile_nvrtc(source, options, toolkit=toolkit, keep=keep_dir,
-                                  name_expressions=tuple(name_expr or ()))
-        elif via == "nvcc":
-            with LiveStages() as live:
-                build = run_compile(source, options, toolkit=toolkit, keep=keep_dir,
-                                    observer=live, jobs=jobs, cache=not no_cache)
-        else:
-            from nvstage.errors import UsageError
+        render_name_map(build, con)
+    _tool_output(build)
+    stderr().print(Text(summary_line(build)), soft_wrap=True)
+    doc = build.to_json()
+    if req.show:
+        from nvstage.cli.show import show_build
 
-            raise UsageError(f"unknown --via {via!r}", hint="choose nvcc or nvrtc")
-        for line in build.plan.messages:  # nvcc's own warnings while it planned
-            stderr().print(Text(line))
-        con = data_console(json_out)
-        con.print(stage_table(build, con.width))
-        if build.via == "nvrtc":
-            from nvstage.compiler.nvrtc import render_name_map
-
-            render_name_map(build, con)
-        _tool_output(build)
-        stderr().print(Text(summary_line(build)), soft_wrap=True)
-        doc = build.to_json()
-        if show:
-            from nvstage.cli.show import show_build
-
-            doc["show"] = show_build(build, show, con, toolkit=toolkit)
-        if json_out:
-            emit_json(doc)
+        doc["show"] = show_build(build, req.show, con, toolkit=toolkit)
+    if req.json:
+        emit_json(doc)
 
 
 def _tool_output(build) -> None:
     """What the tools printed (warnings, ptxas -v), on stderr as nvcc passes it through."""
+    from rich.text import Text
+
+    from nvstage.cli.common import stderr
+
     err = stderr()
     for run in build.runs:
         # NVRTC's stdout is the name-expression map, already shown as a table.

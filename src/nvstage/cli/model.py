@@ -64,7 +64,8 @@ def model_cmd(
           nvstage model examples/model/reduce.toml --calibrate run.json --svg reduce.svg
     """
     with handled(json_out):
-        from nvstage.model.estimate import calibrate as fit, estimate, require_figures
+        from nvstage.model.calibrate import calibrate as fit
+        from nvstage.model.estimate import estimate, require_figures
         from nvstage.model.costfile import load_model_input
         from nvstage.compiler.toolkit import find_toolkit
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from nvstage.compiler.driver import Observer, StageRun
+from nvstage.compiler.observer import Observer
+from nvstage.compiler.record import StageRun
 from nvstage.compiler.plan import Plan, Stage
 
 

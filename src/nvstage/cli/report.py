@@ -40,7 +40,7 @@ def report_cmd(
         from nvstage.artifacts import write_atomic
         from nvstage.documents import load_run_doc, load_trace_doc
         from nvstage.errors import UsageError
-        from nvstage.inspect.manifest import load_build, manifest_path
+        from nvstage.compiler.record import load_build, manifest_path
         from nvstage.report.html import gather, render
 
         b = load_build(build)

@@ -19,7 +19,7 @@ import typer
 
 from nvstage.artifacts import json_safe
 from nvstage.cli.common import data_console, emit_json, handled, stderr
-from nvstage.errors import NvstageError
+from nvstage.errors import CheckFailed, NvstageError
 from nvstage.cli.model import NvccOpt, svg_option
 
 DEFAULT_ARCH = "sm_90"  # used to validate (and dry-run) when no --arch and no GPU is seen
@@ -103,11 +103,13 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
     from nvstage.errors import NoDriver, UsageError
     from nvstage.run.probe import probe
     from nvstage.compiler.toolkit import find_toolkit
-    from nvstage.run.workload import Workload, load_and_validate, plan, plan_lines
+    from nvstage.run.prepare import load_and_validate
+    from nvstage.run.workload import Workload
+    from nvstage.run.workload.dry_run import dry_run_lines, dry_run_plan
 
     if mode not in ("serialized", "pipelined"):
         raise UsageError(f"unknown --mode {mode!r}", hint="choose serialized or pipelined")
-    from nvstage.run.workload import MAX_REPS
+    from nvstage.run.workload.spec import MAX_REPS
 
     for name, v in (("--reps", reps), ("--warmup", warmup)):
         if v is not None and not (1 if name == "--reps" else 0) <= v <= MAX_REPS:
@@ -132,10 +134,11 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
         out = data_console(to_stdout)
         if arch_note:
             err.print(arch_note, markup=False)
-        for line in plan_lines(w):
+        for line in dry_run_lines(w):
             out.print(line, markup=False, highlight=False)
         if to_stdout:
-            emit_json(json_safe({"schema": "nvstage.run-plan/1", "arch": arch, **plan(w)}))
+            emit_json(json_safe({"schema": "nvstage.run-plan/1", "arch": arch,
+                                 **dry_run_plan(w)}))
         err.print(f"valid: {len(w.launches)} launch entr{'y' if len(w.launches) == 1 else 'ies'}"
                   f", {len(w.operations())} operations per repetition (no GPU used)",
                   markup=False)
@@ -143,8 +146,9 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
     if not p.available:  # one line: what is missing and what still works
         raise NoDriver(f"cannot run on a GPU: {p.reason}; compile, show and the offline tools "
                        "still work (the workload is valid)")
-    from nvstage.run.results import GpuRunFailed
-    from nvstage.run.session import run_document, run_workload
+    from nvstage.errors import GpuRunFailed
+    from nvstage.run.document import run_document
+    from nvstage.run.session import run_workload
 
     def log(msg: str) -> None:
         err.print(msg, markup=False, style="dim")
@@ -252,12 +256,6 @@ def _default_arch(p) -> tuple[str, str]:
             return gpus[0].arch, ""
     return DEFAULT_ARCH, (f"note: no GPU seen; validated for {DEFAULT_ARCH} (pass --arch to "
                           "choose)")
-
-
-class CheckFailed(NvstageError):
-    """The workload ran but its results failed the check."""
-
-    exit_code = 9
 
 
 def _us(ns: float | None) -> str:

@@ -67,9 +67,9 @@ def show_cmd(
             wanted = wanted + ("fatbin",)  # will-it-run reads the image list
         toolkit = find_toolkit(nvcc)
         if kind == "build":
-            from nvstage.inspect.manifest import load_build
+            from nvstage.compiler.record import load_build
 
-            from nvstage.inspect.manifest import toolkit_note
+            from nvstage.compiler.record import toolkit_note
 
             build = load_build(artifact)
             if note := toolkit_note(build, toolkit):

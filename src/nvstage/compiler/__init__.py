@@ -1,1 +1,2 @@
-"""From CUDA source to artifacts: the toolkit, nvcc's grammar and plan, the staged driver, NVRTC, the stage cache."""
+"""From CUDA source to artifacts: the toolkit, nvcc's grammar and plan, the staged driver,
+the build record, NVRTC, the stage cache."""

@@ -27,7 +27,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from nvstage.errors import UsageError
+from nvstage.errors import ToolMissing, UsageError
 
 # Short options that also take their value glued on (``-O3``); tried on nvcc 13.0 and 13.5.
 ATTACHED = frozenset({"-O", "-I", "-D", "-U", "-L", "-l", "-t", "-m"})
@@ -283,7 +283,7 @@ def _grammar(ident: str, nvcc: str) -> Grammar:
     try:
         text = proc.output([nvcc, "--help"], timeout=60)
         grammar = Grammar.from_help(text)
-    except (proc.ToolMissing, ValueError) as e:
+    except (ToolMissing, ValueError) as e:
         raise UsageError(f"cannot learn nvcc's options from {nvcc} --help: {e}",
                          hint="check --nvcc / $NVSTAGE_NVCC") from None
     try:

@@ -20,19 +20,20 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nvstage.artifacts import Artifact, write_atomic
-from nvstage.errors import InputNotFound, NvstageError, StageFailed, UsageError, indent
+from nvstage.artifacts import write_atomic
+from nvstage.compiler.observer import Observer
 from nvstage.compiler.options import CompileOptions, render_flags
-from nvstage.compiler.driver import Build, Observer, StageRun, finish, work_folder
 from nvstage.compiler.plan import Plan, Stage, StageKind
+from nvstage.compiler.record import Artifact, Build, StageRun
 from nvstage.compiler.toolkit import Toolkit, find_toolkit
+from nvstage.compiler.workdir import finish, work_folder
+from nvstage.errors import InputNotFound, NvstageError, RuntimeCompileFailed, UsageError
 
 DEFAULT_ARCH = "sm_75"  # nvcc 13's default; NVRTC's own default (compute_75) gives PTX only
 _REAL = re.compile(r"^sm_(\d+)([af]?)$")
@@ -109,53 +110,6 @@ class RuntimeBuild(Build):
             "notes": list(self.notes),
         }
         return d
-
-
-class RuntimeCompileFailed(NvstageError):
-    """NVRTC or nvJitLink refused: carries the compiler's log and the source lines it names."""
-
-    exit_code = StageFailed.exit_code
-
-    def __init__(self, *, stage_index: int, stage_kind: str, tool: str, argv: Sequence[str],
-                 result: str, log: str, source: str, excerpt: str = "",
-                 keep_dir: str | None = None, hint: str | None = None, what: str | None = None):
-        self.stage_index = stage_index
-        self.stage_kind = stage_kind
-        self.tool = tool
-        self.argv = list(argv)
-        self.result = result
-        self.log = log
-        self.source = source
-        self.excerpt = excerpt
-        self.keep_dir = keep_dir
-        head = what or f"{tool} failed on {os.path.basename(source)}"
-        body = indent(log.strip() or "(the log is empty)")
-        msg = f"stage {stage_index} ({stage_kind}): {head} ({result})\n{body}"
-        if excerpt:
-            msg += f"\nsource lines named in the log:\n{excerpt}"
-        msg += f"\nas run: {shlex.join(self.argv)}"
-        if hint is None:
-            hint = (f"the artifacts produced before the failure are kept in {keep_dir}"
-                    if keep_dir else f"fix the source or options above; the log is "
-                                     f"{'NVRTC' if tool == 'nvrtc' else 'nvJitLink'}'s own")
-        super().__init__(msg, hint=hint)
-
-    def to_json(self) -> dict:
-        d = super().to_json()
-        d.update(stage_index=self.stage_index, stage_kind=self.stage_kind, tool=self.tool,
-                 argv=self.argv, result=self.result, log=self.log, source=self.source,
-                 excerpt=self.excerpt)
-        return d
-
-    def __reduce__(self):  # picklable for worker processes, like StageFailed
-        return (_rebuild, (type(self), self.__dict__.copy()))
-
-
-def _rebuild(cls, state: dict):
-    err = cls.__new__(cls)
-    err.__dict__.update(state)
-    Exception.__init__(err, state.get("message", ""))
-    return err
 
 
 # --- the bindings, wrapped ----------------------------------------------------------------------

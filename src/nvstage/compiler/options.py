@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
 from nvstage import proc
-from nvstage.errors import UnknownArch, UsageError
+from nvstage.errors import ToolMissing, UnknownArch, UsageError
 
 Stop = Literal["ptx", "cubin", "fatbin"]
 _ARCH = re.compile(r"^(sm|compute|lto)_(\d+)([af]?)$")
@@ -112,7 +112,7 @@ def supported_archs(nvcc: str) -> tuple[str, ...]:
     for flag in ("--list-gpu-code", "--list-gpu-arch"):
         try:
             text = proc.output([nvcc, flag], timeout=60)
-        except proc.ToolMissing:  # no answer (or too slow): check_archs leaves it to nvcc
+        except ToolMissing:  # no answer (or too slow): check_archs leaves it to nvcc
             return ()
         names += [w for w in text.split() if _ARCH.match(w)]
     return tuple(dict.fromkeys(names))

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 
 from nvstage.compiler import shellwords
-from nvstage.errors import PlanError
+from nvstage.errors import PlanError, ShellWordsError
 
 PREFIX = "#$ "
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
@@ -121,7 +121,7 @@ def parse_dryrun(text: str) -> Plan:
             continue
         try:
             argv = shellwords.split(body, variables)
-        except shellwords.ShellWordsError as e:
+        except ShellWordsError as e:
             raise PlanError(f"nvcc plan line {lineno} cannot be split: {e}: {body!r}") from e
         if not argv:
             continue

@@ -11,12 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from nvstage.errors import ShellWordsError
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DQ_ESCAPABLE = '$`"\\\n'
-
-
-class ShellWordsError(ValueError):
-    """The line cannot be split (an unterminated quote)."""
 
 
 def split(line: str, variables: Mapping[str, str] | None = None) -> list[str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage import proc
-from nvstage.errors import ToolkitError
+from nvstage.errors import ToolkitError, ToolMissing
 
 ENV_NVCC = "NVSTAGE_NVCC"
 _VERSION = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
@@ -109,7 +109,7 @@ def _extra(name: str) -> str:
 def tool_version(path: str) -> str | None:
     try:
         text = proc.output([path, "--version"], timeout=30)
-    except proc.ToolMissing:
+    except ToolMissing:
         return None
     m = _VERSION.search(text)
     return m.group(2) if m else None
@@ -246,7 +246,7 @@ def host_compiler(name: str = "gcc") -> ToolInfo:
         return ToolInfo(name, None, None)
     try:
         text = proc.output([path, "--version"], timeout=30)
-    except proc.ToolMissing:
+    except ToolMissing:
         text = ""
     first = text.splitlines()[0] if text else ""
     m = re.search(r"(\d+\.\d+(?:\.\d+)?)\s*$", first) or re.search(r"(\d+\.\d+\.\d+)", first)

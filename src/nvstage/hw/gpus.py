@@ -18,16 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from nvstage.errors import UsageError
-
-
-class GpuSpecError(UsageError):
-    """A custom GPU spec file is malformed: missing field, wrong type, impossible value."""
-
-    def __init__(self, message: str, *, hint: str | None = None):
-        from nvstage.documents import one_line  # field names from the file end up in the message
-
-        super().__init__(one_line(message), hint=hint)
+from nvstage.errors import GpuSpecError, UsageError
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from nvstage.errors import UsageError
+from nvstage.errors import OccupancyError
 from nvstage.hw.gpus import ArchLimits, arch_limits
 
 WARPS = "warps"
@@ -32,10 +32,6 @@ SHARED = "shared memory"
 BLOCKS = "blocks"
 BARRIERS = "barriers"
 _UNLIMITED = 1 << 30  # stands for "this resource sets no limit" (the header's INT_MAX)
-
-
-class OccupancyError(UsageError):
-    """The inputs cannot describe a launch (block too large, more than 255 registers, ...)."""
 
 
 def _round_up(x: int, unit: int) -> int:

@@ -99,8 +99,8 @@ def stage_times(build) -> dict[str, dict]:
 
 
 def diff_builds(a, b, toolkit=None, *, a_name: str = "A", b_name: str = "B") -> BuildDiff:
-    """Compare two ``Build`` s (e.g. from ``nvstage.inspect.manifest.load_build``)."""
-    from nvstage.inspect.manifest import reading_toolkit, toolkit_note
+    """Compare two ``Build`` s (e.g. from ``nvstage.compiler.record.load_build``)."""
+    from nvstage.compiler.record import reading_toolkit, toolkit_note
 
     toolkit = reading_toolkit(a, toolkit)
     ka, kb = kernel_figures(a, toolkit), kernel_figures(b, toolkit)
@@ -114,7 +114,7 @@ def diff_builds(a, b, toolkit=None, *, a_name: str = "A", b_name: str = "B") -> 
 
 
 def diff_paths(a_path, b_path, toolkit=None) -> BuildDiff:
-    from nvstage.inspect.manifest import load_build
+    from nvstage.compiler.record import load_build
 
     a, b = load_build(a_path), load_build(b_path)
     return diff_builds(a, b, toolkit, a_name=str(a_path), b_name=str(b_path))

@@ -33,7 +33,7 @@ def demangle_all(names) -> dict[str, str]:
         return out  # no c++filt: the mangled name is still a correct, if ugly, name
     try:
         cp = proc.run([tool], input_text="\n".join(todo) + "\n", timeout=60)
-    except (proc.ToolMissing, OSError):
+    except OSError:  # a ToolMissing too
         return out
     lines = cp.stdout.splitlines()
     if cp.returncode == 0 and len(lines) == len(todo):

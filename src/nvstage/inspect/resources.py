@@ -234,7 +234,7 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelResources]:
         raise ArtifactError(f"{path} is PTX: it has no resource usage until ptxas compiles it",
                             hint="nvstage compile it with --cubin --resource-usage")
     if kind == "build":
-        from nvstage.inspect.manifest import load_build
+        from nvstage.compiler.record import load_build
 
         return build_resources(load_build(path), toolkit)
     images = image_bytes(path, toolkit, "cubin")
@@ -270,7 +270,7 @@ def build_resources(build, toolkit=None) -> list[KernelResources]:
     """
     from nvstage.compiler.plan import StageKind
     from nvstage.inspect.elf import read_cubin
-    from nvstage.inspect.manifest import reading_toolkit
+    from nvstage.compiler.record import reading_toolkit
 
     toolkit = reading_toolkit(build, toolkit)
     # Stages whose cubins come with a ptxas -v report: ptxas (always, since nvstage asks),

@@ -145,7 +145,7 @@ def disassemble(path: str | os.PathLike, toolkit, *, lineinfo: bool = False
         raise ArtifactError(f"{path} is PTX: there is no SASS until ptxas compiles it",
                             hint="nvstage compile it with --cubin")
     if kind == "build":
-        from nvstage.inspect.manifest import load_build
+        from nvstage.compiler.record import load_build
 
         return build_sass(load_build(path), toolkit, lineinfo=lineinfo)
     out: list[SassKernel] = []

@@ -199,7 +199,7 @@ def _measure(cmp: Comparison, a, b, gpu: GpuSpec, toolkit, log) -> None:
         cmp.measure_note = f"not measured: {p.reason}"
         return
     from nvstage.run.session import run_workload
-    from nvstage.run.workload import load_and_validate
+    from nvstage.run.prepare import load_and_validate
 
     decs = {}
     for key, src in (("a", a), ("b", b)):

@@ -25,19 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nvstage.run.workload import (DTYPES, MAX_INT_BITS, ExprError, Workload, WorkloadError,
-                       eval_int_expr, quote_expr, read_toml)
+from nvstage.errors import CostSpecError, ExprError, MissingCounts
+from nvstage.run.workload import Workload
+from nvstage.run.workload.expr import MAX_INT_BITS, eval_int_expr, quote_expr
+from nvstage.run.workload.reader import read_toml
+from nvstage.run.workload.spec import DTYPES
 
 HOST_MEMORY = ("pinned", "pageable")
 _LAUNCH_KEYS = ("kernel", "reads", "writes", "flops")
-
-
-class CostSpecError(WorkloadError):
-    """A cost file that cannot be read as written (names the file, entry and key)."""
-
-
-class MissingCounts(CostSpecError):
-    """The workload has no per-launch counts, so no kernel time can be estimated."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ Every figure here is an ESTIMATE, built from:
 - the kernels' real resources (registers, shared memory, barriers from ptxas and cuobjdump,
   after compiling the workload through the nvstage pipeline) and so their theoretical
   occupancy (``nvstage.hw.occupancy``);
-- a few presets, each with its source, which ``calibrate`` refits from a measured run.
+- a few presets, each with its source, which ``nvstage.model.calibrate`` refits from a
+  measured run.
 
 The rules, per term:
 
@@ -30,22 +31,19 @@ The rules, per term:
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
+from dataclasses import asdict, dataclass, field, fields
 
-from nvstage.errors import UsageError
+from nvstage.errors import MissingCounts, ModelError
 from nvstage.hw.gpus import GpuSpec
 from nvstage.model.costfile import CostSpec, LaunchCounts, intermediates, launch_counts
+from nvstage.run.prepare import Prepared, prepare
 from nvstage.run.workload import Workload
 
 LABEL = "estimate"
 _PR1959 = "https://github.com/NVIDIA/cuda-python/pull/1959"
 _H200 = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/h200)"
-
-
-class ModelError(UsageError):
-    """The estimate cannot be made as asked (a GPU spec without the figures it needs, ...)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -131,52 +129,37 @@ class KernelFacts:
         return d
 
 
-_ANALYSIS_CACHE: dict[tuple, tuple] = {}
+# Compiled resources of the last few (code, file stamp, arch, toolkit): an estimate, a
+# comparison and a calibration estimate the same workload more than once in one process.
+# Bounded, so a long-lived process (a notebook, the test session) keeps only the latest.
+_RESOURCES_KEPT = 32
+_resources_memo: OrderedDict[tuple, Prepared] = OrderedDict()
+
+
+def _prepared(w: Workload, arch: str, toolkit) -> Prepared:
+    import os
+
+    code = w.code
+    key = (code.kind, code.path, os.stat(code.path).st_mtime_ns, code.ptx, code.stop,
+           code.defines, code.include_dirs, arch, toolkit)
+    prep = _resources_memo.get(key)
+    if prep is None:
+        prep = prepare(w, arch, toolkit=toolkit, resources=True)
+        _resources_memo[key] = prep
+        while len(_resources_memo) > _RESOURCES_KEPT:
+            _resources_memo.popitem(last=False)
+    _resources_memo.move_to_end(key)
+    return prep
 
 
 def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, object]:
-    """Compile the workload's code for ``arch`` (through the pipeline, resources from ptxas
+    """Compile the workload's code for ``arch`` (``nvstage.run.prepare``: resources from ptxas
     -v and cuobjdump), validate every launch against the kernels' parameter lists, and map
-    each launched kernel name to its ``KernelResources``. Memoised per source and arch."""
-    import os
-    import tempfile
+    each launched kernel name to its ``KernelResources``."""
+    from nvstage.run.workload.validate import raise_on_errors, validate
 
-    from nvstage.artifacts import read_regular
-    from nvstage.errors import StageFailed
-    from nvstage.inspect.resources import build_resources, resources_of
-    from nvstage.run.workload import (kernel_signatures, prepare, raise_on_errors, validate,
-                           without_temp_keep)
-
-    code = w.code
-    stamp = os.stat(code.path).st_mtime_ns
-    key = (code.kind, code.path, stamp, arch, code.defines, code.include_dirs)
-    if key not in _ANALYSIS_CACHE:
-        if code.kind == "source":
-            from nvstage.compiler.options import CompileOptions
-            from nvstage.compiler.driver import compile as run_compile
-
-            with tempfile.TemporaryDirectory(prefix="nvstage-model-") as tmp:
-                # -o into the temporary folder: nothing is left beside the source.
-                opts = CompileOptions(archs=(arch,), stop="cubin", defines=code.defines,
-                                      include_dirs=code.include_dirs, resource_usage=True,
-                                      output=str(Path(tmp, "out.cubin")))
-                try:
-                    build = run_compile(code.path, opts, toolkit=toolkit,
-                                        keep=Path(tmp, "keep"), cwd=Path(code.path).parent)
-                except StageFailed as e:  # its keep folder goes with tmp: do not name it
-                    raise without_temp_keep(e, code, arch) from None
-                ptx = build.artifact("ptx")
-                sigs = kernel_signatures(read_regular(ptx.path).decode(errors="replace")) \
-                    if ptx else None
-                rows = build_resources(build, toolkit)
-        else:
-            from nvstage.compiler.toolkit import find_toolkit
-
-            sigs = prepare(w, arch, toolkit=toolkit).sigs
-            rows = [r for r in resources_of(code.path, toolkit or find_toolkit())
-                    if r.arch == arch]
-        _ANALYSIS_CACHE[key] = (sigs, rows)
-    sigs, rows = _ANALYSIS_CACHE[key]
+    prep = _prepared(w, arch, toolkit)
+    sigs, rows = prep.sigs, prep.resources or []
     raise_on_errors(validate(w, sigs))
     by_symbol = {r.kernel: r for r in rows}
     out = {}
@@ -377,8 +360,6 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost: CostSpec | None 
         w = workload
         if cost is None:
             if not w.file:
-                from nvstage.model.costfile import MissingCounts
-
                 raise MissingCounts("a Workload object needs cost= (reads, writes and FLOPs "
                                     "per launch) for an estimate")
             _, cost = load_model_input(w.file)
@@ -469,199 +450,3 @@ def _pipelined(w: Workload, launches, transfers) -> tuple[float, float]:
     # copy engines each way): no schedule beats the longest of the three.
     device = gpu - h2d - d2h
     return gpu, max(h2d, d2h, device)
-
-
-# ---------------------------------------------------------------------------------------
-# Calibration from a measured run (schema nvstage.run/1)
-# ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Change:
-    name: str
-    before: float
-    after: float
-    samples: int
-    how: str
-
-    @property
-    def relative(self) -> float | None:
-        return (self.after - self.before) / self.before if self.before else None
-
-    def to_json(self) -> dict:
-        return {**asdict(self), "relative_change": self.relative}
-
-
-@dataclass(frozen=True)
-class Calibration:
-    presets: Presets
-    changes: tuple[Change, ...]
-    profile: str
-    device: str | None
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict:
-        return {"profile": self.profile, "device": self.device,
-                "changes": [c.to_json() for c in self.changes],
-                "presets": self.presets.to_json(), "notes": list(self.notes)}
-
-
-class CalibrationError(UsageError):
-    """A profile that cannot be fitted from (wrong schema, no decomposition, ...)."""
-
-
-def load_profile(path: str | Path) -> dict:
-    from nvstage.documents import load_run_doc
-
-    doc = load_run_doc(path, "run report", CalibrationError)
-    d = doc.get("decomposition")
-    if not isinstance(d, dict) or not isinstance(d.get("operations"), list):
-        raise CalibrationError(f"{path}: the report has no decomposition",
-                               hint="run with --profile so every operation is timed")
-    return doc
-
-
-def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = None,
-              base: Presets = DEFAULT_PRESETS, resources=None, toolkit=None) -> Calibration:
-    """Fit the presets to a measured ``nvstage run --profile`` report.
-
-    - launch_cost_s: median host time of the launches;
-    - kernel_floor_s / copy_latency_s: the run's measured empty-kernel and 4-byte-copy times;
-    - pcie_*_efficiency: bytes over (median copy time - latency), over the link's theoretical
-      rate, for copies of 1 MiB or more;
-    - dram_efficiency / compute_efficiency: from the kernels the base presets call memory- or
-      compute-bound (and above the floor), each measured time against its roofline term.
-
-    ``workload``: the workload the report measured (default: the file it names).
-    """
-    import statistics
-
-    doc = load_profile(profile) if isinstance(profile, (str, Path)) else profile
-    origin = str(profile) if isinstance(profile, (str, Path)) else "profile"
-    d = doc["decomposition"]
-    # A report may come from anywhere (a CI artifact of someone else's pull request): every
-    # figure read from it must be a finite positive number, or it is not used.
-    ops = [o for o in d["operations"] if isinstance(o, dict)]
-    notes = []
-    changes: list[Change] = []
-    values = {}
-
-    def med(op, key):
-        s = op.get(key)
-        return _positive(s.get("median")) if isinstance(s, dict) else None
-
-    launch_ops = [o for o in ops if o.get("kind") == "launch"]
-    hosts = [med(o, "host_ns") for o in launch_ops if med(o, "host_ns")]
-    if hosts:
-        values["launch_cost_s"] = (statistics.median(hosts) * 1e-9, len(hosts),
-                                   "median host time of the launches")
-    floor = d.get("noise_floor") if isinstance(d.get("noise_floor"), dict) else {}
-    if _positive(floor.get("empty_kernel_ns")):
-        values["kernel_floor_s"] = (_positive(floor["empty_kernel_ns"]) * 1e-9, 1,
-                                    "the run's empty-kernel GPU time")
-    if _positive(floor.get("smallest_copy_ns")):
-        values["copy_latency_s"] = (_positive(floor["smallest_copy_ns"]) * 1e-9, 1,
-                                    "the run's 4-byte copy GPU time")
-    latency = values.get("copy_latency_s", (base.copy_latency_s,))[0]
-    link = gpu.pcie_bandwidth
-    for pinned, name in ((True, "pcie_pinned_efficiency"), (False, "pcie_pageable_efficiency")):
-        big = [o for o in ops if o.get("kind") in ("h2d", "d2h")
-               and (_positive(o.get("bytes")) or 0) >= 1 << 20
-               and bool(o.get("pinned", True)) == pinned and med(o, "gpu_ns")]
-        if big and link:
-            nbytes = sum(_positive(o["bytes"]) for o in big)
-            secs = sum(max(med(o, "gpu_ns") * 1e-9 - latency, 1e-12) for o in big)
-            values[name] = (nbytes / secs / link, len(big),
-                            "copy bytes over median copy time less latency, over the link's "
-                            "theoretical rate")
-    if workload is None:
-        named = doc.get("workload")
-        wfile = named.get("file") if isinstance(named, dict) else None
-        if isinstance(wfile, str) and wfile and Path(wfile).is_file():
-            workload = wfile
-    if workload is not None and launch_ops:
-        from nvstage.model.costfile import load_model_input
-
-        if isinstance(workload, Workload):
-            w = workload
-            if cost is None:
-                _, cost = load_model_input(w.file)
-        else:
-            w, found = load_model_input(workload)
-            cost = cost or found
-        est = estimate(w, gpu, calibration=replace(base, kernel_floor_s=0.0), cost=cost,
-                       resources=resources, toolkit=toolkit)
-        order = [li for kind, _, li in w.operations() if kind == "launch"]
-        if len(order) != len(launch_ops):
-            raise CalibrationError(f"{origin}: {len(launch_ops)} launches measured, the "
-                                   f"workload {w.name} has {len(order)}",
-                                   hint="calibrate with the workload the report was made from")
-        by_index = {e.index: e for e in est.launches}
-        kfloor = values.get("kernel_floor_s", (base.kernel_floor_s,))[0]
-        mem, cmp_ = [], []
-        for op, li in zip(launch_ops, order):
-            e = by_index[li]
-            t = med(op, "gpu_ns")
-            if op.get("name") != e.kernel:
-                raise CalibrationError(f"{origin}: operation {op.get('index')!r:.40} is "
-                                       f"{op.get('name')!r:.80}, the workload launches "
-                                       f"{e.kernel}")
-            if not t or t * 1e-9 <= 2 * kfloor:
-                continue  # too close to the floor to say anything about bandwidth
-            t *= 1e-9
-            if e.bound == "memory" and e.counts.bytes:
-                mem.append(e.counts.bytes / (t * gpu.memory_bandwidth * e.bandwidth_factor))
-            elif e.bound == "compute" and e.counts.flops:
-                cmp_.append(e.counts.flops / (t * gpu.fp32_flops * e.bandwidth_factor))
-        if mem:
-            values["dram_efficiency"] = (statistics.median(mem), len(mem),
-                                         "bytes over measured time of memory-bound kernels, "
-                                         "over datasheet bandwidth x parallelism factor")
-        if cmp_:
-            values["compute_efficiency"] = (statistics.median(cmp_), len(cmp_),
-                                            "FLOPs over measured time of compute-bound "
-                                            "kernels, over FP32 peak x parallelism factor")
-    else:
-        notes.append("no workload for the report's launches: kernel efficiencies not fitted")
-    values = {k: v for k, v in values.items() if _positive(v[0])}  # overflowed or underflowed
-    sources = dict(base.sources)
-    for name, (v, n, how) in values.items():
-        changes.append(Change(name, getattr(base, name), v, n, how))
-        sources[name] = f"fitted from {origin}: {how} ({n} sample{'s' if n != 1 else ''})"
-    fitted = replace(base, **{k: v for k, (v, _, _) in values.items()}, sources=sources)
-    for name in fitted.names():
-        if name not in values:
-            notes.append(f"{name}: not fitted (nothing in the report measures it)")
-    device = doc.get("device").get("name") if isinstance(doc.get("device"), dict) else None
-    device = device if isinstance(device, str) else None
-    if device and gpu.display_name and gpu.name.lower() not in device.lower():
-        notes.append(f"the report was measured on {device}, the estimate is for "
-                     f"{gpu.display_name}")
-    return Calibration(fitted, tuple(changes), origin, device, tuple(notes))
-
-
-def _positive(v) -> float | None:
-    """``v`` as a float if it is a finite number above zero, else None (a string, a bool,
-    NaN, an integer too large for a float)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        f = float(v)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) and f > 0 else None
-
-
-def relative_errors(e: Estimate, doc: Mapping) -> dict[str, float | None]:
-    """(estimate - measured) / measured per term and for T, against a run report's medians
-    (schema nvstage.run/1): the table the GPU session fills in."""
-    d = doc.get("decomposition") if isinstance(doc.get("decomposition"), dict) else {}
-    out: dict[str, float | None] = {}
-    for key, est in (("launch", e.launch_s), ("kernel", e.kernel_s),
-                     ("transfer", e.transfer_s), ("total", e.total_s)):
-        sp = d.get(f"{key}_ns")
-        m = _positive(sp.get("median")) if isinstance(sp, dict) else None
-        out[key] = (est - m * 1e-9) / (m * 1e-9) if m else None
-    wall = d.get("wall_ns")
-    m = _positive(wall.get("median")) if isinstance(wall, dict) else None
-    out["pipelined_vs_wall"] = (e.pipelined_s - m * 1e-9) / (m * 1e-9) if m else None
-    return out

@@ -22,6 +22,7 @@ from nvstage.artifacts import read_regular
 from nvstage.errors import NvstageError
 from nvstage.inspect.records import display_name
 from nvstage.report.units import fmt_bytes, fmt_seconds
+from nvstage.run.document import RunReport
 
 # Long listings are cut so the page stays quick to open; the kept file has the rest.
 MAX_CODE_LINES = 3000
@@ -48,19 +49,20 @@ class ReportInputs:
     fatbin: list = field(default_factory=list)  # FatbinImage
     sass: list = field(default_factory=list)  # SassKernel
     ptx: list[tuple[str, str]] = field(default_factory=list)  # (file name, text)
-    run: dict | None = None  # nvstage.run/1 document
+    run: RunReport | None = None  # an nvstage.run/1 document, read
     trace: dict | None = None  # Chrome trace
     notes: list[str] = field(default_factory=list)  # what could not be read, and why
 
 
-def gather(build, *, toolkit=None, run: dict | None = None, trace: dict | None = None,
-           sass: bool = True) -> ReportInputs:
+def gather(build, *, toolkit=None, run: RunReport | dict | None = None,
+           trace: dict | None = None, sass: bool = True) -> ReportInputs:
     """Read what the page needs from a build's kept files. A reader that fails leaves a note
-    and an empty section instead of failing the whole report."""
-    from nvstage.inspect.manifest import reading_toolkit, toolkit_note
+    and an empty section instead of failing the whole report. ``run``: a ``RunReport`` or
+    the run document's dict."""
+    from nvstage.compiler.record import reading_toolkit, toolkit_note
 
     toolkit = reading_toolkit(build, toolkit)
-    inp = ReportInputs(build, run=run, trace=trace)
+    inp = ReportInputs(build, run=_run_report(run), trace=trace)
     note = toolkit_note(build, toolkit)
     if note:
         inp.notes.append(note)
@@ -96,39 +98,18 @@ def gather(build, *, toolkit=None, run: dict | None = None, trace: dict | None =
     return inp
 
 
-# -- the run document, read defensively --------------------------------------------------
+# -- the documents, read defensively -----------------------------------------------------
 
-def _find(doc, key: str, depth: int = 3):
-    """The first value under ``key`` in a nested dict, breadth first (the run document's
-    layout may nest the decomposition under a per-run record)."""
-    level = [doc]
-    for _ in range(depth):
-        nxt = []
-        for d in level:
-            if isinstance(d, dict):
-                if key in d and d[key] is not None:
-                    return d[key]
-                nxt += [v for v in d.values() if isinstance(v, (dict, list))]
-            elif isinstance(d, list):
-                nxt += [v for v in d if isinstance(v, (dict, list))]
-        level = nxt
-    return None
+def _run_report(run) -> RunReport | None:
+    """The run document typed (``nvstage.run.document``: every field checked as read)."""
+    return RunReport.from_json(run) if isinstance(run, dict) else run
 
 
 def _number(v) -> float | None:
-    """A finite number from a document, or None (an integer of 400 digits is no float)."""
+    """A finite number from a trace, or None (an integer of 400 digits is no float)."""
     if isinstance(v, (int, float)) and not isinstance(v, bool) and -1e300 < v < 1e300:
         return float(v)
     return None
-
-
-def _median(spread) -> float | None:
-    return _number(spread.get("median")) if isinstance(spread, dict) else None
-
-
-def _items(value) -> list:
-    """A list field of a document, or nothing (a run document may be anyone's)."""
-    return value if isinstance(value, list) else []
 
 
 def _get(d, key: str):
@@ -170,7 +151,7 @@ def _svg_open(chart_id: str, width: int, height: int, label: str) -> str:
             f'height:auto" aria-label="{esc(label)}">')
 
 
-def stage_graph_svg(build, run: dict | None) -> str:
+def stage_graph_svg(build, run: RunReport | None) -> str:
     layer, deps = _graph_layout(build)
     runs = {r.stage.index: r for r in build.runs}
     w, gap_x, pad = 200, 30, 12
@@ -246,9 +227,7 @@ def stage_graph_svg(build, run: dict | None) -> str:
             STAGE_COLORS.get(s.kind.value, "#888"), cls, tip)
     gpu_sub = "nvstage run"
     if run:
-        dev = _find(run, "device")
-        name = dev.get("name") if isinstance(dev, dict) else None
-        gpu_sub = name or str(run.get("arch") or "measured")
+        gpu_sub = run.device or run.arch or "measured"
     box("gpu", "GPU execution", gpu_sub if run else "not run (no --run given)", [],
         "#59a14f" if run else "#bbb", "node node-gpu" + ("" if run else " node-absent"),
         "the kernels run on the GPU")
@@ -296,12 +275,12 @@ def gantt_svg(build) -> str:
     return "\n".join(out)
 
 
-def decomposition_svg(run: dict) -> str | None:
-    dec = _find(run, "decomposition")
-    if not isinstance(dec, dict):
+def decomposition_svg(run: RunReport | dict) -> str | None:
+    dec = _run_report(run).decomposition
+    if dec is None:
         return None
-    terms = [(t, _median(dec.get(f"{t}_ns"))) for t in ("launch", "kernel", "transfer")]
-    wall = _median(dec.get("wall_ns"))
+    terms = [(t, dec.medians_ns.get(t)) for t in ("launch", "kernel", "transfer")]
+    wall = dec.medians_ns.get("wall")
     if all(v is None for _, v in terms) and wall is None:
         return None
     total = sum(v or 0.0 for _, v in terms)
@@ -359,16 +338,11 @@ def _event_kind(e: dict, lane: str) -> str:
     return "launch" if "launch" in low else "transfer" if "cop" in low else "other"
 
 
-def _trace_spans(run: dict | None, trace: dict | None
+def _trace_spans(run: RunReport | None, trace: dict | None
                  ) -> list[tuple[str, str, float, float, str]]:
     """(lane, name, start us, duration us, colour kind) from a Chrome trace, or else the sequential
     baseline laid out from the run's per-operation medians."""
-    events = None
-    if isinstance(trace, dict):
-        events = trace.get("traceEvents")
-    if events is None and run is not None:
-        t = _find(run, "trace")
-        events = t.get("traceEvents") if isinstance(t, dict) else None
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
     spans = []
     if isinstance(events, list):
         names: dict[tuple, str] = {}
@@ -391,18 +365,16 @@ def _trace_spans(run: dict | None, trace: dict | None
             spans.append((lane, str(e.get("name"))[:200], ts, dur, _event_kind(e, lane)))
         if spans:
             return spans
-    dec = _find(run, "decomposition") if run else None
+    dec = run.decomposition if run else None
     t = 0.0
-    for op in _items(_get(dec, "operations")):
-        if not isinstance(op, dict):
-            continue
-        h, g = _median(op.get("host_ns")), _median(op.get("gpu_ns"))
-        name = str(op.get("name"))
-        if op.get("kind") == "launch" and h:
+    for op in (dec.operations or ()) if dec else ():
+        h, g = op.host_ns, op.gpu_ns
+        name = str(op.name)
+        if op.kind == "launch" and h:
             spans.append(("baseline: launch", f"launch {name}", t / 1000, h / 1000, "launch"))
             t += h
         if g:
-            kind = "kernel" if op.get("kind") == "launch" else "transfer"
+            kind = "kernel" if op.kind == "launch" else "transfer"
             spans.append((f"baseline: {kind}", name, t / 1000, g / 1000, kind))
             t += g
     return spans
@@ -414,8 +386,8 @@ MAX_TRACE_SPANS = 20_000
 MAX_TRACE_LANES = 64
 
 
-def trace_svg(run: dict | None, trace: dict | None) -> str | None:
-    spans = _trace_spans(run, trace)
+def trace_svg(run: RunReport | dict | None, trace: dict | None) -> str | None:
+    spans = _trace_spans(_run_report(run), trace)
     if not spans:
         return None
     lanes = list(dict.fromkeys(s[0] for s in spans))[:MAX_TRACE_LANES]
@@ -445,7 +417,7 @@ def trace_svg(run: dict | None, trace: dict | None) -> str | None:
         out.append(f'<rect class="trace-span" x="{x:.1f}" y="{top + n * row_h + 3}" '
                    f'width="{bw:.1f}" height="{row_h - 6}" fill="{LANE_COLORS[kind]}" '
                    f'data-tip="{esc(f"{name}: {dur:.3f} us at {ts - t0:.3f} us")}"/>')
-    what = "Chrome trace" if trace or _find(run or {}, "trace") else \
+    what = "Chrome trace" if trace else \
         "sequential baseline from the per-operation medians (no trace given)"
     if cut:
         what += f"; {cut} more spans not drawn"
@@ -610,29 +582,27 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
         parts.append("</section>")
     if inp.run is not None or inp.trace is not None:
         parts.append('<section id="run"><h2>GPU run</h2>')
-        run = inp.run or {}
-        dev = _find(run, "device")
-        facts = [f"workload {run.get('workload')}" if run.get("workload") else None,
-                 f"mode {run.get('mode')}" if run.get("mode") else None,
-                 f"device {dev.get('name')}" if isinstance(dev, dict) and dev.get("name")
-                 else None, f"status {run.get('status')}" if run.get("status") else None]
+        run = inp.run
+        facts = [f"workload {run.workload}" if run and run.workload else None,
+                 f"mode {run.mode}" if run and run.mode else None,
+                 f"device {run.device}" if run and run.device else None,
+                 f"status {run.status}" if run and run.status else None]
         facts = [f for f in facts if f]
         if facts:
             parts.append(f'<p class="meta">{esc(" · ".join(facts))}</p>')
         dsvg = decomposition_svg(run) if inp.run else None
         if dsvg:
             parts.append(f'<h3>Decomposition</h3><div class="scroll">{dsvg}</div>')
-            dec = _find(run, "decomposition")
-            ops = [o for o in _items(dec.get("operations")) if isinstance(o, dict)]
+            dec = run.decomposition
+            ops = dec.operations or ()
             if ops:
-                orows = [[o.get("index"), o.get("kind"), o.get("name"),
-                          _us(_median(o.get("host_ns"))), _us(_median(o.get("gpu_ns"))),
-                          o.get("bytes") or "", "; ".join(map(str, _items(o.get("flags"))))]
+                orows = [[o.index, o.kind, o.name, _us(o.host_ns), _us(o.gpu_ns),
+                          o.nbytes or "", "; ".join(o.flags)]
                          for o in ops]
                 parts.append(_table("operations", ["op", "kind", "name", "host us (median)",
                                                    "GPU us (median)", "bytes", "flags"],
                                     orows, {0, 3, 4, 5}))
-            flags = _items(dec.get("flags"))
+            flags = dec.flags
             if flags:
                 parts.append('<ul class="flags">' + "".join(f"<li>{esc(f)}</li>"
                                                             for f in flags) + "</ul>")
@@ -683,13 +653,13 @@ def _summary(inp: ReportInputs) -> str:
     if sizes:
         cards.append(("fatbin", fmt_bytes(max(sizes)), False))
     if inp.run:
-        dec = _find(inp.run, "decomposition")
-        if isinstance(dec, dict):
-            total = _median(dec.get("total_ns"))
+        dec = inp.run.decomposition
+        if dec is not None:
+            total = dec.medians_ns.get("total")
             if total is None:
-                total = sum(_median(dec.get(f"{t}_ns")) or 0.0
+                total = sum(dec.medians_ns.get(t) or 0.0
                             for t in ("launch", "kernel", "transfer")) or None
-            wall = _median(dec.get("wall_ns"))
+            wall = dec.medians_ns.get("wall")
             if total is not None:
                 cards.append(("T sequential (median)", f"{total / 1000:.2f} us", False))
             if wall is not None:

@@ -7,7 +7,7 @@ import os
 from rich import box
 from rich.table import Table
 
-from nvstage.compiler.driver import Build, StageRun
+from nvstage.compiler.record import Build, StageRun
 from nvstage.report.units import fmt_bytes, fmt_seconds
 
 

@@ -9,38 +9,14 @@ wants; the inputs are nanoseconds from the start of the traced repetition.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from nvstage.run.decompose import Decomposition
+from nvstage.run.results import Span, Timeline
 
 HOST_PID, GPU_PID, BASELINE_PID = 1, 2, 3
 LAUNCH_TID, COPY_CALL_TID = 1, 2
 KERNEL_TID, COPY_TID = 1, 2
 BASELINE_TID = 1
-
-
-@dataclass(frozen=True)
-class Span:
-    op_index: int
-    kind: str  # "launch" | "h2d" | "d2h"
-    name: str
-    start_ns: float
-    dur_ns: float
-    args: dict = field(default_factory=dict)
-
-
-@dataclass
-class Timeline:
-    """One repetition laid out in time: what the host did and what the GPU did.
-
-    ``gpu_placement`` says how GPU spans were placed on the host clock (events are only
-    relative to each other): shown in the trace's metadata so nobody reads it as exact.
-    """
-
-    host: list[Span] = field(default_factory=list)
-    gpu: list[Span] = field(default_factory=list)
-    gpu_placement: str = "event offsets from a reference event recorded at the start"
-    title: str = "nvstage run"
 
 
 def _us(ns: float) -> float:

@@ -42,11 +42,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from nvstage.errors import GpuRunFailed, NvstageError, WorkloadError
 from nvstage.run.decompose import NoiseFloor, OpSamples, decompose
-from nvstage.report.trace import Span, Timeline
-from nvstage.errors import NvstageError
-from nvstage.run.workload import BufferArg, Launch, Workload, initial_contents, run_check
-from nvstage.run.results import GpuRunFailed, RunResult
+from nvstage.run.results import RunResult, Span, Timeline
+from nvstage.run.workload.data import initial_contents, run_check
+from nvstage.run.workload.spec import BufferArg, Launch, Workload
 
 # A released hold ends within microseconds of the issue call; the timeout is a safety net that
 # costs this much per sample if the host is ever held up, so it stays short.
@@ -239,8 +239,6 @@ class Engine:
                                          f"against the loaded module ({e})")
                 continue
             if n != len(lz.args):
-                from nvstage.run.workload import WorkloadError
-
                 raise WorkloadError(f"kernel {lz.kernel} takes {n} argument(s) (from the "
                                     f"loaded module), the workload passes {len(lz.args)}",
                                     where=self.w._where(f"launch[{i}]", "args"))
@@ -261,8 +259,6 @@ class Engine:
         for j, (a, size) in enumerate(zip(lz.args, sizes)):
             width = 8 if isinstance(a, BufferArg) else np.dtype(a.dtype).itemsize
             if width != size:
-                from nvstage.run.workload import WorkloadError
-
                 what = "a pointer" if isinstance(a, BufferArg) else a.tag
                 raise WorkloadError(f"kernel {lz.kernel} argument {j} is {size} bytes in the "
                                     f"loaded module, the workload passes {what} ({width} "

@@ -1,5 +1,7 @@
 """What a run produced, as plain records (no GPU imports): safe to build, print and export.
 
+The timeline (one repetition laid out in time) lives here, not beside its renderer in
+``report/trace.py``: the engine fills it in, and ``run/`` never imports from ``report/``.
 The run document's schema is ``nvstage.run/1``. A failed run keeps everything measured
 before the failure, with ``status = "failed"`` and the operation that failed named.
 """
@@ -9,31 +11,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nvstage.run.decompose import Decomposition, spread
-from nvstage.errors import NvstageError
 
 SCHEMA = "nvstage.run/1"
 
 
-class GpuRunFailed(NvstageError):
-    """A kernel faulted, a copy or an allocation failed: the operation is named."""
+@dataclass(frozen=True)
+class Span:
+    op_index: int
+    kind: str  # "launch" | "h2d" | "d2h"
+    name: str
+    start_ns: float
+    dur_ns: float
+    args: dict = field(default_factory=dict)
 
-    exit_code = 8
 
-    def __init__(self, message: str, *, op: str, hint: str | None = None, result=None,
-                 context_lost: bool = False):
-        super().__init__(message, hint=hint)
-        self.op = op
-        self.result = result  # the RunResult so far: what ran before the failure
-        # Work still running on the GPU that nothing can stop (a wait gave up): freeing
-        # memory or tearing the context down would wait for it, so the process should end
-        # without its finalizers once the report is written (the CLI does).
-        self.context_lost = context_lost
+@dataclass
+class Timeline:
+    """One repetition laid out in time: what the host did and what the GPU did.
 
-    def to_json(self) -> dict:
-        d = super().to_json()
-        d["op"] = self.op
-        d["context_lost"] = self.context_lost
-        return d
+    ``gpu_placement`` says how GPU spans were placed on the host clock (events are only
+    relative to each other): shown in the trace's metadata so nobody reads it as exact.
+    """
+
+    host: list[Span] = field(default_factory=list)
+    gpu: list[Span] = field(default_factory=list)
+    gpu_placement: str = "event offsets from a reference event recorded at the start"
+    title: str = "nvstage run"
 
 
 @dataclass
@@ -44,8 +47,8 @@ class RunResult:
     device: dict = field(default_factory=dict)
     load: dict = field(default_factory=dict)  # module load / JIT time, reported apart
     decomposition: Decomposition | None = None
-    checks: list = field(default_factory=list)  # CheckResult
-    timeline: object | None = None  # report.trace.Timeline
+    checks: list = field(default_factory=list)  # workload.data.ResultCheck
+    timeline: Timeline | None = None
     cupti: dict | None = None  # per-op CUPTI kernel/copy times when the extra is there
     walls_ns: list[float] = field(default_factory=list)  # wall time of each repetition
     completed_ops: int = 0

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nvstage import __version__
-from nvstage.run.workload import Prepared, Workload
+from nvstage.run.prepare import Prepared
 from nvstage.run.probe import require
-from nvstage.run.results import SCHEMA, RunResult
+from nvstage.run.results import RunResult
+from nvstage.run.workload import Workload
 
 
 def run_workload(w: Workload, prep: Prepared, *, mode: str = "serialized",
@@ -34,30 +34,3 @@ def run_workload(w: Workload, prep: Prepared, *, mode: str = "serialized",
         except Exception as e:
             engine.result.device = {"error": f"device facts unavailable ({e})"}
     return engine.run(reps=reps, warmup=warmup, timeline=timeline, profile=profile)
-
-
-def run_document(result: RunResult | None, w: Workload, prep: Prepared, *, probe=None,
-                 error: dict | None = None) -> dict:
-    """The ``--json`` document: schema ``nvstage.run/1``."""
-    from nvstage.run.probe import probe as get_probe
-
-    p = probe or get_probe()
-    doc = {
-        "schema": SCHEMA,
-        "nvstage": __version__,
-        "workload": {"name": w.name, "file": w.file, "code": w.code.kind,
-                     "path": w.code.path, "reps": w.reps, "warmup": w.warmup},
-        "arch": prep.arch,
-        "build": prep.build,
-        "compile_seconds": prep.compile_seconds,
-        "toolkit": (prep.build or {}).get("toolkit"),
-        "driver": p.to_json(),
-    }
-    if result is not None:
-        rj = result.to_json()
-        rj.pop("workload", None)
-        doc.update(rj)
-    if error is not None:
-        doc["status"] = "failed"
-        doc["error"] = error
-    return doc

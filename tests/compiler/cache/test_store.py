@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import nvstage
-from nvstage.compiler.cache.store import Cache, Work, parse_depfile, parse_size
+from nvstage.compiler.cache.keys import parse_depfile
+from nvstage.compiler.cache.store import Cache, Work, parse_size
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.plan import StageKind as K
 

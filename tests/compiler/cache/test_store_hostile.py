@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nvstage
-from nvstage.compiler.cache.store import MARK, Cache, FileHasher, Paths, Work, cut, own_markers_only, paste
+from nvstage.compiler.cache.keys import FileHasher, Paths
+from nvstage.compiler.cache.store import MARK, Cache, Work, cut, own_markers_only, paste
 from nvstage.errors import CacheError
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.plan import StageKind as K
@@ -236,14 +237,14 @@ def test_the_xdg_folder_from_before_the_mark_is_adopted(tmp_path, monkeypatch):
 
 
 def test_an_unwritable_default_folder_builds_uncached_a_named_one_is_an_error(monkeypatch):
-    from nvstage.compiler.driver import _open_cache
+    from nvstage.compiler.cache.stage import open_cache
 
     monkeypatch.delenv("NVSTAGE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", "/sys")  # EPERM to every mkdir, root included
-    assert _open_cache(True) is None  # as before: a read-only home fails no build
+    assert open_cache(True) is None  # as before: a read-only home fails no build
     monkeypatch.setenv("NVSTAGE_CACHE_DIR", "/sys/nvstage")
     with pytest.raises(CacheError, match="NVSTAGE_CACHE_DIR=/sys/nvstage cannot be used"):
-        _open_cache(True)
+        open_cache(True)
 
 
 def test_bad_max_size_is_one_line_naming_the_variable(monkeypatch, tmp_path):

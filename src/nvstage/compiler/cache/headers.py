@@ -1,6 +1,6 @@
 """Where a gcc-like host compiler finds headers, and where a new file would hide one.
 
-The stage cache's direct mode (``cache.py``) finds a host-compiler stage's result through the
+The stage cache's direct mode (``stage.py``) finds a host-compiler stage's result through the
 headers it read last time. Unchanged headers are not enough: a new file the compiler would
 now find first (``first/coef.h`` created while ``-Ifirst -Iinc`` found ``inc/coef.h``) changes
 the output too, and ccache's direct mode misses that. So each recorded header set also keeps
@@ -61,7 +61,9 @@ def builtin_dirs(argv: Sequence[str], env: Mapping[str, str], cache=None) -> lis
     process and in the stage cache's notes). Without the environment's include variables, so
     that only the built-in folders are listed. [] when the compiler does not say."""
     from nvstage import proc
-    from nvstage.compiler.cache.store import digest, tool_identity
+    from nvstage.compiler.cache.keys import tool_identity
+    from nvstage.compiler.cache.store import digest
+    from nvstage.errors import ToolMissing
 
     flags = builtin_flags(argv)
     if "-x" not in flags:
@@ -77,7 +79,7 @@ def builtin_dirs(argv: Sequence[str], env: Mapping[str, str], cache=None) -> lis
             cp = proc.run([argv[0], *flags, "-E", "-v", os.devnull, "-o", os.devnull],
                           env=clean, timeout=60)
             dirs = parse_search_list(cp.stderr) if cp.returncode == 0 else []
-        except (proc.ToolMissing, proc.ToolTimeout):
+        except ToolMissing:  # a ToolTimeout too
             dirs = []
         if cache is not None and dirs:
             try:

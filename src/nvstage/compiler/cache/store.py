@@ -1,17 +1,9 @@
-"""A content-addressed cache of stage outputs, shared by every build of this user.
+"""The stage cache's storage: entries of stage outputs under keys, shared by every build of
+this user.
 
-A stage's key hashes what decides its outputs: the tool (resolved path, size, mtime, and the
-toolkit version), its arguments with the work folder's path cut out, the current
-folder, the environment nvcc gives it plus the host compiler's own variables, and the
-contents of every file it reads. The current folder stays in the key: nvcc hands cudafe++
-and cicc the source's absolute path, and the module id (and so the host object) is derived
-from it. Host-compiler stages also read headers nobody names: the
-first time such a stage runs it gets ``-MD -MF`` (the output is byte-identical with and
-without it), and the headers it listed are recorded with their hashes under a "direct" key
-(the key without the headers). A later build hashes those headers again and, when they all
-match, finds the result without starting the compiler (ccache's direct mode). Unlike
-ccache, it also notices a new header that would now be found first: each header set carries
-the state of every place where a file could hide one of its headers (``headers.py``).
+Here a key is only a name (64 hex digits): what it hashes is ``keys.py``, how a build looks
+stages up and stores them is ``stage.py``, and the header shadowing of the direct mode is
+``headers.py``.
 
 Layout under the root::
 
@@ -31,22 +23,17 @@ folder somebody else made is refused, whatever its files are called. A running b
 folder is locked, and ``clear`` leaves it alone.
 
 The work folder. Intermediate files live in a per-build folder whose path the tools see and
-sometimes write (cudafe++'s stub names itself in ``#line``). No text stands for it: keys see
-every argument, name and work-folder file cut at each occurrence of the path (a list of
-pieces), and an entry stores each output, and what the tool printed, without the path plus
-the offsets where it was (its sites). Restoring pastes the restoring build's folder back at
-those offsets, so the same folder gets its bytes back exactly, whatever they hold.
-A hit in another folder is that folder's answer only if every site really came from the path,
-not from text that spells it (a source can spell a ``--keep`` folder, or cudafe++ can join
-two string literals into it). Keys settle what the inputs hold: a work-folder file is keyed
-cut at the path, so an input spelling the path in one folder is another key in the next. For
-the outputs, only one kind of site is known to come from the path: the line marker by which
-cudafe++'s and cicc's stub names itself (``own_markers_only``). An entry with any other site,
-one inside a binary (offsets and lengths there follow the path's length), or one in what the
-tool printed is stored under a key bound to its folder (``pinned``): the same folder gets it
-back exactly, another folder runs the stage. Keys are bound to the folder from the start where
-a tool may carry the path on in a form no offset finds (escaped, as hex, compressed), or where
-a file from outside the folder spells it: see ``_Context._pinned`` in ``pipeline.py``.
+sometimes write (cudafe++'s stub names itself in ``#line``). An entry stores each output, and
+what the tool printed, without the path plus the offsets where it was (its sites). Restoring
+pastes the restoring build's folder back at those offsets, so the same folder gets its bytes
+back exactly, whatever they hold. A hit in another folder is that folder's answer only if
+every site really came from the path, not from text that spells it (a source can spell a
+``--keep`` folder, or cudafe++ can join two string literals into it). Only one kind of site is
+known to come from the path: the line marker by which cudafe++'s and cicc's stub names itself
+(``own_markers_only``). An entry with any other site, one inside a binary (offsets and lengths
+there follow the path's length), or one in what the tool printed is stored under the key
+bound to its folder (``put``'s ``pinned``): the same folder gets it back exactly, another
+folder runs the stage.
 """
 
 from __future__ import annotations
@@ -87,10 +74,7 @@ _NVSTAGE_OWN = ("tools",)
 _MARKING = ".nvstage-mark-"  # a mark being written, renamed to MARK when whole
 _DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header state seen)
 _STALE_SCRATCH_S = 24 * 3600  # an unlocked scratch folder this old was left by a killed build
-# The host compiler's own environment: anything here changes what gcc reads or writes.
-HOST_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "GCC_EXEC_PREFIX",
-            "COMPILER_PATH", "LIBRARY_PATH", "SOURCE_DATE_EPOCH", "LANG", "LC_ALL",
-            "LC_MESSAGES", "LC_CTYPE", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+
 
 
 SIZE_FORMS = "bytes (123456) or a number with K, M, G or T (500M, 2G, 1.5GiB)"
@@ -184,7 +168,8 @@ def _sites_ok(sites, size: int) -> bool:
         type(s) is int and 0 <= s <= size for s in sites) and sites == sorted(sites)
 
 
-def _pieces_ok(pieces) -> bool:
+def pieces_ok(pieces) -> bool:
+    """Whether ``pieces`` is text cut at the work folder's path: a non-empty list of strings."""
     return isinstance(pieces, list) and bool(pieces) and all(isinstance(p, str) for p in pieces)
 
 
@@ -194,6 +179,12 @@ def _sha(data: bytes) -> str:
 
 def _canon(obj) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def digest(parts) -> str:
+    """The SHA-256 of ``parts`` (JSON: lists, strings, numbers) in canonical form: every key,
+    and the check that seals a small document."""
+    return _sha(_canon(parts))
 
 
 @dataclass
@@ -372,7 +363,7 @@ class Cache:
             if meta is None or meta.get("key") != key or meta.get("schema") != SCHEMA:
                 return False
             printed = [meta["stdout"], meta["stderr"]]
-            if not all(_pieces_ok(p) for p in printed) or \
+            if not all(pieces_ok(p) for p in printed) or \
                     (work is None and any(len(p) > 1 for p in printed)):
                 return False
             stdout, stderr = (work.path.join(p) if work else p[0] for p in printed)
@@ -696,7 +687,7 @@ def _remove(path: Path, root: Path) -> None:
 
 def _sealed(doc: dict) -> bytes:
     """``doc`` as JSON with a "check" over its canonical form: damage is seen on read."""
-    return json.dumps({**doc, "check": _sha(_canon(doc))}).encode()
+    return json.dumps({**doc, "check": digest(doc)}).encode()
 
 
 def _unseal(raw: bytes) -> dict | None:
@@ -704,7 +695,7 @@ def _unseal(raw: bytes) -> dict | None:
     missing check, like ``json.loads``)."""
     doc = json.loads(raw)
     check = doc.pop("check")
-    return doc if check == _sha(_canon(doc)) else None
+    return doc if check == digest(doc) else None
 
 
 def _write_atomic(path: Path, data: bytes, tmpdir: Path) -> None:
@@ -718,143 +709,3 @@ def _write_atomic(path: Path, data: bytes, tmpdir: Path) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-# -- keys -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Look:
-    """A file as a key sees it."""
-
-    digest: str
-    inside: bool  # in the work folder: hashed as cut at the folder's path
-    mentions: bool  # the folder's path occurs in it (or, outside the folder, in its name)
-    binary: bool  # it holds a NUL byte
-
-
-class FileHasher:
-    """Files as keys see them.
-
-    A file in the work folder is hashed cut at the folder's path (the pieces and the sites),
-    so a build in another folder finds the same keys and no text can pass for the path.
-    Files elsewhere (headers) are hashed as they are and remembered by (inode, size, mtime,
-    ctime): every preprocessing stage of a build reads the same ones. Only regular files.
-    """
-
-    def __init__(self, work: str | os.PathLike):
-        self.volatile = os.path.join(os.path.abspath(work), "")
-        self.work = os.fsencode(os.path.abspath(work))
-        self._memo: dict[str, tuple[tuple, Look]] = {}
-
-    def __call__(self, path: str) -> str | None:
-        got = self.look(path)
-        return got.digest if got else None
-
-    def look(self, path: str) -> Look | None:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            return None  # a FIFO or device would block or never end
-        if os.path.abspath(path).startswith(self.volatile):
-            try:
-                data = Path(path).read_bytes()
-            except OSError:
-                return None
-            blob, sites = cut(data, self.work)
-            h = hashlib.sha256(b"nvstage-cut/1\0%s\0" % json.dumps(sites).encode())
-            h.update(blob)
-            return Look(h.hexdigest(), True, bool(sites), b"\0" in data)
-        # ctime too: a copy that keeps size and mtime (cp -p, rsync -a) still moves it.
-        sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        got = self._memo.get(path)
-        if got and got[0] == sig:
-            return got[1]
-        try:
-            digest, mentions, binary = _scan(path, self.work)
-        except OSError:
-            return None
-        look = Look(digest, False, mentions or self.work in os.fsencode(path), binary)
-        self._memo[path] = (sig, look)
-        return look
-
-
-def _scan(path: str, part: bytes, chunk: int = 1 << 20) -> tuple[str, bool, bool]:
-    """sha256 of a file, whether ``part`` occurs in it and whether it holds a NUL byte."""
-    h = hashlib.sha256()
-    found = binary = False
-    tail = b""
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-            found = found or part in tail + block
-            binary = binary or b"\0" in block
-            tail = block[-len(part):]
-    return h.hexdigest(), found, binary
-
-
-def tool_identity(path: str) -> list:
-    """A tool as a key part: its real path, size and mtime (ccache's compiler_check=mtime)."""
-    real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-        return [real, st.st_size, st.st_mtime_ns]
-    except OSError:
-        return [real, None, None]
-
-
-class Paths:
-    """Names and arguments as keys see them, cut at the work folder's path (a list of pieces:
-    no text can pass for the path); resolve paths against cwd."""
-
-    def __init__(self, work: str, cwd: str):
-        self.work = os.path.abspath(work)
-        self.cwd = cwd
-
-    def norm(self, text: str) -> list[str]:
-        return text.split(self.work)
-
-    def name(self, text: str) -> str:
-        """``norm`` as one string, for the keys of a JSON object (header sets)."""
-        return json.dumps(self.norm(text))
-
-    def real(self, name: str) -> str | None:
-        """The path a ``name`` stands for in this build; None when it is no such name."""
-        try:
-            pieces = json.loads(name)
-        except ValueError:
-            return None
-        return self.work.join(pieces) if _pieces_ok(pieces) else None
-
-    def abs(self, path: str) -> str:
-        return os.path.join(self.cwd, path)
-
-
-def mentions(obj, text: str) -> bool:
-    """Whether ``text`` occurs in any string inside ``obj`` (lists, tuples, dicts)."""
-    if isinstance(obj, str):
-        return text in obj
-    if isinstance(obj, dict):
-        return any(mentions(k, text) or mentions(v, text) for k, v in obj.items())
-    if isinstance(obj, (list, tuple)):
-        return any(mentions(x, text) for x in obj)
-    return False
-
-
-def digest(parts) -> str:
-    return _sha(_canon(parts))
-
-
-_DEP_WORD = re.compile(r"(?:\\[ #\\]|\S)+")
-_DEP_UNESCAPE = re.compile(r"\\([ #\\])|\$(\$)")
-
-
-def parse_depfile(text: str) -> list[str]:
-    """The prerequisites of a make rule written by ``gcc -MD`` (escaped blanks kept)."""
-    words = [_DEP_UNESCAPE.sub(lambda m: m.group(1) or m.group(2), w)
-             for w in _DEP_WORD.findall(text.replace("\\\n", " "))]
-    # The first word(s) up to the one ending in ":" are the target.
-    for n, w in enumerate(words):
-        if w.endswith(":"):
-            return list(dict.fromkeys(words[n + 1:]))
-    return []

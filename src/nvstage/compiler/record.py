@@ -1,11 +1,14 @@
-"""A finished build read back from its keep folder or ``stages.json``, as a ``Build``.
+"""The build record: what a build planned, ran and produced (``Build``, ``StageRun``,
+``Artifact``), its manifest ``stages.json`` as written (``save_build``) and as read back
+(``load_build``). The nvcc driver, the NVRTC path and a reloaded build give the same record.
 
-A manifest may be someone else's file (a CI artifact of a pull request), so it is data: read
-with a size bound, checked field by field (a wrong shape is one ``ArtifactError``), and never
-a source of programs. Its argv are shown, not run; its toolkit only names the CUDA that made
-the build (``RecordedToolkit`` refuses to hand out a tool); the artifacts it names are used
-only while they are regular files, at most ``MAX_ARTIFACT_BYTES``, whose size and SHA-256
-are still the ones it recorded (so it cannot point a reader at any other file).
+A manifest may be someone else's file (a CI artifact of a pull request), so reading one treats
+it as data: read with a size bound, checked field by field (a wrong shape is one
+``ArtifactError``), and never a source of programs. Its argv are shown, not run; its toolkit
+only names the CUDA that made the build (``RecordedToolkit`` refuses to hand out a tool); the
+artifacts it names are used only while they are regular files, at most
+``MAX_ARTIFACT_BYTES``, whose size and SHA-256 are still the ones it recorded (so it cannot
+point a reader at any other file).
 """
 
 from __future__ import annotations
@@ -16,15 +19,249 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from nvstage.artifacts import MAX_ARTIFACT_BYTES, Artifact
-from nvstage.errors import ArtifactError, InputNotFound, NvstageError, ToolkitError
+from nvstage import __version__
+from nvstage.artifacts import MAX_ARTIFACT_BYTES, open_regular, sha256_file, write_json_atomic
+from nvstage.errors import ArtifactError, InputNotFound, NotRegularFile, NvstageError, \
+    ToolkitError
 from nvstage.compiler.options import CompileOptions
-from nvstage.compiler.driver import MANIFEST, Build, StageRun
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.toolkit import Toolkit, ToolInfo
+
+MANIFEST = "stages.json"
+SCHEMA = "nvstage.compile/1"
+
+# --- the record ---------------------------------------------------------------------------------
+
+# Longest suffix first: ".cudafe1.stub.c" before ".c".
+KINDS: tuple[tuple[str, str], ...] = (
+    ("_dlink.reg.c", "dlink-registration"),
+    (".cudafe1.stub.c", "host-stub"),
+    (".cudafe1.cpp", "host-source"),
+    (".cudafe1.gpu", "device-source"),
+    (".cudafe1.c", "cudafe-c"),
+    (".cpp4.ii", "host-preprocessed"),
+    (".cpp1.ii", "device-preprocessed"),
+    (".module_id", "module-id"),
+    (".fatbin.c", "fatbin-c"),
+    (".fatbin", "fatbin"),
+    (".cubin", "cubin"),
+    (".ptx", "ptx"),
+    (".ltoir", "ltoir"),
+    (".optixir", "optixir"),
+    (".o", "object"),
+    (".obj", "object"),
+    (".a", "library"),
+    (".so", "shared-library"),
+    (".cu", "cuda-source"),
+)
+_ARCH_IN_NAME = re.compile(r"\.((?:sm|compute|lto)_\d+[af]?)(?=\.)")
+
+
+def kind_of(path: str | os.PathLike) -> str:
+    name = os.path.basename(os.fspath(path))
+    for suffix, kind in KINDS:
+        if name.endswith(suffix):
+            return kind
+    p = Path(path)
+    if p.is_file() and os.access(p, os.X_OK):
+        return "executable"
+    return "file"
+
+
+def arch_of(path: str | os.PathLike) -> str | None:
+    """The arch a file name carries (``vadd.compute_90.sm_90.cubin`` -> ``sm_90``)."""
+    found = _ARCH_IN_NAME.findall(os.path.basename(os.fspath(path)))
+    return found[-1] if found else None
+
+
+def stage_arch(stage: Stage) -> str | None:
+    """The arch of what a stage writes, for the stages that compile for one arch; None: the
+    file's name says it (``arch_of``)."""
+    if stage.kind in (StageKind.CICC, StageKind.PTXAS, StageKind.DEVICE_LINK,
+                      StageKind.DEVICE_PREPROCESS):
+        return stage.arch
+    return None
+
+
+@dataclass(frozen=True)
+class Artifact:
+    path: str  # absolute
+    kind: str
+    arch: str | None
+    size: int
+    sha256: str
+    stage: int | None = None  # index of the stage that wrote it; None for the source
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> Artifact:
+        return cls(**d)
+
+    @classmethod
+    def of(cls, path: str | os.PathLike, *, stage: int | None = None,
+           arch: str | None = None) -> Artifact:
+        p = os.path.abspath(os.fspath(path))
+        return cls(p, kind_of(p), arch or arch_of(p), os.path.getsize(p), sha256_file(p), stage)
+
+
+@dataclass
+class StageRun:
+    """What one stage did: the stage, how long it took, what it printed and produced."""
+
+    stage: Stage
+    seconds: float
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+    artifacts: list[Artifact] = field(default_factory=list)
+    started: float = 0.0  # seconds since the build started
+    cached: bool = False
+    # A ptxas stage's -v report (nvstage always asks for it; ``stderr`` shows it only when the
+    # user did too). None when constructed: taken out of ``stderr`` then.
+    resources: str | None = None
+
+    def __post_init__(self):
+        if self.resources is not None:
+            return
+        self.resources = ""
+        if self.stage.kind not in (StageKind.PTXAS, StageKind.NVRTC, StageKind.NVJITLINK):
+            return
+        from nvstage.inspect.resources import split_ptxas_stderr
+
+        if self.stage.kind is StageKind.PTXAS:
+            self.stderr, self.resources = split_ptxas_stderr(
+                self.stderr, user_verbose=user_verbose(self.stage))
+        else:
+            # Their logs hold ptxas' report when --resource-usage asked for it (nvJitLink's
+            # in stdout): the same record, its log left as the library wrote it.
+            self.resources = split_ptxas_stderr(f"{self.stderr}\n{self.stdout}",
+                                                user_verbose=True)[1]
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def tool_stderr(self) -> str:
+        """What the tool printed on stderr, -v report included: what the cache keeps, so a
+        restored stage splits into the same ``stderr`` and ``resources``."""
+        if not self.resources or user_verbose(self.stage):
+            return self.stderr
+        return self.resources + ("" if self.resources.endswith("\n") else "\n") + self.stderr
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.stage.index,
+            "kind": self.stage.kind.value,
+            "tool": self.stage.tool,
+            "arch": self.stage.arch,
+            "argv": self.stage.argv,
+            "inputs": self.stage.inputs,
+            "outputs": self.stage.outputs,
+            "seconds": round(self.seconds, 6),
+            "started": round(self.started, 6),
+            "returncode": self.returncode,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "cached": self.cached,
+            "resources": self.resources,
+            "artifacts": [a.to_json() for a in self.artifacts],
+        }
+
+
+def user_verbose(stage: Stage) -> bool:
+    """Whether the plan itself runs ptxas with -v (--resource-usage, -Xptxas -v)."""
+    from nvstage.inspect.resources import USER_VERBOSE
+
+    return any(a in USER_VERBOSE for a in stage.argv[1:])
+
+
+@dataclass
+class Build:
+    """The result of ``compile``: the plan, each stage as it ran, and every artifact."""
+
+    source: str
+    options: CompileOptions
+    toolkit: Toolkit
+    cwd: str
+    plan: Plan
+    dryrun_argv: list[str]
+    plan_seconds: float
+    runs: list[StageRun]
+    wall_seconds: float
+    keep_dir: str | None
+    output: str | None
+    status: str = "ok"
+    error: dict | None = None
+    via: str = "nvcc"  # "nvcc" (the staged driver) or "nvrtc" (the runtime path)
+    jobs: int = 1  # stages allowed to run at once
+    critical_path: list[int] = field(default_factory=list)  # stage indices, first to last
+    critical_path_seconds: float = 0.0  # the chain's measured time: the wall-time floor
+    cache: dict | None = None  # the cache folder and this build's hits and misses; None: off
+    # A build read back (``load_build``): the artifacts its manifest names that are gone or
+    # were rewritten since, left out of ``runs``. Not written: it is the reader's finding.
+    stale: list[str] = field(default_factory=list)
+
+    @property
+    def artifacts(self) -> list[Artifact]:
+        return [a for r in self.runs for a in r.artifacts]
+
+    @property
+    def stage_seconds(self) -> float:
+        return sum(r.seconds for r in self.runs)
+
+    def artifact(self, kind: str, arch: str | None = None) -> Artifact | None:
+        for a in self.artifacts:
+            if a.kind == kind and (arch is None or a.arch == arch):
+                return a
+        return None
+
+    def to_json(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "nvstage": __version__,
+            "via": self.via,
+            "status": self.status,
+            "error": self.error,
+            "source": self.source,
+            "cwd": self.cwd,
+            "options": self.options.to_json(),
+            "toolkit": self.toolkit.to_json(),
+            "dryrun_argv": self.dryrun_argv,
+            "plan_seconds": round(self.plan_seconds, 6),
+            "plan": self.plan.to_json(),
+            "stages": [r.to_json() for r in self.runs],
+            "stage_seconds": round(self.stage_seconds, 6),
+            "wall_seconds": round(self.wall_seconds, 6),
+            "jobs": self.jobs,
+            "critical_path": self.critical_path,
+            "critical_path_seconds": round(self.critical_path_seconds, 6),
+            "cache": self.cache,
+            "keep_dir": self.keep_dir,
+            "output": self.output,
+            "artifacts": [a.to_json() for a in self.artifacts],
+        }
+
+
+def save_build(build: Build, folder: str | os.PathLike, *, status: str | None = None) -> None:
+    """Write ``build``'s manifest into ``folder``, whole or not at all. ``status``: what the
+    manifest says instead of the build's own (``"running"`` while stages run)."""
+    doc = build.to_json()
+    if status is not None:
+        doc["status"] = status
+    write_json_atomic(Path(folder, MANIFEST), doc)
+
+
+# --- the manifest read back ---------------------------------------------------------------------
 
 # Far above any real build (a big one writes a few MB: most of it the tools' messages).
 MAX_MANIFEST_BYTES = 64 << 20
@@ -102,13 +339,12 @@ def load_build(path: str | os.PathLike) -> Build:
 
 def _read_json(mpath: Path):
     try:
-        fd = os.open(mpath, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO swapped in must not block
+        f = open_regular(mpath)  # a FIFO swapped in must not block
+    except NotRegularFile:
+        raise ArtifactError(f"{mpath} is not a regular file: not a build manifest") from None
     except OSError as e:
         raise ArtifactError(f"cannot read the build manifest {mpath}: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ArtifactError(f"{mpath} is not a regular file: not a build manifest")
+    with f:
         data = f.read(MAX_MANIFEST_BYTES + 1)
     if len(data) > MAX_MANIFEST_BYTES:
         raise ArtifactError(f"{mpath} is larger than {MAX_MANIFEST_BYTES >> 20} MiB: not a "
@@ -167,8 +403,9 @@ def _field(d: dict, key: str, where: str, kind: str, default=...):
         _check(isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63, at,
                "a whole number", v)
     elif kind == "num":
+        # The range first: math.isfinite cannot take an int past a float's range (10**400).
         _check(isinstance(v, (int, float)) and not isinstance(v, bool)
-               and math.isfinite(v) and 0 <= v <= MAX_SECONDS, at,
+               and 0 <= v <= MAX_SECONDS and math.isfinite(v), at,
                f"a number of seconds from 0 to {MAX_SECONDS:g}", v)
     elif kind == "bool":
         _check(isinstance(v, bool), at, "true or false", v)
@@ -294,13 +531,11 @@ class _Files:
 def _sha256(path: str, size: int) -> str | None:
     """The hash of a regular file of ``size`` bytes, or None when it is not that any more."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
+        f = open_regular(path)
+    except OSError:  # gone, or no longer a regular file
         return None
     h = hashlib.sha256()
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return None
+    with f:
         left = size + 1  # one byte more: a file that grew is not the recorded one
         while left and (block := f.read(min(left, 1 << 20))):
             h.update(block)
@@ -355,12 +590,10 @@ def _from_json(doc, folder: Path) -> Build:
     # The output is one of the artifacts (the last stage's): where that one was found, if
     # it was (a path that is no artifact is never read).
     output = files.found.get(_field(doc, "output", "", "str?", None))
-    build = Build(_field(doc, "source", "", "str"), options, toolkit,
-                  _field(doc, "cwd", "", "str"), plan, list(_field(doc, "dryrun_argv", "", "strs",
-                                                                   [])),
-                  _field(doc, "plan_seconds", "", "num", 0.0), runs,
-                  _field(doc, "wall_seconds", "", "num", 0.0), str(folder), output,
-                  _field(doc, "status", "", "str", "ok"), _field(doc, "error", "", "obj?", None),
-                  _field(doc, "via", "", "str", "nvcc"))
-    build.stale = stale  # type: ignore[attr-defined]
-    return build
+    return Build(_field(doc, "source", "", "str"), options, toolkit,
+                 _field(doc, "cwd", "", "str"), plan, list(_field(doc, "dryrun_argv", "", "strs",
+                                                                  [])),
+                 _field(doc, "plan_seconds", "", "num", 0.0), runs,
+                 _field(doc, "wall_seconds", "", "num", 0.0), str(folder), output,
+                 _field(doc, "status", "", "str", "ok"), _field(doc, "error", "", "obj?", None),
+                 _field(doc, "via", "", "str", "nvcc"), stale=stale)

@@ -1,0 +1,94 @@
+"""The ``nvstage`` entry point: routes a command line before anything heavy is imported.
+
+Three fronts, decided here once:
+- ``nvstage compile ...`` reads nvcc's own grammar (``compiler/cmdline.py``): click, under
+  typer, cannot express ``-std=c++17`` or ``-Xcompiler -O2`` as options;
+- ``nvstage --help`` and ``--version`` print text kept here, importing neither typer nor rich;
+- every other command is a typer app (``cli/app.py``), imported only when one is asked for.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from nvstage import __version__
+
+# The commands in the order a user meets them; tests/cli/test_main.py checks this against the
+# typer app, so a new command cannot be left out of the help.
+COMMANDS = (
+    ("Build", (("compile", "Compile a .cu file as nvcc would, one stage at a time, timing "
+                           "each stage."),
+               ("cache", "The stage cache: its folder, size, entries and hit rate."))),
+    ("Inspect", (("show", "What is inside an artifact: PTX entries, SASS, resources, fatbin "
+                          "images."),
+                 ("occupancy", "Theoretical occupancy per kernel, and what limits it."),
+                 ("diff", "Two builds kernel by kernel and stage by stage."))),
+    ("Run and estimate", (("run", "Run a workload's kernels on the GPU, check the results, "
+                                  "measure the time."),
+                          ("model", "Estimate T = launches + kernels + transfers offline."),
+                          ("compare", "Two workloads (unfused vs fused) term by term, with a "
+                                      "verdict."))),
+    ("CI", (("check", "Kernels against budgets: registers, spills, shared memory, sizes, "
+                      "arches, times."),
+            ("report", "One HTML file: stage graph, stage times, resources, SASS, PTX, the "
+                       "run."))),
+    ("Setup", (("doctor", "What toolkit, host compiler, driver and GPUs this machine has."),)),
+)
+
+HELP = f"""\
+Usage: nvstage COMMAND [ARGS]...     (nvstage COMMAND --help for each)
+
+  See and measure how CUDA source becomes work on a GPU. compile runs nvcc's own plan stage
+  by stage and keeps every artifact; show, occupancy and diff look inside what it built; run
+  launches it on a GPU and decomposes the time; model and compare estimate the same
+  offline; check and report gate and document builds in CI.
+
+{{commands}}
+Options:
+  --version   print the version and exit
+  -h, --help  this help
+
+Examples:
+  nvstage compile kernels/vadd.cu -arch=sm_90 -o vadd --keep
+  nvstage show vadd.nvstage --sections resources
+  nvstage run examples/run/saxpy.toml --profile
+  nvstage check kernels/multi.cu --config examples/budgets.toml
+"""
+
+
+def _help() -> str:
+    lines = []
+    for panel, commands in COMMANDS:
+        lines.append(f"{panel}:")
+        lines += [f"  {name:<10} {text}" for name, text in commands]
+        lines.append("")
+    return HELP.format(commands="\n".join(lines))
+
+
+def run(argv: list[str]) -> int:
+    """Run one command line (without the program name); returns the exit status."""
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(_help())
+        return 0 if argv else 2
+    if argv[0] == "--version":
+        sys.stdout.write(f"nvstage {__version__}\n")
+        return 0
+    if argv[0] == "compile":
+        from nvstage.cli.compile import main as compile_main
+
+        return compile_main(argv[1:])
+    from nvstage.cli.common import drop_junk_columns
+
+    drop_junk_columns()  # before typer reads $COLUMNS for --help
+    from nvstage.cli.app import app
+
+    try:
+        app(argv, prog_name="nvstage", standalone_mode=True)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return 0
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:]))
+

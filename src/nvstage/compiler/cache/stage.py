@@ -1,0 +1,273 @@
+"""One build's stages through the stage cache: which stages, the lookup, the direct mode,
+restoring a hit and storing a result.
+
+A cacheable stage is looked up under its keys (``keys.py``). A hit's outputs are copied into
+place with this build's work folder pasted back (``store.py``), and the stage does not run; a
+miss runs, and is stored unless a file it read changed while it ran. Host-compiler stages use
+the direct mode (ccache's): the first time such a stage runs it gets ``-MD -MF`` (the output
+is byte-identical with and without it), and the headers it listed are recorded with their
+hashes under its direct key. A later build hashes those headers again and, when they all
+match and no new file would now hide one of them (``headers.py``), finds the result without
+starting the compiler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from nvstage.compiler.cache.headers import Existence, Trees, builtin_dirs, include_search, \
+    present, search_layout, shadow_candidates, uses_time_macros
+from nvstage.compiler.cache.keys import HOST_COMPILER, Keys, parse_depfile
+from nvstage.compiler.cache.store import Cache, Counters, Scratch, digest
+from nvstage.compiler.graph import Graph
+from nvstage.compiler.plan import Plan, Stage, StageKind
+from nvstage.compiler.record import Artifact, StageRun, arch_of, kind_of, stage_arch
+from nvstage.compiler.toolkit import Toolkit
+from nvstage.errors import CacheError
+
+# Stages whose outputs follow from their key. Not the final link (it searches for system
+# libraries by name) nor anything unclassified.
+_CACHEABLE = frozenset({
+    StageKind.HOST_PREPROCESS, StageKind.CUDAFE, StageKind.DEVICE_PREPROCESS, StageKind.CICC,
+    StageKind.PTXAS, StageKind.FATBINARY, StageKind.HOST_COMPILE, StageKind.DEVICE_LINK,
+    StageKind.DLINK_FATBINARY, StageKind.DLINK_COMPILE})
+# A file the stage read that changed after (or this close before) its start may have changed
+# while the tool read it: the result is not stored (ccache's "file too new"). The margin covers
+# file timestamps taken from the kernel's coarse clock (one tick, at most 10 ms), and stays below
+# the time nvcc --dryrun takes, so files written just before nvstage started still count.
+_SETTLE_NS = 10_000_000
+# The tools that write cudafe++'s host stub, which names its own path in a #line marker.
+_STUB_WRITERS = frozenset({StageKind.CUDAFE, StageKind.CICC})
+
+
+def open_cache(cache: bool | str | os.PathLike | Cache) -> Cache | None:
+    """The cache a build uses, made and marked when new. Raises ``CacheError`` for a bad
+    size or a folder that cannot be nvstage's (a file, somebody else's folder): a build
+    silently uncached there would look like a working cache."""
+    if cache is False or cache is None:
+        return None
+    store = cache if isinstance(cache, Cache) else Cache(None if cache is True else cache)
+    try:
+        return store.open()
+    except CacheError as e:
+        # A read-only home is no reason to fail a build nobody asked to cache anywhere in
+        # particular; a folder the user named, a file or somebody's folder is.
+        cause = e.__cause__
+        if store.default and isinstance(cause, OSError) and \
+                cause.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return None
+        raise
+
+
+class StageCache:
+    """What every stage of one build shares: environment, folders, the cache and counters.
+
+    ``run_stage`` runs a stage for real (the driver's, given so that the cache never reaches
+    back into it); with no ``cache`` every stage just runs.
+    """
+
+    def __init__(self, plan: Plan, graph: Graph, env: dict[str, str], cwd: str, work: str,
+                 toolkit: Toolkit, cache: Cache | None, t0: float,
+                 run_stage: Callable[..., StageRun]):
+        self.graph, self.env, self.cwd = graph, env, cwd
+        self.toolkit, self.cache, self.t0 = toolkit, cache, t0
+        self._run_stage = run_stage
+        self.counters = Counters()
+        self._lock = threading.Lock()
+        self.keys = Keys(plan, cwd, work, toolkit)
+        self._scratch: Scratch | None = None
+        self._shadows: dict[tuple, str] = {}  # (headers, search folders) -> shadow digest
+        self._exists = Existence()
+
+    def close(self) -> None:
+        if self._scratch:
+            self._scratch.close()
+        if self.cache is not None:
+            try:
+                if self.counters.hits or self.counters.misses:
+                    self.cache.record(self.counters)
+                if self.counters.stored:
+                    self.cache.evict()
+            except OSError:
+                pass  # bookkeeping only: never fail a build over it
+
+    def count(self, **kw: int) -> None:
+        with self._lock:
+            for k, v in kw.items():
+                setattr(self.counters, k, getattr(self.counters, k) + v)
+
+    def run(self, stage: Stage) -> StageRun:
+        if self.cache is None or stage.kind not in _CACHEABLE or not stage.outputs:
+            return self._uncached(stage)
+        try:
+            return self._cached(stage)
+        except OSError:
+            # The cache folder is unusable (full disk, permissions) before the stage ran:
+            # build as if it were off. (Failures after it ran are caught where they happen.)
+            return self._uncached(stage)
+
+    def _uncached(self, stage: Stage, extra_args: tuple[str, ...] = ()) -> StageRun:
+        return self._run_stage(stage, self.env, self.cwd, self.t0, extra_args)
+
+    def _scratch_dir(self) -> str:
+        """This build's scratch folder in the cache's tmp/, held (locked) until ``close``:
+        a ``cache --clear`` meanwhile leaves it alone."""
+        with self._lock:
+            if self._scratch is None:
+                self._scratch = self.cache.scratch()
+        return self._scratch.path
+
+    def _cached(self, stage: Stage) -> StageRun:
+        started = time.perf_counter() - self.t0
+        t = time.perf_counter()
+        keyed = self.keys.inputs(stage, self.graph.reads(stage.index))
+        if keyed is None:
+            return self._uncached(stage)  # the tool says what is missing
+        reads, inputs, looks = keyed
+        base = self.keys.base(stage, inputs)
+        pinned = self.keys.pinned(stage, looks)
+        if stage.kind in HOST_COMPILER and not any(a.startswith("-M") for a in stage.argv):
+            return self._direct(stage, self.keys.direct(base, pinned), reads, started, t)
+        keys = self.keys.candidates(base, pinned)
+        hit = self._restore(stage, keys, started, t)
+        if hit is not None:
+            return hit
+        since = time.time_ns()
+        run = self._uncached(stage)
+        self.count(misses=1)
+        if run.ok and self._settled(reads, since):
+            # The stub's marker naming itself is the path's own doing only while nothing the
+            # stage read spelt the path (a marker copied from an input is the input's).
+            self._store(stage, keys, run, own_markers=stage.kind in _STUB_WRITERS and
+                        not any(look is not None and look.mentions for look in looks))
+        return run
+
+    def _direct(self, stage: Stage, dkey: str, reads: list[str], started: float,
+                t: float) -> StageRun:
+        """A host-compiler stage: found through the headers it read last time, or run with
+        ``-MD`` and stored under the headers it reads now (ccache's direct mode). A header set
+        matches only while no new file would hide one of its headers (``headers.py``)."""
+        paths, hasher = self.keys.paths, self.keys.hasher
+        builtin = builtin_dirs(stage.argv, self.env, self.cache)
+        search = include_search(stage.argv, self.cwd, self.env, builtin)
+        fixed = [*builtin, self.toolkit.root]
+        for headers, shadow in self.cache.header_sets(dkey):
+            named = [paths.real(name) for name in headers]
+            if None in named:
+                continue
+            files = [paths.abs(f) for f in named]
+            looks = [hasher.look(f) for f in files]
+            if all(look is not None and look.digest == sha
+                   for look, sha in zip(looks, headers.values())) and \
+                    self._shadow(files, search, fixed) == shadow:
+                keys = self.keys.candidates([dkey, sorted(headers.items())],
+                                            self.keys.pinned(stage, looks))
+                hit = self._restore(stage, keys, started, t)
+                if hit is not None:
+                    self.count(direct_hits=1)
+                    return hit
+        depfile = os.path.join(self._scratch_dir(), f"{stage.index}.d")
+        since = time.time_ns()
+        run = self._uncached(stage, ("-MD", "-MF", depfile))
+        self.count(misses=1)
+        if not run.ok:
+            return run
+        try:
+            names = parse_depfile(Path(depfile).read_text(errors="replace"))
+        except OSError:
+            return run
+        looks = [hasher.look(paths.abs(n)) for n in names]
+        headers = {paths.name(n): look and look.digest for n, look in zip(names, looks)}
+        # The places a hiding file could be, as they are now (not the build's memory): one
+        # that appeared while the compiler ran may or may not have been seen, so the result
+        # is not stored (ccache's "file too new", for the places nobody read). Time macros
+        # are looked for in the user's files only: the compiler's and toolkit's name none.
+        files = [paths.abs(n) for n in names]
+        shown = present(shadow_candidates(files, search, self.cwd, fixed))
+        trees = Trees(fixed)
+        if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \
+                not uses_time_macros(f for f in files if f not in trees):
+            self._store(stage, self.keys.candidates([dkey, sorted(headers.items())],
+                                                    self.keys.pinned(stage, looks)), run)
+            with contextlib.suppress(OSError):  # the stage ran: never run it again over this
+                self.cache.add_header_set(dkey, headers,
+                                          digest([search_layout(search), shown]))
+        return run
+
+    def _shadow(self, files: list[str], search: list[str], fixed: list[str]) -> str:
+        """The digest of the places where a new file would hide one of these headers, once
+        per build for a header set: every arch's preprocessing asks about the same ones."""
+        key = (tuple(files), tuple(search))
+        state = self._shadows.get(key)
+        if state is None:
+            state = self._shadows[key] = digest([search_layout(search), present(
+                shadow_candidates(files, search, self.cwd, fixed), self._exists)])
+        return state
+
+    def _settled(self, reads: list[str], since_ns: int) -> bool:
+        """No file the stage read outside the work folder changed since it started."""
+        for p in reads:
+            path = os.path.abspath(self.keys.paths.abs(p))
+            if path.startswith(self.keys.hasher.volatile):
+                continue  # written by this build's earlier stages, before this one started
+            try:
+                st = os.stat(path)
+            except OSError:
+                return False
+            if max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns - _SETTLE_NS:
+                return False
+        return True
+
+    def _restore(self, stage: Stage, keys: tuple[str, ...], started: float,
+                 t: float) -> StageRun | None:
+        """The first entry found under ``keys``, copied into place with this build's work
+        folder at its sites; None when there is none (a damaged one is dropped)."""
+        for key in keys:
+            entry = self.cache.get(key, self.keys.where)
+            if entry is None:
+                continue
+            restored = None
+            if entry is not False:
+                try:  # each file is stored under its place in the stage's outputs
+                    dests = [self.keys.paths.abs(stage.outputs[int(f["name"])])
+                             for f in entry.files]
+                except (ValueError, IndexError, KeyError, TypeError):
+                    dests = None
+                if dests is not None:
+                    restored = self.cache.restore(entry, dests, self.keys.where)
+            if restored is None:  # damaged: drop it; the stage runs and stores a good one
+                self.cache.discard(key)
+                self.count(corrupt=1)
+                continue
+            return self._hit(stage, entry, restored, started, t)
+        return None
+
+    def _hit(self, stage: Stage, entry, restored, started: float, t: float) -> StageRun:
+        self.count(hits=1)
+        run = StageRun(stage, time.perf_counter() - t, 0, entry.stdout, entry.stderr,
+                       started=started, cached=True)
+        run.artifacts = [Artifact(os.path.abspath(d), kind_of(d),
+                                  stage_arch(stage) or arch_of(d), size, sha, stage.index)
+                         for d, (sha, size) in restored.files.items()]
+        return run
+
+    def _store(self, stage: Stage, keys: tuple[str, ...], run: StageRun, *,
+               own_markers: bool = False) -> None:
+        """Store under ``keys[0]``, or under the key bound to this folder (the last) when
+        the outputs hold its path where another folder could not trust it (``Cache.put``)."""
+        slots = [n for n, p in enumerate(stage.outputs) if Path(self.cwd, p).is_file()]
+        try:
+            if self.cache.put(keys[0], [self.keys.paths.abs(stage.outputs[n]) for n in slots],
+                              names=[str(n) for n in slots], stdout=run.stdout,
+                              stderr=run.tool_stderr, seconds=run.seconds,
+                              about={"kind": stage.kind.value, "arch": stage.arch},
+                              work=self.keys.where, pinned=keys[-1], own_markers=own_markers):
+                self.count(stored=1)
+        except OSError:
+            pass  # an output vanished or the disk is full: the build itself is fine

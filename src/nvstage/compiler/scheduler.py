@@ -1,0 +1,72 @@
+"""Running the stage graph: every stage once its inputs exist, at most ``jobs`` at a time."""
+
+from __future__ import annotations
+
+import contextvars
+import heapq
+import os
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+from nvstage import proc
+from nvstage.compiler.graph import Graph
+from nvstage.compiler.observer import Observer
+from nvstage.compiler.plan import Stage
+from nvstage.compiler.record import StageRun
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (affinity and cgroup cpusets included)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def schedule(graph: Graph, run: Callable[[Stage], StageRun], jobs: int, observer: Observer,
+             runs: dict[int, StageRun]) -> StageRun | None:
+    """Run every stage with ``run`` once its inputs exist, at most ``jobs`` at a time.
+
+    Ready stages start longest-remaining-chain first (plan order with one job, as nvcc).
+    After a failure nothing new starts; the stages already running are waited for.
+    The observer hears from this thread only (see ``Observer``).
+    Fills ``runs`` by index as stages finish (an interrupted build keeps what it did);
+    returns the failing run with the lowest index, if any. An exception here (Ctrl-C, a
+    signal) ends the running stages' tools before the pool waits for them.
+    """
+    after = graph.dependents()
+    waiting = {i: len(ds) for i, ds in graph.deps.items()}
+    rank = graph.bottom_levels() if jobs > 1 else {i: 0.0 for i in graph.stages}
+    ready = [(-rank[i], i) for i, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    failures: list[StageRun] = []
+
+    # The scope exits first: on an exception its tools end, so the pool's wait is short.
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="nvstage-stage") as pool, \
+            proc.tool_scope():
+        running: dict[Future, int] = {}
+        while ready or running:
+            while ready and len(running) < jobs and not failures:
+                _, i = heapq.heappop(ready)
+                observer.on_stage_start(graph.stages[i])
+                # Under the scope's context: its tools are the ones this build may end.
+                running[pool.submit(contextvars.copy_context().run, run,
+                                    graph.stages[i])] = i
+            if not running:
+                break
+            # A timeout: a signal the kernel hands to a worker thread only sets a flag, and
+            # the main thread runs Python's handler when it next wakes.
+            done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = running.pop(fut)
+                result = fut.result()
+                runs[i] = result
+                observer.on_stage_end(result)
+                if not result.ok:
+                    failures.append(result)
+                    continue
+                for j in after[i]:
+                    waiting[j] -= 1
+                    if waiting[j] == 0:
+                        heapq.heappush(ready, (-rank[j], j))
+    return min(failures, key=lambda r: r.stage.index, default=None)

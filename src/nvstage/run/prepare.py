@@ -1,0 +1,125 @@
+"""Getting a workload's device code for one arch, and what validation learns from it: the
+one place a workload is compiled (``nvstage run`` and ``nvstage model`` both come here).
+
+A source goes through the nvstage pipeline in a temporary folder (nothing is left beside
+it); packaged code (cubin, fatbin, PTX) is read with a bound. Nothing here needs a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nvstage.run.workload.signatures import KernelSig, kernel_signatures
+from nvstage.run.workload.spec import CodeSpec, Workload
+from nvstage.run.workload.validate import raise_on_errors, validate
+
+
+@dataclass
+class Prepared:
+    """The device code to load and what validation learnt from it."""
+
+    kind: str  # what gets loaded: "cubin" | "fatbin" | "ptx"
+    image: bytes
+    arch: str
+    sigs: dict[str, KernelSig] | None  # None: no PTX to read parameter lists from
+    compile_seconds: float | None = None
+    build: dict | None = None  # a short summary of the nvstage build, when one ran
+    # Each kernel's resources for ``arch`` (``KernelResources``), when asked for: ptxas -v
+    # and cuobjdump for a source, cuobjdump for packaged code.
+    resources: list | None = None
+
+    def mangled(self) -> dict[str, str]:
+        return {k: s.mangled for k, s in (self.sigs or {}).items()}
+
+
+def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) -> Prepared:
+    """Compile a source workload for ``arch`` (cubin or fatbin, PTX kept for validation), or
+    read a packaged one. Nothing here needs a GPU.
+
+    ``resources``: also read each kernel's resources (registers, shared memory, barriers,
+    spills), as ``nvstage model`` needs; a source is then compiled with ``--resource-usage``
+    and read while its temporary build folder still exists.
+    """
+    import tempfile
+    import time
+
+    from nvstage.artifacts import read_regular
+
+    code = w.code
+    if code.kind == "source":
+        from nvstage.errors import StageFailed
+        from nvstage.compiler.options import CompileOptions
+        from nvstage.compiler.driver import compile as run_compile
+
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="nvstage-run-") as tmp:
+            # -o into the temporary folder: nvcc would leave NAME.cubin beside the source.
+            opts = CompileOptions(archs=(arch,), stop=code.stop, defines=code.defines,
+                                  include_dirs=code.include_dirs, resource_usage=resources,
+                                  output=str(Path(tmp, f"{Path(code.path).stem}.{code.stop}")))
+            try:
+                build = run_compile(code.path, opts, toolkit=toolkit, keep=Path(tmp, "keep"),
+                                    cwd=Path(code.path).parent)
+            except StageFailed as e:
+                raise without_temp_keep(e, code, arch) from None
+            image_art = build.artifact(code.stop)
+            ptx_art = build.artifact("ptx")
+            if image_art is None:
+                from nvstage.errors import ArtifactError
+
+                raise ArtifactError(f"compiling {code.path} for {arch} left no {code.stop}")
+            image = read_regular(image_art.path)
+            ptx = read_regular(ptx_art.path).decode(errors="replace") if ptx_art else None
+            rows = None
+            if resources:  # from the build's own files: read before the folder goes
+                from nvstage.inspect.resources import build_resources
+
+                rows = build_resources(build, toolkit)
+        summary = {"source": code.path, "options": opts.to_json(),
+                   "stages": len(build.runs), "wall_seconds": build.wall_seconds,
+                   "toolkit": build.toolkit.to_json()}
+        return Prepared(code.stop, image, arch,
+                        kernel_signatures(ptx, code.path) if ptx else None,
+                        time.perf_counter() - t0, summary, rows)
+    # Packaged code a workload names: regular files only, read with a bound.
+    image = read_regular(code.path, what=code.kind)
+    ptx_text, ptx_path = None, code.path
+    if code.kind == "ptx":
+        ptx_text = image.decode(errors="replace")
+    elif code.ptx:
+        ptx_path = code.ptx
+        ptx_text = read_regular(code.ptx, what="PTX file").decode(errors="replace")
+    rows = None
+    if resources:
+        from nvstage.compiler.toolkit import find_toolkit
+        from nvstage.inspect.resources import resources_of
+
+        rows = [r for r in resources_of(code.path, toolkit or find_toolkit()) if r.arch == arch]
+    return Prepared(code.kind, image, arch,
+                    kernel_signatures(ptx_text, ptx_path) if ptx_text else None,
+                    resources=rows)
+
+
+def without_temp_keep(e, code: CodeSpec, arch: str):
+    """A stage failed while compiling a workload's source: its keep folder was temporary and
+    is deleted on the way out, so the error must not send the user there. Say instead how
+    to compile the same thing with the files kept."""
+    import shlex
+
+    argv = ["nvstage", "compile", code.path, "--arch", arch, f"--{code.stop}"]
+    argv += [f"-D{d}" for d in code.defines] + [f"-I{i}" for i in code.include_dirs]
+    e.keep_dir = None
+    e.hint = ("the workload's build ran in a temporary folder, now removed; to keep what "
+              f"the earlier stages produced: {shlex.join(argv)} --keep-dir DIR")
+    return e
+
+
+def load_and_validate(path_or_workload, arch: str, *, toolkit=None):
+    """(workload, prepared, notes): parse, compile and validate; raises on any error."""
+    w = (path_or_workload if isinstance(path_or_workload, Workload)
+         else Workload.from_toml(path_or_workload))
+    w.param_values()  # parameter errors first: they name the [params] key
+    prep = prepare(w, arch, toolkit=toolkit)
+    notes = raise_on_errors(validate(w, prep.sigs))
+    return w, prep, notes

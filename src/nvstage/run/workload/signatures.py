@@ -1,0 +1,96 @@
+"""Kernel parameter lists from PTX (sizes and PTX types), with the C types of the demangled
+name where the kernel's name is mangled: what ``validate`` checks each launch against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ParamSig:
+    index: int
+    size: int  # bytes, from the PTX
+    ptx_type: str
+    c_type: str | None = None  # from the demangled name ("float const*"), None if unmangled
+
+    @property
+    def is_pointer(self) -> bool | None:
+        if self.c_type is not None:
+            return self.c_type.rstrip().endswith("*")
+        return None  # an unmangled .u64 could be a pointer or a 64-bit integer
+
+    @property
+    def pointee(self) -> str | None:
+        if not self.is_pointer:
+            return None
+        base = self.c_type.rstrip().rstrip("*").replace("__restrict__", "")
+        words = [w for w in base.split() if w not in ("const", "volatile")]
+        return " ".join(words)
+
+    def describe(self) -> str:
+        return self.c_type or f".{self.ptx_type} ({self.size} bytes)"
+
+
+@dataclass(frozen=True)
+class KernelSig:
+    name: str  # as the workload wrote it
+    mangled: str
+    demangled: str
+    params: tuple[ParamSig, ...]
+
+
+def split_c_args(demangled: str) -> list[str] | None:
+    """``void scale<float>(float*, float, int)`` -> ["float*", "float", "int"]."""
+    if "(" not in demangled or not demangled.endswith(")"):
+        return None
+    depth, start = 0, None
+    for i, c in enumerate(demangled):
+        if c == "(" and depth == 0 and start is None:
+            start = i + 1
+        if c in "(<":
+            depth += 1
+        elif c in ")>":
+            depth -= 1
+    inner = demangled[start:-1] if start else ""
+    if not inner.strip() or inner.strip() == "void":
+        return []
+    parts, depth, cur = [], 0, ""
+    for c in inner:
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += c
+    parts.append(cur.strip())
+    return parts
+
+
+def kernel_signatures(ptx_text: str, path: str | None = None) -> dict[str, KernelSig]:
+    """Every entry in a PTX module, keyed by mangled name, short name and demangled name.
+    ``path``: the file the PTX came from, named in the error when it cannot be read (the
+    PTX parser knows no file name)."""
+    from nvstage.errors import ArtifactError
+    from nvstage.inspect.ptx import parse_ptx
+    from nvstage.inspect.records import qualified_name
+
+    try:
+        module = parse_ptx(ptx_text)
+    except ArtifactError as e:
+        if path is None:
+            raise
+        raise ArtifactError(f"{path}: {e.message}", hint=e.hint) from None
+    out: dict[str, KernelSig] = {}
+    for e in module.entries:
+        c_args = split_c_args(e.demangled) if e.demangled != e.name else None
+        if c_args is not None and len(c_args) != len(e.params):
+            c_args = None  # an aggregate split across params: trust the PTX alone
+        params = tuple(ParamSig(i, p.size, p.ptx_type, c_args[i] if c_args else None)
+                       for i, p in enumerate(e.params))
+        sig = KernelSig(e.name, e.name, e.demangled, params)
+        for key in (e.name, e.demangled, qualified_name(e.demangled)):
+            out.setdefault(key, sig)
+    return out
