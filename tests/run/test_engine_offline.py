@@ -408,3 +408,36 @@ def test_measured_wall_passes_wait_with_a_plain_sync(gpu, monkeypatch):
         e.run(reps=reps, warmup=1, profile=False)
         counts.append(len(polled))
     assert counts[0] == counts[1] == 1 + 4  # before the first pass, then after each op
+
+
+def test_packed_launch_passes_each_argument_at_its_width(monkeypatch):
+    # The packed path (real cuda.core only) without a driver: cuLaunchKernel replaced by a
+    # reader of the argument array it is handed.
+    import ctypes
+
+    import numpy as np
+    from cuda.bindings import driver as cu
+
+    from nvstage.run.engine import packed_launch
+
+    seen = {}
+
+    def fake_launch(fn, gx, gy, gz, bx, by, bz, shared, stream, argp, extra):
+        ptrs = (ctypes.c_uint64 * 3).from_address(argp)
+        seen.update(fn=int(fn), stream=int(stream), grid=(gx, gy, gz), block=(bx, by, bz),
+                    shared=shared, buf=ctypes.c_uint64.from_address(ptrs[0]).value,
+                    n=ctypes.c_int32.from_address(ptrs[1]).value,
+                    a=ctypes.c_float.from_address(ptrs[2]).value)
+        return (cu.CUresult.CUDA_SUCCESS,)
+
+    monkeypatch.setattr(cu, "cuLaunchKernel", fake_launch)
+
+    class H:
+        def __init__(self, h):
+            self.handle = h
+
+    issue = packed_launch(H(0x20), 4, (8, 2), 128, H(0x10),
+                          (H(0x1234), np.int32(7), np.float32(2.5)))
+    issue()
+    assert seen == {"fn": 0x10, "stream": 0x20, "grid": (4, 1, 1), "block": (8, 2, 1),
+                    "shared": 128, "buf": 0x1234, "n": 7, "a": 2.5}
