@@ -42,3 +42,36 @@ def test_an_nvcc_that_does_not_answer_leaves_the_arch_check_to_nvcc(tmp_path, mo
     nvcc = str(tmp_path / "slow-nvcc")
     assert supported_archs(nvcc) == ()
     check_archs(CompileOptions(archs=("sm_90",)), nvcc)
+
+
+def test_several_archs_become_one_gencode_each():
+    from nvstage.compiler.options import CompileOptions
+
+    assert CompileOptions(archs=("sm_90",)).nvcc_args() == ["-arch=sm_90"]
+    assert CompileOptions(archs=("sm_80", "sm_90a", "compute_90")).nvcc_args() == [
+        "-gencode", "arch=compute_80,code=[sm_80,compute_80]",
+        "-gencode", "arch=compute_90a,code=[sm_90a,compute_90a]",
+        "-gencode", "arch=compute_90,code=compute_90"]
+    import pytest
+
+    from nvstage.errors import UsageError
+
+    with pytest.raises(UsageError, match="cannot be combined"):
+        CompileOptions(archs=("native", "sm_90")).nvcc_args()
+
+
+def test_arch_specific_and_family_targets_are_left_to_nvcc(toolkit):
+    from nvstage.compiler.options import CompileOptions, check_archs
+
+    check_archs(CompileOptions(archs=("sm_90a", "sm_100f")), toolkit.nvcc)  # no error
+
+
+def test_repeated_arch_builds_each(toolkit, kernels, tmp_path):
+    from nvstage.compiler.driver import compile
+    from nvstage.compiler.options import CompileOptions
+
+    b = compile(kernels / "saxpy.cu", CompileOptions(archs=("sm_80", "sm_90"),
+                                                      compile_only=True),
+                cwd=tmp_path, cache=False)
+    assert sorted(r.stage.arch for r in b.runs if r.stage.kind.value == "ptxas") == [
+        "sm_80", "sm_90"]

@@ -77,8 +77,29 @@ class CompileOptions:
         return asdict(self)
 
 
+def _arch_flags(archs: tuple[str, ...]) -> list[str]:
+    """One arch as nvcc's ``-arch``; several as one ``-gencode`` each, since nvcc keeps only
+    the last ``-arch`` and nvstage promises every arch named: sm_NN[a|f] as
+    arch=compute_NN[a|f],code=[sm_NN[a|f],compute_NN[a|f]] (what -arch=sm_NN means),
+    compute_NN as PTX alone, lto_NN as LTO-IR."""
+    if len(archs) == 1:
+        return [f"-arch={archs[0]}"]
+    out: list[str] = []
+    for a in archs:
+        m = _ARCH.match(a)
+        if m is None:  # native, all, all-major: nvcc picks the set; it cannot be one of many
+            raise UsageError(f"-arch={a} cannot be combined with other archs",
+                             hint=f"give -arch={a} alone, or name each arch")
+        kind, num, suffix = m.groups()
+        virtual = f"compute_{num}{suffix}"
+        code = {"sm": f"[sm_{num}{suffix},{virtual}]", "compute": virtual,
+                "lto": f"lto_{num}{suffix}"}[kind]
+        out += ["-gencode", f"arch={virtual},code={code}"]
+    return out
+
+
 _FLAGS = {
-    "archs": lambda v: [f"-arch={a}" for a in v],
+    "archs": _arch_flags,
     "gencodes": lambda v: [x for g in v for x in ("-gencode", g.replace(" ", ""))],
     "compile_only": lambda v: ["-c"],
     "stop": lambda v: [f"--{v}"],
@@ -126,6 +147,11 @@ def check_archs(opts: CompileOptions, nvcc: str) -> None:
     if not known:
         return  # an nvcc that cannot list its archs: let it judge for itself
     for name in names:
+        # nvcc's lists name no arch-specific (sm_90a) or family (sm_100f) targets, though it
+        # builds them: one whose base it lists is left for nvcc to judge.
+        m = _ARCH.match(name)
+        if name not in known and m and m.group(3) and f"{m.group(1)}_{m.group(2)}" in known:
+            continue
         if name not in known:
             sms = sorted((k for k in known if k.startswith("sm_")),
                          key=lambda k: int(_ARCH.match(k).group(2)))
