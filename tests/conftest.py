@@ -76,6 +76,8 @@ def pytest_configure(config):
 
     if "NVSTAGE_CACHE_DIR" not in os.environ or os.environ.get("NVSTAGE_TEST_KEEP_CACHE") != "1":
         os.environ["NVSTAGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="nvstage-test-cache-")
+    # ... nor the user's cache key (the HMAC key kept beside, not in, the cache).
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="nvstage-test-config-")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -65,7 +65,8 @@ def main(argv: list[str]) -> int:
     result = {"cpp": cpp, "bindings": bare, "nvstage": ours, "ratio": ratio, "target": TARGET,
               "within_target": ratio <= TARGET, "arch": arch,
               "note": "host time inside one launch call, median over launches; nvstage's is "
-                      "perf_counter_ns around the engine's launch call (cuLaunchKernel, arguments packed once) as nvstage run measures it; "
+                      "perf_counter_ns around the engine's launch call (cuLaunchKernel, "
+                      "arguments packed once) as nvstage run measures it; "
                       "the bindings loop times cuLaunchKernel from cuda.bindings with its "
                       "argument array packed once, the cheapest way to call it from Python"}
     if "median_ns" in bare:

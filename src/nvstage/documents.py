@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -37,13 +38,18 @@ def read_text_doc(path: str | os.PathLike, what: str, err: ErrorFactory = Artifa
     """The text of ``path``, a ``what``: InputNotFound when it is missing, ``err`` when it
     is a folder, a FIFO or device (refused unread: reading one could block forever), larger
     than ``MAX_DOCUMENT_BYTES``, unreadable or not UTF-8 text (a binary file by mistake)."""
-    from nvstage.artifacts import read_regular
+    from nvstage.artifacts import read_regular, shown_path
 
     p = Path(path)
-    if p.is_dir():
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        raise InputNotFound(f"no such {what} file: {shown_path(p)}") from None
+    except (OSError, ValueError) as e:  # a name too long, a loop of links, no access
+        raise err(f"cannot read the {what} {shown_path(p)}: "
+                  f"{getattr(e, 'strerror', None) or e}") from None
+    if stat.S_ISDIR(mode):
         raise err(f"{p} is a folder, not a {what}", hint=f"give the path of the {what} itself")
-    if not p.exists():
-        raise InputNotFound(f"no such {what} file: {p}")
     try:
         raw = read_regular(p, limit=MAX_DOCUMENT_BYTES, limit_name="MAX_DOCUMENT_BYTES",
                            what=what)

@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -45,8 +46,14 @@ def run(
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
     input_text: str | None = None,
+    errors: str = "replace",
 ) -> Completed:
     """Run ``argv`` to completion and capture its output (text, undecodable bytes replaced).
+
+    ``errors="surrogateescape"`` for output that carries file names to be used again (nvcc's
+    --dryrun plan): each undecodable byte then comes back as itself when the name is given
+    to a tool or opened (``os.fsdecode``'s rule), where "replace" turns it into U+FFFD and so
+    names another file. Text only shown to people keeps "replace".
 
     Raises ToolMissing when it cannot start, ToolTimeout when it ran past ``timeout``, and
     Terminated when a signal or its ``tool_scope`` ended it; its group is ended each time.
@@ -70,7 +77,8 @@ def run(
             p = subprocess.Popen(
                 argv, cwd=cwd, env=dict(env) if env is not None else None,
                 stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors=errors,
+                encoding=sys.getfilesystemencoding() if errors == "surrogateescape" else None,
                 shell=False, start_new_session=True)
         except OSError as e:  # not found, not executable, not a program (ENOEXEC), ...
             raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e

@@ -276,3 +276,64 @@ def test_a_document_that_is_not_a_run_report(cli, workdir, kept):
     (workdir / "other.json").write_text('{"a": 1}')
     r = cli("check", kept.keep_dir, "--config", cfg, "--run-report", "other.json")
     assert r.exit_code == 6 and "other.json is not a run report" in r.stderr
+
+
+# --- hunt finding 12: kernels x patterns, both from documents, is not quadratic -----------
+
+def _many_kernels(built, tmp_path, n: int):
+    """A copy of a real keep folder whose manifest declares ``n`` more kernels (the ptxas
+    report a manifest records), as the finding made it."""
+    import shutil
+
+    root, _ = built
+    keep = tmp_path / "k"
+    shutil.copytree(root / "vadd.keep", keep)
+    doc = json.loads((keep / "stages.json").read_text())
+    res = "".join(
+        f"ptxas info    : Compiling entry function '_Z{len(str(i)) + 1}k{i}v' for 'sm_90'\n"
+        f"ptxas info    : Function properties for _Z{len(str(i)) + 1}k{i}v\n"
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        f"ptxas info    : Used {8 + i % 200} registers, used 0 barriers\n" for i in range(n))
+    for s in doc["stages"]:
+        if s["kind"] == "ptxas":
+            s["resources"] = res
+    (keep / "stages.json").write_text(json.dumps(doc))
+    return keep
+
+
+def test_thousands_of_kernels_and_patterns_check_in_seconds(cli, built, tmp_path):
+    import time
+
+    keep = _many_kernels(built, tmp_path, 4000)  # 81 s before, 4000 x 4000 fnmatch
+    cfg = tmp_path / "budgets.toml"
+    cfg.write_text("[budgets]\nmax_registers = 64\n" + "".join(
+        f'[budgets.kernels."k{i}"]\nmax_registers = {300 if i % 2 else 100}\n'
+        for i in range(4000)) + '[budgets.kernels."k1*"]\nmax_registers = 500\n')
+    t0 = time.monotonic()
+    r = cli("check", keep, "--config", cfg, "--json")
+    assert time.monotonic() - t0 < 60
+    assert r.exit_code == 1, r.output
+    bad = {v["kernel"] for v in json.loads(r.stdout)["violations"]}
+    # k{even} allow 100 (a glob k1* lifts k1x.. to 500); registers are 8 + i % 200.
+    want = {f"k{i}()" for i in range(4000)
+            if i % 2 == 0 and not str(i).startswith("1") and 8 + i % 200 > 100}
+    assert bad == want
+
+
+def test_too_many_kernels_or_kernel_tables_are_one_line(cli, built, tmp_path):
+    from nvstage.check.budgets import MAX_GLOB_TABLES, MAX_KERNEL_TABLES
+    from nvstage.check.metrics import MAX_KERNELS
+
+    cfg = tmp_path / "budgets.toml"
+    cfg.write_text("[budgets]\nmax_registers = 64\n")
+    r = cli("check", _many_kernels(built, tmp_path / "a", MAX_KERNELS), "--config", cfg)
+    assert r.exit_code == 6 and "MAX_KERNELS" in r.stderr, r.output
+    root, _ = built
+    cfg.write_text("[budgets]\nmax_registers = 64\n" + "".join(
+        f'[budgets.kernels."k{i}"]\nmax_registers = 1\n' for i in range(MAX_KERNEL_TABLES + 1)))
+    r = cli("check", root / "vadd.keep", "--config", cfg)
+    assert r.exit_code == 2 and "MAX_KERNEL_TABLES" in r.stderr, r.output
+    cfg.write_text("[budgets]\nmax_registers = 64\n" + "".join(
+        f'[budgets.kernels."k{i}*"]\nmax_registers = 1\n' for i in range(MAX_GLOB_TABLES + 1)))
+    r = cli("check", root / "vadd.keep", "--config", cfg)
+    assert r.exit_code == 2 and "MAX_GLOB_TABLES" in r.stderr, r.output

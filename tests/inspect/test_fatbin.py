@@ -119,3 +119,110 @@ def test_fuzz_damaged_cubins(built, cut, flips):
         assert str(e)
     else:
         assert all(0 <= n <= 255 for n in cubin.barriers.values())
+
+
+# --- hunt finding 11: compressed images cost one tool run, not one each -----------------
+
+@pytest.fixture(scope="module")
+def compressed_copies(toolkit, kernels, tmp_path_factory):
+    """(fatbin of 400 copies of one compressed sm_90 cubin, each header varied in an unused
+    field, as the finding made it; a fatbin of two compressed arches with their PTX)."""
+    import shutil
+    import subprocess
+
+    from nvstage.inspect.fatbin import _HEADER
+
+    root = tmp_path_factory.mktemp("compressed")
+    shutil.copy(kernels / "multi.cu", root)
+    subprocess.run([toolkit.nvcc, "--fatbin", "-gencode", "arch=compute_80,code=[sm_80,"
+                    "compute_80]", "-gencode", "arch=compute_90,code=[sm_90,compute_90]",
+                    "--compress-mode=size", "multi.cu", "-o", "m.fatbin"], cwd=root,
+                   check=True, capture_output=True)
+    images = parse_fatbin((root / "m.fatbin").read_bytes())
+    assert all(im.compressed for im in images)
+    cub = next(im for im in images if im.kind == "cubin")
+    body = b""
+    for i in range(400):
+        h = bytearray(cub.header)
+        struct.pack_into("<Q", h, 48, struct.unpack_from("<Q", h, 48)[0] + i)
+        body += bytes(h) + cub.payload
+    (root / "cub400.fatbin").write_bytes(_HEADER.pack(MAGIC, 1, _HEADER.size, len(body)) + body)
+    return root / "cub400.fatbin", root / "m.fatbin"
+
+
+def _count_tool_runs(monkeypatch) -> list:
+    """A record of every tool nvstage starts (the real tools still run)."""
+    from nvstage import proc
+
+    runs, real = [], proc.run
+
+    def counting(argv, **kw):
+        runs.append(argv)
+        return real(argv, **kw)
+
+    monkeypatch.setattr(proc, "run", counting)
+    return runs
+
+
+def test_copies_of_a_compressed_image_cost_one_tool_run_each_kind(cli, compressed_copies,
+                                                                   monkeypatch):
+    import time
+
+    from nvstage.inspect import fatbin
+
+    copies, _ = compressed_copies
+    monkeypatch.setattr(fatbin, "_UNPACKED", {})
+    runs = _count_tool_runs(monkeypatch)
+    t0 = time.monotonic()
+    r = cli("show", copies, "--json")
+    assert r.exit_code == 0, r.output
+    assert time.monotonic() - t0 < 60  # 146 s before
+    doc = __import__("json").loads(r.stdout)
+    assert len(doc["fatbin"]) == 400 and len(doc["sass"]) == 400 * 5
+    tools = [a[0].rsplit("/", 1)[-1] for a in runs]
+    assert tools.count("cuobjdump") <= 3 and tools.count("nvdisasm") <= 1, tools
+
+
+def test_every_compressed_image_of_a_real_fatbin_unpacks_in_one_run(compressed_copies, toolkit,
+                                                                     reference, tmp_path,
+                                                                     monkeypatch):
+    from nvstage.inspect import fatbin
+
+    _, mixed = compressed_copies
+    monkeypatch.setattr(fatbin, "_UNPACKED", {})
+    runs = _count_tool_runs(monkeypatch)
+    got = fatbin.image_bytes(mixed, toolkit, "cubin") + fatbin.image_bytes(mixed, toolkit, "ptx")
+    assert len(runs) == 2  # one per kind
+    reference("cuobjdump", "-xelf", "all", mixed, cwd=tmp_path)
+    reference("cuobjdump", "-xptx", "all", mixed, cwd=tmp_path)
+    want = sorted(p.read_bytes() for p in tmp_path.iterdir())
+    assert sorted(data for _, data in got) == want
+
+
+def test_too_many_compressed_images_are_refused_with_the_limit(compressed_copies, toolkit,
+                                                                tmp_path, monkeypatch):
+    from nvstage.errors import InputTooLarge
+    from nvstage.inspect import fatbin
+
+    _, mixed = compressed_copies
+    # Four distinct payloads: over a limit of three.
+    monkeypatch.setattr(fatbin, "_UNPACKED", {})
+    monkeypatch.setattr(fatbin, "MAX_UNPACKED", 3)
+    with pytest.raises(InputTooLarge, match="MAX_UNPACKED"):
+        inventory(mixed, toolkit)
+
+
+def test_a_damaged_image_among_several_is_named(compressed_copies, toolkit, tmp_path,
+                                                monkeypatch):
+    from nvstage.inspect import fatbin
+
+    _, mixed = compressed_copies
+    data = bytearray(mixed.read_bytes())
+    images = parse_fatbin(bytes(data))
+    bad = images[2]  # the sm_90 cubin: its compressed payload's middle, zeroed
+    at = bytes(data).index(bad.header + bad.payload) + len(bad.header)
+    data[at + 16:at + len(bad.payload) - 16] = bytes(len(bad.payload) - 32)
+    (tmp_path / "bad.fatbin").write_bytes(bytes(data))
+    monkeypatch.setattr(fatbin, "_UNPACKED", {})
+    with pytest.raises(ArtifactError, match=r"image 2 \(cubin sm_90\) is damaged"):
+        inventory(tmp_path / "bad.fatbin", toolkit)

@@ -37,6 +37,7 @@ numbers, ``check`` holds them against the budgets, and ``report.checks`` renders
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import os
 import re
@@ -128,11 +129,34 @@ class Budgets:
     path: str | None = None  # where these came from
 
     def limits_for(self, kernel: str, demangled: str) -> Limits:
+        """The defaults, merged with every kernel table whose pattern names the kernel, in
+        file order. Exact names are looked up (a dict), globs tried one by one: at most
+        ``MAX_GLOB_TABLES`` of them, so the work is kernels x globs, never kernels x
+        tables (both sizes come from documents: 20,000 of each ran for over 5 minutes)."""
+        exact, globs, seen = self._patterns
+        if (kernel, demangled) in seen:  # the same kernel for another arch
+            return seen[(kernel, demangled)]
+        names = kernel_names(kernel, demangled)
+        hits = {i for n in names for i in exact.get(n, ())}
+        hits.update(i for i, rx in globs if any(rx.match(n) for n in names))
         out = self.defaults
-        for pattern, lim in self.kernels:
-            if kernel_matches(pattern, kernel, demangled):
-                out = out.merged(lim)
+        for i in sorted(hits):
+            out = out.merged(self.kernels[i][1])
+        seen[(kernel, demangled)] = out
         return out
+
+    @functools.cached_property
+    def _patterns(self) -> tuple[dict[str, list[int]], list[tuple[int, re.Pattern]], dict]:
+        """The kernel tables' patterns, by index: exact names in a dict, globs compiled; and
+        the limits found so far, by kernel."""
+        exact: dict[str, list[int]] = {}
+        globs = []
+        for i, (pattern, _) in enumerate(self.kernels):
+            if is_glob(pattern):
+                globs.append((i, re.compile(fnmatch.translate(pattern), re.DOTALL)))
+            else:
+                exact.setdefault(pattern, []).append(i)
+        return exact, globs, {}
 
     def compile_options(self):
         from nvstage.compiler.options import CompileOptions
@@ -149,13 +173,22 @@ class Budgets:
 
 
 
-def kernel_matches(pattern: str, kernel: str, demangled: str) -> bool:
-    """A pattern names a kernel by its mangled name, its demangled signature, the signature
-    without return type and parameters (``ns::scale<float>``), that without its namespaces
-    (``scale<float>``) or its bare name (``scale``); globs allowed."""
+def kernel_names(kernel: str, demangled: str) -> set[str]:
+    """The names a pattern may give a kernel: its mangled name, its demangled signature, the
+    signature without return type and parameters (``ns::scale<float>``), that without its
+    namespaces (``scale<float>``) or its bare name (``scale``)."""
     qualified = qualified_name(demangled)
-    names = {kernel, demangled, qualified, unqualified_name(qualified), base_name(demangled)}
-    return any(fnmatch.fnmatchcase(n, pattern) for n in names)
+    return {kernel, demangled, qualified, unqualified_name(qualified), base_name(demangled)}
+
+
+def kernel_matches(pattern: str, kernel: str, demangled: str) -> bool:
+    """A pattern names a kernel by one of ``kernel_names``; globs allowed."""
+    return any(fnmatch.fnmatchcase(n, pattern) for n in kernel_names(kernel, demangled))
+
+
+def is_glob(pattern: str) -> bool:
+    """Whether ``fnmatch`` reads anything in ``pattern`` other than itself."""
+    return any(c in pattern for c in "*?[")
 
 
 def _name(key: str) -> str:
@@ -167,6 +200,11 @@ def _name(key: str) -> str:
 def _names(keys) -> str:
     return ", ".join(_name(k) for k in sorted(keys))
 
+
+# Kernel tables one budgets file may hold, and how many of them may be globs (each glob is
+# tried on every kernel of a build; an exact name is looked up): far above real files.
+MAX_KERNEL_TABLES = 10_000
+MAX_GLOB_TABLES = 100
 
 # No budget is larger: a bigger number is a typo (or a document built to overflow a float).
 _MAX_NUMBER = 10**18
@@ -252,8 +290,18 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
         if not isinstance(value, dict):
             raise BudgetConfigError(f"{where}: {key} must be a table, not {value!r:.60}")
     defaults = _limits(b, f"{where} [budgets]", build_keys=BUILD_LIMITS)
+    tables = b.get("kernels", {})
+    globs = sum(1 for pattern in tables if is_glob(pattern))
+    if len(tables) > MAX_KERNEL_TABLES or globs > MAX_GLOB_TABLES:
+        many, most, name = ((len(tables), MAX_KERNEL_TABLES, "MAX_KERNEL_TABLES")
+                            if len(tables) > MAX_KERNEL_TABLES else
+                            (globs, MAX_GLOB_TABLES, "MAX_GLOB_TABLES"))
+        what = "" if name == "MAX_KERNEL_TABLES" else " with a glob (*, ? or [...])"
+        raise BudgetConfigError(f"{where}: {many} [budgets.kernels.\"...\"] tables{what}: "
+                                f"more than the {most} nvstage reads ({name})",
+                                hint="one table with a glob (\"scale*\") covers many kernels")
     kernels = []
-    for pattern, table in b.get("kernels", {}).items():
+    for pattern, table in tables.items():
         if not isinstance(table, dict):
             raise BudgetConfigError(f"{where}: budgets.kernels.{pattern!r} must be a table")
         kernels.append((pattern, _limits(table, f"{where} [budgets.kernels.{pattern!r}]",

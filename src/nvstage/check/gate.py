@@ -206,9 +206,10 @@ def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Che
     # A kernel whose parameters changed has a new mangled name: one added and one removed of
     # the same name and arch are that kernel, and are compared (when the pairing is unique).
     pairs = _same_kernel(added, removed, now, before)
+    paired_old = set(pairs.values())  # list.remove per pair was kernels x kernels
+    added = [k for k in added if k not in pairs]
+    removed = [k for k in removed if k not in paired_old]
     for new_key, old_key in pairs.items():
-        added.remove(new_key)
-        removed.remove(old_key)
         if notes is not None:
             notes.append(f"{now[new_key].demangled} ({new_key[1]}): its signature changed "
                          f"since the baseline ({before[old_key].demangled}); compared with it")

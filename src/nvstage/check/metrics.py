@@ -20,6 +20,11 @@ from nvstage.errors import ArtifactError
 from nvstage.run.document import load_run_report
 
 
+# Kernels (one per arch) one build may declare to ``check``: real builds have tens to a few
+# thousand. The list comes from a manifest (its ptxas report) or a baseline, both documents.
+MAX_KERNELS = 20_000
+
+
 @dataclass(frozen=True)
 class KernelFacts:
     kernel: str
@@ -65,7 +70,11 @@ class Measurements:
         ValueError naming the field."""
         d = _shape(d, dict, "measurements")
         kernels = []
-        for i, k in enumerate(_shape(d.get("kernels"), list, "kernels")):
+        listed = _shape(d.get("kernels"), list, "kernels")
+        if len(listed) > MAX_KERNELS:
+            raise ValueError(f"kernels lists {len(listed)} kernels: more than the "
+                             f"{MAX_KERNELS} nvstage checks (MAX_KERNELS)")
+        for i, k in enumerate(listed):
             k = _shape(k, dict, f"kernels[{i}]")
             unknown = set(k) - set(KernelFacts.__dataclass_fields__)
             if unknown:
@@ -172,27 +181,46 @@ def _source_lines(path: str, _mtime_ns: int, _size: int) -> tuple[str, ...]:
     return tuple(data.decode("utf-8", "replace").splitlines())
 
 
+_IDENT = re.compile(r"\b[A-Za-z_]\w*")
+_CALL_AFTER = re.compile(r"\s*(<[^;{]*>)?\s*\(")  # what follows a name called or declared
+
+
+@functools.lru_cache(maxsize=16)
+def _source_index(path: str, mtime_ns: int, size: int) -> dict[str, tuple[int | None, int]]:
+    """name -> (the first line naming it as a function within three lines of __global__,
+    else None; the first line naming it as a function at all), 1-based. Built in one pass
+    over the source, so finding every kernel costs the source once, not once per kernel."""
+    lines = _source_lines(path, mtime_ns, size)
+    decl = [i for i, text in enumerate(lines) if _DECL.search(text)]
+    out: dict[str, list] = {}
+    d = 0  # decl[d] is the first __global__ line at or after i - 3
+    for i, text in enumerate(lines):
+        while d < len(decl) and decl[d] < i - 3:
+            d += 1
+        near = d < len(decl) and decl[d] <= i
+        for m in _IDENT.finditer(text):
+            if _CALL_AFTER.match(text, m.end()):
+                entry = out.setdefault(m.group(), [None, i + 1])
+                if near and entry[0] is None:
+                    entry[0] = i + 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
 def locate_kernel(source: str | os.PathLike, demangled: str) -> int | None:
     """The 1-based line where ``source`` defines the kernel: the first line naming it as a
-    function within three lines of ``__global__``. None when the file does not say."""
+    function within three lines of ``__global__``, else the first naming it at all. None
+    when the file does not say."""
     try:
         st = os.stat(source)
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:
             return None
-        lines = _source_lines(os.path.abspath(source), st.st_mtime_ns, st.st_size)
+        index = _source_index(os.path.abspath(source), st.st_mtime_ns, st.st_size)
     except (OSError, ValueError):  # ValueError: a NUL in the path
         return None
-    name = base_name(demangled)
-    if not name:
+    found = index.get(base_name(demangled))
+    if found is None:
         return None
-    call = re.compile(rf"\b{re.escape(name)}\s*(<[^;{{]*>)?\s*\(")
-    fallback = None
-    for i, text in enumerate(lines):
-        if call.search(text):
-            if any(_DECL.search(lines[j]) for j in range(max(0, i - 3), i + 1)):
-                return i + 1
-            fallback = fallback or i + 1
-    return fallback
+    return found[0] or found[1]
 
 
 def _final_rows(rows):
@@ -237,6 +265,11 @@ def measure(manifest_or_build, *, toolkit=None, run_report=None) -> Measurements
         raise ArtifactError(f"the build of {build.source} failed: there is nothing to check",
                             hint="fix the build first (nvstage compile shows why)")
     rows = _final_rows(build_resources(build, toolkit))
+    if len(rows) > MAX_KERNELS:
+        raise ArtifactError(f"the build of {build.source} declares {len(rows)} kernels (per "
+                            f"arch): more than the {MAX_KERNELS} nvstage checks (MAX_KERNELS)",
+                            hint="real builds have tens to a few thousand; is its manifest "
+                                 "the one nvstage wrote?")
     kernels = []
     for r in sorted(rows, key=lambda r: (r.demangled, r.arch)):
         spill = None if r.spill_stores is None and r.spill_loads is None else \

@@ -137,22 +137,31 @@ def check_cmd(
 def _build_of(target: Path, budgets, toolkit, keep_dir: str | None) -> Iterator:
     """A Build for the target: a keep folder or manifest as it is; a .cu compiled now, its
     files kept (in a temporary folder without --keep-dir) while the check measures them."""
-    if target.is_dir() or target.name.endswith(".json"):
+    from nvstage.artifacts import is_folder
+
+    if is_folder(target) or target.name.endswith(".json"):
         from nvstage.compiler.record import load_build
 
         yield load_build(target)
         return
-    from nvstage.errors import InputNotFound
+    from nvstage.compiler.driver import check_source
 
-    if not target.is_file():
-        raise InputNotFound(f"no such file: {target}")
-    if keep_dir:
+    check_source(target, target)  # missing, a FIFO, a name too long: one line each
+    if keep_dir is not None:  # "" is refused there, not taken for "no folder"
         yield _compile(target, budgets, toolkit, keep_dir)
         return
     import tempfile
 
+    from nvstage.compiler.driver import without_temp_keep
+    from nvstage.errors import StageFailed
+
     with tempfile.TemporaryDirectory(prefix="nvstage-check-") as tmp:
-        yield _compile(target, budgets, toolkit, tmp)
+        try:
+            build = _compile(target, budgets, toolkit, tmp)
+        except StageFailed as e:  # its keep folder goes with ``tmp``: never point there
+            raise without_temp_keep(e, ["nvstage", "compile", str(target),
+                                        *budgets.compile_options().nvcc_args()]) from None
+        yield build
 
 
 def _compile(target: Path, budgets, toolkit, keep_dir: str):
@@ -173,21 +182,24 @@ def _compile(target: Path, budgets, toolkit, keep_dir: str):
 
 def _write(path: Path, option: str, write) -> None:
     """Run ``write``; a path that cannot be written becomes one message, not a traceback."""
-    from nvstage.errors import UsageError
+    from nvstage.artifacts import is_folder
+    from nvstage.errors import UsageError, WriteError
 
-    if path.is_dir():
+    if is_folder(path):
         raise UsageError(f"{option} {path} is a folder", hint="give a file path")
     try:
         write()
+    except WriteError as e:  # its message names the file and what is wrong with it
+        raise UsageError(f"{option}: {e.message}", hint=e.hint) from None
     except OSError as e:
-        raise UsageError(f"{option}: cannot write {path}: {e.strerror}") from None
+        raise UsageError(f"{option}: cannot write {path}: {e.strerror or e}") from None
 
 
 def _append(path: Path, text: str) -> None:
     # A job summary file is shared by every step of a job: add to it, never replace it.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(text)
+    from nvstage.artifacts import append_text
+
+    append_text(path, text)
 
 
 def _text(result, con) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -9,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-from nvstage.errors import NvstageError
+from nvstage.errors import NvstageError, UsageError
 
 
 # Widths taken from $COLUMNS; anything else there (abc, -5, 10**20) is ignored, not fatal.
@@ -92,6 +93,22 @@ def handled(json_mode: bool = False) -> Iterator[None]:
         if e.hint:
             con.print(Text.assemble(("hint: ", "dim"), e.hint), soft_wrap=True)
         raise SystemExit(e.exit_code) from None
+    except OSError as e:
+        # A name the system cannot even look up (past 255 bytes a component) is the name
+        # given, never a bug: one line, wherever a reader met it (the readers say so
+        # themselves; this catches the one that asks pathlib first). Others keep their
+        # traceback.
+        if e.errno != errno.ENAMETOOLONG or isinstance(e, NvstageError):
+            raise
+        from nvstage.artifacts import shown_path
+
+        err = UsageError(f"cannot use {shown_path(e.filename or '?')}: {e.strerror}",
+                         hint="a file or folder name is at most 255 bytes")
+        if json_mode:
+            emit_json(err.to_json())
+        stderr().print(f"error: {err.message}\nhint: {err.hint}", markup=False, soft_wrap=True,
+                       highlight=False)
+        raise SystemExit(err.exit_code) from None
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", None) or signal.SIGINT
         with suppress(OSError):  # after SIGHUP the terminal may be gone

@@ -7,6 +7,7 @@ click cannot express, so it is read with nvcc's own grammar (``compiler/cmdline.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 HELP = """\
 Usage: nvstage compile SOURCE [nvcc options] [nvstage options]
@@ -90,7 +91,13 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
 
         parse_sections(req.show, "build")
     if req.via == "nvrtc":
+        from nvstage.compiler.driver import check_source
         from nvstage.compiler.nvrtc import compile_nvrtc
+
+        check_source(Path(req.source), req.source)
+        if req.options.output and _same_file(req.options.output, req.source):
+            raise UsageError(f"-o {req.options.output} is the source: the build would "
+                             "overwrite it", hint="give -o another name")
 
         build = compile_nvrtc(req.source, req.options, toolkit=toolkit, keep=req.keep_folder,
                               name_expressions=req.name_exprs)
@@ -117,6 +124,15 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
         doc["show"] = show_build(build, req.show, con, toolkit=toolkit)
     if req.json:
         emit_json(doc)
+
+
+def _same_file(a: str, b: str) -> bool:
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 def _tool_output(build) -> None:

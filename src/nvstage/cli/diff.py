@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from nvstage.cli.common import data_console, emit_json, handled
+from nvstage.cli.common import data_console, emit_json, handled, stderr
 
 
 def diff_cmd(
@@ -66,6 +66,8 @@ def diff_cmd(
         from nvstage.inspect.build_diff import diff_paths
 
         result = diff_paths(a, b, find_toolkit(nvcc))
+        for side in result.partial.values():  # before the tables: they hold part of a build
+            stderr().print(f"note: {side['note']}", markup=False, soft_wrap=True)
         render(result, data_console(json_out), all_rows=all_rows)
         if json_out:
             emit_json(result.to_json())

@@ -35,7 +35,7 @@ COMMANDS = (
     ("Setup", (("doctor", "What toolkit, host compiler, driver and GPUs this machine has."),)),
 )
 
-HELP = f"""\
+HELP = """\
 Usage: nvstage COMMAND [ARGS]...     (nvstage COMMAND --help for each)
 
   See and measure how CUDA source becomes work on a GPU. compile runs nvcc's own plan stage
@@ -43,7 +43,7 @@ Usage: nvstage COMMAND [ARGS]...     (nvstage COMMAND --help for each)
   launches it on a GPU and decomposes the time; model and compare estimate the same
   offline; check and report gate and document builds in CI.
 
-{{commands}}
+{commands}
 Options:
   --version   print the version and exit
   -h, --help  this help
@@ -67,6 +67,7 @@ def _help() -> str:
 
 def run(argv: list[str]) -> int:
     """Run one command line (without the program name); returns the exit status."""
+    _names_as_bytes()
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(_help())
         return 0 if argv else 2
@@ -87,6 +88,15 @@ def run(argv: list[str]) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return 0
+
+
+def _names_as_bytes() -> None:
+    """A file name that is not UTF-8 reaches the tables as it is (``os.fsdecode``: each
+    undecodable byte a surrogate), and is printed back as those bytes, as ``ls`` prints it.
+    Under a UTF-8 locale Python's stdout is strict and would fail on the first one."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
 
 
 def main() -> None:

@@ -77,8 +77,9 @@ def occupancy_cmd(
         if block is None and not sweep_:
             raise UsageError("give a block size with --block N, or --sweep to try them all")
         dyn = parse_bytes(smem, "--smem")
+        partial: dict = {}
         rows = _kernels(artifact, registers, parse_bytes(shared, "--shared"), barriers,
-                        kernel, target, nvcc)
+                        kernel, target, nvcc, partial)
 
         results = []
         for k in rows:
@@ -97,13 +98,15 @@ def occupancy_cmd(
                 "kernels": [{**k, "occupancy": occ.to_json() if occ else None,
                              "sweep": sw.to_json() if sw else None}
                             for k, occ, sw in results],
+                **({"partial": partial} if partial else {}),
             }))
         _render(data_console(json_out), results, target)
 
 
 def _kernels(artifact: Path | None, registers: int | None, shared_static: int, barriers: int,
-             name: str | None, target, nvcc: str | None) -> list[dict]:
-    """The kernels to compute for: from the artifact's resources, or the numbers given."""
+             name: str | None, target, nvcc: str | None, partial: dict) -> list[dict]:
+    """The kernels to compute for: from the artifact's resources, or the numbers given.
+    ``partial`` is filled in when the artifact is a keep folder whose build is not whole."""
     from nvstage.errors import UsageError
 
     if artifact is None:
@@ -124,7 +127,19 @@ def _kernels(artifact: Path | None, registers: int | None, shared_static: int, b
 
     from nvstage.inspect.view import matches
 
-    res = resources_of(artifact, find_toolkit(nvcc))
+    from nvstage.inspect.fatbin import kind_of_file
+
+    if kind_of_file(artifact) == "build":
+        from nvstage.compiler.record import load_build, partial_note
+        from nvstage.inspect.resources import build_resources
+
+        build = load_build(artifact)
+        if note := partial_note(build):
+            stderr().print(f"note: {note}", markup=False, soft_wrap=True)
+            partial.update(status=build.status, note=note)
+        res = build_resources(build, find_toolkit(nvcc))
+    else:
+        res = resources_of(artifact, find_toolkit(nvcc))
     if name:
         res = [r for r in res if matches(name, r.kernel, r.demangled)]
         if not res:

@@ -37,15 +37,15 @@ def report_cmd(
           nvstage report build.nvstage --run run.json --trace trace.json -o report.html
     """
     with handled(json_out):
-        from nvstage.artifacts import write_atomic
+        from nvstage.artifacts import is_folder, write_atomic
         from nvstage.documents import load_run_doc, load_trace_doc
-        from nvstage.errors import UsageError
+        from nvstage.errors import UsageError, WriteError
         from nvstage.compiler.record import load_build, manifest_path
         from nvstage.report.html import gather, render
 
         b = load_build(build)
         out = output or manifest_path(build).parent / "report.html"
-        if out.is_dir():
+        if is_folder(out):
             raise UsageError(f"-o {out} is a folder", hint=f"give a file: -o {out}/report.html")
         from nvstage.compiler.toolkit import find_toolkit
 
@@ -55,9 +55,12 @@ def report_cmd(
         trace_doc = load_trace_doc(trace) if trace else None
         inp = gather(b, toolkit=toolkit, run=run_doc, trace=trace_doc)
         try:
-            write_atomic(out, render(inp, title=title))
-        except OSError as e:
-            raise UsageError(f"cannot write the report to {out}: {e.strerror}") from None
+            # The default name is in the keep folder, which may be someone else's: a link
+            # planted there as report.html is replaced, never written through.
+            write_atomic(out, render(inp, title=title), in_document_folder=output is None)
+        except WriteError as e:  # its message names the file and what is wrong with it
+            raise UsageError(e.message.replace("cannot write ", "cannot write the report to ",
+                                               1), hint=e.hint) from None
         for n in inp.notes:
             stderr().print(f"note: {n}", markup=False)
         if json_out:

@@ -121,6 +121,7 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
                              f"--profile {name}{'' if name == '--cupti' else ' FILE'}")
     err = stderr()
     w = Workload.from_toml(workload)
+    w.check_work(reps, warmup)  # --reps/--warmup replace the file's: bound them as a whole
     p = probe()
     arch_note = ""
     if arch is None:
@@ -140,7 +141,7 @@ def _run(workload, profile, mode, json_file, trace_file, arch, reps, warmup, cup
             emit_json(json_safe({"schema": "nvstage.run-plan/1", "arch": arch,
                                  **dry_run_plan(w)}))
         err.print(f"valid: {len(w.launches)} launch entr{'y' if len(w.launches) == 1 else 'ies'}"
-                  f", {len(w.operations())} operations per repetition (no GPU used)",
+                  f", {w.operation_count()} operations per repetition (no GPU used)",
                   markup=False)
         return
     if not p.available:  # one line: what is missing and what still works

@@ -62,6 +62,7 @@ def show_cmd(
     with handled(json_out):
         _check_gpu(gpu, driver)  # before any work: a typo should not cost a disassembly
         kind = kind_of_file(artifact)
+        partial = None  # a note when a keep folder's build is not whole
         wanted = parse_sections(sections, kind)
         if gpu and "fatbin" not in wanted and kind != "ptx":
             wanted = wanted + ("fatbin",)  # will-it-run reads the image list
@@ -69,11 +70,13 @@ def show_cmd(
         if kind == "build":
             from nvstage.compiler.record import load_build
 
-            from nvstage.compiler.record import toolkit_note
+            from nvstage.compiler.record import partial_note, toolkit_note
 
             build = load_build(artifact)
             if note := toolkit_note(build, toolkit):
                 stderr().print(f"note: {note}", markup=False)
+            if partial := partial_note(build):
+                stderr().print(f"note: {partial}", markup=False, soft_wrap=True)
             stale = getattr(build, "stale", [])
             for path in stale[:20]:
                 stderr().print(f"note: {path} is gone or was rewritten after this build; "
@@ -99,8 +102,11 @@ def show_cmd(
         con = data_console(json_out)
         render(data, con, listing=listing or bool(kernel and "sass" in (sections or "")))
         doc = {"artifact": str(artifact), "kind": kind, **to_json(data)}
+        if partial:
+            doc["partial"] = {"status": build.status, "note": partial}
         if gpu:
-            doc["will_it_run"] = _will_it_run(data, kind, artifact, gpu, driver, con)
+            doc["will_it_run"] = _will_it_run(data, kind, artifact, gpu, driver, con,
+                                              partial=build.status if partial else None)
         if json_out:
             emit_json(doc)
 
@@ -125,15 +131,30 @@ def _check_gpu(gpu: str | None, driver: str | None) -> None:
         parse_driver(driver)
 
 
-def _will_it_run(data: dict, kind: str, artifact: Path, gpu: str, driver: str | None, con):
+def _will_it_run(data: dict, kind: str, artifact: Path, gpu: str, driver: str | None, con,
+                 *, partial: str | None = None):
     from nvstage.inspect import compat  # another module's; imported only when asked for
 
     images = data.get("fatbin")
     if images is None:
         images = _images_of_single(data, kind, artifact)
     verdict = compat.will_it_run(images, gpu, driver)
+    if partial and not images:
+        # No fatbin because the build stopped before making one: that says nothing about
+        # what a whole build would hold, so no verdict blames an image never built.
+        text = (f"Cannot tell whether it runs on {verdict.gpu}: the build {partial_word(partial)} "
+                "before any fatbin was made")
+        con.print(text, markup=False)
+        return {"runs": None, "how": "unknown", "image": None, "gpu": verdict.gpu,
+                "gpu_arch": verdict.gpu_arch, "driver": verdict.driver, "reasons": [],
+                "explain": text}
     con.print(verdict.explain(), markup=False)
     return verdict.to_json()
+
+
+def partial_word(status: str) -> str:
+    return {"running": "did not finish", "interrupted": "was interrupted",
+            "failed": "failed"}.get(status, "stopped")
 
 
 def _images_of_single(data: dict, kind: str, artifact: Path):

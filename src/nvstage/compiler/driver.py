@@ -9,12 +9,15 @@ in a locked work folder (``workdir``), and make one ``Build`` record (``record``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import stat
 import time
 from pathlib import Path
 
 from nvstage import proc
+from nvstage.artifacts import kind_of_mode, shown_path
 from nvstage.compiler.cache.stage import StageCache, open_cache
 from nvstage.compiler.cache.store import Cache
 from nvstage.compiler.graph import build_graph
@@ -22,10 +25,11 @@ from nvstage.compiler.observer import Observer
 from nvstage.compiler.options import CompileOptions, check_archs
 from nvstage.compiler.placeholders import Placeholders
 from nvstage.compiler.plan import Plan, Stage, StageKind, parse_dryrun
-from nvstage.compiler.record import Artifact, Build, StageRun, stage_arch, user_verbose
+from nvstage.compiler.record import MANIFEST, Artifact, Build, StageRun, stage_arch, \
+    user_verbose
 from nvstage.compiler.scheduler import default_jobs, schedule
 from nvstage.compiler.toolkit import Toolkit, find_toolkit
-from nvstage.compiler.workdir import finish, finish_interrupted, work_folder
+from nvstage.compiler.workdir import clear_planted, finish, finish_interrupted, work_folder
 from nvstage.errors import InputNotFound, PlanError, StageFailed, ToolkitError, ToolMissing, \
     UsageError
 
@@ -55,12 +59,9 @@ def compile(  # noqa: A001 - the verb users expect
     observer = observer or Observer()
     cwd = os.path.abspath(cwd or os.getcwd())
     src = Path(cwd, source)
-    if src.is_dir():
-        raise UsageError(f"{source} is a folder, not a source file",
-                         hint="give the .cu file to compile")
-    if not src.is_file():
-        raise InputNotFound(f"no such file: {source}",
-                            hint="check the path; it is taken relative to the current folder")
+    check_source(src, source)
+    if options.output:
+        check_output_name(Path(cwd, options.output), options.output)
     if any(c in cwd for c in '"`\\'):
         raise UsageError(f"cannot build from a folder whose path contains quotes or backslashes: "
                          f"{cwd}", hint="cd to a folder with a plainer path")
@@ -74,6 +75,14 @@ def compile(  # noqa: A001 - the verb users expect
     with work_folder(keep, cwd) as work:
         plan, dryrun_argv, plan_seconds = make_plan(os.fspath(source), options, toolkit, work,
                                                     cwd)
+        check_outputs(plan, cwd)
+        if keep is not None:
+            removed = clear_planted(work, [o for s in plan.runnable for o in s.outputs]
+                                    + [MANIFEST], cwd)
+            if removed:  # said with nvcc's own messages, and kept in the manifest
+                plan.messages.append(
+                    f"nvstage: removed {', '.join(removed)} from the keep folder before "
+                    "building: a symbolic link, FIFO or device there is never written through")
         observer.on_plan(plan)
         build = Build(str(src), options, toolkit, cwd, plan, dryrun_argv, plan_seconds, [],
                       0.0, str(work) if keep is not None else None,
@@ -113,6 +122,85 @@ def compile(  # noqa: A001 - the verb users expect
         return build
 
 
+def without_temp_keep(err, command: list[str]):
+    """``err`` (a failed stage) from a build whose keep folder was temporary and is removed
+    on the way out: it must not send the user there. The hint gives instead ``command``
+    (an ``nvstage compile`` of the same source with the same flags) with ``--keep-dir``."""
+    import shlex
+
+    err.keep_dir = None
+    err.hint = ("the build ran in a temporary folder, now removed with what the earlier "
+                "stages produced (the files the command above names); to keep them: "
+                f"{shlex.join(command)} --keep-dir DIR")
+    return err
+
+
+def check_source(src: Path, given) -> None:
+    """``src`` is a regular file, or one line says what it is instead: a FIFO or a device is
+    not "no such file", and a name the system cannot look up (too long) is no traceback."""
+    try:
+        mode = os.stat(src).st_mode
+    except FileNotFoundError:
+        raise InputNotFound(f"no such file: {shown_path(given)}",
+                            hint="check the path; it is taken relative to the current "
+                                 "folder") from None
+    except OSError as e:  # too long, a loop of links, no access to a folder above
+        raise UsageError(f"cannot use the source {shown_path(given)}: {e.strerror or e}"
+                         ) from None
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{shown_path(given)} is a folder, not a source file",
+                         hint="give the .cu file to compile")
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{shown_path(given)} is {kind_of_mode(mode)}, not a regular file: "
+                         "nvstage compiles files", hint="copy what it holds into a .cu file "
+                                                        "and give that")
+
+
+def check_output_name(out: Path, given: str) -> None:
+    """``-o``'s name can be made: a name too long for the file system, or one under a file,
+    is one line here instead of a tool's failure after the build ran."""
+    try:
+        mode = os.stat(out).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise UsageError(f"cannot write -o {shown_path(given)}: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"-o {shown_path(given)} is a folder",
+                         hint="give the output file's name")
+
+
+def check_outputs(plan: Plan, cwd: str) -> None:
+    """No stage may write over a file the build reads and does not make itself (the source,
+    an object to link): ``-o c.cu`` would replace the source with the binary. nvcc itself
+    does so; gcc refuses, and nvstage knows the plan before anything runs."""
+    made: set[str] = set()  # what the stages so far (in plan order) write
+    inputs = {}  # (device, inode) -> a file a stage reads that no earlier stage made
+    for s in plan.runnable:
+        if s.kind is not StageKind.CLEANUP:  # its "inputs" are leftovers it deletes
+            for i in s.inputs:
+                if os.path.abspath(os.path.join(cwd, i)) not in made:
+                    with contextlib.suppress(OSError):
+                        st = os.stat(os.path.join(cwd, i))
+                        inputs[(st.st_dev, st.st_ino)] = i
+        made.update(os.path.abspath(os.path.join(cwd, o)) for o in s.outputs)
+    if not inputs:
+        return
+    for s in plan.runnable:
+        for o in s.outputs:
+            try:
+                st = os.stat(os.path.join(cwd, o))
+            except OSError:
+                continue
+            found = inputs.get((st.st_dev, st.st_ino))
+            if found is not None:
+                same = "" if os.path.abspath(os.path.join(cwd, o)) == \
+                    os.path.abspath(os.path.join(cwd, found)) else f" ({shown_path(found)})"
+                raise UsageError(f"the build would write {shown_path(o)} over its own input"
+                                 f"{same}: stage {s.index} ({s.kind.value}) writes it",
+                                 hint="give -o another name (nvcc would overwrite the input)")
+
+
 def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path,
               cwd: str) -> tuple[Plan, list[str], float]:
     """Ask nvcc for its plan with the same flags, and parse it.
@@ -136,7 +224,9 @@ def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path
     if output:
         argv += ["-o", ph.sub_path(output)]
     try:
-        cp = proc.run(argv, cwd=cwd, timeout=120)
+        # The plan's names must come back as the bytes they are: "replace" made a name with
+        # a byte that is not UTF-8 another file's name (U+FFFD), which was then compiled.
+        cp = proc.run(argv, cwd=cwd, timeout=120, errors="surrogateescape")
     except ToolMissing as e:
         raise ToolkitError(str(e), hint="check --nvcc / $NVSTAGE_NVCC") from e
     if cp.returncode != 0:

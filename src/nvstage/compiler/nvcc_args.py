@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -272,22 +271,22 @@ def grammar_for(nvcc: str) -> Grammar:
 @functools.lru_cache(maxsize=8)
 def _grammar(ident: str, nvcc: str) -> Grammar:
     from nvstage import proc
-    from nvstage.artifacts import write_json_atomic
-    from nvstage.paths import cache_dir
+    from nvstage.compiler.cache.store import set_tool_note, tool_note
 
-    entry = cache_dir() / "tools" / f"help-{hashlib.sha256(ident.encode()).hexdigest()[:24]}.json"
-    try:
-        return Grammar.from_json(json.loads(entry.read_text())["options"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    # Kept with the tool versions in the stage cache's sealed ``tools/`` notes; a note that
+    # is missing, unsealed or not a grammar is worked out again from --help.
+    name = f"help-{hashlib.sha256(ident.encode()).hexdigest()[:24]}"
+    note = tool_note(name)
+    if isinstance(note, dict):
+        try:
+            return Grammar.from_json(note["options"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass
     try:
         text = proc.output([nvcc, "--help"], timeout=60)
         grammar = Grammar.from_help(text)
     except (ToolMissing, ValueError) as e:
         raise UsageError(f"cannot learn nvcc's options from {nvcc} --help: {e}",
                          hint="check --nvcc / $NVSTAGE_NVCC") from None
-    try:
-        write_json_atomic(entry, {"nvcc": nvcc, "options": grammar.to_json()})
-    except OSError:
-        pass  # a read-only home is no reason to fail
+    set_tool_note(name, {"nvcc": nvcc, "options": grammar.to_json()})
     return grammar

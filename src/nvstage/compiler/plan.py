@@ -32,6 +32,9 @@ class StageKind(str, Enum):
     LINK = "link"
     LIBRARY = "library"
     CLEANUP = "cleanup"
+    # nvcc's "-- Filter Dependencies -- > FILE" for -MD/-MMD: no program, done in-process
+    # (depfile.py) from the preprocessed outputs.
+    DEPFILE = "depfile"
     # The runtime-compilation path (NVRTC and nvJitLink, in-process through cuda-python).
     NVRTC = "nvrtc"
     NVJITLINK = "nvjitlink"
@@ -126,7 +129,14 @@ def parse_dryrun(text: str) -> Plan:
         if not argv:
             continue
         seen_command = True
-        stages.append(classify(len(stages) + 1, argv))
+        stages.append(classify(len(stages) + 1, _without_redirections(argv)))
+    for s in stages:
+        if s.kind is StageKind.DEPFILE:  # it reads every preprocessed output before it
+            earlier = [t for t in stages if t.index < s.index]
+            s.inputs = [o for t in earlier if t.kind is StageKind.DEVICE_PREPROCESS
+                        for o in t.outputs[:1]]
+            s.inputs += [o for t in earlier if t.kind is StageKind.HOST_PREPROCESS
+                         for o in t.outputs[:1]]
     if not stages:
         raise PlanError(
             "nvcc printed no plan (no '#$ ' command lines)",
@@ -135,8 +145,25 @@ def parse_dryrun(text: str) -> Plan:
     return Plan(variables, stages, messages)
 
 
+_DEPFILE_LINE = ["--", "Filter", "Dependencies", "--"]
+
+
+def _without_redirections(argv: list[str]) -> list[str]:
+    """A plan line less nvcc's own capture of a tool's output (``> TMP_stdout 2>TMP_stderr``,
+    printed with ``--threads``): a shell would perform it; nvstage captures every tool's
+    output itself. Only that exact form is taken, so no file name is ever mistaken for one."""
+    out = list(argv)
+    if len(out) >= 3 and out[-3] == ">" and out[-2].endswith("_stdout") and \
+            out[-1].startswith("2>") and out[-1].endswith("_stderr"):
+        del out[-3:]
+    return out
+
+
 def classify(index: int, argv: list[str]) -> Stage:
     """Name a command by its tool and flags, and pick out its inputs, outputs and arch."""
+    if argv[:4] == _DEPFILE_LINE:
+        outs = argv[5:6] if len(argv) >= 6 and argv[4] == ">" else []
+        return Stage(index, StageKind.DEPFILE, "nvcc", list(argv), None, [], outs)
     m = _PROG_NAME.match(argv[0])
     if m:
         argv = [m.group(1), *argv[1:]]

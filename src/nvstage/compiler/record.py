@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from nvstage import __version__
-from nvstage.artifacts import MAX_ARTIFACT_BYTES, open_regular, sha256_file, write_json_atomic
+from nvstage.artifacts import MAX_ARTIFACT_BYTES, open_regular, sha256_file, shown_path, \
+    write_json_atomic
 from nvstage.errors import ArtifactError, InputNotFound, NotRegularFile, NvstageError, \
     ToolkitError
 from nvstage.compiler.options import CompileOptions
@@ -258,7 +259,7 @@ def save_build(build: Build, folder: str | os.PathLike, *, status: str | None = 
     doc = build.to_json()
     if status is not None:
         doc["status"] = status
-    write_json_atomic(Path(folder, MANIFEST), doc)
+    write_json_atomic(Path(folder, MANIFEST), doc, in_document_folder=True)
 
 
 # --- the manifest read back ---------------------------------------------------------------------
@@ -306,14 +307,47 @@ def toolkit_note(build: Build, toolkit: Toolkit) -> str | None:
     return None
 
 
+def partial_note(build: Build) -> str | None:
+    """A line for a build read back that its manifest does not vouch for as whole: one
+    still running (or killed mid-build: it says "running"), interrupted, or failed. What a
+    reader shows of it comes from the stages that finished; None for a whole build."""
+    from nvstage.documents import one_line
+
+    status = build.status
+    if status == "ok":
+        return None
+    where = os.path.join(build.keep_dir, MANIFEST) if build.keep_dir else build.source
+    done = sum(1 for r in build.runs if r.ok)
+    planned = len(build.plan.stages) or len(build.runs)
+    if status == "running":
+        what = ("is still running, or was killed before it finished (its manifest says "
+                "\"running\")")
+    elif status == "interrupted":
+        what = "was interrupted (stopped before every stage ran)"
+    elif status == "failed":
+        err = build.error if isinstance(build.error, dict) else {}
+        stage = err.get("stage_index")
+        what = (f"failed at stage {stage} ({one_line(str(err.get('stage_kind', '?'))[:40])})"
+                if isinstance(stage, int) else "failed")
+    else:
+        what = f"has the status {_show(one_line(status))}, not \"ok\""
+    return (f"{one_line(where)}: this build {what}: what follows is partial, from the "
+            f"{done} of {planned} stages that finished")
+
+
 def manifest_path(path: str | os.PathLike) -> Path:
+    from nvstage.artifacts import is_folder
+
     p = Path(path)
-    if p.is_dir():
+    if is_folder(p):
         p = p / MANIFEST
     try:
         mode = p.stat().st_mode
-    except (OSError, ValueError):
+    except (FileNotFoundError, NotADirectoryError, ValueError):
         mode = None
+    except OSError as e:  # a name too long, a loop of links: not "no manifest"
+        raise ArtifactError(f"cannot read the build manifest {shown_path(p)}: "
+                            f"{e.strerror or e}") from None
     if mode is None or stat.S_ISDIR(mode):
         raise InputNotFound(f"no build manifest at {p}",
                             hint="give a folder made by nvstage compile --keep, or its "

@@ -209,13 +209,13 @@ def _locate(tk: Toolkit, name: str) -> ToolInfo:
 
 
 def _cached_version(path: str) -> str | None:
-    """``tool --version``, remembered on disk per (path, size, mtimes, inode): every command
-    would otherwise start seven tools just to learn what it already knew."""
+    """``tool --version``, remembered per (path, size, mtimes, inode): every command would
+    otherwise start seven tools just to learn what it already knew. Kept in the stage cache's
+    ``tools/`` notes (sealed, read within a bound, and only in a folder nvstage made: see
+    ``store.tool_note``); where there is no such folder it is simply asked again."""
     import hashlib
-    import json
 
-    from nvstage.artifacts import write_json_atomic
-    from nvstage.paths import cache_dir
+    from nvstage.compiler.cache.store import set_tool_note, tool_note
 
     try:
         st = os.stat(path)
@@ -225,18 +225,18 @@ def _cached_version(path: str) -> str | None:
     # mtime, as ``cp -p`` does) gets a new inode or ctime, so it is asked again.
     key = hashlib.sha256(f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}:"
                          f"{st.st_ino}:{st.st_ctime_ns}".encode())
-    entry = cache_dir() / "tools" / f"{key.hexdigest()[:24]}.json"
-    try:
-        return json.loads(entry.read_text())["version"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    name = key.hexdigest()[:24]
+    note = tool_note(name)
+    if isinstance(note, dict) and isinstance(note.get("version"), str) and \
+            _VERSION_ONLY.fullmatch(note["version"]):
+        return note["version"]
     version = tool_version(path)
     if version is not None:
-        try:
-            write_json_atomic(entry, {"path": path, "version": version})
-        except OSError:
-            pass  # a read-only home is no reason to fail
+        set_tool_note(name, {"path": path, "version": version})
     return version
+
+
+_VERSION_ONLY = re.compile(r"\d+\.\d+\.\d+")
 
 
 def host_compiler(name: str = "gcc") -> ToolInfo:

@@ -42,18 +42,23 @@ class BuildDiff:
     stages: list[Row] = field(default_factory=list)
     total_seconds: tuple[float, float] = (0.0, 0.0)
     notes: list[str] = field(default_factory=list)
+    # Each side whose build is not whole (running, interrupted, failed): "a"/"b" -> its
+    # status and a line saying so. Empty for two whole builds (and then not in the JSON).
+    partial: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"a": self.a, "b": self.b, "notes": self.notes,
-                "kernels": [r.to_json() for r in self.kernels],
-                "stages": [r.to_json() for r in self.stages],
-                "stage_seconds": {"a": self.total_seconds[0], "b": self.total_seconds[1],
-                                  "delta": self.total_seconds[1] - self.total_seconds[0]}}
+        doc = {"a": self.a, "b": self.b, "notes": self.notes,
+               "kernels": [r.to_json() for r in self.kernels],
+               "stages": [r.to_json() for r in self.stages],
+               "stage_seconds": {"a": self.total_seconds[0], "b": self.total_seconds[1],
+                                 "delta": self.total_seconds[1] - self.total_seconds[0]}}
+        if self.partial:
+            doc["partial"] = self.partial
+        return doc
 
 
 def kernel_figures(build, toolkit) -> dict[str, dict]:
     """"kernel (arch[, per file])" -> the kernel metrics, from the build's kept artifacts."""
-    from pathlib import Path
 
     from nvstage.inspect.elf import read_cubin
     from nvstage.inspect.resources import build_resources
@@ -100,7 +105,7 @@ def stage_times(build) -> dict[str, dict]:
 
 def diff_builds(a, b, toolkit=None, *, a_name: str = "A", b_name: str = "B") -> BuildDiff:
     """Compare two ``Build`` s (e.g. from ``nvstage.compiler.record.load_build``)."""
-    from nvstage.compiler.record import reading_toolkit, toolkit_note
+    from nvstage.compiler.record import partial_note, reading_toolkit, toolkit_note
 
     toolkit = reading_toolkit(a, toolkit)
     ka, kb = kernel_figures(a, toolkit), kernel_figures(b, toolkit)
@@ -109,8 +114,10 @@ def diff_builds(a, b, toolkit=None, *, a_name: str = "A", b_name: str = "B") -> 
     stages = [Row(k, sa.get(k, {}), sb.get(k, {})) for k in _union(sa, sb)]
     notes = [f"{name}: {note}" for name, build in ((a_name, a), (b_name, b))
              if (note := toolkit_note(build, toolkit))]
+    partial = {side: {"status": build.status, "note": note}
+               for side, build in (("a", a), ("b", b)) if (note := partial_note(build))}
     return BuildDiff(a_name, b_name, kernels, stages, (a.stage_seconds, b.stage_seconds),
-                     notes)
+                     notes, partial)
 
 
 def diff_paths(a_path, b_path, toolkit=None) -> BuildDiff:

@@ -12,6 +12,7 @@ import hashlib
 import mmap
 import os
 import re
+import stat
 import struct
 import tempfile
 from collections.abc import Iterator
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage import proc
-from nvstage.artifacts import MAX_ARTIFACT_BYTES, open_regular, read_regular, size_text
+from nvstage.artifacts import MAX_ARTIFACT_BYTES, open_regular, read_regular, shown_path, \
+    size_text
 from nvstage.errors import ArtifactError, InputNotFound, InputTooLarge
 from nvstage.inspect.elf import EM_CUDA, elf_machine, host_fatbins, read_cubin
 from nvstage.inspect.records import FatbinImage
@@ -129,10 +131,16 @@ def parse_fatbin(data: bytes, section: str = "", *, first_index: int = 0,
 
 
 def _check_path(path: str | os.PathLike) -> None:
-    p = Path(path)
-    if not p.exists():
-        raise InputNotFound(f"no such file: {path}")
-    if p.is_dir():
+    """One line for a path that names no file: missing, a folder, or a name the system
+    cannot look up (too long, a loop of links: not "no such file")."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputNotFound(f"no such file: {shown_path(path)}") from None
+    except (OSError, ValueError) as e:
+        raise ArtifactError(f"cannot read {shown_path(path)}: "
+                            f"{getattr(e, 'strerror', None) or e}") from None
+    if stat.S_ISDIR(mode):
         raise ArtifactError(f"{path} is a folder, not an artifact",
                             hint="give a keep folder (with stages.json) to nvstage show")
 
@@ -153,19 +161,19 @@ def _mapped(path: str | os.PathLike) -> Iterator[bytes | mmap.mmap]:
     try:
         f = open_regular(path)
     except FileNotFoundError:
-        raise InputNotFound(f"no such file: {path}") from None
+        raise InputNotFound(f"no such file: {shown_path(path)}") from None
     except ArtifactError:
         raise
     except OSError as e:
-        raise ArtifactError(f"cannot read {path}: {e.strerror or e}") from None
+        raise ArtifactError(f"cannot read {shown_path(path)}: {e.strerror or e}") from None
     with f:
         size = os.fstat(f.fileno()).st_size
         try:
             m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
         except (OSError, ValueError):  # no address space for it (ulimit -v), or no mmap
             m = None
-        if m is None:  # empty (cannot be mapped), or not mappable: read it, bounded
-            yield read_regular(path) if size else b""
+        if m is None:  # empty (cannot be mapped; a /proc file says 0 bytes and is not),
+            yield read_regular(path)  # or not mappable: read it, bounded
             return
         with m:
             yield m
@@ -206,10 +214,12 @@ def kind_of_file(path: str | os.PathLike) -> str:
     """What artifact ``path`` is: "ptx", "cubin", "fatbin", "object", "executable" or "build"
     (a keep folder or stages.json). Raises ``ArtifactError`` for anything else, a truncated
     cubin or an empty fatbin."""
+    from nvstage.artifacts import is_folder, is_regular
+
     p = Path(path)
-    if p.is_dir() and (p / "stages.json").is_file():
+    if is_folder(p) and is_regular(p / "stages.json"):
         return "build"
-    if p.name == "stages.json" and p.is_file():
+    if p.name == "stages.json" and is_regular(p):
         return "build"
     with _mapped(p) as data:
         kind = kind_of_data(data, str(path))
@@ -247,47 +257,126 @@ def raw_images(path: str | os.PathLike) -> tuple[str, list[RawImage]]:
     return kind, images
 
 
-# Unpacked images by the hash of their packed bytes: show reads one image for its inventory,
-# resources, SASS and PTX, and cuobjdump need unpack it only once.
+# Unpacked images by ``_key``: show reads one image for its inventory, resources, SASS and
+# PTX, and cuobjdump need unpack it only once.
 _UNPACKED: dict[bytes, bytes] = {}
+# Distinct compressed images one container may ask to have unpacked, and the bytes they may
+# unpack to together: all of them in one cuobjdump run per kind, bounded. Real containers
+# hold tens to a few thousand images; one run per image took 0.36 s each, so a crafted file
+# of 262,144 images (about 270 MB) would have taken a day.
+MAX_UNPACKED = 1 << 14
+MAX_UNPACKED_BYTES = 4 << 30
+# When a batch does not unpack, images are tried one by one to name the damaged one, up to
+# this many; past it the message names the file.
+_ONE_BY_ONE = 16
+
+
+def _key(image: RawImage) -> bytes:
+    """What decides an image's unpacked bytes: its kind, compression and payload. Header
+    fields that change nothing (a crafted file varies them to defeat a cache) are left out,
+    so copies of one payload are unpacked once, whatever their headers say."""
+    h = hashlib.sha256(struct.pack("<16sQQ", image.kind.encode(), image.flags & _COMPRESSED,
+                                   image.uncompressed_size))
+    h.update(image.payload)
+    return h.digest()
 
 
 def payload(image: RawImage, toolkit) -> bytes:
-    """The image itself, uncompressed (cuobjdump unpacks it from a one-image fatbin)."""
+    """The image itself, uncompressed (cuobjdump unpacks it; see ``unpack_all``)."""
     if not image.compressed:
         return image.payload
-    blob = image.header + image.payload
-    key = hashlib.sha256(blob).digest()
+    key = _key(image)
     if key not in _UNPACKED:
-        _UNPACKED[key] = _unpack(image, blob, toolkit)
+        unpack_all([image], toolkit)
     return _UNPACKED[key]
 
 
-def _unpack(image: RawImage, blob: bytes, toolkit) -> bytes:
-    what = f"{image.where or 'fatbin'} image {image.index} ({image.kind} {image.arch_name})"
-    flag = {"cubin": "-xelf", "ptx": "-xptx"}.get(image.kind)
-    if flag is None:
-        raise ArtifactError(f"{what}: cuobjdump cannot extract {image.kind} images")
+def unpack_all(images: list[RawImage], toolkit) -> None:
+    """Unpack every compressed cubin and PTX image of ``images`` not unpacked yet, in one
+    cuobjdump run per kind (copies of one payload once): the work is bounded by the tool
+    runs, not the images. ``InputTooLarge`` past ``MAX_UNPACKED`` distinct images or
+    ``MAX_UNPACKED_BYTES`` in all; ``ArtifactError`` when one does not unpack."""
+    todo: dict[bytes, RawImage] = {}
+    for im in images:
+        if im.compressed:
+            key = _key(im)
+            if key not in _UNPACKED and key not in todo:
+                _check_unpackable(im)
+                todo[key] = im
+    if not todo:
+        return
+    where = next(iter(todo.values())).where or "the fatbin"
+    total = sum(im.uncompressed_size for im in todo.values())
+    if len(todo) > MAX_UNPACKED or total > MAX_UNPACKED_BYTES:
+        raise InputTooLarge(f"{where} holds {len(todo)} distinct compressed images that "
+                            f"unpack to {size_text(total)}: more than the {MAX_UNPACKED} "
+                            f"images or {size_text(MAX_UNPACKED_BYTES)} nvstage unpacks "
+                            "(MAX_UNPACKED, MAX_UNPACKED_BYTES)",
+                            hint="is it the file you meant? real ones hold far fewer")
+    for kind, flag in (("cubin", "-xelf"), ("ptx", "-xptx")):
+        group = [(k, im) for k, im in todo.items() if im.kind == kind]
+        if group:
+            _UNPACKED.update(_unpack(group, flag, toolkit))
+
+
+def _what(image: RawImage) -> str:
+    return f"{image.where or 'fatbin'} image {image.index} ({image.kind} {image.arch_name})"
+
+
+def _check_unpackable(image: RawImage) -> None:
+    if image.kind not in ("cubin", "ptx"):
+        raise ArtifactError(f"{_what(image)}: cuobjdump cannot extract {image.kind} images")
     if image.uncompressed_size > MAX_ARTIFACT_BYTES:  # a decompression bomb, or damage
-        raise InputTooLarge(f"{what} says it unpacks to {size_text(image.uncompressed_size)}:"
-                            f" more than the {size_text(MAX_ARTIFACT_BYTES)} nvstage reads "
+        raise InputTooLarge(f"{_what(image)} says it unpacks to "
+                            f"{size_text(image.uncompressed_size)}: more than the "
+                            f"{size_text(MAX_ARTIFACT_BYTES)} nvstage reads "
                             "(MAX_ARTIFACT_BYTES)")
+
+
+_EXTRACTED = re.compile(r"^all\.(\d+)\.")  # cuobjdump names image N of all.fatbin all.N.*
+
+
+def _nameless(header: bytes) -> bytes:
+    """An image header with its name's offset and length (bytes 32 to 40) zeroed."""
+    h = bytearray(header)
+    struct.pack_into("<II", h, 32, 0, 0)
+    return bytes(h)
+
+
+def _unpack(group: list[tuple[bytes, RawImage]], flag: str, toolkit) -> dict[bytes, bytes]:
+    """{key: unpacked bytes} for images of one kind, from one fatbin holding them all:
+    cuobjdump writes the Nth image of that kind as ``all.N.ARCH.EXT``. Only when the image
+    has no name: one that has (the source's path, in nvcc's fatbins) is written as
+    ``NAME.ARCH.EXT``, so copies of one name overwrite each other; the copies here lose it."""
     cuobjdump = toolkit.tool("cuobjdump")
     with tempfile.TemporaryDirectory(prefix="nvstage-fb-") as tmp:
-        one = Path(tmp, "one.fatbin")
-        one.write_bytes(_HEADER.pack(MAGIC, 1, _HEADER.size, len(blob)) + blob)
-        cp = proc.run([cuobjdump, flag, "all", one.name], cwd=tmp, timeout=120)
-        out = [f for f in Path(tmp).iterdir() if f.name != one.name]
-        if cp.returncode != 0 or len(out) != 1:
-            # The container parsed, so the payload is what fails: the user's file is
-            # damaged, and the temporary file cuobjdump names means nothing to them.
-            said = " ".join((cp.stderr or cp.stdout).replace(str(one), "it")
-                            .replace(one.name, "it").split())[:200]  # one line
-            raise ArtifactError(f"{what} is damaged: its compressed payload does not "
-                                f"unpack" + (f" (cuobjdump: {said})" if said else ""),
-                                hint="rebuild it; a cuobjdump older than the toolkit that "
-                                     "made it may also not know its compression")
-        return read_regular(out[0])
+        batch = Path(tmp, "all.fatbin")
+        body = b"".join(_nameless(im.header) + im.payload for _, im in group)
+        batch.write_bytes(_HEADER.pack(MAGIC, 1, _HEADER.size, len(body)) + body)
+        cp = proc.run([cuobjdump, flag, "all", batch.name], cwd=tmp, timeout=600)
+        out = {}
+        for f in Path(tmp).iterdir():
+            m = _EXTRACTED.match(f.name)
+            if m and f.name != batch.name:
+                out[int(m.group(1))] = f
+        if cp.returncode == 0 and sorted(out) == list(range(1, len(group) + 1)):
+            return {key: read_regular(out[n]) for n, (key, _) in enumerate(group, 1)}
+        said = " ".join((cp.stderr or cp.stdout).replace(str(batch), "it")
+                        .replace(batch.name, "it").split())[:200]  # one line
+    if len(group) > 1 and len(group) <= _ONE_BY_ONE:
+        found = {}
+        for item in group:  # name the one that fails
+            found.update(_unpack([item], flag, toolkit))
+        return found
+    # The container parsed, so a payload is what fails: the user's file is damaged, and the
+    # temporary file cuobjdump names means nothing to them.
+    what = _what(group[0][1]) if len(group) == 1 else \
+        f"one of the {len(group)} compressed {group[0][1].kind} images of " \
+        f"{group[0][1].where or 'the fatbin'}"
+    raise ArtifactError(f"{what} is damaged: its compressed payload does not unpack"
+                        + (f" (cuobjdump: {said})" if said else ""),
+                        hint="rebuild it; a cuobjdump older than the toolkit that made it "
+                             "may also not know its compression")
 
 
 def _kernels(image: RawImage, data: bytes, path) -> tuple[str, ...]:
@@ -319,6 +408,7 @@ def inventory(path: str | os.PathLike, toolkit=None) -> list[FatbinImage]:
     (``section`` says so); the driver loads only the ``.nv_fatbin`` ones.
     """
     _, images = raw_images(path)
+    unpack_all([im for im in images if im.kind != "ltoir"], toolkit)  # one tool run
     stem = Path(path).name.split(".")[0] or "image"
     out = []
     for im in images:
@@ -341,4 +431,6 @@ def image_bytes(path: str | os.PathLike, toolkit, kind: str = "cubin"
                 ) -> list[tuple[RawImage, bytes]]:
     """(image, uncompressed bytes) for every image of ``kind`` in a fatbin/object/executable."""
     _, images = raw_images(path)
-    return [(im, payload(im, toolkit)) for im in images if im.kind == kind]
+    chosen = [im for im in images if im.kind == kind]
+    unpack_all(chosen, toolkit)  # one tool run for all of them
+    return [(im, payload(im, toolkit)) for im in chosen]

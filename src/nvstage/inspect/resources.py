@@ -15,6 +15,7 @@ cuobjdump on sm_90. The readers take it out here, and keep the figure the tool p
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -240,12 +241,16 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelResources]:
     images = image_bytes(path, toolkit, "cubin")
     loadable = [(im, d) for im, d in images if im.section in ("", ".nv_fatbin")]
     out: list[KernelResources] = []
+    seen: dict[bytes, list[KernelResources]] = {}  # by the cubin's hash: copies run it once
     for im, data in loadable or images:
-        cubin = read_cubin(data, f"{path} image {im.index}")
-        source = "cuobjdump -res-usage" + (" (after device link)"
-                                           if cubin.from_device_link else "")
-        out += res_usage_of_cubin(data, toolkit, arch=cubin.arch,
-                                  final=not cubin.relocatable, source=source)
+        key = hashlib.sha256(data).digest()
+        if key not in seen:
+            cubin = read_cubin(data, f"{path} image {im.index}")
+            source = "cuobjdump -res-usage" + (" (after device link)"
+                                               if cubin.from_device_link else "")
+            seen[key] = res_usage_of_cubin(data, toolkit, arch=cubin.arch,
+                                           final=not cubin.relocatable, source=source)
+        out += seen[key]
     return out
 
 

@@ -4,6 +4,7 @@ for cubins built with -lineinfo, the source line of each instruction."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -150,13 +151,18 @@ def disassemble(path: str | os.PathLike, toolkit, *, lineinfo: bool = False
         return build_sass(load_build(path), toolkit, lineinfo=lineinfo)
     out: list[SassKernel] = []
     stem = Path(path).name.split(".")[0]
+    listed: dict[bytes, str] = {}  # nvdisasm's text by the cubin's hash: copies run it once
     with tempfile.TemporaryDirectory(prefix="nvstage-sass-") as tmp:
         for im, data in image_bytes(path, toolkit, "cubin"):
             arch = read_cubin(data, f"{path} image {im.index}").arch
             name = f"{stem}.{im.index}.{arch}.cubin"  # the inventory's name: unique
-            one = Path(tmp, name)
-            one.write_bytes(data)
-            out += parse_nvdisasm(_nvdisasm(one, toolkit, lineinfo), arch=arch, image=name)
+            key = hashlib.sha256(data).digest()
+            if key not in listed:
+                one = Path(tmp, name)
+                one.write_bytes(data)
+                listed[key] = _nvdisasm(one, toolkit, lineinfo)
+                one.unlink()
+            out += parse_nvdisasm(listed[key], arch=arch, image=name)
     return out
 
 

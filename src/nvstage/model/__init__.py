@@ -1,1 +1,2 @@
-"""Estimating a workload offline: the cost file, the estimate, calibration, and two workloads compared."""
+"""Estimating a workload offline: the cost file, the estimate, calibration, and two workloads
+compared."""

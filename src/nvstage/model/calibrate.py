@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from nvstage.artifacts import is_regular
 from nvstage.errors import CalibrationError
 from nvstage.hw.gpus import GpuSpec
 from nvstage.model.costfile import CostSpec
@@ -111,7 +112,7 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
                             "theoretical rate")
     if workload is None:
         wfile = report.workload_file
-        if wfile and Path(wfile).is_file():
+        if wfile and is_regular(wfile):  # a name from the report: never a traceback
             workload = wfile
     if workload is not None and launch_ops:
         from nvstage.model.costfile import load_model_input

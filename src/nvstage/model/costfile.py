@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nvstage.artifacts import is_regular
 from nvstage.errors import CostSpecError, ExprError, MissingCounts
 from nvstage.run.workload import Workload
 from nvstage.run.workload.expr import MAX_INT_BITS, eval_int_expr, quote_expr
@@ -103,7 +104,7 @@ def load_model_input(path: str | Path, cost: str | Path | None = None
     if inline is not None:
         return w, cost_from_dict(inline, w, origin=f"{path}: [model]")
     sidecar = cost_path_for(p)
-    if sidecar.is_file():
+    if is_regular(sidecar):  # a name too long for a sidecar is no sidecar, not a traceback
         return w, load_cost(sidecar, w)
     raise MissingCounts(
         f"{path}: no reads, writes and FLOPs per launch, so no kernel time can be estimated",

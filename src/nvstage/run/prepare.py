@@ -105,14 +105,11 @@ def without_temp_keep(e, code: CodeSpec, arch: str):
     """A stage failed while compiling a workload's source: its keep folder was temporary and
     is deleted on the way out, so the error must not send the user there. Say instead how
     to compile the same thing with the files kept."""
-    import shlex
+    from nvstage.compiler.driver import without_temp_keep as hint_keep
 
     argv = ["nvstage", "compile", code.path, "--arch", arch, f"--{code.stop}"]
     argv += [f"-D{d}" for d in code.defines] + [f"-I{i}" for i in code.include_dirs]
-    e.keep_dir = None
-    e.hint = ("the workload's build ran in a temporary folder, now removed; to keep what "
-              f"the earlier stages produced: {shlex.join(argv)} --keep-dir DIR")
-    return e
+    return hint_keep(e, argv)
 
 
 def load_and_validate(path_or_workload, arch: str, *, toolkit=None):

@@ -19,6 +19,7 @@ def run_workload(w: Workload, prep: Prepared, *, mode: str = "serialized",
                  reps: int | None = None, warmup: int | None = None, profile: bool = True,
                  use_cupti: bool = False, timeline: bool = True, toolkit=None,
                  log: Callable[[str], None] | None = None) -> RunResult:
+    w.check_work(reps, warmup)  # the work as a whole, before the GPU is touched
     require()
     from nvstage.run.devices import device_facts
     from nvstage.run.engine import Engine, Loaded

@@ -13,7 +13,8 @@ duplicate rules), and beside every file read outside the compiler's and toolkit'
 trees (a quoted include looks beside its includer first; ``-include`` in the current folder).
 Also part of the state: what each search folder is (its real path, or absent), so a folder
 that appears or a link pointed elsewhere misses. Files that name ``__DATE__``, ``__TIME__`` or
-``__TIMESTAMP__`` are never cached.
+``__TIMESTAMP__``, and assembled files that ``.incbin`` a file, are never cached
+(``not_cacheable``).
 
 Not watched, by choice or by necessity: a file newly installed beside an includer inside the
 compiler's or toolkit's trees (``/usr/include`` included: watching every system folder would
@@ -24,6 +25,7 @@ cost more than it saves), ``__has_include`` probes (gcc's depfile does not list 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 # Flags that add folders, and where each chain sits in gcc's order (built-ins between the
@@ -240,19 +242,53 @@ class Trees:
 
 
 TIME_MACROS = (b"__DATE__", b"__TIME__", b"__TIMESTAMP__")
+# A time macro's name pasted together by a macro (``CAT3(__, TIME, __)``): the compiler's
+# -Wdate-time warning finds every spelling (``stage.py``), but -w and system headers silence
+# it; this lexical net catches the usual ones there (a name piece beside a file's ``##``).
+_PASTED_TIME = re.compile(rb"(?<![A-Za-z0-9_])_*(?:TIME|DATE|TIMESTAMP)_*(?![A-Za-z0-9_])")
+# Assembler directives that read a file: gcc's dependency list never names it, so a change
+# to it could not change the key (ccache refuses ``.incbin`` for the same reason).
+_ASM_READS = re.compile(rb"\.incbin\b|\.include[ \t]+\\?[\"']")
+MAX_SCAN_BYTES = 256 << 20  # a file larger than this is not looked through: not cached
+
+
+def not_cacheable(paths: Iterable[str], *, assembles: bool = False) -> str | None:
+    """Why a host-compiler stage that read ``paths`` (the user's files, not the compiler's or
+    toolkit's) may not be cached, or None. A file that names ``__DATE__``, ``__TIME__`` or
+    ``__TIMESTAMP__`` (or pastes such a name, as far as ``_PASTED_TIME`` sees): the output
+    depends on the clock or on file dates, not on contents alone (ccache does the same). With
+    ``assembles`` (a ``-c`` stage), a file that mentions ``.incbin`` or ``.include "...":
+    the assembler reads a file no key holds. Found by their spelling in the files read: one
+    built from pieces (``".inc" "bin"`` joined by the compiler) is not seen (README's limits).
+    Files are read only if regular (a FIFO is not waited on) and within ``MAX_SCAN_BYTES``."""
+    from nvstage.artifacts import open_regular
+
+    for path in paths:
+        try:
+            with open_regular(path) as f:
+                if os.fstat(f.fileno()).st_size > MAX_SCAN_BYTES:
+                    return f"{path} is too large to look through"
+                data = f.read(MAX_SCAN_BYTES + 1)
+        except OSError:
+            continue  # not there or not a file: its key part is missing anyway
+        if len(data) > MAX_SCAN_BYTES:
+            return f"{path} is too large to look through"
+        if any(m in data for m in TIME_MACROS):
+            return f"{path} names a time macro"
+        if b"##" in data and _PASTED_TIME.search(data):
+            return f"{path} pastes tokens and names TIME, DATE or TIMESTAMP"
+        if assembles and (b".incbin" in data or b".include" in data) and \
+                _ASM_READS.search(data):
+            return f"{path} has the assembler read a file (.incbin or .include)"
+    return None
 
 
 def uses_time_macros(paths: Iterable[str]) -> str | None:
-    """The first file that names ``__DATE__``, ``__TIME__`` or ``__TIMESTAMP__``: its
-    preprocessed output depends on the clock or on file dates, not on contents alone, so it
-    is not cached (ccache does the same)."""
+    """The first file that names ``__DATE__``, ``__TIME__`` or ``__TIMESTAMP__`` (see
+    ``not_cacheable``), or None."""
     for path in paths:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        if any(m in data for m in TIME_MACROS):
+        reason = not_cacheable([path])
+        if reason is not None and reason.endswith("names a time macro"):
             return path
     return None
 

@@ -29,8 +29,8 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from pathlib import Path
 
+from nvstage.artifacts import open_regular
 from nvstage.compiler.cache.store import Work, cut, digest, pieces_ok
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.toolkit import Toolkit
@@ -78,7 +78,8 @@ class FileHasher:
             return None  # a FIFO or device would block or never end
         if os.path.abspath(path).startswith(self.volatile):
             try:
-                data = Path(path).read_bytes()
+                with open_regular(path) as f:
+                    data = f.read()
             except OSError:
                 return None
             blob, sites = cut(data, self.work)
@@ -104,7 +105,7 @@ def _scan(path: str, part: bytes, chunk: int = 1 << 20) -> tuple[str, bool, bool
     h = hashlib.sha256()
     found = binary = False
     tail = b""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:  # swapped for a FIFO since the stat: refused, not waited on
         while block := f.read(chunk):
             h.update(block)
             found = found or part in tail + block

@@ -9,6 +9,14 @@ is byte-identical with and without it), and the headers it listed are recorded w
 hashes under its direct key. A later build hashes those headers again and, when they all
 match and no new file would now hide one of them (``headers.py``), finds the result without
 starting the compiler.
+
+What a key cannot see is never stored. A host-compiler stage runs with gcc's ``-Wdate-time``
+(never an error: ``-Wno-error=date-time``): ``__DATE__``, ``__TIME__`` or ``__TIMESTAMP__``
+reaching the output, however the name was spelt (pasted by a macro too), makes it warn, and
+a stage that warned is not stored; the user sees the stderr plain nvcc prints (the warnings
+taken out, or the stage run again without the flag when they are mixed with other
+diagnostics). Files the assembler reads through ``.incbin`` are in no dependency list: a
+stage that assembles a file mentioning it is not stored (``headers.not_cacheable``).
 """
 
 from __future__ import annotations
@@ -16,15 +24,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from nvstage.compiler.cache.headers import Existence, Trees, builtin_dirs, include_search, \
-    present, search_layout, shadow_candidates, uses_time_macros
+    not_cacheable, present, search_layout, shadow_candidates
 from nvstage.compiler.cache.keys import HOST_COMPILER, Keys, parse_depfile
-from nvstage.compiler.cache.store import Cache, Counters, Scratch, digest
+from nvstage.compiler.cache.store import MAX_DOC_BYTES, Cache, Counters, Scratch, digest, \
+    read_file
 from nvstage.compiler.graph import Graph
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.record import Artifact, StageRun, arch_of, kind_of, stage_arch
@@ -44,6 +54,28 @@ _CACHEABLE = frozenset({
 _SETTLE_NS = 10_000_000
 # The tools that write cudafe++'s host stub, which names its own path in a #line marker.
 _STUB_WRITERS = frozenset({StageKind.CUDAFE, StageKind.CICC})
+# Given to a host-compiler stage the cache may store: a time macro in any spelling warns
+# (gcc 4.9+, clang), and a user's -Werror cannot make the warning fail the stage.
+DATE_TIME_ARGS = ("-Wdate-time", "-Wno-error=date-time")
+_DATE_TIME = "Wdate-time"  # in the warning's [-Wdate-time], and in JSON diagnostics
+# The lines of gcc's -Wdate-time warnings: the warning, the include chain before it, the
+# source and caret lines under it (indented), the macro expansions noted after it.
+_DT_LINE = re.compile(
+    r'.+:\d+:\d+: warning: macro "__(?:DATE|TIME|TIMESTAMP)__" might prevent reproducible '
+    r'builds \[-Wdate-time\]'
+    r'|In file included from .+[:,]|\s+from .+[:,]'
+    r'|.+:\d+:\d+: note: in (?:expansion|definition) of macro .+'
+    r'|\s.*|')
+
+
+def without_date_time(stderr: str) -> str | None:
+    """``stderr`` without the warnings ``DATE_TIME_ARGS`` caused: "" when it holds nothing
+    else, None when other diagnostics are mixed in (gcc prints an include chain once for
+    several diagnostics, so which lines were the warning's cannot be told: run it again)."""
+    lines = stderr.splitlines()
+    if all(_DT_LINE.fullmatch(line) for line in lines):
+        return ""
+    return None
 
 
 def open_cache(cache: bool | str | os.PathLike | Cache) -> Cache | None:
@@ -139,7 +171,14 @@ class StageCache:
         if hit is not None:
             return hit
         since = time.time_ns()
-        run = self._uncached(stage)
+        if stage.kind in HOST_COMPILER:  # the user's own -M flags: no direct mode
+            run, warned = self._run_host(stage)
+            if warned or not_cacheable([self.keys.paths.abs(p) for p in reads],
+                                       assembles="-c" in stage.argv):
+                self.count(misses=1)
+                return run
+        else:
+            run = self._uncached(stage)
         self.count(misses=1)
         if run.ok and self._settled(reads, since):
             # The stub's marker naming itself is the path's own doing only while nothing the
@@ -174,12 +213,13 @@ class StageCache:
                     return hit
         depfile = os.path.join(self._scratch_dir(), f"{stage.index}.d")
         since = time.time_ns()
-        run = self._uncached(stage, ("-MD", "-MF", depfile))
+        run, warned = self._run_host(stage, ("-MD", "-MF", depfile))
         self.count(misses=1)
-        if not run.ok:
+        if not run.ok or warned:
             return run
         try:
-            names = parse_depfile(Path(depfile).read_text(errors="replace"))
+            names = parse_depfile(  # names round-trip, as the plan's do
+                read_file(depfile, MAX_DOC_BYTES).decode(errors="surrogateescape"))
         except OSError:
             return run
         looks = [hasher.look(paths.abs(n)) for n in names]
@@ -187,18 +227,37 @@ class StageCache:
         # The places a hiding file could be, as they are now (not the build's memory): one
         # that appeared while the compiler ran may or may not have been seen, so the result
         # is not stored (ccache's "file too new", for the places nobody read). Time macros
-        # are looked for in the user's files only: the compiler's and toolkit's name none.
+        # and .incbin are looked for in the user's files only: the compiler's and toolkit's
+        # use neither.
         files = [paths.abs(n) for n in names]
         shown = present(shadow_candidates(files, search, self.cwd, fixed))
         trees = Trees(fixed)
         if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \
-                not uses_time_macros(f for f in files if f not in trees):
+                not not_cacheable([f for f in files if f not in trees],
+                                  assembles="-c" in stage.argv):
             self._store(stage, self.keys.candidates([dkey, sorted(headers.items())],
                                                     self.keys.pinned(stage, looks)), run)
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
                 self.cache.add_header_set(dkey, headers,
                                           digest([search_layout(search), shown]))
         return run
+
+    def _run_host(self, stage: Stage, extra: tuple[str, ...] = ()) -> tuple[StageRun, bool]:
+        """Run a host-compiler stage with ``extra`` and ``DATE_TIME_ARGS``: the run, its stderr
+        what plain nvcc prints, and whether a time macro reached its output (not to be
+        stored). A user who asks for date-time warnings (or against them) gets them as asked:
+        the stage runs with the user's flags alone, and any such warning still counts."""
+        own = any(a.startswith("-W") and a.endswith("date-time") for a in stage.argv)
+        run = self._uncached(stage, extra if own else (*extra, *DATE_TIME_ARGS))
+        if _DATE_TIME not in run.stderr:
+            return run, False
+        if own:
+            return run, True
+        plain = without_date_time(run.stderr)
+        if plain is None:  # mixed with other diagnostics, or the compiler took no such flag
+            return self._uncached(stage, extra), True
+        run.stderr = plain
+        return run, True
 
     def _shadow(self, files: list[str], search: list[str], fixed: list[str]) -> str:
         """The digest of the places where a new file would hide one of these headers, once

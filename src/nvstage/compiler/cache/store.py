@@ -11,16 +11,27 @@ Layout under the root::
     entries/ab/<key>/meta.json, 0, 1, ...   one entry: the outputs and what the tool printed
     direct/ab/<key>.json                    header sets seen for a direct key
     notes/<key>.json                        facts about tools (a compiler's built-in folders)
+    tools/<name>.json                       tool versions and nvcc's option grammar
     stats.json                              hits and misses over all builds
     tmp/                                    entries being written, builds' scratch folders
 
 An entry is written in ``tmp/`` and renamed into place whole, so a reader sees all of it or
 none; when two builds race, the second rename fails and its copy is dropped. Every file is
 hash-checked while it is copied out: a corrupt or truncated entry is a miss and is removed.
+``meta.json`` (which holds those hashes), the header sets and the notes are sealed with an
+HMAC under a key kept outside the folder (``seal.py``): an entry written or edited without
+the key is a miss like a damaged one, and is removed. Restored files get the mode a tool's
+fresh write would give them (the umask applied).
 A hit touches ``meta.json``; eviction removes the least recently used entries over the limit.
 Only a folder holding nvstage's ``CACHEDIR.TAG`` is written to, evicted from or cleared: a
 folder somebody else made is refused, whatever its files are called. A running build's scratch
 folder is locked, and ``clear`` leaves it alone.
+
+Nothing in the folder is followed out of it or waited on: every file the cache reads is
+opened without following a link and without blocking, must be a regular file and is read
+within a bound (``read_file``), so a planted link, FIFO or device is a miss, never a hang; a
+link or file where the cache keeps a folder (``tmp``, ``entries``, ...) is removed, not
+followed, before anything is written, listed or deleted there.
 
 The work folder. Intermediate files live in a per-build folder whose path the tools see and
 sometimes write (cudafe++'s stub names itself in ``#line``). An entry stores each output, and
@@ -55,6 +66,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nvstage.compiler.cache import seal
 from nvstage.errors import CacheError
 from nvstage.paths import ENV_CACHE_DIR, cache_dir, cache_dir_label, default_cache_dir
 
@@ -68,13 +80,18 @@ _SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 _MARK_LINE = b"# nvstage stage cache: made by nvstage, which may delete what it holds."
 MARK_TEXT = _SIGNATURE + b"\n" + _MARK_LINE + b"\n# See https://bford.info/cachedir/\n"
 # What the cache itself writes at its root; a folder holding only NVSTAGE_OWN (the toolkit's
-# version notes, written before any build opens the cache) is as good as empty.
+# notes, which nvstage before the sealed notes wrote before any build opened the cache) is as
+# good as empty.
 _NAMES = ("entries", "direct", "notes", "tmp", "stats.json", "lock")
 _NVSTAGE_OWN = ("tools",)
 _MARKING = ".nvstage-mark-"  # a mark being written, renamed to MARK when whole
 _DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header state seen)
 _STALE_SCRATCH_S = 24 * 3600  # an unlocked scratch folder this old was left by a killed build
-
+# The most the cache reads from one of its small documents (meta.json, a header set, a note,
+# the counters): what a tool printed is in meta.json, and ptxas -v over thousands of kernels is
+# megabytes; a planted /dev/zero or multi-GB file is refused before it is read.
+MAX_DOC_BYTES = 64 << 20
+_NOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
 SIZE_FORMS = "bytes (123456) or a number with K, M, G or T (500M, 2G, 1.5GiB)"
@@ -182,9 +199,43 @@ def _canon(obj) -> bytes:
 
 
 def digest(parts) -> str:
-    """The SHA-256 of ``parts`` (JSON: lists, strings, numbers) in canonical form: every key,
-    and the check that seals a small document."""
+    """The SHA-256 of ``parts`` (JSON: lists, strings, numbers) in canonical form: every key
+    is one (what it hashes is ``keys.py``)."""
     return _sha(_canon(parts))
+
+
+def read_file(path: str | os.PathLike, limit: int) -> bytes:
+    """The bytes of a regular file in the cache, of at most ``limit`` bytes: opened without
+    following a link (O_NOFOLLOW: ELOOP) and without blocking (a FIFO), checked on the open
+    descriptor, read within the bound. Anything else raises an OSError, which every caller
+    takes as a miss: a planted link, FIFO or device never hangs a build or a command."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"not a regular file: {path}")
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"over {limit} bytes: {path}")
+        parts, total = [], 0
+        while total <= limit:
+            block = os.read(fd, min(limit + 1 - total, 1 << 24) or 1)
+            if not block:
+                break
+            parts.append(block)
+            total += len(block)
+        if total > limit:  # it grew while being read
+            raise OSError(errno.EFBIG, f"over {limit} bytes: {path}")
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def _is_dir(path: Path) -> bool:
+    """A real folder, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 @dataclass
@@ -236,6 +287,7 @@ class Cache:
         self.max_bytes = _max_bytes_from_env() if max_bytes is None else max_bytes
         self._lock = threading.Lock()
         self._opened = False
+        self._secret: bytes | None = None
 
     # -- the folder: nvstage's own, or refused -----------------------------------------------
     def state(self, doing: str | None = None) -> str:
@@ -303,8 +355,29 @@ class Cache:
             except OSError as e:  # the cause stays: a caller may tell "read-only" apart
                 raise CacheError(f"{self.label} cannot be used as the stage cache: "
                                  f"{e.strerror or e}") from e
+        self._key()
         self._opened = True
         return self
+
+    def _key(self) -> bytes:
+        """The key that seals this cache's documents (``seal.py``), outside the folder.
+        Raises ``CacheError`` when it cannot be read or made, or lies inside the folder."""
+        if self._secret is None:
+            where = seal.key_path()
+            if os.path.realpath(where.parent) == os.path.realpath(self.root) or \
+                    os.path.realpath(where).startswith(os.path.join(
+                        os.path.realpath(self.root), "")):
+                raise CacheError(f"{self.label} holds the cache's own key {where}: whoever "
+                                 f"can write the cache could read it",
+                                 hint="keep the cache and XDG_CONFIG_HOME apart")
+            self._secret = seal.secret()
+        return self._secret
+
+    def _seal(self, doc: dict) -> bytes:
+        return seal.seal(doc, self._key())
+
+    def _unseal(self, raw: bytes) -> dict | None:
+        return seal.unseal(raw, self._key())
 
     @property
     def default(self) -> bool:
@@ -322,30 +395,67 @@ class Cache:
     def _direct_file(self, key: str) -> Path:
         return self.root / "direct" / key[:2] / f"{key}.json"
 
-    def _tmp(self) -> Path:
+    def _dir(self, *parts: str) -> Path:
+        """``root/parts...``, each a real folder, made when missing. A link, file or FIFO
+        where the cache keeps a folder is removed first, never followed: ``tmp`` linked to
+        a folder of yours would have every build sweep (delete) old files there."""
         self._ensure()
-        t = self.root / "tmp"
+        p = self.root
+        for part in parts:
+            p = p / part
+            for _ in range(4):
+                try:
+                    if stat.S_ISDIR(os.lstat(p).st_mode):
+                        break
+                    os.unlink(p)  # the link itself, not what it points to
+                except FileNotFoundError:
+                    pass
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(p)
+            else:
+                raise OSError(errno.ENOTDIR, f"{p} keeps being replaced")
+        return p
+
+    def _tmp(self) -> Path:
         try:
-            t.mkdir(exist_ok=True)
+            return self._dir("tmp")
         except FileNotFoundError:  # the whole folder was removed mid-build: make it again
             self._opened = False
             try:
                 self.open()
             except CacheError as e:  # mid-build, a write that fails: the build goes on
                 raise OSError(errno.ENOENT, e.message) from None
-            t.mkdir(exist_ok=True)
-        return t
+            return self._dir("tmp")
 
     @contextlib.contextmanager
     def _flock(self) -> Iterator[None]:
         """A short cross-process lock for read-modify-write of small shared files."""
         self._tmp()
-        with self._lock, open(self.root / "lock", "a+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
+        with self._lock:
+            fd = self._lock_file()
             try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
                 yield
             finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+                os.close(fd)
+
+    def _lock_file(self) -> int:
+        """The lock file, opened without following a link or waiting on a FIFO; anything
+        but a regular file there is removed and the file made again."""
+        path = self.root / "lock"
+        for _ in range(4):
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK |
+                             os.O_CLOEXEC, 0o600)
+            except OSError as e:
+                if e.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                    raise
+            else:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    return fd
+                os.close(fd)
+            _remove(path, self.root)
+        raise OSError(errno.EBUSY, f"{path} keeps being replaced")
 
     # -- entries ----------------------------------------------------------------------------
     def get(self, key: str, work: Work | None = None) -> Entry | None | bool:
@@ -353,13 +463,13 @@ class Cache:
         did; None when absent; False when present but unreadable (or needing a folder)."""
         d = self._entry_dir(key)
         try:
-            raw = (d / "meta.json").read_bytes()
+            raw = read_file(d / "meta.json", MAX_DOC_BYTES)
         except FileNotFoundError:
             return None
-        except OSError:
+        except OSError:  # a link, FIFO, device or oversized file planted there
             return False
         try:
-            meta = _unseal(raw)
+            meta = self._unseal(raw)
             if meta is None or meta.get("key") != key or meta.get("schema") != SCHEMA:
                 return False
             printed = [meta["stdout"], meta["stderr"]]
@@ -379,7 +489,8 @@ class Cache:
         Returns None, having copied nothing into place, when a file is missing or damaged
         (or has sites and no ``work`` is given).
         Each destination is replaced by rename: a hard link or open reader elsewhere never
-        sees the cache's bytes change.
+        sees the cache's bytes change. Each gets the mode the tool's own write would have
+        given it: 0666 (0777 for an executable) less the umask, applied by the system.
         """
         if len(dests) != len(entry.files):
             return None
@@ -388,16 +499,25 @@ class Cache:
         try:
             for i, (info, dest) in enumerate(zip(entry.files, dests, strict=True)):
                 dest = os.fspath(dest)
-                data = (entry.path / str(i)).read_bytes()
-                if len(data) != info["size"] or _sha(data) != info["sha256"]:
+                size = info["size"]
+                if type(size) is not int:
+                    raise ValueError("bad size")
+                data = read_file(entry.path / str(i), size)
+                if len(data) != size or _sha(data) != info["sha256"]:
                     raise ValueError("hash mismatch")
                 sites = info.get("sites", [])
                 if not _sites_ok(sites, len(data)) or (sites and work is None):
                     raise ValueError("bad sites")
                 if sites:
                     data = paste(data, sites, work.raw)
-                os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
-                fd, tmp = tempfile.mkstemp(prefix=".nvstage-", dir=os.path.dirname(dest) or ".")
+                folder = os.path.dirname(dest) or "."
+                os.makedirs(folder, exist_ok=True)
+                tmp = os.path.join(folder, f".nvstage-{uuid.uuid4().hex[:12]}")
+                # Created with the mode a fresh write asks for: the umask (and a folder's
+                # default ACL) applies as it would to the tool's own file; mkstemp's 0600
+                # would take read access from the group and others.
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
+                             os.O_CLOEXEC, 0o777 if info.get("x") else 0o666)
                 staged.append((dest, Path(tmp)))
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
@@ -436,7 +556,9 @@ class Cache:
         try:
             infos, bound = [], False
             for i, f in enumerate(files):
-                data = Path(f).read_bytes()
+                with open(f, "rb") as fh:
+                    data = fh.read()
+                    executable = bool(os.fstat(fh.fileno()).st_mode & 0o111)
                 sites: list[int] = []
                 if work is not None:
                     blob, sites = cut(data, work.raw)
@@ -446,7 +568,8 @@ class Cache:
                     data = blob
                 (tmp / str(i)).write_bytes(data)
                 infos.append({"name": (names[i] if names else os.path.basename(f)),
-                              "sha256": _sha(data), "size": len(data), "sites": sites})
+                              "sha256": _sha(data), "size": len(data), "sites": sites,
+                              **({"x": True} if executable else {})})
             printed = [[text] if work is None else text.split(work.path)
                        for text in (stdout, stderr)]
             if any(len(p) > 1 for p in printed):
@@ -456,13 +579,13 @@ class Cache:
                     return False
                 key = pinned
             final = self._entry_dir(key)
-            if final.exists():
+            if os.path.lexists(final):
                 return False
             meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": printed[0],
                     "stderr": printed[1], "seconds": seconds, "created": time.time(),
                     "about": about or {}}
-            (tmp / "meta.json").write_bytes(_sealed(meta))
-            final.parent.mkdir(parents=True, exist_ok=True)
+            (tmp / "meta.json").write_bytes(self._seal(meta))
+            self._dir("entries", key[:2])
             try:
                 os.rename(tmp, final)
             except OSError:  # another build got there first: its entry is as good as ours
@@ -500,6 +623,8 @@ class Cache:
     def discard(self, key: str) -> None:
         """Remove an entry (damaged): renamed away first, so no reader sees half of it."""
         d = self._entry_dir(key)
+        if not (_is_dir(self.root / "entries") and _is_dir(d.parent)):
+            return  # through a link: not the cache's to remove
         trash = self._tmp() / f"trash-{uuid.uuid4().hex}"
         try:
             os.rename(d, trash)
@@ -512,31 +637,37 @@ class Cache:
         """The header sets seen for a direct key: (header -> sha256, the digest of its shadow
         state; see ``headers.py``)."""
         try:
-            doc = _unseal(self._direct_file(direct_key).read_bytes())
+            doc = self._unseal(read_file(self._direct_file(direct_key), MAX_DOC_BYTES))
             return [(dict(s["headers"]), str(s["shadow"])) for s in doc["sets"]] if doc else []
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return []
 
     def add_header_set(self, direct_key: str, deps: Mapping[str, str], shadow: str) -> None:
-        path = self._direct_file(direct_key)
         new = {"headers": dict(deps), "shadow": shadow}
         with self._flock():
             sets = [{"headers": h, "shadow": sh} for h, sh in self.header_sets(direct_key)]
             doc = {"sets": ([new] + [s for s in sets if s != new])[:_DIRECT_SETS]}
-            _write_atomic(path, _sealed(doc), self._tmp())
+            folder = self._dir("direct", direct_key[:2])
+            _write_atomic(folder / f"{direct_key}.json", self._seal(doc), self._tmp())
 
     # -- notes: facts about tools, kept between builds ---------------------------------------
-    def note(self, key: str):
-        """What ``set_note`` stored under ``key``, or None."""
+    def note(self, key: str, folder: str = "notes"):
+        """What ``set_note`` stored under ``key`` (in ``folder``: "notes", or "tools" for the
+        toolkit's), or None: missing, damaged, unsealed, or no key to check it with."""
+        if folder not in ("notes", "tools") or not _NOTE_NAME.fullmatch(key):
+            raise ValueError(f"not a note: {folder}/{key}")
         try:
-            doc = _unseal((self.root / "notes" / f"{key}.json").read_bytes())
-            return doc["value"] if doc else None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            doc = self._unseal(read_file(self.root / folder / f"{key}.json", MAX_DOC_BYTES))
+            return doc["value"] if doc and doc.get("note") == key else None
+        except (OSError, CacheError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
-    def set_note(self, key: str, value) -> None:
-        _write_atomic(self.root / "notes" / f"{key}.json", _sealed({"value": value}),
-                      self._tmp())
+    def set_note(self, key: str, value, folder: str = "notes") -> None:
+        """Keep ``value`` (JSON) under ``key``, sealed; raises OSError or ``CacheError``."""
+        if folder not in ("notes", "tools") or not _NOTE_NAME.fullmatch(key):
+            raise ValueError(f"not a note: {folder}/{key}")
+        _write_atomic(self._dir(folder) / f"{key}.json",
+                      self._seal({"note": key, "value": value}), self._tmp())
 
     # -- bookkeeping ------------------------------------------------------------------------
     def record(self, c: Counters) -> None:
@@ -549,27 +680,37 @@ class Cache:
                           self._tmp())
 
     def totals(self) -> Counters:
+        """The counters over all builds (unsealed: they decide nothing); zero when missing
+        or unreadable (a FIFO there is unreadable, not a wait)."""
         try:
-            d = json.loads((self.root / "stats.json").read_bytes())
+            d = json.loads(read_file(self.root / "stats.json", MAX_DOC_BYTES))
             return Counters(**{k: int(d.get(k, 0)) for k in Counters().__dict__})
-        except (OSError, ValueError, TypeError, AttributeError):
+        except (OSError, ValueError, TypeError, AttributeError, RecursionError):
             return Counters()
 
     def entries(self) -> list[tuple[Path, float, int]]:
         """(entry folder, last use, bytes) for every entry (folders named as keys only)."""
         out = []
         base = self.root / "entries"
-        if not base.is_dir():
+        if not _is_dir(base):
+            return out  # missing, or a link: never listed through
+        try:
+            subs = list(base.iterdir())
+        except OSError:
             return out
-        for sub in base.iterdir():
-            if not sub.is_dir() or sub.is_symlink():
+        for sub in subs:
+            if not _is_dir(sub):
                 continue
-            for d in sub.iterdir():
-                if not _KEY.fullmatch(d.name) or d.name[:2] != sub.name or d.is_symlink():
+            try:
+                found = list(sub.iterdir())
+            except OSError:
+                continue
+            for d in found:
+                if not _KEY.fullmatch(d.name) or d.name[:2] != sub.name or not _is_dir(d):
                     continue
                 try:
-                    used = (d / "meta.json").stat().st_mtime
-                    size = sum(f.stat().st_size for f in d.iterdir())
+                    used = os.lstat(d / "meta.json").st_mtime
+                    size = sum(os.lstat(f).st_size for f in d.iterdir())
                 except OSError:
                     continue
                 out.append((d, used, size))
@@ -621,29 +762,42 @@ class Cache:
 
     def _sweep(self, min_age_s: float) -> None:
         """Remove what tmp/ holds that no build holds (see ``_held_dir``) and is at least
-        ``min_age_s`` old."""
-        base = self.root / "tmp"
+        ``min_age_s`` old. tmp/ is opened without following a link, and everything in it is
+        reached through that descriptor: a ``tmp`` linked to a folder elsewhere is removed
+        (the link), never listed through, whatever replaces it meanwhile."""
+        path = self.root / "tmp"
+        try:
+            base = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):  # a link or a file: not the cache's
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            return
         try:
             names = os.listdir(base)
         except OSError:
-            return
+            names = []
         now = time.time()
-        for name in names:
-            p = base / name
-            try:
-                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(p)  # a link, or gone already
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if now - os.fstat(fd).st_mtime >= min_age_s:
-                    _remove(p, self.root)  # under the lock: a build waiting for it looks again
-            except OSError:
-                pass  # held by a running build (or going): not ours to clear
-            finally:
-                os.close(fd)
+        try:
+            for name in names:
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
+                                 os.O_CLOEXEC, dir_fd=base)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=base)  # a link, or gone already
+                    continue
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if now - os.fstat(fd).st_mtime >= min_age_s:
+                        # under the lock: a build waiting for it looks again
+                        _remove_at(base, name, self.root)
+                except OSError:
+                    pass  # held by a running build (or going): not ours to clear
+                finally:
+                    os.close(fd)
+        finally:
+            os.close(base)
 
     def describe(self) -> dict:
         """Where the cache is, its size and counters. Raises ``CacheError`` for a file or a
@@ -674,32 +828,25 @@ _KEY = re.compile(r"[0-9a-f]{64}")
 def _remove(path: Path, root: Path) -> None:
     """Remove a file, link or folder; a folder is renamed away first, so no reader sees half
     of it. Never follows a link."""
+    _remove_at(None, os.fspath(path), root)
+
+
+def _remove_at(dir_fd: int | None, name: str, root: Path) -> None:
+    """``_remove`` of ``name`` in the folder open as ``dir_fd`` (None: ``name`` is a path)."""
     try:
-        if path.is_symlink() or not path.is_dir():
-            path.unlink()
+        if not stat.S_ISDIR(os.lstat(name, dir_fd=dir_fd).st_mode):
+            os.unlink(name, dir_fd=dir_fd)
             return
         trash = root / f".trash-{uuid.uuid4().hex}"
-        os.rename(path, trash)
+        os.rename(name, trash, src_dir_fd=dir_fd)
     except OSError:
         return
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def _sealed(doc: dict) -> bytes:
-    """``doc`` as JSON with a "check" over its canonical form: damage is seen on read."""
-    return json.dumps({**doc, "check": digest(doc)}).encode()
-
-
-def _unseal(raw: bytes) -> dict | None:
-    """A ``_sealed`` document; None when its check does not match (raises on bad JSON or a
-    missing check, like ``json.loads``)."""
-    doc = json.loads(raw)
-    check = doc.pop("check")
-    return doc if check == digest(doc) else None
-
-
 def _write_atomic(path: Path, data: bytes, tmpdir: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """``data`` into ``path`` (its folder a real one: ``Cache._dir``) by rename, which
+    replaces a link there rather than writing through it."""
     fd, tmp = tempfile.mkstemp(dir=tmpdir, prefix=".w-")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -709,3 +856,27 @@ def _write_atomic(path: Path, data: bytes, tmpdir: Path) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+# -- the toolkit's notes: tool versions, nvcc's grammar ------------------------------------
+def tool_note(name: str):
+    """A note about a tool kept in the user's stage cache (``tools/``, sealed like an entry),
+    or None: none there, damaged or unsealed, or no cache folder nvstage may use (refused,
+    not made yet, a bad ``$NVSTAGE_CACHE_DIR``). The caller then works it out again: for a
+    command that builds nothing, the cache's state is never an error."""
+    try:
+        cache = Cache()
+        if cache.state() != "ours":
+            return None
+        return cache.note(name, "tools")
+    except (CacheError, OSError, ValueError):
+        return None
+
+
+def set_tool_note(name: str, value) -> None:
+    """Remember ``value`` (JSON) as ``tool_note(name)``; nothing when the cache folder cannot
+    be nvstage's (the same gate a build passes: a folder of yours is refused, not written)."""
+    try:
+        Cache().open().set_note(name, value, "tools")
+    except (CacheError, OSError, ValueError):
+        pass

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nvstage.artifacts import kind_of_mode, shown_path
 from nvstage.errors import ExprError, WorkloadError
 from nvstage.run.workload.expr import parse_expr
-from nvstage.run.workload.spec import (CODE_KINDS, DTYPES, MAX_REPS, SCALARS, Arg, BufferArg,
-                                       BufferSpec, CheckSpec, CodeSpec, Init, Launch, Scalar,
-                                       Workload, locate)
+from nvstage.run.workload.spec import (CODE_KINDS, DTYPES, MAX_LAUNCH_ENTRIES, MAX_REPS,
+                                       SCALARS, Arg, BufferArg, BufferSpec, CheckSpec,
+                                       CodeSpec, Init, Launch, Scalar, Workload, locate)
 
 SCHEMA_KEYS = ("kernel", "params", "buffers", "transfer", "launch", "run", "check")
 # Tables other commands read from the same file (nvstage model's byte and FLOP counts).
@@ -64,11 +66,17 @@ class Reader:
         if not isinstance(value, str) or not value:
             raise self.err("must be a file path (a string)", table, key)
         p = (self.base / value).resolve()
-        if p.exists() and not p.is_file():  # a FIFO or device would block or never end
-            raise self.err(f"{value} is not a regular file ({p})", table, key,
-                           hint="a workload names regular files only")
-        if not p.is_file():
-            raise self.err(f"no such file: {value} (looked in {p.parent})", table, key)
+        try:
+            mode = os.stat(p).st_mode
+        except FileNotFoundError:
+            raise self.err(f"no such file: {shown_path(value)} (looked in "
+                           f"{shown_path(p.parent)})", table, key) from None
+        except (OSError, ValueError) as e:  # a name too long, a loop of links, no access
+            raise self.err(f"cannot use {shown_path(value)}: "
+                           f"{getattr(e, 'strerror', None) or e}", table, key) from None
+        if not stat.S_ISREG(mode):  # a FIFO or device would block or never end
+            raise self.err(f"{value} is not a regular file ({p} is {kind_of_mode(mode)})",
+                           table, key, hint="a workload names regular files only")
         return str(p)
 
     def read(self, name: str) -> Workload:
@@ -92,9 +100,11 @@ class Reader:
         reps = self.positive_int(run.get("reps", 10), "run", "reps")
         warmup = self.positive_int(run.get("warmup", 2), "run", "warmup", allow_zero=True)
         check = self.check(names, set(from_dev))
-        return Workload(name=name, code=code, params=params, buffers=buffers,
-                        to_device=to_dev, from_device=from_dev, launches=launches, reps=reps,
-                        warmup=warmup, check=check, file=self.file)
+        w = Workload(name=name, code=code, params=params, buffers=buffers,
+                     to_device=to_dev, from_device=from_dev, launches=launches, reps=reps,
+                     warmup=warmup, check=check, file=self.file)
+        w.check_work()  # repeat, reps and warmup together, not one at a time
+        return w
 
     def code(self) -> CodeSpec:
         t = self.table("kernel", required=True)
@@ -244,6 +254,11 @@ class Reader:
         if not isinstance(raw, list):
             raise WorkloadError("launch must be an array of tables ([[launch]])",
                                 where=self.file or "workload")
+        if len(raw) > MAX_LAUNCH_ENTRIES:
+            raise WorkloadError(f"{len(raw)} [[launch]] entries: more than the "
+                                f"{MAX_LAUNCH_ENTRIES} nvstage reads from one workload "
+                                "(MAX_LAUNCH_ENTRIES)", where=self.file or "workload",
+                                hint="use repeat = N for a launch made many times")
         out = []
         for i, t in enumerate(raw):
             table = f"launch[{i}]"

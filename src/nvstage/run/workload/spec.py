@@ -36,6 +36,14 @@ MAX_THREADS_PER_BLOCK = 1024
 # Repetitions, warm-ups and repeats of one launch: far above any real run, low enough that
 # a typo (or a hostile file) cannot queue work for days.
 MAX_REPS = 1_000_000
+# ... but each bound alone allowed 10**6 repeats x 10**6 repetitions, and any number of
+# [[launch]] entries: the work is bounded as a whole. [[launch]] entries in one file (each is
+# evaluated and validated; 300,000 took 70 s), operations (copies and launches) in one
+# repetition, and operations in a whole run (warm-ups included): at a few microseconds a
+# launch, the last is minutes of GPU time and about a GB of per-operation figures.
+MAX_LAUNCH_ENTRIES = 10_000
+MAX_OPERATIONS = 1_000_000
+MAX_TOTAL_OPERATIONS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -213,6 +221,33 @@ class Workload:
             if not lo <= v <= hi:
                 raise WorkloadError(f"{v} does not fit in {s.tag}", where=where)
         return v
+
+    def operation_count(self) -> int:
+        """How many operations one repetition runs (``len(operations())``, not built)."""
+        return (len(self.to_device) + sum(lz.repeat for lz in self.launches)
+                + len(self.from_device))
+
+    def check_work(self, reps: int | None = None, warmup: int | None = None,
+                   where: str | None = None) -> None:
+        """The work a run queues, bounded as a whole: ``MAX_OPERATIONS`` per repetition and
+        ``MAX_TOTAL_OPERATIONS`` over every repetition and warm-up (``reps``/``warmup``: the
+        command line's, else the file's). ``WorkloadError`` naming the limit past either."""
+        reps = self.reps if reps is None else reps
+        warmup = self.warmup if warmup is None else warmup
+        where = where or self.file or "workload"
+        per_rep = self.operation_count()
+        if per_rep > MAX_OPERATIONS:
+            raise WorkloadError(f"one repetition runs {per_rep} operations (copies, and each "
+                                f"launch times its repeat): more than the {MAX_OPERATIONS} "
+                                "nvstage runs in one (MAX_OPERATIONS)", where=where,
+                                hint="lower repeat, or split the workload")
+        total = per_rep * (reps + warmup)
+        if total > MAX_TOTAL_OPERATIONS:
+            raise WorkloadError(f"{reps} repetitions and {warmup} warm-ups of {per_rep} "
+                                f"operations are {total} operations: more than the "
+                                f"{MAX_TOTAL_OPERATIONS} nvstage runs in one run "
+                                "(MAX_TOTAL_OPERATIONS)", where=where,
+                                hint="lower reps, warmup or repeat")
 
     def operations(self) -> list[tuple[str, str, int | None]]:
         """The sequence of one repetition: (kind, name, launch index) in order."""

@@ -39,14 +39,18 @@ class Finding:
 
 
 def validate(w: Workload, sigs: Mapping[str, KernelSig] | None) -> list[Finding]:
-    """Check every launch against the kernels' parameter lists and every buffer's size.
+    """Check every launch against the kernels' parameter lists and every buffer's size
+    (and the contents of each buffer that starts from a .npy file: ``WorkloadError``).
 
     ``sigs`` None means no PTX was available (a cubin without a ptx key): names and
     arguments are then checked after the module is loaded, from the driver's own lists.
     """
+    from nvstage.run.workload.data import check_npys
+
     findings: list[Finding] = []
     values = w.param_values()
     counts = {b.name: w.element_count(b, values) for b in w.buffers}
+    check_npys(w, values)  # a .npy of the wrong kind fails here, not on the GPU
     for i, lz in enumerate(w.launches):
         where = w._where(f"launch[{i}]")
         w.dims(i, values)

@@ -1,0 +1,205 @@
+"""nvstage in front of nvcc, the way ccache stands in front of a compiler.
+
+    nvstage /usr/local/cuda/bin/nvcc -c a.cu -o a.o ...      (ccache's form; CMake's launcher)
+    nvstage nvcc -c a.cu -o a.o ...                          (nvcc found on PATH)
+
+The command is read with the grammar of that nvcc (``nvcc_args``: options files,
+``NVCC_PREPEND_FLAGS``/``NVCC_APPEND_FLAGS`` included) and, when nvstage can follow it, run
+through nvstage's pipeline: nvcc's own plan, its stages (cached, and in parallel when the
+build lends job slots), the dependency file nvcc would write. It behaves as that nvcc: the
+same output files, what the tools print on stderr in plan order, exit 0, and nothing of
+nvstage's own. Every command adds an entry to the build record (``buildlog``).
+
+Where it cannot follow a command line (a mode it does not stage, an option nvcc does not
+know, a failing stage), the unchanged command runs with plain nvcc, its output and exit
+status untouched, and the entry says why: nvstage never fails a build plain nvcc passes, and
+a build that fails shows nvcc's own diagnostics (a failed stage is replayed by nvcc, so the
+message and exit status are nvcc's exactly).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+
+from nvstage.compiler.nvcc_args import Arg, Grammar, expand_options_files, last_value
+
+# What the launcher stages: one CUDA source compiled to an object, PTX, cubin or fatbin.
+_STOPS = ("--compile", "--device-c", "--device-w", "--ptx", "--cubin", "--fatbin")
+# Options that make nvcc do something the staged driver does not: run as given.
+_NOT_STAGED = {
+    "--preprocess": "-E only preprocesses", "--generate-dependencies": "-M writes only deps",
+    "--generate-nonsystem-dependencies": "-MM writes only deps",
+    "--lib": "-lib makes a library", "--device-link": "-dlink links device code",
+    "--link": "-link links", "--run": "-run runs the program", "--dryrun": "--dryrun",
+    "--keep": "the command keeps nvcc's own intermediates",
+    "--keep-dir": "the command keeps nvcc's own intermediates",
+    "--save-temps": "the command keeps nvcc's own intermediates",
+    "--clean-targets": "-clean deletes nvcc's files", "--version": "--version",
+    "--help": "--help", "--list-gpu-code": "a listing", "--list-gpu-arch": "a listing",
+    "--optix-ir": "OptiX IR output", "--ltoir": "LTO-IR output", "--cuda": "-cuda output",
+    "--fdevice-syntax-only": "a syntax check", "--output-directory": "-odir",
+    "--objdir-as-tempdir": "-objtemp", "--time": "--time (nvcc's own timing file)",
+    "--tilebc": "Tile output", "--tilecubin": "Tile output", "--tilefatbin": "Tile output",
+    "--run-args": "-run-args",
+}
+_FORWARD_UNKNOWN = ("--forward-unknown-to-host-compiler", "--forward-unknown-opts")
+_CUDA_SUFFIXES = (".cu",)
+
+
+@dataclass
+class Plan:
+    """What a command asks for, as far as the launcher needs to know."""
+
+    source: str
+    depfile: tuple[str, bool, bool] | None  # (target, -MMD, -MP) with -MD/-MMD
+
+
+@dataclass
+class Fallback:
+    reason: str
+
+
+def understand(args: list[str], grammar: Grammar, cwd: str,
+               environ: dict[str, str]) -> Plan | Fallback:
+    """Whether the staged driver can run this command line (``args`` without nvcc)."""
+    from nvstage.errors import UsageError
+
+    words = [*_env_flags(environ, "NVCC_PREPEND_FLAGS"), *args,
+             *_env_flags(environ, "NVCC_APPEND_FLAGS")]
+    try:
+        parsed = expand_options_files(grammar.parse(words), grammar, cwd)
+    except UsageError as e:
+        return Fallback(f"options file: {e.message}")
+    names = {a.option.long for a in parsed if a.option is not None}
+    for long, why in _NOT_STAGED.items():
+        if long in names:
+            return Fallback(f"not staged: {why}")
+    if not names & set(_STOPS):
+        return Fallback("not staged: the command links (no -c, -dc, -ptx, -cubin or -fatbin)")
+    unknown = [a.words[0] for a in parsed if a.is_unknown]
+    if unknown and not names & set(_FORWARD_UNKNOWN):
+        return Fallback(f"nvcc does not know {unknown[0]}: nvcc says what it thinks of it")
+    inputs = [a.words[0] for a in parsed if a.is_input]
+    if len(inputs) != 1:
+        return Fallback(f"{len(inputs)} input files: one at a time is staged")
+    lang = last_value(parsed, "--x")
+    if not (inputs[0].endswith(_CUDA_SUFFIXES) or lang == "cu") or lang in ("c", "c++"):
+        return Fallback(f"{inputs[0]} is not compiled as CUDA")
+    return Plan(inputs[0], _depfile(parsed, inputs[0]))
+
+
+def _env_flags(environ: dict[str, str], name: str) -> list[str]:
+    value = environ.get(name, "")
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+def _depfile(args: list[Arg], source: str) -> tuple[str, bool, bool] | None:
+    """nvcc's dependency-file options: -MD/-MMD with -MT (the last one wins), -MP."""
+    names = {a.option.long for a in args if a.option is not None}
+    md = "--generate-dependencies-with-compile" in names
+    mmd = "--generate-nonsystem-dependencies-with-compile" in names
+    if not (md or mmd):
+        return None
+    target = last_value(args, "--dependency-target-name")
+    if target is None:
+        out = last_value(args, "--output-file")
+        target = out if out is not None else os.path.splitext(os.path.basename(source))[0] + ".o"
+    return target, mmd and not md, "--generate-dependency-targets" in names
+
+
+def find_nvcc(name: str) -> str | None:
+    """The nvcc a launcher command names: a path, or a name found on PATH."""
+    if os.sep in name:
+        return name if os.access(name, os.X_OK) else None
+    return shutil.which(name)
+
+
+def is_launcher_command(first: str) -> bool:
+    """Whether ``nvstage FIRST ...`` puts nvstage in front of a compiler (not a command)."""
+    base = os.path.basename(first)
+    return os.sep in first or base == "nvcc" or base.startswith("nvcc-") or base.endswith(
+        "/nvcc")
+
+
+def main(argv: list[str]) -> int:
+    """``nvstage NVCC ARGS...``: the exit status nvcc would give."""
+    from nvstage.compiler import buildlog
+    from nvstage.errors import NvstageError
+
+    t0, started = time.perf_counter(), time.time()
+    cwd = os.getcwd()
+    nvcc = find_nvcc(argv[0])
+    args = argv[1:]
+    if nvcc is None:
+        sys.stderr.write(f"nvstage: cannot find the compiler {argv[0]!r}\n")
+        return 127
+    entry = buildlog.Entry([nvcc, *args], cwd, started, 0.0, "fallback", 0, os.getpid())
+    try:
+        code = _staged(nvcc, args, cwd, entry)
+    except NvstageError as e:
+        entry.reason = f"nvstage: {e.message}"
+        code = None
+    except Exception as e:  # a bug must never fail a build that nvcc passes
+        entry.reason = f"nvstage bug: {type(e).__name__}: {e}"
+        code = None
+    if code is None:
+        entry.status = "fallback"
+        code = _plain(nvcc, args, cwd)
+        if os.environ.get("NVSTAGE_LAUNCHER_VERBOSE"):
+            sys.stderr.write(f"nvstage: ran plain nvcc ({entry.reason})\n")
+    entry.exit_code = code
+    entry.seconds = time.perf_counter() - t0
+    buildlog.add(entry, cwd)
+    return code
+
+
+def _plain(nvcc: str, args: list[str], cwd: str) -> int:
+    from nvstage import proc
+
+    return proc.call([nvcc, *args], cwd=cwd)
+
+
+def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
+    """The command through nvstage's pipeline; None when plain nvcc must run it instead."""
+    from nvstage.compiler.driver import compile_command
+    from nvstage.compiler.jobserver import JobServer, jobs_in_build
+    from nvstage.compiler.nvcc_args import grammar_for
+    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.errors import StageFailed
+
+    toolkit = find_toolkit(nvcc)
+    plan = understand(args, grammar_for(toolkit.nvcc), cwd, dict(os.environ))
+    if isinstance(plan, Fallback):
+        entry.reason = plan.reason
+        return None
+    jobs = jobs_in_build()
+    slots = JobServer.from_env() if jobs is None else None
+    try:
+        build = compile_command(args, toolkit=toolkit, cwd=cwd, jobs=jobs or 1, slots=slots,
+                                depfile=plan.depfile, cache=os.environ.get(
+                                    "NVSTAGE_CACHE", "1") != "0")
+    except StageFailed as e:
+        # nvcc's own diagnostics and exit status, exactly: it runs the command again.
+        entry.status, entry.reason = "failed", f"stage {e.stage_index} ({e.stage_kind}) failed"
+        entry.build = e.build_doc if hasattr(e, "build_doc") else None
+        return _plain(nvcc, args, cwd)
+    finally:
+        if slots is not None:
+            slots.close()
+    for run in build.runs:  # what the tools printed, as nvcc passes it through
+        if run.stdout:
+            sys.stdout.write(run.stdout)
+        if run.stderr:
+            sys.stderr.write(run.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    entry.status, entry.build = "ok", build.to_json()
+    return 0
