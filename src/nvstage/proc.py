@@ -250,3 +250,32 @@ def output(argv: Sequence[str], **kw) -> str:
     """stdout+stderr of a quick informational command (versions, listings); never raises on rc."""
     cp = run(argv, **kw)
     return cp.stdout + cp.stderr
+
+
+def call(argv: Sequence[str], *, cwd: str | os.PathLike | None = None,
+         env: Mapping[str, str] | None = None) -> int:
+    """Run ``argv`` with this process's stdin, stdout and stderr (what it prints goes out as
+    it prints it, byte for byte) and return its exit status: the launcher's plain nvcc.
+
+    Its own group too, ended with nvstage's tools on a signal. Raises ToolMissing when it
+    cannot start."""
+    argv = [os.fspath(a) for a in argv]
+    scope = _scope.get()
+    _check(scope)
+    try:
+        p = subprocess.Popen(argv, cwd=cwd, env=dict(env) if env is not None else None,
+                             shell=False, start_new_session=True)
+    except OSError as e:
+        raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
+    _track(p, scope)
+    try:
+        while True:
+            try:
+                return p.wait(timeout=_POLL)
+            except subprocess.TimeoutExpired:
+                _check(scope)
+    except BaseException:
+        _end(p)
+        raise
+    finally:
+        _untrack(p, scope)

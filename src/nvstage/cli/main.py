@@ -37,6 +37,7 @@ COMMANDS = (
 
 HELP = """\
 Usage: nvstage COMMAND [ARGS]...     (nvstage COMMAND --help for each)
+       nvstage NVCC [NVCC ARGS]...   (in front of nvcc, as ccache: CMake's compiler launcher)
 
   See and measure how CUDA source becomes work on a GPU. compile runs nvcc's own plan stage
   by stage and keeps every artifact; show, occupancy and diff look inside what it built; run
@@ -65,6 +66,20 @@ def _help() -> str:
     return HELP.format(commands="\n".join(lines))
 
 
+_NAMES = {name for _, commands in COMMANDS for name, _ in commands}
+
+
+def _launch(argv: list[str]) -> int:
+    from nvstage.compiler.launcher import main as launch
+    from nvstage.proc import handle_signals
+
+    try:
+        with handle_signals():
+            return launch(argv)
+    except KeyboardInterrupt as e:  # a signal: its tools are ended; say it as a shell would
+        return 128 + (getattr(e, "signum", None) or 2)
+
+
 def run(argv: list[str]) -> int:
     """Run one command line (without the program name); returns the exit status."""
     _names_as_bytes()
@@ -78,6 +93,11 @@ def run(argv: list[str]) -> int:
         from nvstage.cli.compile import main as compile_main
 
         return compile_main(argv[1:])
+    if argv[0] not in _NAMES:
+        from nvstage.compiler.launcher import is_launcher_command
+
+        if is_launcher_command(argv[0]):  # nvstage /path/to/nvcc ARGS: stand in front of it
+            return _launch(argv)
     from nvstage.cli.common import drop_junk_columns
 
     drop_junk_columns()  # before typer reads $COLUMNS for --help

@@ -10,6 +10,7 @@ in a locked work folder (``workdir``), and make one ``Build`` record (``record``
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import stat
@@ -30,8 +31,8 @@ from nvstage.compiler.record import MANIFEST, Artifact, Build, StageRun, stage_a
 from nvstage.compiler.scheduler import default_jobs, schedule
 from nvstage.compiler.toolkit import Toolkit, find_toolkit
 from nvstage.compiler.workdir import clear_planted, finish, finish_interrupted, work_folder
-from nvstage.errors import InputNotFound, PlanError, StageFailed, ToolkitError, ToolMissing, \
-    UsageError
+from nvstage.errors import InputNotFound, NvstageError, PlanError, StageFailed, ToolkitError, \
+    ToolMissing, UsageError
 
 
 def compile(  # noqa: A001 - the verb users expect
@@ -75,51 +76,96 @@ def compile(  # noqa: A001 - the verb users expect
     with work_folder(keep, cwd) as work:
         plan, dryrun_argv, plan_seconds = make_plan(os.fspath(source), options, toolkit, work,
                                                     cwd)
-        check_outputs(plan, cwd)
-        if keep is not None:
-            removed = clear_planted(work, [o for s in plan.runnable for o in s.outputs]
-                                    + [MANIFEST], cwd)
-            if removed:  # said with nvcc's own messages, and kept in the manifest
-                plan.messages.append(
-                    f"nvstage: removed {', '.join(removed)} from the keep folder before "
-                    "building: a symbolic link, FIFO or device there is never written through")
-        observer.on_plan(plan)
-        build = Build(str(src), options, toolkit, cwd, plan, dryrun_argv, plan_seconds, [],
-                      0.0, str(work) if keep is not None else None,
-                      _final_output(plan, cwd), jobs=jobs)
-        graph = build_graph(plan)
-        # The cache runs stages through run_stage without importing the driver (and a test
-        # may stand in for it).
-        stages = StageCache(plan, graph, stage_env(plan), cwd, str(work), toolkit, store,
-                            t_start, run_stage)
-        finish(build, work, t_start, running=True)
-        runs: dict[int, StageRun] = {}
-        try:
-            failed = schedule(graph, stages.run, jobs, observer, runs)
-        except KeyboardInterrupt as e:  # Ctrl-C, or a signal under proc.handle_signals
-            build.runs = [runs[i] for i in sorted(runs)]
-            finish_interrupted(build, work, t_start, e)
-            raise
-        finally:
-            stages.close()
+        return _build(plan, dryrun_argv, plan_seconds, source=str(src), options=options,
+                      toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
+                      jobs=jobs, store=store, t_start=t_start,
+                      depfile=_depfile_spec(options.nvcc_args(), os.fspath(source), toolkit)
+                      if any(st.kind is StageKind.DEPFILE for st in plan.stages) else None)
+
+
+def compile_command(
+    args: list[str],
+    *,
+    toolkit: Toolkit,
+    cwd: str | os.PathLike | None = None,
+    source: str,
+    depfile: tuple[str, bool, bool] | None = None,
+    jobs: int = 1,
+    slots=None,
+    cache: bool | str | os.PathLike | Cache = True,
+    observer: Observer | None = None,
+) -> Build:
+    """Run an nvcc command line (``args``, as a build system gave it, without nvcc) stage by
+    stage: the launcher's build. nvcc plans it with its words unchanged (and
+    ``--dryrun --keep --keep-dir`` a temporary folder); ``source`` is its one input, and
+    ``depfile`` ``(target, -MMD, -MP)`` how to write a ``-MD`` dependency file.
+    ``slots``: job slots lent by the build (``jobserver.JobServer``), up to ``jobs``."""
+    t_start = time.perf_counter()
+    observer = observer or Observer()
+    cwd = os.path.abspath(cwd or os.getcwd())
+    if any(c in cwd for c in '"`\\'):
+        raise UsageError(f"cannot build from a folder whose path contains quotes or backslashes: "
+                         f"{cwd}")
+    store = open_cache(cache)
+    with work_folder(None, cwd) as work:
+        plan, dryrun_argv, plan_seconds = _plan_words(list(args), toolkit, work, cwd)
+        return _build(plan, dryrun_argv, plan_seconds, source=str(Path(cwd, source)),
+                      options=CompileOptions(extra=tuple(args)), toolkit=toolkit, cwd=cwd,
+                      work=work, keep=None, observer=observer, jobs=jobs, store=store,
+                      t_start=t_start, depfile=depfile, slots=slots)
+
+
+def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: str,
+           options: CompileOptions, toolkit: Toolkit, cwd: str, work: Path, keep, observer,
+           jobs: int, store, t_start: float, depfile=None, slots=None) -> Build:
+    """Run a planned build's stages in ``work``: the part ``compile`` and ``compile_command``
+    share."""
+    check_outputs(plan, cwd)
+    if keep is not None:
+        removed = clear_planted(work, [o for s in plan.runnable for o in s.outputs]
+                                + [MANIFEST], cwd)
+        if removed:  # said with nvcc's own messages, and kept in the manifest
+            plan.messages.append(
+                f"nvstage: removed {', '.join(removed)} from the keep folder before "
+                "building: a symbolic link, FIFO or device there is never written through")
+    observer.on_plan(plan)
+    build = Build(source, options, toolkit, cwd, plan, dryrun_argv, plan_seconds, [],
+                  0.0, str(work) if keep is not None else None,
+                  _final_output(plan, cwd), jobs=jobs)
+    graph = build_graph(plan)
+    # The cache runs stages through run_stage without importing the driver (and a test
+    # may stand in for it).
+    runner = run_stage if depfile is None else functools.partial(run_stage, depfile=depfile)
+    stages = StageCache(plan, graph, stage_env(plan), cwd, str(work), toolkit, store,
+                        t_start, runner)
+    finish(build, work, t_start, running=True)
+    runs: dict[int, StageRun] = {}
+    try:
+        failed = schedule(graph, stages.run, jobs, observer, runs, slots=slots)
+    except KeyboardInterrupt as e:  # Ctrl-C, or a signal under proc.handle_signals
         build.runs = [runs[i] for i in sorted(runs)]
-        build.critical_path, build.critical_path_seconds = graph.critical_path(
-            {i: runs[i].seconds if i in runs else 0.0 for i in graph.stages})
-        if store is not None:
-            build.cache = {"dir": str(store.root), **stages.counters.to_json()}
-        if failed:
-            stage = failed.stage
-            err = StageFailed(
-                stage_index=stage.index, stage_kind=stage.kind.value, tool=stage.tool,
-                argv=stage.argv, returncode=failed.returncode, stdout=failed.stdout,
-                stderr=failed.stderr, cwd=cwd, env_overrides=_repro_env(plan, stage),
-                keep_dir=build.keep_dir,
-            )
-            build.status, build.error = "failed", err.to_json()
-            finish(build, work, t_start)
-            raise err
+        finish_interrupted(build, work, t_start, e)
+        raise
+    finally:
+        stages.close()
+    build.runs = [runs[i] for i in sorted(runs)]
+    build.critical_path, build.critical_path_seconds = graph.critical_path(
+        {i: runs[i].seconds if i in runs else 0.0 for i in graph.stages})
+    if store is not None:
+        build.cache = {"dir": str(store.root), **stages.counters.to_json()}
+    if failed:
+        stage = failed.stage
+        err = StageFailed(
+            stage_index=stage.index, stage_kind=stage.kind.value, tool=stage.tool,
+            argv=stage.argv, returncode=failed.returncode, stdout=failed.stdout,
+            stderr=failed.stderr, cwd=cwd, env_overrides=_repro_env(plan, stage),
+            keep_dir=build.keep_dir,
+        )
+        build.status, build.error = "failed", err.to_json()
         finish(build, work, t_start)
-        return build
+        raise err
+    finish(build, work, t_start)
+    return build
 
 
 def without_temp_keep(err, command: list[str]):
@@ -217,12 +263,16 @@ def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path
         output = os.path.splitext(os.path.basename(source))[0] + ".ptx"
     source, output = (os.path.join(os.curdir, p) if p and p.startswith("-") else p
                       for p in (source, output))
+    words = [*options.nvcc_args(), source, *(["-o", output] if output else [])]
+    return _plan_words(words, toolkit, work, cwd)
+
+
+def _plan_words(words: list[str], toolkit: Toolkit, work: Path,
+                cwd: str) -> tuple[Plan, list[str], float]:
+    """nvcc's plan for ``words`` (its arguments, in order), in ``work``."""
     ph = Placeholders()
     argv = [toolkit.nvcc, "--dryrun", "--keep", "--keep-dir", ph.sub(str(work))]
-    argv += ph.sub_options(options)
-    argv.append(ph.sub_path(source))
-    if output:
-        argv += ["-o", ph.sub_path(output)]
+    argv += ph.sub_words(words)
     try:
         # The plan's names must come back as the bytes they are: "replace" made a name with
         # a byte that is not UTF-8 another file's name (U+FFFD), which was then compiled.
@@ -283,8 +333,38 @@ def _repro_env(plan: Plan, stage: Stage) -> dict[str, str]:
     return {}
 
 
+def _depfile_spec(words: list[str], source: str,
+                  toolkit: Toolkit) -> tuple[str, bool, bool] | None:
+    """(target, -MMD, -MP) of the dependency file ``words`` ask nvcc for."""
+    from nvstage.compiler.launcher import depfile_options
+    from nvstage.compiler.nvcc_args import grammar_for
+
+    return depfile_options(grammar_for(toolkit.nvcc).parse(words), source)
+
+
+def _write_depfile(stage: Stage, cwd: str, spec: tuple[str, bool, bool]) -> tuple[int, str]:
+    """nvcc's "-- Filter Dependencies --": the dependency file from the preprocessed outputs
+    (``depfile.py``). (exit status, message)."""
+    from nvstage.artifacts import read_regular
+    from nvstage.compiler.depfile import render
+
+    target, nonsystem, phony = spec
+    try:
+        text = render(target, [read_regular(Path(cwd, p)) for p in stage.inputs],
+                      nonsystem=nonsystem, phony=phony)
+        if not stage.outputs:
+            return 1, "nvstage: a dependency file with no name to write"
+        with open(Path(cwd, stage.outputs[0]), "w", encoding="utf-8",
+                  errors="surrogateescape") as f:
+            f.write(text)
+    except (OSError, NvstageError) as e:
+        return 1, f"nvstage: cannot write the dependency file: {getattr(e, 'message', e)}"
+    return 0, ""
+
+
 def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
-              extra_args: tuple[str, ...] = ()) -> StageRun:
+              extra_args: tuple[str, ...] = (),
+              depfile: tuple[str, bool, bool] | None = None) -> StageRun:
     """Run one stage (a cleanup is done here, in-process) and record what it produced.
 
     ``extra_args`` go after the plan's arguments without becoming part of the stage (the
@@ -293,6 +373,13 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
     has to run a tool again from what a manifest says.
     """
     started = time.perf_counter() - t0
+    if stage.kind is StageKind.DEPFILE:
+        t = time.perf_counter()
+        code, msg = _write_depfile(stage, cwd, depfile or ("", False, False))
+        run = StageRun(stage, time.perf_counter() - t, code, "", msg, started=started)
+        if code == 0:
+            run.artifacts = [Artifact.of(Path(cwd, p), stage=stage.index) for p in stage.outputs]
+        return run
     if stage.kind is StageKind.CLEANUP:
         t = time.perf_counter()
         try:

@@ -90,7 +90,7 @@ def understand(args: list[str], grammar: Grammar, cwd: str,
     lang = last_value(parsed, "--x")
     if not (inputs[0].endswith(_CUDA_SUFFIXES) or lang == "cu") or lang in ("c", "c++"):
         return Fallback(f"{inputs[0]} is not compiled as CUDA")
-    return Plan(inputs[0], _depfile(parsed, inputs[0]))
+    return Plan(inputs[0], depfile_options(parsed, inputs[0]))
 
 
 def _env_flags(environ: dict[str, str], name: str) -> list[str]:
@@ -101,7 +101,7 @@ def _env_flags(environ: dict[str, str], name: str) -> list[str]:
         return value.split()
 
 
-def _depfile(args: list[Arg], source: str) -> tuple[str, bool, bool] | None:
+def depfile_options(args: list[Arg], source: str) -> tuple[str, bool, bool] | None:
     """nvcc's dependency-file options: -MD/-MMD with -MT (the last one wins), -MP."""
     names = {a.option.long for a in args if a.option is not None}
     md = "--generate-dependencies-with-compile" in names
@@ -161,6 +161,20 @@ def main(argv: list[str]) -> int:
     return code
 
 
+def _replay_output(build) -> None:
+    """What the tools printed, in plan order, as nvcc passes it through (bytes as decoded)."""
+    import locale
+
+    enc = locale.getpreferredencoding(False)
+    for run in build.runs:
+        for text, stream in ((run.stdout, sys.stdout), (run.stderr, sys.stderr)):
+            if text:
+                stream.flush()
+                stream.buffer.write(text.encode(enc, "replace"))
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
 def _plain(nvcc: str, args: list[str], cwd: str) -> int:
     from nvstage import proc
 
@@ -180,12 +194,17 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
     if isinstance(plan, Fallback):
         entry.reason = plan.reason
         return None
+    # Inside a build: one stage at a time on the slot the build gave this command, more only
+    # on tokens from its jobserver, or as $NVSTAGE_JOBS says.
+    from nvstage.compiler.scheduler import default_jobs
+
     jobs = jobs_in_build()
     slots = JobServer.from_env() if jobs is None else None
     try:
-        build = compile_command(args, toolkit=toolkit, cwd=cwd, jobs=jobs or 1, slots=slots,
-                                depfile=plan.depfile, cache=os.environ.get(
-                                    "NVSTAGE_CACHE", "1") != "0")
+        build = compile_command(args, toolkit=toolkit, cwd=cwd, source=plan.source,
+                                jobs=jobs or (default_jobs() if slots else 1), slots=slots,
+                                depfile=plan.depfile,
+                                cache=os.environ.get("NVSTAGE_CACHE", "1") != "0")
     except StageFailed as e:
         # nvcc's own diagnostics and exit status, exactly: it runs the command again.
         entry.status, entry.reason = "failed", f"stage {e.stage_index} ({e.stage_kind}) failed"
@@ -194,12 +213,6 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
     finally:
         if slots is not None:
             slots.close()
-    for run in build.runs:  # what the tools printed, as nvcc passes it through
-        if run.stdout:
-            sys.stdout.write(run.stdout)
-        if run.stderr:
-            sys.stderr.write(run.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _replay_output(build)
     entry.status, entry.build = "ok", build.to_json()
     return 0

@@ -52,8 +52,13 @@ class Placeholders:
     def sub_options(self, options: CompileOptions) -> list[str]:
         """``options`` as nvcc arguments, each unsafe value swapped (refused where nvcc reads
         the value itself)."""
+        return self.sub_words(options.nvcc_args())
+
+    def sub_words(self, words: list[str]) -> list[str]:
+        """nvcc arguments with each unsafe value swapped (refused where nvcc reads the value
+        itself)."""
         out: list[str] = []
-        for a in options.nvcc_args():
+        for a in words:
             prev = out[-1] if out else ""
             opt = a.split("=", 1)[0]
             if _safe(a):
@@ -62,6 +67,8 @@ class Placeholders:
                 raise UsageError(
                     f"nvcc reads {a!r} itself, and its plan cannot carry a path with blanks, "
                     f"quotes, $ or backslashes", hint="use a path without them (a symlink will do)")
+            elif prev in ("-o", "--output-file"):  # nvcc derives names from its stem
+                out.append(self.sub_path(a))
             elif not a.startswith("-"):
                 # An input file keeps its suffix; any other value word (of -I DIR, -D NAME=VALUE,
                 # -Xcompiler LIST) is swapped piece by piece, so nvcc still splits lists on commas.

@@ -24,8 +24,13 @@ def default_jobs() -> int:
 
 
 def schedule(graph: Graph, run: Callable[[Stage], StageRun], jobs: int, observer: Observer,
-             runs: dict[int, StageRun]) -> StageRun | None:
+             runs: dict[int, StageRun], slots=None) -> StageRun | None:
     """Run every stage with ``run`` once its inputs exist, at most ``jobs`` at a time.
+
+    ``slots`` (a make jobserver, ``jobserver.JobServer``): inside a build, one stage runs on
+    the slot the build gave this command, and each further one only on a token taken from the
+    build's pool (never waited for), given back as soon as it is not needed: nvstage under
+    ``make -jN`` never runs more than N things at once.
 
     Ready stages start longest-remaining-chain first (plan order with one job, as nvcc).
     After a failure nothing new starts; the stages already running are waited for.
@@ -36,7 +41,7 @@ def schedule(graph: Graph, run: Callable[[Stage], StageRun], jobs: int, observer
     """
     after = graph.dependents()
     waiting = {i: len(ds) for i, ds in graph.deps.items()}
-    rank = graph.bottom_levels() if jobs > 1 else {i: 0.0 for i in graph.stages}
+    rank = graph.bottom_levels() if jobs > 1 or slots else {i: 0.0 for i in graph.stages}
     ready = [(-rank[i], i) for i, n in waiting.items() if n == 0]
     heapq.heapify(ready)
     failures: list[StageRun] = []
@@ -46,7 +51,14 @@ def schedule(graph: Graph, run: Callable[[Stage], StageRun], jobs: int, observer
             proc.tool_scope():
         running: dict[Future, int] = {}
         while ready or running:
-            while ready and len(running) < jobs and not failures:
+            if slots is not None:  # as many tokens as stages that could run beside the first
+                want = min(jobs, len(running) + (len(ready) if not failures else 0)) - 1
+                while slots.held < want and slots.acquire(timeout=0):
+                    pass
+                while slots.held > max(want, len(running) - 1, 0):
+                    slots.release()
+            limit = jobs if slots is None else 1 + slots.held
+            while ready and len(running) < limit and not failures:
                 _, i = heapq.heappop(ready)
                 observer.on_stage_start(graph.stages[i])
                 # Under the scope's context: its tools are the ones this build may end.
