@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.compiler.launcher import Fallback, Plan, is_launcher_command, understand
+from nvstage.compiler.hit import is_launcher_command
+from nvstage.compiler.launcher import Fallback, Plan, understand
 from nvstage.compiler.nvcc_args import Grammar
 
 HELP = Path(__file__).parents[1] / "data" / "captured" / "cuda13.5-nvcc-help.txt"

@@ -53,12 +53,13 @@ class Entry:
     pid: int = 0
     reason: str | None = None  # why plain nvcc ran it
     build: dict | None = None  # the staged build's manifest (stages.json's content)
+    hit: bool = False  # answered whole from the cache (hit.py); build is the manifest it kept
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "argv": self.argv, "cwd": self.cwd, "started": self.started,
                 "seconds": round(self.seconds, 6), "status": self.status,
                 "exit_code": self.exit_code, "pid": self.pid, "reason": self.reason,
-                "build": self.build}
+                "hit": self.hit, "build": self.build}
 
     @classmethod
     def from_json(cls, d, where: str) -> Entry:
@@ -84,7 +85,7 @@ class Entry:
         build = need("build", dict, optional=True)
         return cls(list(argv), need("cwd", str), float(started), float(seconds), status,
                    int(need("exit_code", int)), int(need("pid", int, optional=True) or 0),
-                   need("reason", str, optional=True), build)
+                   need("reason", str, optional=True), build, d.get("hit") is True)
 
 
 def add(entry: Entry, cwd: str, environ: dict[str, str] | None = None) -> Path | None:

@@ -94,12 +94,15 @@ def compile_command(
     slots=None,
     cache: bool | str | os.PathLike | Cache = True,
     observer: Observer | None = None,
+    on_built=None,
 ) -> Build:
     """Run an nvcc command line (``args``, as a build system gave it, without nvcc) stage by
     stage: the launcher's build. nvcc plans it with its words unchanged (and
     ``--dryrun --keep --keep-dir`` a temporary folder); ``source`` is its one input, and
     ``depfile`` ``(target, -MMD, -MP)`` how to write a ``-MD`` dependency file.
-    ``slots``: job slots lent by the build (``jobserver.JobServer``), up to ``jobs``."""
+    ``slots``: job slots lent by the build (``jobserver.JobServer``), up to ``jobs``.
+    ``on_built(build, work)`` is called after a successful build, while the work folder and
+    its intermediates still exist (the launcher records what a later hit needs)."""
     t_start = time.perf_counter()
     observer = observer or Observer()
     cwd = os.path.abspath(cwd or os.getcwd())
@@ -109,10 +112,13 @@ def compile_command(
     store = open_cache(cache)
     with work_folder(None, cwd) as work:
         plan, dryrun_argv, plan_seconds = _plan_words(list(args), toolkit, work, cwd)
-        return _build(plan, dryrun_argv, plan_seconds, source=str(Path(cwd, source)),
-                      options=CompileOptions(extra=tuple(args)), toolkit=toolkit, cwd=cwd,
-                      work=work, keep=None, observer=observer, jobs=jobs, store=store,
-                      t_start=t_start, depfile=depfile, slots=slots)
+        build = _build(plan, dryrun_argv, plan_seconds, source=str(Path(cwd, source)),
+                       options=CompileOptions(extra=tuple(args)), toolkit=toolkit, cwd=cwd,
+                       work=work, keep=None, observer=observer, jobs=jobs, store=store,
+                       t_start=t_start, depfile=depfile, slots=slots)
+        if on_built is not None:
+            on_built(build, str(work))
+        return build
 
 
 def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: str,

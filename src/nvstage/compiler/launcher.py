@@ -122,13 +122,6 @@ def find_nvcc(name: str) -> str | None:
     return shutil.which(name)
 
 
-def is_launcher_command(first: str) -> bool:
-    """Whether ``nvstage FIRST ...`` puts nvstage in front of a compiler (not a command)."""
-    base = os.path.basename(first)
-    return os.sep in first or base == "nvcc" or base.startswith("nvcc-") or base.endswith(
-        "/nvcc")
-
-
 def main(argv: list[str]) -> int:
     """``nvstage NVCC ARGS...``: the exit status nvcc would give."""
     from nvstage.compiler import buildlog
@@ -200,11 +193,24 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
 
     jobs = jobs_in_build()
     slots = JobServer.from_env() if jobs is None else None
+    started_ns = time.time_ns()
+
+    def remember(build, work):  # what a later identical command is answered from (hit.py)
+        from nvstage.compiler import hit
+
+        outs = [o for s in build.plan.runnable for o in s.outputs
+                if not os.path.abspath(os.path.join(cwd, o)).startswith(work + os.sep)]
+        out = "".join(r.stdout for r in build.runs)
+        err = "".join(r.stderr for r in build.runs)
+        hit.record(nvcc, args, cwd, dict(os.environ), build, work, list(dict.fromkeys(outs)),
+                   out, err, started_ns)
+
     try:
         build = compile_command(args, toolkit=toolkit, cwd=cwd, source=plan.source,
                                 jobs=jobs or (default_jobs() if slots else 1), slots=slots,
                                 depfile=plan.depfile,
-                                cache=os.environ.get("NVSTAGE_CACHE", "1") != "0")
+                                cache=os.environ.get("NVSTAGE_CACHE", "1") != "0",
+                                on_built=remember)
     except StageFailed as e:
         # nvcc's own diagnostics and exit status, exactly: it runs the command again.
         entry.status, entry.reason = "failed", f"stage {e.stage_index} ({e.stage_kind}) failed"

@@ -1,0 +1,491 @@
+"""The warm path: a whole nvcc command answered from the cache, no process started.
+
+In a build of hundreds of translation units most commands are hits, and a hit is what users
+feel: this module answers one with the standard library alone (no typer, rich, cuda-python or
+numpy, and little of nvstage), before anything else is imported.
+
+A command's key hashes what decides its outputs without reading a source: the nvcc named and
+the toolkit's tools (by path, size, mtime, ctime and inode), the host compiler nvcc would
+find, the current folder, the words of the command (options files by content), and the
+environment nvcc and gcc read. Under the key, an entry made when the command last ran through
+the stage pipeline lists every file the preprocessor read (the line markers of each
+preprocessed output: the source and each header, system ones included) with its stat and
+SHA-256, the places where a new file would hide one of those headers (``headers.py``) and the
+search folders' layout, the output files (object, PTX, cubin, dependency file) and what the
+tools printed. A hit needs every file unchanged (the stat alone where it was settled when
+recorded, else the contents, as ccache's race rule does), no new hiding file and the same
+layout; then the outputs are copied into place, checked against their SHA-256 on the way, and
+what the tools printed is printed again. Anything else is a miss: the pipeline runs (its stage
+cache still saves what it can) and records a new entry.
+
+Entries are sealed like the stage cache's (HMAC-SHA256 under the user's key, ``seal.py``) and
+live in the stage cache's folder under ``inv/``, only in a folder nvstage marked as its own.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import stat
+import sys
+
+# What this module imports is what a hit costs before it does anything: no json (re, enum),
+# no hashlib or hmac (OpenSSL); the builtin SHA-256 and marshal, whose bytes are only read
+# after their HMAC checks out (marshal is no format for untrusted data).
+
+SCHEMA = f"nvstage.invocation/2 marshal {marshal.version}"
+# The environment nvcc, its tools and gcc read (gcc's include and locale variables; nvcc's own
+# flags): any change is another key.
+ENV = ("PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CPATH",
+       "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH",
+       "LIBRARY_PATH", "SOURCE_DATE_EPOCH", "LANG", "LC_ALL", "LC_MESSAGES", "LC_CTYPE",
+       "NVSTAGE_CACHE", "NVSTAGE_BASE_DIR")
+# The toolkit, relative to the folder above nvcc's bin/: what nvcc runs and reads itself.
+TOOLS = ("bin/nvcc", "bin/nvcc.profile", "bin/cudafe++", "bin/ptxas", "bin/fatbinary",
+         "bin/nvlink", "nvvm/bin/cicc", "nvvm/libdevice/libdevice.10.bc")
+_OPTF = ("--options-file", "-optf")
+MAX_META = 16 << 20
+MAX_OUTPUT = 1 << 30
+# A file changed this close to the moment its stat was taken may change again within the
+# same timestamp tick: its stat is not trusted, its contents are compared (ccache's rule).
+_SETTLE_NS = 2_000_000_000
+_CHUNK = 1 << 20
+
+
+def _sha256(data: bytes = b""):
+    from _sha256 import sha256  # the builtin one: hashlib would load OpenSSL (2 ms)
+
+    return sha256(data)
+
+
+_X36 = bytes(x ^ 0x36 for x in range(256))
+_X5C = bytes(x ^ 0x5C for x in range(256))
+
+
+def _hmac(key: bytes, msg: bytes) -> bytes:
+    """HMAC-SHA256 (RFC 2104), hex: the same seal ``hmac.new(key, msg, "sha256")`` makes."""
+    if len(key) > 64:
+        key = _sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = _sha256(key.translate(_X36) + msg).digest()
+    return _sha256(key.translate(_X5C) + inner).hexdigest().encode()
+
+
+def _stat(path: str):
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _which(name: str, path_var: str) -> str | None:
+    for d in path_var.split(os.pathsep):
+        p = os.path.join(d or ".", name)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def _host_compiler(args: list[str], env) -> str | None:
+    """The host compiler nvcc runs: -ccbin's, else $NVCC_CCBIN's, else gcc on PATH."""
+    ccbin = env.get("NVCC_CCBIN")
+    it = iter(args)
+    for a in it:
+        if a in ("-ccbin", "--compiler-bindir"):
+            ccbin = next(it, ccbin)
+        elif a.startswith(("-ccbin=", "--compiler-bindir=")):
+            ccbin = a.split("=", 1)[1]
+    if ccbin:
+        if os.path.isdir(ccbin):
+            return _which("gcc", ccbin) or _which("g++", ccbin) or ccbin
+        return ccbin if os.sep in ccbin else _which(ccbin, env.get("PATH", ""))
+    return _which("gcc", env.get("PATH", ""))
+
+
+def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
+    """The command's key; None when it cannot be keyed without reading what a miss reads
+    (a tool is missing, an options file that names another)."""
+    h = _sha256(SCHEMA.encode())
+    try:
+        real = os.path.realpath(nvcc)
+        root = os.path.dirname(os.path.dirname(real))
+        parts = [real, cwd, args, [[k, env.get(k)] for k in ENV]]
+        parts.append([[t, _stat(os.path.join(root, t))] for t in TOOLS
+                      if os.path.exists(os.path.join(root, t))])
+        host = _host_compiler(args, env)
+        parts.append([host, _stat(host) if host and os.path.exists(host) else None])
+        files = []
+        for i, a in enumerate(args):
+            name = None
+            if a in _OPTF and i + 1 < len(args):
+                name = args[i + 1]
+            elif a.startswith(tuple(o + "=" for o in _OPTF)):
+                name = a.split("=", 1)[1]
+            if name is not None:
+                for n in name.split(","):
+                    with open(os.path.join(cwd, n), "rb") as f:
+                        data = f.read(1 << 20)
+                    if b"-optf" in data or b"--options-file" in data:
+                        return None  # one level is keyed by content; deeper is the miss path's
+                    files.append([n, _sha256(data).hexdigest()])
+        parts.append(files)
+    except (OSError, ValueError):
+        return None
+    # repr of lists of str, int and None: one spelling per value, as JSON would give.
+    h.update(repr(parts).encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def cache_root(env) -> str | None:
+    """The stage cache's folder, as ``paths.cache_dir`` names it, if nvstage marked it."""
+    raw = env.get("NVSTAGE_CACHE_DIR")
+    if raw:
+        if not raw.strip():
+            return None
+        root = os.path.expanduser(raw)
+    else:
+        xdg = env.get("XDG_CACHE_HOME", "")
+        base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "nvstage")
+    try:
+        with open(os.path.join(root, "CACHEDIR.TAG"), "rb") as f:
+            if b"# nvstage stage cache" not in f.read(4096):
+                return None
+    except OSError:
+        return None
+    return root
+
+
+def _secret(env) -> bytes | None:
+    """The cache's key as ``seal.py`` keeps it; None when there is none (nothing to trust)."""
+    xdg = env.get("XDG_CONFIG_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".config")
+    raw = _read_regular(os.path.join(base, "nvstage", "cache.key"), 4096)
+    raw = raw.strip() if raw is not None else b""
+    return raw if len(raw) >= 16 else None  # the file's bytes are the key, as seal.py reads
+
+
+def _entry_dir(root: str, k: str) -> str:
+    return os.path.join(root, "inv", k[:2], k)
+
+
+def _read_regular(path: str, limit: int) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks, left = [], st.st_size + 1
+        while left > 0:
+            b = os.read(fd, min(left, _CHUNK))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        data = b"".join(chunks)
+        return data if len(data) <= limit else None
+    finally:
+        os.close(fd)
+
+
+def load(root: str, k: str, secret: bytes) -> dict | None:
+    """The entry under ``k`` if its seal holds."""
+    from _operator import _compare_digest
+
+    raw = _read_regular(os.path.join(_entry_dir(root, k), "meta"), MAX_META)
+    if raw is None or b"\n" not in raw:
+        return None
+    seal, body = raw.split(b"\n", 1)
+    if not _compare_digest(seal, _hmac(secret, body)):
+        return None
+    try:
+        meta = marshal.loads(body)  # written by ``record`` (the seal says so)
+    except (ValueError, EOFError, TypeError):
+        return None
+    return meta if isinstance(meta, dict) and meta.get("schema") == SCHEMA else None
+
+
+def _sha256_file(path: str) -> str | None:
+    data = _read_regular(path, MAX_OUTPUT)
+    return None if data is None else _sha256(data).hexdigest()
+
+
+def inputs_unchanged(meta: dict, entry: str | None = None) -> bool:
+    """Every file the preprocessor read is as recorded, no new file hides one of them, and
+    the search folders are what they were."""
+    for path, st, settled, sha in meta["inputs"]:
+        try:
+            now = _stat(path)
+        except OSError:
+            return False
+        if now == st and settled:
+            continue
+        if _sha256_file(path) != sha:
+            return False
+    # Where a new file would hide a header: a folder whose entries changed (its mtime and
+    # ctime move when a name is made, removed or renamed in it) has its candidates looked at
+    # one by one; an unchanged folder cannot have gained or lost one.
+    cands = None
+    for n, (d, st) in enumerate(meta["shadow"]):
+        try:
+            if _stat(d) == st:
+                continue
+        except OSError:
+            pass
+        if cands is None:  # kept apart (thousands of names for a thrust source), sealed by sha
+            raw = _read_regular(os.path.join(entry or "", "shadow"), MAX_META)
+            if raw is None or _sha256(raw).hexdigest() != meta["shadow_sha"]:
+                return False
+            cands = marshal.loads(raw)
+        if any(os.path.exists(c) != was for c, was in cands[n]):
+            return False
+    for d, real in meta["layout"]:
+        if (os.path.realpath(d) if os.path.isdir(d) else None) != real:
+            return False
+    return True
+
+
+def restore(meta: dict, root: str, k: str, cwd: str) -> bool:
+    """Each output written into place from the entry, checked against its SHA-256; False
+    (nothing half-written left behind as the output) when one does not check out."""
+    src = _entry_dir(root, k)
+    mask = os.umask(0)
+    os.umask(mask)
+    for n, (rel, sha, executable) in enumerate(meta["outputs"]):
+        data = _read_regular(os.path.join(src, str(n)), MAX_OUTPUT)
+        if data is None or _sha256(data).hexdigest() != sha:
+            return False
+        dest = os.path.join(cwd, rel)
+        try:
+            # Over an existing file in place, as nvcc writes: the folder's entries do not
+            # change, so the next hit's look at that folder stays one stat. A new one is made
+            # whole under another name first.
+            fd = os.open(dest, os.O_WRONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            fd = None
+        except OSError:
+            return False
+        try:
+            if fd is not None:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.close(fd)
+                    return False
+                with os.fdopen(fd, "wb") as f:
+                    f.truncate(0)
+                    f.write(data)
+                continue
+            tmp = f"{dest}.nvstage-{os.getpid()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         (0o777 if executable else 0o666) & ~mask)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, dest)
+        except OSError:
+            return False
+    try:
+        os.utime(os.path.join(src, "meta"))  # least recently used goes first
+    except OSError:
+        pass
+    return True
+
+
+def is_launcher_command(first: str) -> bool:
+    """``nvstage FIRST ...`` stands in front of a compiler (a path, or a name like nvcc), not
+    one of nvstage's commands."""
+    base = os.path.basename(first)
+    return os.sep in first or base == "nvcc" or base.startswith("nvcc-")
+
+
+_served: dict = {}  # what the last hit was, for its build-record entry (``log``)
+
+
+def try_hit(argv: list[str], cwd: str, env) -> int | None:
+    """``argv`` is ``NVCC ARGS...``: 0 when the whole command was answered from the cache
+    (outputs in place, the tools' output printed), None for a miss."""
+    import time
+
+    t0, started = time.perf_counter(), time.time()
+    if env.get("NVSTAGE_CACHE", "1") == "0":
+        return None
+    nvcc = argv[0] if os.sep in argv[0] else _which(argv[0], env.get("PATH", ""))
+    if nvcc is None:
+        return None
+    root = cache_root(env)
+    secret = _secret(env)
+    if root is None or secret is None:
+        return None
+    k = key(nvcc, argv[1:], cwd, env)
+    if k is None:
+        return None
+    meta = load(root, k, secret)
+    if meta is None:
+        return None
+    try:
+        if not inputs_unchanged(meta, _entry_dir(root, k)) or not restore(meta, root, k, cwd):
+            return None
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # a malformed entry behind a good seal: the pipeline answers instead
+    for text, stream in ((meta["stdout"], sys.stdout), (meta["stderr"], sys.stderr)):
+        if text:
+            stream.flush()
+            stream.buffer.write(text.encode("utf-8", "surrogateescape"))
+            stream.flush()
+    _served.update(dir=_entry_dir(root, k), argv=[nvcc, *argv[1:]], cwd=cwd, t0=t0,
+                   started=started, env=env)
+    return 0
+
+
+def log(argv: list[str]) -> None:
+    """The build-record entry of the hit ``try_hit`` just served (``buildlog``'s format): the
+    manifest the command's last staged run made, marked as answered whole from the cache.
+    Written as text around the stored manifest, so a hit parses nothing it does not need."""
+    import time
+
+    if not _served:
+        return
+    s = _served
+    rec_dir = s["env"].get("NVSTAGE_BUILD_RECORD", "").strip()
+    folder = os.path.abspath(os.path.join(s["cwd"], rec_dir)) if rec_dir else \
+        os.path.join(s["cwd"], ".nvstage-build")
+    from _json import encode_basestring_ascii as q  # the C encoder: the json package is not
+
+    build = _read_regular(os.path.join(s["dir"], "build.json"), MAX_META) or b"null"
+    text = ('{"schema":"nvstage.build-record/1","argv":[' + ",".join(map(q, s["argv"]))
+            + f'],"cwd":{q(s["cwd"])},"started":{s["started"]!r},'
+            f'"seconds":{round(time.perf_counter() - s["t0"], 6)!r},"status":"ok",'
+            f'"exit_code":0,"pid":{os.getpid()},"reason":null,"hit":true').encode()
+    name = f"{int(s['started'] * 1e6):017d}-{os.getpid()}-h.json"
+    try:
+        os.makedirs(os.path.join(folder, "tu"), exist_ok=True)
+        mark = os.path.join(folder, "NVSTAGE_BUILD_RECORD")
+        if not os.path.exists(mark):
+            with open(mark, "w") as f:
+                f.write("nvstage.build-record/1: one file per nvcc command under tu/\n")
+        tmp = os.path.join(folder, "tu", f".{name}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(text + b',"build":' + build + b"}")
+        os.replace(tmp, os.path.join(folder, "tu", name))
+    except OSError:
+        pass  # a build record that cannot be written never fails the build
+
+
+# -- recording (after a miss, from the launcher: the full library may be imported) -----------
+
+def record(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs: list[str],
+           stdout: str, stderr: str, started_ns: int) -> bool:
+    """Store the entry a later identical command can be answered from, when it is safe:
+    every cacheable stage was a hit or was stored (so the stage cache judged nothing
+    uncacheable: time macros, .incbin, files changed mid-build), and no file read changed
+    since the command started. False when not stored."""
+    from nvstage.compiler.cache.headers import builtin_dirs, include_search, \
+        shadow_candidates, search_layout
+    from nvstage.compiler.cache.seal import secret as make_secret
+    from nvstage.compiler.depfile import marked_files
+    from nvstage.compiler.plan import StageKind
+
+    c = build.cache or {}
+    if not c or c.get("misses", 0) != c.get("stored", 0) or c.get("corrupt", 0):
+        return False
+    root = cache_root(env)
+    k = key(nvcc, args, cwd, env)
+    if root is None or k is None:
+        return False
+    try:
+        secret = make_secret()
+    except Exception:  # no key, no entry: the stage cache said why already
+        return False
+    files: dict[str, None] = {}
+    shadow: dict[str, bool] = {}  # candidate -> present
+    layout: list = []
+    fixed = [build.toolkit.root]
+    for run in build.runs:
+        s = run.stage
+        if s.kind not in (StageKind.DEVICE_PREPROCESS, StageKind.HOST_PREPROCESS):
+            continue
+        ii = os.path.join(cwd, s.outputs[0])
+        data = _read_regular(ii, 1 << 31)
+        if data is None:
+            return False
+        names = [os.path.join(cwd, n) for n, _ in marked_files(data)]
+        # The outputs of earlier stages (the work folder) are nvstage's own, not inputs.
+        names = [n for n in names if not n.startswith(work + os.sep)]
+        files.update(dict.fromkeys(names))
+        builtin = builtin_dirs(s.argv, env)
+        search = include_search(s.argv, cwd, env, builtin)
+        for cand in shadow_candidates(names, search, cwd, [*builtin, *fixed]):
+            shadow[cand] = os.path.exists(cand)
+        layout += [x for x in search_layout(search) if x not in layout]
+    inputs = []
+    for path in files:
+        try:
+            st = _stat(path)
+        except OSError:
+            return False
+        sha = _sha256_file(path)
+        if sha is None:
+            return False
+        if max(st[1], st[2]) >= started_ns:
+            return False  # changed while the command ran: what it read is not known
+        settled = max(st[1], st[2]) < started_ns - _SETTLE_NS
+        inputs.append([path, st, settled, sha])
+    outs = []
+    blobs = []
+    for rel in outputs:
+        p = os.path.join(cwd, rel)
+        data = _read_regular(p, MAX_OUTPUT)
+        if data is None:
+            return False
+        executable = bool(os.stat(p).st_mode & 0o111)
+        outs.append([rel, _sha256(data).hexdigest(), executable])
+        blobs.append(data)
+    by_dir: dict[str, list] = {}
+    for cand, was in sorted(shadow.items()):
+        d = os.path.dirname(cand)
+        while not os.path.isdir(d) and os.path.dirname(d) != d:
+            d = os.path.dirname(d)  # a folder to be made is seen in its nearest parent
+        by_dir.setdefault(d, []).append([cand, was])
+    shadow_dirs, shadow_cands = [], []
+    for d, cands in by_dir.items():
+        # The folder as it is now, outputs written: a later change is a new or removed name.
+        try:
+            st = _stat(d)
+        except OSError:
+            return False
+        for cand, was in cands:
+            if was and max(_stat(cand)[1:3]) >= started_ns:
+                return False  # a hiding file made while the compiler ran: seen or not?
+        shadow_dirs.append([d, st])
+        shadow_cands.append(cands)
+    cands_blob = marshal.dumps(shadow_cands)
+    meta = {"schema": SCHEMA, "argv": [nvcc, *args], "cwd": cwd, "inputs": inputs,
+            "shadow": shadow_dirs, "shadow_sha": _sha256(cands_blob).hexdigest(),
+            "layout": layout, "outputs": outs, "stdout": stdout, "stderr": stderr}
+    body = marshal.dumps(meta)
+    final = _entry_dir(root, k)
+    tmp = f"{final}.tmp-{os.getpid()}"
+    try:
+        os.makedirs(tmp, exist_ok=False)
+        for n, data in enumerate(blobs):
+            with open(os.path.join(tmp, str(n)), "wb") as f:
+                f.write(data)
+        import json
+
+        with open(os.path.join(tmp, "shadow"), "wb") as f:
+            f.write(cands_blob)
+        with open(os.path.join(tmp, "build.json"), "w", encoding="utf-8",
+                  errors="surrogateescape") as f:
+            json.dump(build.to_json(), f, separators=(",", ":"))
+        with open(os.path.join(tmp, "meta"), "wb") as f:
+            f.write(_hmac(secret, body) + b"\n" + body)
+        if os.path.isdir(final):  # an older entry for the same command: replaced
+            import shutil
+
+            shutil.rmtree(final, ignore_errors=True)
+        os.rename(tmp, final)
+    except OSError:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False
+    return True
