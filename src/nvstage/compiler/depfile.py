@@ -21,14 +21,25 @@ from __future__ import annotations
 import re
 
 # gcc's line markers: # LINE "FILE" FLAGS; the file name escapes backslash and double quote.
-_MARKER = re.compile(rb'^# \d+ "((?:[^"\\]|\\.)*)"((?: \d+)*)\s*$', re.M)
+_MARKER = re.compile(rb'# \d+ "((?:[^"\\]|\\.)*)"((?: \d+)*)\s*$')
 
 
 def marked_files(text: bytes) -> list[tuple[str, bool]]:
     """(file, is a system header) for every file the markers of one preprocessed output
     name, in order of first appearance."""
     seen: dict[str, bool] = {}
-    for m in _MARKER.finditer(text):
+    raw_seen: set[bytes] = set()
+    # Only lines that start with '# ': a scan for them, not a regex over megabytes of code.
+    pos = 0 if text.startswith(b"# ") else text.find(b"\n# ")
+    while pos != -1:
+        start = pos if pos == 0 and text.startswith(b"# ") else pos + 1
+        end = text.find(b"\n", start)
+        line = text[start:] if end == -1 else text[start:end]
+        pos = -1 if end == -1 else text.find(b"\n# ", end)
+        m = _MARKER.match(line)
+        if m is None or m.group(1) in raw_seen:
+            continue
+        raw_seen.add(m.group(1))
         name = re.sub(rb"\\(.)", rb"\1", m.group(1)).decode(errors="surrogateescape")
         if name.startswith("<") or name in seen:
             continue
