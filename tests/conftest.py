@@ -70,14 +70,52 @@ def cli(monkeypatch):
     return invoke
 
 
+_SESSION: dict[str, str] = {}
+
+
 def pytest_configure(config):
-    # Tests never read or fill the user's cache: one fresh cache folder per test session.
+    """One folder for everything the session makes: the cache, the cache's key, and $TMPDIR
+    (what nvstage and its tools leave in a temporary folder is checked at the end)."""
     import tempfile
 
+    if "session" in _SESSION:  # pytest-xdist workers and re-entrant configures: once
+        return
+    root = tempfile.mkdtemp(prefix="nvstage-test-session-")
+    _SESSION.update(session=root, tmp=os.path.join(root, "tmp"),
+                    system=tempfile.gettempdir(), before=" ".join(_temp_names()))
+    os.makedirs(_SESSION["tmp"])
+    # Tests never read or fill the user's cache, nor the user's cache key (kept beside it).
     if "NVSTAGE_CACHE_DIR" not in os.environ or os.environ.get("NVSTAGE_TEST_KEEP_CACHE") != "1":
-        os.environ["NVSTAGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="nvstage-test-cache-")
-    # ... nor the user's cache key (the HMAC key kept beside, not in, the cache).
-    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="nvstage-test-config-")
+        os.environ["NVSTAGE_CACHE_DIR"] = os.path.join(root, "cache")
+    os.environ["XDG_CONFIG_HOME"] = os.path.join(root, "config")
+    os.environ["TMPDIR"] = _SESSION["tmp"]
+    tempfile.tempdir = None  # gettempdir() reads $TMPDIR again
+
+
+def _temp_names() -> list[str]:
+    import tempfile
+
+    try:
+        return sorted(os.listdir(_SESSION.get("system") or tempfile.gettempdir()))
+    except OSError:
+        return []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind():
+    """At the end: $TMPDIR holds nothing but pytest's own folders; with
+    NVSTAGE_TEST_STRICT_TMP=1 (.ci/run, where nothing else runs) nothing new appeared in the
+    system's temporary folder either."""
+    yield
+    import shutil
+
+    left = [n for n in os.listdir(_SESSION["tmp"]) if not n.startswith("pytest-of-")]
+    new = sorted(set(_temp_names()) - set(_SESSION["before"].split()) -
+                 {os.path.basename(_SESSION["session"])})
+    shutil.rmtree(_SESSION["session"], ignore_errors=True)
+    assert not left, f"tests left these in $TMPDIR: {left[:20]}"
+    if os.environ.get("NVSTAGE_TEST_STRICT_TMP") == "1":
+        assert not new, f"tests left these in {_SESSION['system']}: {new[:20]}"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -88,6 +126,10 @@ def pytest_collection_modifyitems(config, items):
     p = probe()
     if p.available:
         return
+    if os.environ.get("NVSTAGE_REQUIRE_GPU") == "1":
+        # A job that claims a GPU (CI's gpu job) must fail without one, not pass by skipping.
+        raise pytest.UsageError(f"NVSTAGE_REQUIRE_GPU=1 but this machine has no GPU: "
+                                f"{p.reason}")
     skip = pytest.mark.skip(reason=f"needs a GPU: {p.reason}")
     for item in items:
         if item.get_closest_marker("gpu"):

@@ -177,3 +177,26 @@ def test_help_ignores_junk_columns():
                             text=True, timeout=60)
         assert cp.returncode == 0 and "Traceback" not in cp.stderr, cp.stderr
         assert "--keep" in cp.stdout and len(cp.stdout) < 50_000
+
+
+@pytest.mark.parametrize("stop, sections", [("-c", "resources"), ("--fatbin", "resources"),
+                                            ("-c", "all")])
+def test_show_without_keep_reads_a_folder_that_still_exists(cli, kernels, workdir, stop,
+                                                            sections):
+    shutil.copy(kernels / "saxpy.cu", workdir)
+    out = "s.o" if stop == "-c" else "s.fatbin"
+    r = cli("compile", "saxpy.cu", stop, "-arch=sm_90", "-o", out, "--show", sections,
+            "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["keep_dir"] is None and doc["show"]["resources"]
+    assert not list(workdir.glob("*.nvstage"))
+
+
+def test_threads_are_nvccs_and_build_every_arch(cli, kernels, workdir):
+    shutil.copy(kernels / "multi.cu", workdir)
+    r = cli("compile", "multi.cu", "-c", "--threads", "2", "-gencode",
+            "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90", "--json")
+    assert r.exit_code == 0, r.output
+    ptxas = [s for s in json.loads(r.stdout)["stages"] if s["kind"] == "ptxas"]
+    assert len(ptxas) == 2 and all(">" not in s["argv"] for s in ptxas)

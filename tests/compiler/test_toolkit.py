@@ -70,11 +70,25 @@ def test_a_system_toolkit_can_be_chosen():
     tk = find_toolkit("/usr/local/cuda/bin/nvcc")
     assert tk.source == "--nvcc" and tk.root.startswith("/usr/local/cuda")
     assert tk.tool("ptxas").startswith(tk.root)
-    # An inspection tool only found elsewhere at another version is refused when used.
+    # An inspection tool found elsewhere reads this build when it is of the same or a newer
+    # release (an older one is refused: see the test below).
     other = tk.tools["cuobjdump"]
-    if other.found and other.version and other.version.rsplit(".", 1)[0] != tk.release:
-        with pytest.raises(ToolkitError, match="mixed CUDA toolkit"):
-            tk.tool("cuobjdump")
+    if other.found:
+        assert tk.tool("cuobjdump") == other.path
+
+
+def test_an_older_inspection_tool_is_refused(tmp_path):
+    root = tmp_path / "cuda"
+    for tool in ("nvcc", "cudafe++", "ptxas", "fatbinary", "nvlink"):
+        _fake_tool(root / "bin" / tool, "13.5.37")
+    old = tmp_path / "old" / "bin"
+    _fake_tool(old / "cuobjdump", "13.0.85")
+    tk = find_toolkit(str(root / "bin/nvcc"))
+    from nvstage.compiler.toolkit import ToolInfo
+
+    tk.tools["cuobjdump"] = ToolInfo("cuobjdump", str(old / "cuobjdump"), "13.0.85")
+    with pytest.raises(ToolkitError, match="mixed CUDA toolkit"):
+        tk.tool("cuobjdump")
 
 
 def test_host_compiler_is_found():
@@ -112,3 +126,17 @@ def test_a_hung_host_compiler_gives_no_version_not_a_traceback(tmp_path, monkeyp
     monkeypatch.setattr(proc, "output", hang)
     gcc = host_compiler()
     assert gcc.found and gcc.version is None
+
+
+def test_a_missing_header_a_wheel_ships_names_its_extra(toolkit, tmp_path):
+    from nvstage.compiler.driver import compile
+    from nvstage.compiler.options import CompileOptions
+    from nvstage.errors import StageFailed
+
+    (tmp_path / "p.cu").write_text("#include <cuda_profiler_api.h>\n__global__ void k() {}\n")
+    with pytest.raises(StageFailed) as e:
+        compile("p.cu", CompileOptions(archs=("sm_90",), compile_only=True), cwd=tmp_path,
+                cache=False, toolkit=toolkit)
+    assert e.value.hint == (f"cuda_profiler_api.h comes with the cuda-toolkit wheel's "
+                            f"'profiler' extra: pip install 'cuda-toolkit[profiler]=="
+                            f"{toolkit.release}.*'")

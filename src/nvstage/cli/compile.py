@@ -6,7 +6,9 @@ click cannot express, so it is read with nvcc's own grammar (``compiler/cmdline.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import tempfile
 from pathlib import Path
 
 HELP = """\
@@ -72,14 +74,15 @@ def main(argv: list[str]) -> int:
 def _compile(argv: list[str], nvcc: str | None) -> None:
     from rich.text import Text
 
-    from nvstage.cli.common import data_console, emit_json, stderr
-    from nvstage.cli.progress import LiveStages
+    from nvstage.cli.common import emit_json
+    from nvstage.report.terminal.console import data_console, stderr
+    from nvstage.report.terminal.progress import LiveStages
     from nvstage.compiler.cmdline import parse
     from nvstage.compiler.driver import compile as run_compile
     from nvstage.compiler.nvcc_args import grammar_for
     from nvstage.compiler.toolkit import find_toolkit
     from nvstage.errors import UsageError
-    from nvstage.report.tables import stage_table, summary_line
+    from nvstage.report.terminal.build import stage_table, summary_line
 
     toolkit = find_toolkit(nvcc)
     req = parse(argv, grammar_for(toolkit.nvcc))
@@ -90,40 +93,54 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
         from nvstage.inspect.view import parse_sections
 
         parse_sections(req.show, "build")
-    if req.via == "nvrtc":
-        from nvstage.compiler.driver import check_source
-        from nvstage.compiler.nvrtc import compile_nvrtc
+    # --show reads the artifacts after the build: without --keep they live in a temporary
+    # folder until it has (nvstage's own, removed after; the manifest names no keep folder).
+    with _keep_folder(req) as keep:
+        if req.via == "nvrtc":
+            from nvstage.compiler.driver import check_source
+            from nvstage.compiler.nvrtc import compile_nvrtc
 
-        check_source(Path(req.source), req.source)
-        if req.options.output and _same_file(req.options.output, req.source):
-            raise UsageError(f"-o {req.options.output} is the source: the build would "
-                             "overwrite it", hint="give -o another name")
+            check_source(Path(req.source), req.source)
+            if req.options.output and _same_file(req.options.output, req.source):
+                raise UsageError(f"-o {req.options.output} is the source: the build would "
+                                 "overwrite it", hint="give -o another name")
 
-        build = compile_nvrtc(req.source, req.options, toolkit=toolkit, keep=req.keep_folder,
-                              name_expressions=req.name_exprs)
-    elif req.via == "nvcc":
-        with LiveStages() as live:
-            build = run_compile(req.source, req.options, toolkit=toolkit, keep=req.keep_folder,
-                                observer=live, jobs=req.jobs, cache=not req.no_cache)
-    else:
-        raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc or nvrtc")
-    for line in build.plan.messages:  # nvcc's own warnings while it planned
-        stderr().print(Text(line))
-    con = data_console(req.json)
-    con.print(stage_table(build, con.width))
-    if build.via == "nvrtc":
-        from nvstage.compiler.nvrtc import render_name_map
+            build = compile_nvrtc(req.source, req.options, toolkit=toolkit, keep=keep,
+                                  name_expressions=req.name_exprs)
+        elif req.via == "nvcc":
+            with LiveStages() as live:
+                build = run_compile(req.source, req.options, toolkit=toolkit, keep=keep,
+                                    observer=live, jobs=req.jobs, cache=not req.no_cache)
+        else:
+            raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc or nvrtc")
+        for line in build.plan.messages:  # nvcc's own warnings while it planned
+            stderr().print(Text(line))
+        con = data_console(req.json)
+        con.print(stage_table(build, con.width))
+        if build.via == "nvrtc":
+            from nvstage.report.terminal.build import render_name_map
 
-        render_name_map(build, con)
-    _tool_output(build)
-    stderr().print(Text(summary_line(build)), soft_wrap=True)
-    doc = build.to_json()
-    if req.show:
-        from nvstage.cli.show import show_build
+            render_name_map(build, con)
+        _tool_output(build)
+        stderr().print(Text(summary_line(build)), soft_wrap=True)
+        doc = build.to_json()
+        if keep is not None and req.keep_folder is None:
+            doc["keep_dir"] = None  # the temporary folder --show read from is gone
+        if req.show:
+            from nvstage.cli.show import show_build
 
-        doc["show"] = show_build(build, req.show, con, toolkit=toolkit)
-    if req.json:
-        emit_json(doc)
+            doc["show"] = show_build(build, req.show, con, toolkit=toolkit)
+        if req.json:
+            emit_json(doc)
+
+
+@contextlib.contextmanager
+def _keep_folder(req):
+    if req.keep_folder is not None or not req.show:
+        yield req.keep_folder
+        return
+    with tempfile.TemporaryDirectory(prefix="nvstage-show-") as tmp:
+        yield tmp
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -139,7 +156,7 @@ def _tool_output(build) -> None:
     """What the tools printed (warnings, ptxas -v), on stderr as nvcc passes it through."""
     from rich.text import Text
 
-    from nvstage.cli.common import stderr
+    from nvstage.report.terminal.console import stderr
 
     err = stderr()
     for run in build.runs:

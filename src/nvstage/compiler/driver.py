@@ -167,6 +167,9 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
             stderr=failed.stderr, cwd=cwd, env_overrides=_repro_env(plan, stage),
             keep_dir=build.keep_dir,
         )
+        from nvstage.compiler.toolkit import missing_header_hint
+
+        err.hint = missing_header_hint(failed.stderr, toolkit.release) or err.hint
         build.status, build.error = "failed", err.to_json()
         finish(build, work, t_start)
         raise err

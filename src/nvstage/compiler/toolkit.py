@@ -66,9 +66,10 @@ class Toolkit:
 
     def tool(self, name: str) -> str:
         info = self.tools.get(name) or _locate(self, name)
-        if info.found and info.version and _release(info.version) != self.release:
-            # Found outside this toolkit (cuobjdump and nvdisasm are separate wheels): a
-            # 13.5 cuobjdump reading a 13.0 build may misreport, so refuse when it is used.
+        if info.found and info.version and _older(info.version, self.release):
+            # Found outside this toolkit (cuobjdump and nvdisasm are separate wheels, and a
+            # system toolkit may lack them): a newer one reads an older release's cubins, an
+            # older one may not know a newer release's formats, so that is refused.
             raise ToolkitError(
                 f"mixed CUDA toolkit: nvcc is {self.version} but {name} is {info.version} "
                 f"({info.path})",
@@ -95,6 +96,14 @@ class Toolkit:
             "root": self.root,
             "tools": {k: {"path": v.path, "version": v.version} for k, v in self.tools.items()},
         }
+
+
+def _older(version: str, release: str) -> bool:
+    """Whether a tool at ``version`` comes from a release older than ``release``."""
+    def key(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in v.split(".")[:2] if x.isdigit())
+
+    return key(version) < key(release)
 
 
 def _release(version: str) -> str:
@@ -251,3 +260,33 @@ def host_compiler(name: str = "gcc") -> ToolInfo:
     first = text.splitlines()[0] if text else ""
     m = re.search(r"(\d+\.\d+(?:\.\d+)?)\s*$", first) or re.search(r"(\d+\.\d+\.\d+)", first)
     return ToolInfo(name, path, m.group(1) if m else None)
+
+
+# Headers real code includes that the toolkit's core wheels do not ship, and the
+# cuda-toolkit extra (one of its Provides-Extra) whose wheel does (read from the wheels' names:
+# nvidia-cuda-profiler-api, nvidia-cublas, ...).
+HEADER_EXTRAS = {
+    "cuda_profiler_api.h": "profiler", "cudaProfiler.h": "profiler",
+    "cublas_v2.h": "cublas", "cublas.h": "cublas", "cublasLt.h": "cublas",
+    "cublasXt.h": "cublas", "cufft.h": "cufft", "cufftXt.h": "cufft", "curand.h": "curand",
+    "curand_kernel.h": "curand", "cusparse.h": "cusparse", "cusolverDn.h": "cusolver",
+    "cusolverSp.h": "cusolver", "cusolver_common.h": "cusolver", "nvToolsExt.h": "nvtx",
+    "nvtx3/nvToolsExt.h": "nvtx", "nvtx3/nvtx3.hpp": "nvtx", "npp.h": "npp",
+    "nppi.h": "npp", "nvjpeg.h": "nvjpeg", "cupti.h": "cupti", "nvml.h": "nvml",
+    "cufile.h": "cufile", "nvJitLink.h": "nvjitlink", "nvfatbin.h": "nvfatbin",
+    "nvPTXCompiler.h": "nvptxcompiler", "CL/cl.h": "opencl", "sanitizer.h": "sanitizer",
+}
+_MISSING = re.compile(r"fatal error: ([^\s:]+): No such file or directory")
+
+
+def missing_header_hint(stderr: str, release: str) -> str | None:
+    """For gcc's "fatal error: X: No such file or directory" where a toolkit wheel ships X:
+    which extra brings it."""
+    m = _MISSING.search(stderr)
+    if m is None:
+        return None
+    extra = HEADER_EXTRAS.get(m.group(1))
+    if extra is None:
+        return None
+    return (f"{m.group(1)} comes with the cuda-toolkit wheel's '{extra}' extra: "
+            f"pip install 'cuda-toolkit[{extra}]=={release}.*'")
