@@ -75,7 +75,7 @@ def compile(  # noqa: A001 - the verb users expect
 
     with work_folder(keep, cwd) as work:
         plan, dryrun_argv, plan_seconds = make_plan(os.fspath(source), options, toolkit, work,
-                                                    cwd)
+                                                    cwd, remember=store is not None)
         return _build(plan, dryrun_argv, plan_seconds, source=str(src), options=options,
                       toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
                       jobs=jobs, store=store, t_start=t_start,
@@ -111,7 +111,8 @@ def compile_command(
                          f"{cwd}")
     store = open_cache(cache)
     with work_folder(None, cwd) as work:
-        plan, dryrun_argv, plan_seconds = _plan_words(list(args), toolkit, work, cwd)
+        plan, dryrun_argv, plan_seconds = _plan_words(list(args), toolkit, work, cwd,
+                                                      remember=store is not None)
         build = _build(plan, dryrun_argv, plan_seconds, source=str(Path(cwd, source)),
                        options=CompileOptions(extra=tuple(args)), toolkit=toolkit, cwd=cwd,
                        work=work, keep=None, observer=observer, jobs=jobs, store=store,
@@ -257,7 +258,7 @@ def check_outputs(plan: Plan, cwd: str) -> None:
 
 
 def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path,
-              cwd: str) -> tuple[Plan, list[str], float]:
+              cwd: str, *, remember: bool = False) -> tuple[Plan, list[str], float]:
     """Ask nvcc for its plan with the same flags, and parse it.
 
     ``source`` is passed as the user wrote it (relative stays relative): nvcc derives
@@ -273,15 +274,27 @@ def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path
     source, output = (os.path.join(os.curdir, p) if p and p.startswith("-") else p
                       for p in (source, output))
     words = [*options.nvcc_args(), source, *(["-o", output] if output else [])]
-    return _plan_words(words, toolkit, work, cwd)
+    return _plan_words(words, toolkit, work, cwd, remember=remember)
 
 
-def _plan_words(words: list[str], toolkit: Toolkit, work: Path,
-                cwd: str) -> tuple[Plan, list[str], float]:
-    """nvcc's plan for ``words`` (its arguments, in order), in ``work``."""
+def _plan_words(words: list[str], toolkit: Toolkit, work: Path, cwd: str, *,
+                remember: bool = False) -> tuple[Plan, list[str], float]:
+    """nvcc's plan for ``words`` (its arguments, in order), in ``work``; with ``remember``,
+    from the plan cache when nvcc printed it before (``plancache``)."""
+    from nvstage.compiler import plancache
+
     ph = Placeholders()
-    argv = [toolkit.nvcc, "--dryrun", "--keep", "--keep-dir", ph.sub(str(work))]
+    shown_work = ph.sub(str(work))
+    argv = [toolkit.nvcc, "--dryrun", "--keep", "--keep-dir", shown_work]
     argv += ph.sub_words(words)
+    k = plancache.key(toolkit.nvcc, words, cwd, os.environ) if remember else None
+    t0 = time.perf_counter()
+    text = plancache.lookup(k, shown_work, os.environ)
+    if text is not None:
+        plan = ph.restore_plan(parse_dryrun(text))
+        _resolve_tools(plan)
+        _check_fatbinary_names(plan)
+        return plan, [ph.restore(a) for a in argv], time.perf_counter() - t0
     try:
         # The plan's names must come back as the bytes they are: "replace" made a name with
         # a byte that is not UTF-8 another file's name (U+FFFD), which was then compiled.
@@ -297,6 +310,8 @@ def _plan_words(words: list[str], toolkit: Toolkit, work: Path,
     plan = ph.restore_plan(parse_dryrun(cp.stderr))
     _resolve_tools(plan)
     _check_fatbinary_names(plan)
+    if k is not None:
+        plancache.store(k, cp.stderr, shown_work, os.environ)
     shown = [ph.restore(a) for a in argv]
     return plan, shown, cp.seconds
 

@@ -1,0 +1,77 @@
+"""nvcc's plan, remembered: a miss need not run ``nvcc --dryrun`` (20 to 65 ms) again.
+
+The plan follows from the nvcc and its toolkit, the host compiler it finds, the folder, the
+words and the environment: the same key as a whole command's (``hit.key``), over the words as
+nvstage asks nvcc (the user's, before the work folder is added). nvcc prints the work folder
+in every intermediate's name; it is cut out where it occurs and the next build's pasted in, so
+the text comes back as nvcc would print it for that folder. Sealed like every cache document
+(HMAC under the user's key), in the marked cache folder under ``plans/``.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+
+from nvstage.compiler import hit
+
+SCHEMA = "nvstage.plan/1"
+_MAX = 16 << 20
+
+
+def _path(root: str, k: str) -> str:
+    return os.path.join(root, "plans", k[:2], k)
+
+
+def key(nvcc: str, words: list[str], cwd: str, env) -> str | None:
+    return hit.key(nvcc, [SCHEMA, *words], cwd, env)
+
+
+def lookup(k: str | None, work: str, env) -> str | None:
+    """The plan text stored under ``k``, with ``work`` where its work folder was."""
+    root, secret = hit.cache_root(env), hit._secret(env)
+    if k is None or root is None or secret is None:
+        return None
+    raw = hit._read_regular(_path(root, k), _MAX)
+    if raw is None or b"\n" not in raw:
+        return None
+    seal, body = raw.split(b"\n", 1)
+    from _operator import _compare_digest
+
+    if not _compare_digest(seal, hit._hmac(secret, body)):
+        return None
+    try:
+        doc = marshal.loads(body)
+        pieces = doc["pieces"]
+        if doc.get("schema") != SCHEMA or not all(isinstance(p, str) for p in pieces):
+            return None
+    except (ValueError, EOFError, TypeError, KeyError):
+        return None
+    return work.join(pieces)
+
+
+def store(k: str | None, text: str, work: str, env) -> None:
+    """Remember a plan nvcc printed in ``work`` (never an error: a plan not kept is made
+    again next time)."""
+    root = hit.cache_root(env)
+    if k is None or root is None or not work:
+        return
+    try:
+        from nvstage.compiler.cache.seal import secret
+
+        key_bytes = secret()
+    except Exception:
+        return
+    body = marshal.dumps({"schema": SCHEMA, "pieces": text.split(work)})
+    path = _path(root, k)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(hit._hmac(key_bytes, body) + b"\n" + body)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
