@@ -349,3 +349,8 @@ class BudgetConfigError(UsageError):
 class BaselineError(ArtifactError):
     """A --baseline file that is not a check report or manifest, or one for another build
     (no kernel and arch in common with this one)."""
+
+
+class RemoteCacheError(CacheError):
+    """A remote cache tier that cannot be used as configured (a bad URL, a missing package, a
+    key that cannot be read). Never fails a build: the tier is left off, with one line."""

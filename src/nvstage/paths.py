@@ -62,3 +62,28 @@ def cache_dir_label() -> str:
     if os.environ.get(ENV_CACHE_DIR):
         return f"{ENV_CACHE_DIR}={os.environ[ENV_CACHE_DIR]}"
     return f"the cache folder {default_cache_dir()}"
+
+
+ENV_BASE_DIR = "NVSTAGE_BASE_DIR"
+
+
+def base_dir() -> str | None:
+    """``$NVSTAGE_BASE_DIR`` (ccache's ``base_dir``): the folder under which the stage cache
+    makes absolute paths relative, so that a checkout at another path finds the same entries
+    (``compiler/cache/keys.py``, ``Place``). None when unset, or when it is no absolute path
+    or is ``/`` (``base_dir_problem`` says why): every system path would then be rewritten."""
+    if base_dir_problem() is not None:
+        return None
+    return os.path.normpath(os.environ[ENV_BASE_DIR])
+
+
+def base_dir_problem() -> str | None:
+    """Why ``$NVSTAGE_BASE_DIR`` is not used ("" when unset), or None when it is."""
+    raw = os.environ.get(ENV_BASE_DIR, "")
+    if not raw:
+        return ""
+    if not os.path.isabs(raw):
+        return f"{ENV_BASE_DIR}={raw!r} is not an absolute path: ignored"
+    if os.path.normpath(raw) == os.sep or os.path.normpath(raw) == "//":
+        return f"{ENV_BASE_DIR}=/ would rewrite every system path: ignored"
+    return None

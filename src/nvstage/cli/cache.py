@@ -1,29 +1,44 @@
-"""nvstage cache: where the stage cache lives, how big it is, how often it helps; clear it."""
+"""nvstage cache: where the stage cache lives, how big it is, how often it helps, and each tier
+behind it (the local folder, remote servers); clear it; make a key pair for signed entries."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from nvstage.cli.common import data_console, emit_json, handled, stderr
+from nvstage.cli.common import emit_json, handled
+from nvstage.cli.options import json_option
 
 
 def cache_cmd(
     clear: Annotated[bool, typer.Option("--clear",
         help="Remove every entry and reset the counters (only in a folder nvstage made; "
-             "running builds keep their scratch folders).")] = False,
+             "running builds keep their scratch folders). A remote tier is not touched.")
+    ] = False,
     cache_dir: Annotated[Optional[str], typer.Option("--dir",
         help="This cache folder instead of $NVSTAGE_CACHE_DIR or ~/.cache/nvstage.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+    new_key: Annotated[Optional[Path], typer.Option("--new-signing-key",
+        help="Write a new Ed25519 private key to this file (0600) for signing remote "
+             "entries, and print its public key.")] = None,
+    json_out: json_option("Print the figures as JSON.") = False,
 ) -> None:
-    """Show the stage cache: its folder, size, entries and hit rate over all builds.
+    """Show the stage cache: its folder, size, entries and hit rate over all builds, and
+    each tier (hits, misses, bytes moved, time spent, errors).
 
     nvstage compile reuses a stage's earlier outputs when its tool, arguments, environment
     and input files (headers included) are unchanged; --no-cache there turns it off.
     Entries past the size limit ($NVSTAGE_CACHE_MAX_SIZE, default 2 GiB) are evicted least
     recently used first. nvstage marks the folders it makes with a CACHEDIR.TAG and clears or
     evicts from no other: a folder of yours is refused, whatever its files are called.
+
+    Remote tiers come from the environment only: NVSTAGE_REMOTE_CACHE (redis://HOST:PORT/DB,
+    http(s)://HOST/PATH with |layout=subdirs, flat or bazel), credentials in
+    NVSTAGE_REMOTE_USER, NVSTAGE_REMOTE_PASSWORD or NVSTAGE_REMOTE_TOKEN, signatures with
+    NVSTAGE_REMOTE_SIGNING_KEY (writers) and NVSTAGE_REMOTE_VERIFY_KEY (readers),
+    NVSTAGE_REMOTE_READ_ONLY=1 for jobs that must not write. NVSTAGE_BASE_DIR makes paths
+    under it relative, so checkouts at other paths share entries.
 
     Examples:
 
@@ -32,31 +47,56 @@ def cache_cmd(
           nvstage cache --json
 
           nvstage cache --clear
+
+          nvstage cache --new-signing-key ci-signing.pem
     """
     from nvstage.compiler.cache.store import Cache
-    from nvstage.report.units import fmt_bytes
+    from nvstage.report.terminal.cache import cleared, render
+    from nvstage.report.terminal.console import data_console, say
 
     with handled(json_out):
+        if new_key is not None:
+            _new_key(new_key, json_out)
+            return
         cache = Cache(cache_dir)
         if cache_dir is not None:
             cache.label = f"--dir {cache_dir}"
         # A file, or a folder nvstage did not make and mark, is refused with one line: its
         # entries/, notes/ or tmp/ are somebody else's, and it is no "empty cache" either.
         if clear:
-            done = cache.clear()
-            stderr().print(f"cleared {cache.root}" if done else f"no cache to clear at "
-                           f"{cache.root}", markup=False)
+            say(cleared(cache.root, cache.clear()))
         info = cache.describe()
+        from nvstage.compiler.cache.tiers import describe
+
+        tiers = describe(cache)
+        if tiers is not None:
+            info["tiers"] = tiers
         if json_out:
             emit_json(info)
             return
-        s = info["stats"]
-        rate = "-" if s["hit_rate"] is None else f"{s['hit_rate'] * 100:.1f}%"
-        con = data_console(False)
-        con.print(f"folder    {info['dir']}", markup=False)
-        con.print(f"size      {fmt_bytes(info['size'])} of {fmt_bytes(info['max_size'])}",
-                  markup=False)
-        con.print(f"entries   {info['entries']}", markup=False)
-        con.print(f"hit rate  {rate} ({s['hits']} hits, {s['misses']} misses, "
-                  f"{s['corrupt']} corrupt, {s['direct_hits']} without preprocessing)",
-                  markup=False)
+        render(info, data_console(False))
+
+
+def _new_key(path: Path, json_out: bool) -> None:
+    import os
+
+    from nvstage.compiler.cache.signing import new_key_pair
+    from nvstage.errors import UsageError
+    from nvstage.report.terminal.console import data_console, say
+
+    pem, public = new_key_pair()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        raise UsageError(f"{path} exists: nvstage does not replace a key",
+                         hint="give a new file's name") from None
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    if json_out:
+        emit_json({"private_key": str(path), "public_key": public})
+        return
+    say(f"wrote the private key {path}: give it to trusted writers as "
+        f"NVSTAGE_REMOTE_SIGNING_KEY (a CI secret)")
+    data_console(False).print(public, markup=False, soft_wrap=True)

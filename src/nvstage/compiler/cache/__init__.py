@@ -1,2 +1,4 @@
-"""The stage cache: ``store`` (storage), ``keys`` (what a key hashes), ``headers`` (where a new
-file would hide a header), ``stage`` (one build's stages through the cache, the direct mode)."""
+"""The stage cache: ``store`` (the local folder), ``keys`` (what a key hashes, the base folder),
+``headers`` (where a new file would hide a header), ``stage`` (one build's stages through the
+cache, the direct mode), ``tiers`` (remote tiers behind the local folder: what they hold, trust
+and faults), ``remote`` (Redis and HTTP servers), ``signing`` (Ed25519 signatures)."""

@@ -19,6 +19,17 @@ one (``Cache.put`` in ``store.py``). Only the bound key is used where a tool may
 path on in a form no offset finds (escaped, as hex, compressed, inside a binary whose layout
 follows the path's length), or where a file from outside the folder spells it
 (``Keys.pinned``).
+
+A base folder (``NVSTAGE_BASE_DIR``, ccache's ``base_dir``; ``Place``). Without one, the keys
+hold the current folder and the absolute paths nvcc passes: a build elsewhere finds other
+keys (a miss, never a wrong hit). With one, the stages are given the paths under it relative
+to the current folder (so ``__FILE__``, line markers and cudafe++'s names read relative, as
+with ccache), and keys see those paths and the current folder relative to the base folder: a
+checkout at another path finds the same keys. A tool may still make a relative path absolute
+(cicc's line table with ``-lineinfo``, gcc's working folder with ``-g``): an output holding the
+base folder's path goes under a key bound to the place (``Cache.put``'s ``place``), so another
+place runs the stage. Anything the rewrite leaves absolute (``-DDATA=/ckout/x``) stays in the
+key as it is, and so binds the key to the place too.
 """
 
 from __future__ import annotations
@@ -124,16 +135,86 @@ def tool_identity(path: str) -> list:
         return [real, None, None]
 
 
+# Options whose value, written joined to them, is a path the base folder rewrites (gcc's and
+# nvcc's tools'); -D and -U are never rewritten: a macro's value is the program's, not a path.
+_PATH_PREFIXES = ("-isystem", "-iquote", "-idirafter", "-include", "-imacros", "-I", "-L",
+                  "-o", "-MF")
+_LONG_VALUE = re.compile(r"(--[A-Za-z][\w-]*=)(/.*)")
+
+
+class Place:
+    """Where a build runs, as keys see it, with an optional base folder (``NVSTAGE_BASE_DIR``):
+    absolute paths under it are written relative to the current folder, in the stages'
+    arguments (``word``) and in the names keys hold (``rel``); the current folder is keyed
+    relative to the base folder. Paths in the work folder are left as they are (keys cut them
+    out already). Without a base folder every method gives its input back."""
+
+    def __init__(self, base: str | None, cwd: str, work: str):
+        # A current folder named through a link: ".." from it would climb the link's target,
+        # not the path's parent. The rewrite is skipped (the keys then hold absolute paths).
+        self.base = base if base and os.path.realpath(cwd) == cwd else None
+        self.cwd = cwd
+        self._work = os.path.join(os.path.abspath(work), "")
+        self.raw = os.fsencode(self.base) if self.base else b""
+
+    def under(self, path: str) -> bool:
+        return bool(self.base) and (path == self.base or path.startswith(self.base + os.sep))
+
+    def rel(self, path: str) -> str:
+        """``path`` relative to the current folder when it is absolute, under the base folder
+        and not in the work folder; else unchanged."""
+        if not self.base or not path.startswith(os.sep) or not self.under(path) or \
+                os.path.join(path, "").startswith(self._work):
+            return path
+        if os.path.normpath(path) == path.rstrip(os.sep):
+            return os.path.relpath(path, self.cwd)
+        # relpath would normalise "build/../include", which the system resolves through
+        # "build" (a link?): the base folder's part is made relative, the rest kept as it is.
+        return os.path.relpath(self.base, self.cwd) + path[len(self.base):]
+
+    def word(self, arg: str) -> str:
+        """An argument with a path under the base folder made relative: the whole word, a
+        path joined to one of ``_PATH_PREFIXES``, or a ``--long-option=/path``."""
+        if not self.base or self.base not in arg:
+            return arg
+        if arg.startswith(os.sep):
+            return self.rel(arg)
+        for prefix in _PATH_PREFIXES:
+            if arg.startswith(prefix + os.sep):
+                return prefix + self.rel(arg[len(prefix):])
+        m = _LONG_VALUE.fullmatch(arg)
+        if m:
+            return m.group(1) + self.rel(m.group(2))
+        return arg
+
+    def cwd_part(self):
+        """The current folder as keys hold it."""
+        if self.under(self.cwd):
+            return ["base", os.path.relpath(self.cwd, self.base)]
+        return self.cwd
+
+    def tree(self, obj):
+        """``obj`` (lists, strings, None) with every absolute path under the base folder
+        relative to the current folder: the shadow state of a header set (``headers.py``)."""
+        if isinstance(obj, str):
+            return self.rel(obj)
+        if isinstance(obj, (list, tuple)):
+            return [self.tree(x) for x in obj]
+        return obj
+
+
 class Paths:
     """Names and arguments as keys see them, cut at the work folder's path (a list of pieces:
-    no text can pass for the path); resolve paths against cwd."""
+    no text can pass for the path), paths under a base folder relative (``Place``); resolve
+    paths against cwd."""
 
-    def __init__(self, work: str, cwd: str):
+    def __init__(self, work: str, cwd: str, place: Place | None = None):
         self.work = os.path.abspath(work)
         self.cwd = cwd
+        self.place = place or Place(None, cwd, work)
 
     def norm(self, text: str) -> list[str]:
-        return text.split(self.work)
+        return self.place.word(text).split(self.work)
 
     def name(self, text: str) -> str:
         """``norm`` as one string, for the keys of a JSON object (header sets)."""
@@ -232,16 +313,20 @@ _COMPRESS = re.compile(r"-gz|.*compress-debug-sections")
 class Keys:
     """The keys of one build's stages: its work folder, current folder and environment."""
 
-    def __init__(self, plan: Plan, cwd: str, work: str, toolkit: Toolkit):
+    def __init__(self, plan: Plan, cwd: str, work: str, toolkit: Toolkit,
+                 base: str | None = None):
         self.work = os.path.abspath(work)
         self.cwd, self.toolkit = cwd, toolkit
         self.hasher = FileHasher(work)
-        self.paths = Paths(work, cwd)
+        self.place = Place(base, cwd, self.work)
+        self.paths = Paths(work, cwd, self.place)
         self.where = Work(self.work)
         host_env = {k: os.environ[k] for k in HOST_ENV if k in os.environ}
         # The current folder is part of every key: nvcc gives cudafe++ and cicc the source's
-        # absolute path, and outputs (module id, #line markers) depend on it.
-        self.env_part = [cwd, sorted(plan.variables.items()), sorted(host_env.items())]
+        # absolute path, and outputs (module id, #line markers) depend on it. Under a base
+        # folder, relative to it: the stages then get relative paths (``Place``).
+        self.env_part = [self.place.cwd_part(), sorted(plan.variables.items()),
+                         sorted(host_env.items())]
         # Every key is bound to this folder when a tool may write its path escaped, or when
         # what keys keep whole (the current folder, the environment) holds it: an output may
         # then hold the path where it did not come from the path.
@@ -275,7 +360,10 @@ class Keys:
     def direct(self, base: list, pinned: bool) -> str:
         """The direct key of a host-compiler stage: its key without the headers it reads. One
         bound from the start binds every key found through it."""
-        return digest([*base, "direct/4", *([["at", self.work]] if pinned else [])])
+        at = [["at", self.work]] if pinned else []
+        if pinned and self.place.base:
+            at.insert(0, ["place", self.place.base])
+        return digest([*base, "direct/4", *at])
 
     def pinned(self, stage: Stage, looks: list[Look | None]) -> bool:
         """Whether this stage's keys must be bound to the work folder before it runs: the
@@ -292,6 +380,17 @@ class Keys:
 
     def candidates(self, parts: list, pinned: bool) -> tuple[str, ...]:
         """The keys to look under, in order: the one any folder may use (unless ``pinned``),
-        then the one bound to this folder (``Cache.put`` picks between them by the outputs)."""
-        bound = digest([*parts, ["at", self.work]])
-        return (bound,) if pinned else (digest(parts), bound)
+        then, under a base folder, the one bound to this place, then the one bound to this
+        work folder (and place) (``Cache.put`` picks between them by the outputs)."""
+        if not self.place.base:
+            bound = digest([*parts, ["at", self.work]])
+            return (bound,) if pinned else (digest(parts), bound)
+        placed = [*parts, ["place", self.place.base]]
+        bound = digest([*placed, ["at", self.work]])
+        return (bound,) if pinned else (digest(parts), digest(placed), bound)
+
+    def place_key(self, keys: tuple[str, ...]) -> tuple[bytes, str] | None:
+        """``Cache.put``'s ``place`` for ``candidates``: None without a base folder."""
+        if not self.place.base or len(keys) < 3:
+            return None
+        return self.place.raw, keys[1]

@@ -17,6 +17,15 @@ a stage that warned is not stored; the user sees the stderr plain nvcc prints (t
 taken out, or the stage run again without the flag when they are mixed with other
 diagnostics). Files the assembler reads through ``.incbin`` are in no dependency list: a
 stage that assembles a file mentioning it is not stored (``headers.not_cacheable``).
+
+Tiers (``tiers.py``). Behind the local folder, remote tiers (``NVSTAGE_REMOTE_CACHE``): a stage
+that misses locally is looked up there under the same keys, and a hit is written into the
+local folder and restored from it like a local one; a header set missing locally is looked up
+there too. A stage that ran is stored locally, then pushed to the tiers that take writes.
+
+A base folder (``NVSTAGE_BASE_DIR``, ``keys.Place``): the stages' arguments get the paths under
+it relative to the current folder, whether or not the cache is on, so that a build's outputs
+do not depend on the cache.
 """
 
 from __future__ import annotations
@@ -35,11 +44,14 @@ from nvstage.compiler.cache.headers import Existence, Trees, builtin_dirs, inclu
 from nvstage.compiler.cache.keys import HOST_COMPILER, Keys, parse_depfile
 from nvstage.compiler.cache.store import MAX_DOC_BYTES, Cache, Counters, Scratch, digest, \
     read_file
+from nvstage.compiler.cache.tiers import TierStats, Tiers, open_tiers
+from nvstage.compiler.cache.tiers import record as record_tiers
 from nvstage.compiler.graph import Graph
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.record import Artifact, StageRun, arch_of, kind_of, stage_arch
 from nvstage.compiler.toolkit import Toolkit
 from nvstage.errors import CacheError
+from nvstage.paths import base_dir
 
 # Stages whose outputs follow from their key. Not the final link (it searches for system
 # libraries by name) nor anything unclassified.
@@ -112,21 +124,37 @@ class StageCache:
         self._run_stage = run_stage
         self.counters = Counters()
         self._lock = threading.Lock()
-        self.keys = Keys(plan, cwd, work, toolkit)
+        self.keys = Keys(plan, cwd, work, toolkit, base_dir())
+        if self.keys.place.base:
+            for stage in plan.runnable:
+                if stage.kind in _CACHEABLE:
+                    stage.argv[1:] = [self.keys.place.word(a) for a in stage.argv[1:]]
         self._scratch: Scratch | None = None
         self._shadows: dict[tuple, str] = {}  # (headers, search folders) -> shadow digest
         self._exists = Existence()
+        self.local = TierStats()  # the local folder's figures for this build
+        self.tiers: Tiers | None = None
+        try:
+            self.tiers = open_tiers(cache)
+        except (OSError, CacheError):
+            self.tiers = None  # a remote tier never fails a build
+        if self.tiers is not None:
+            self.tiers.local = self.local
+        self._remote_sets: dict[str, list] = {}  # direct key -> the sets the tiers held
 
     def close(self) -> None:
         if self._scratch:
             self._scratch.close()
+        if self.tiers is not None:
+            self.counters.tiers = self.tiers.to_json()
         if self.cache is not None:
             try:
                 if self.counters.hits or self.counters.misses:
                     self.cache.record(self.counters)
+                    record_tiers(self.cache, self.tiers, self.local)
                 if self.counters.stored:
                     self.cache.evict()
-            except OSError:
+            except (OSError, CacheError):
                 pass  # bookkeeping only: never fail a build over it
 
     def count(self, **kw: int) -> None:
@@ -175,11 +203,11 @@ class StageCache:
             run, warned = self._run_host(stage)
             if warned or not_cacheable([self.keys.paths.abs(p) for p in reads],
                                        assembles="-c" in stage.argv):
-                self.count(misses=1)
+                self._missed()
                 return run
         else:
             run = self._uncached(stage)
-        self.count(misses=1)
+        self._missed()
         if run.ok and self._settled(reads, since):
             # The stub's marker naming itself is the path's own doing only while nothing the
             # stage read spelt the path (a marker copied from an input is the input's).
@@ -196,25 +224,20 @@ class StageCache:
         builtin = builtin_dirs(stage.argv, self.env, self.cache)
         search = include_search(stage.argv, self.cwd, self.env, builtin)
         fixed = [*builtin, self.toolkit.root]
-        for headers, shadow in self.cache.header_sets(dkey):
-            named = [paths.real(name) for name in headers]
-            if None in named:
-                continue
-            files = [paths.abs(f) for f in named]
-            looks = [hasher.look(f) for f in files]
-            if all(look is not None and look.digest == sha
-                   for look, sha in zip(looks, headers.values())) and \
-                    self._shadow(files, search, fixed) == shadow:
-                keys = self.keys.candidates([dkey, sorted(headers.items())],
-                                            self.keys.pinned(stage, looks))
-                hit = self._restore(stage, keys, started, t)
-                if hit is not None:
-                    self.count(direct_hits=1)
-                    return hit
+        local_sets = self.cache.header_sets(dkey)
+        hit = self._match_sets(stage, dkey, local_sets, search, fixed, started, t)
+        if hit is not None:
+            return hit
+        if self.tiers is not None:
+            held = self._remote_sets[dkey] = self.tiers.fetch_sets(dkey)
+            hit = self._match_sets(stage, dkey, [s for s in held if s not in local_sets],
+                                   search, fixed, started, t, remember=True)
+            if hit is not None:
+                return hit
         depfile = os.path.join(self._scratch_dir(), f"{stage.index}.d")
         since = time.time_ns()
         run, warned = self._run_host(stage, ("-MD", "-MF", depfile))
-        self.count(misses=1)
+        self._missed()
         if not run.ok or warned:
             return run
         try:
@@ -237,10 +260,43 @@ class StageCache:
                                   assembles="-c" in stage.argv):
             self._store(stage, self.keys.candidates([dkey, sorted(headers.items())],
                                                     self.keys.pinned(stage, looks)), run)
+            shadow = digest(self.keys.place.tree([search_layout(search), shown]))
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
-                self.cache.add_header_set(dkey, headers,
-                                          digest([search_layout(search), shown]))
+                self.cache.add_header_set(dkey, headers, shadow)
+            if self.tiers is not None:
+                held = self._remote_sets.get(dkey)
+                if held is None:  # a local set matched: what the tiers hold is not known
+                    held = self.tiers.fetch_sets(dkey)
+                both = [(headers, shadow), *self.cache.header_sets(dkey), *held]
+                self.tiers.push_sets(dkey, [s for n, s in enumerate(both) if s not in both[:n]])
         return run
+
+    def _match_sets(self, stage: Stage, dkey: str, sets: list, search: list[str],
+                    fixed: list[str], started: float, t: float,
+                    remember: bool = False) -> StageRun | None:
+        """The result found through the first of ``sets`` (header -> digest, shadow) whose
+        headers are unchanged and unhidden; ``remember``: a set from a remote tier, added to
+        the local folder when it hits."""
+        paths, hasher = self.keys.paths, self.keys.hasher
+        for headers, shadow in sets:
+            named = [paths.real(name) for name in headers]
+            if None in named:
+                continue
+            files = [paths.abs(f) for f in named]
+            looks = [hasher.look(f) for f in files]
+            if all(look is not None and look.digest == sha
+                   for look, sha in zip(looks, headers.values())) and \
+                    self._shadow(files, search, fixed) == shadow:
+                keys = self.keys.candidates([dkey, sorted(headers.items())],
+                                            self.keys.pinned(stage, looks))
+                hit = self._restore(stage, keys, started, t)
+                if hit is not None:
+                    self.count(direct_hits=1)
+                    if remember:
+                        with contextlib.suppress(OSError):
+                            self.cache.add_header_set(dkey, headers, shadow)
+                    return hit
+        return None
 
     def _run_host(self, stage: Stage, extra: tuple[str, ...] = ()) -> tuple[StageRun, bool]:
         """Run a host-compiler stage with ``extra`` and ``DATE_TIME_ARGS``: the run, its stderr
@@ -265,8 +321,9 @@ class StageCache:
         key = (tuple(files), tuple(search))
         state = self._shadows.get(key)
         if state is None:
-            state = self._shadows[key] = digest([search_layout(search), present(
-                shadow_candidates(files, search, self.cwd, fixed), self._exists)])
+            state = self._shadows[key] = digest(self.keys.place.tree([
+                search_layout(search),
+                present(shadow_candidates(files, search, self.cwd, fixed), self._exists)]))
         return state
 
     def _settled(self, reads: list[str], since_ns: int) -> bool:
@@ -287,25 +344,53 @@ class StageCache:
                  t: float) -> StageRun | None:
         """The first entry found under ``keys``, copied into place with this build's work
         folder at its sites; None when there is none (a damaged one is dropped)."""
+        t_local = time.perf_counter()
         for key in keys:
-            entry = self.cache.get(key, self.keys.where)
-            if entry is None:
-                continue
-            restored = None
-            if entry is not False:
-                try:  # each file is stored under its place in the stage's outputs
-                    dests = [self.keys.paths.abs(stage.outputs[int(f["name"])])
-                             for f in entry.files]
-                except (ValueError, IndexError, KeyError, TypeError):
-                    dests = None
-                if dests is not None:
-                    restored = self.cache.restore(entry, dests, self.keys.where)
-            if restored is None:  # damaged: drop it; the stage runs and stores a good one
-                self.cache.discard(key)
-                self.count(corrupt=1)
-                continue
-            return self._hit(stage, entry, restored, started, t)
+            hit = self._restore_one(stage, key, started, t)
+            if hit is not None:
+                self._local(hits=1, seconds=time.perf_counter() - t_local,
+                            bytes_read=sum(a.size for a in hit.artifacts))
+                return hit
+        self._local(seconds=time.perf_counter() - t_local)
+        if self.tiers is not None:
+            key = self.tiers.fetch_entry(keys)
+            if key is not None:
+                hit = self._restore_one(stage, key, started, t)
+                if hit is not None:
+                    self._local(misses=1)  # found behind the local folder
+                return hit
         return None
+
+    def _missed(self) -> None:
+        """A stage that runs: a miss in every tier asked."""
+        self.count(misses=1)
+        self._local(misses=1)
+        if self.tiers is not None:
+            self.tiers.missed()
+
+    def _restore_one(self, stage: Stage, key: str, started: float,
+                     t: float) -> StageRun | None:
+        entry = self.cache.get(key, self.keys.where)
+        if entry is None:
+            return None
+        restored = None
+        if entry is not False:
+            try:  # each file is stored under its place in the stage's outputs
+                dests = [self.keys.paths.abs(stage.outputs[int(f["name"])])
+                         for f in entry.files]
+            except (ValueError, IndexError, KeyError, TypeError):
+                dests = None
+            if dests is not None:
+                restored = self.cache.restore(entry, dests, self.keys.where)
+        if restored is None:  # damaged: drop it; the stage runs and stores a good one
+            self.cache.discard(key)
+            self.count(corrupt=1)
+            return None
+        return self._hit(stage, entry, restored, started, t)
+
+    def _local(self, **kw) -> None:
+        with self._lock:
+            self.local.add(kw)
 
     def _hit(self, stage: Stage, entry, restored, started: float, t: float) -> StageRun:
         self.count(hits=1)
@@ -321,12 +406,20 @@ class StageCache:
         """Store under ``keys[0]``, or under the key bound to this folder (the last) when
         the outputs hold its path where another folder could not trust it (``Cache.put``)."""
         slots = [n for n, p in enumerate(stage.outputs) if Path(self.cwd, p).is_file()]
+        t = time.perf_counter()
         try:
-            if self.cache.put(keys[0], [self.keys.paths.abs(stage.outputs[n]) for n in slots],
-                              names=[str(n) for n in slots], stdout=run.stdout,
-                              stderr=run.tool_stderr, seconds=run.seconds,
-                              about={"kind": stage.kind.value, "arch": stage.arch},
-                              work=self.keys.where, pinned=keys[-1], own_markers=own_markers):
-                self.count(stored=1)
+            key = self.cache.put_entry(
+                keys[0], [self.keys.paths.abs(stage.outputs[n]) for n in slots],
+                names=[str(n) for n in slots], stdout=run.stdout, stderr=run.tool_stderr,
+                seconds=run.seconds, about={"kind": stage.kind.value, "arch": stage.arch},
+                work=self.keys.where, pinned=keys[-1], own_markers=own_markers,
+                place=self.keys.place_key(keys))
         except OSError:
-            pass  # an output vanished or the disk is full: the build itself is fine
+            return  # an output vanished or the disk is full: the build itself is fine
+        if key is None:
+            return
+        self.count(stored=1)
+        self._local(stored=1, seconds=time.perf_counter() - t,
+                    bytes_written=sum(a.size for a in run.artifacts))
+        if self.tiers is not None:
+            self.tiers.push_entry(key)

@@ -13,6 +13,7 @@ Layout under the root::
     notes/<key>.json                        facts about tools (a compiler's built-in folders)
     tools/<name>.json                       tool versions and nvcc's option grammar
     stats.json                              hits and misses over all builds
+    tiers.json                              each tier's figures, tiers found down (tiers.py)
     tmp/                                    entries being written, builds' scratch folders
 
 An entry is written in ``tmp/`` and renamed into place whole, so a reader sees all of it or
@@ -82,7 +83,7 @@ MARK_TEXT = _SIGNATURE + b"\n" + _MARK_LINE + b"\n# See https://bford.info/cache
 # What the cache itself writes at its root; a folder holding only NVSTAGE_OWN (the toolkit's
 # notes, which nvstage before the sealed notes wrote before any build opened the cache) is as
 # good as empty.
-_NAMES = ("entries", "direct", "notes", "tmp", "stats.json", "lock")
+_NAMES = ("entries", "direct", "notes", "tmp", "stats.json", "tiers.json", "lock")
 _NVSTAGE_OWN = ("tools",)
 _MARKING = ".nvstage-mark-"  # a mark being written, renamed to MARK when whole
 _DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header state seen)
@@ -238,6 +239,9 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
+_COUNTED = ("hits", "misses", "corrupt", "stored", "direct_hits")
+
+
 @dataclass
 class Counters:
     """What one build (or, persisted, every build) asked of the cache."""
@@ -247,9 +251,14 @@ class Counters:
     corrupt: int = 0  # misses because an entry failed its hash check (removed, rebuilt)
     stored: int = 0
     direct_hits: int = 0  # hits found through recorded headers, without the compiler
+    # Each tier's figures for this build (``tiers.py``), when a remote tier is configured:
+    # in the manifest only then, so a build without one reads as before.
+    tiers: list | None = None
 
     def to_json(self) -> dict:
-        d = dict(self.__dict__)
+        d = {k: getattr(self, k) for k in _COUNTED}
+        if self.tiers is not None:
+            d["tiers"] = self.tiers
         asked = self.hits + self.misses
         d["hit_rate"] = round(self.hits / asked, 4) if asked else None
         return d
@@ -538,9 +547,19 @@ class Cache:
     def put(self, key: str, files: Sequence[str | os.PathLike], *, stdout: str, stderr: str,
             seconds: float, names: Sequence[str] | None = None, about: dict | None = None,
             work: Work | None = None, pinned: str | None = None,
-            own_markers: bool = False) -> bool:
-        """Store ``files`` under ``key``; False when another build stored it first, or when it
-        may not be stored.
+            own_markers: bool = False, place: tuple[bytes, str] | None = None) -> bool:
+        """``put_entry``: whether it stored."""
+        return self.put_entry(key, files, stdout=stdout, stderr=stderr, seconds=seconds,
+                              names=names, about=about, work=work, pinned=pinned,
+                              own_markers=own_markers, place=place) is not None
+
+    def put_entry(self, key: str, files: Sequence[str | os.PathLike], *, stdout: str,
+                  stderr: str, seconds: float, names: Sequence[str] | None = None,
+                  about: dict | None = None, work: Work | None = None,
+                  pinned: str | None = None, own_markers: bool = False,
+                  place: tuple[bytes, str] | None = None) -> str | None:
+        """Store ``files`` under ``key``; the key it went under, or None when another build
+        stored it first, or when it may not be stored.
 
         ``work``: the build's folder. Each file, and the printed text, is stored without its
         path, with the sites where it was; ``restore`` pastes the restoring build's folder
@@ -550,11 +569,18 @@ class Cache:
         sites in line markers naming that file itself (``own_markers_only``). Any other
         site, in a binary, or in the printed text, sends the entry to ``pinned``, a key bound
         to this folder (not stored at all without one).
+
+        ``place``: (the base folder's path, the key bound to it) when keys see paths under a
+        base folder as relative ones (``keys.Place``). An output or printed text that still
+        holds the folder's absolute path (a tool made a relative path absolute: cicc's line
+        table, gcc's -g working folder) is what a build in that place gives, not in another:
+        it goes under the place's key (``pinned``, when bound to the work folder too, binds
+        the place as well).
         """
         tmp, held = self._held_dir(f"{key[:16]}-")
         tmp = Path(tmp)
         try:
-            infos, bound = [], False
+            infos, bound, placed = [], False, False
             for i, f in enumerate(files):
                 with open(f, "rb") as fh:
                     data = fh.read()
@@ -566,6 +592,7 @@ class Cache:
                         own_markers and b"\0" not in data and
                         own_markers_only(data, work.raw, os.fsencode(os.fspath(f))))
                     data = blob
+                placed = placed or (place is not None and place[0] in data)
                 (tmp / str(i)).write_bytes(data)
                 infos.append({"name": (names[i] if names else os.path.basename(f)),
                               "sha256": _sha(data), "size": len(data), "sites": sites,
@@ -576,11 +603,14 @@ class Cache:
                 bound = True
             if bound:
                 if pinned is None:
-                    return False
+                    return None
                 key = pinned
+            elif place is not None and (placed or any(
+                    os.fsdecode(place[0]) in piece for p in printed for piece in p)):
+                key = place[1]
             final = self._entry_dir(key)
             if os.path.lexists(final):
-                return False
+                return None
             meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": printed[0],
                     "stderr": printed[1], "seconds": seconds, "created": time.time(),
                     "about": about or {}}
@@ -589,9 +619,9 @@ class Cache:
             try:
                 os.rename(tmp, final)
             except OSError:  # another build got there first: its entry is as good as ours
-                return False
+                return None
             tmp = None
-            return True
+            return key
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -631,6 +661,76 @@ class Cache:
         except OSError:
             return
         shutil.rmtree(trash, ignore_errors=True)
+
+    # -- moving entries between tiers (``tiers.py``) ------------------------------------------
+    def export_entry(self, key: str) -> tuple[dict, list[bytes]] | None:
+        """An entry as a remote tier stores it: its document (files with their hashes and
+        sites, the printed text as pieces, seconds, about) and the blobs, each checked; None
+        when missing or damaged."""
+        d = self._entry_dir(key)
+        try:
+            meta = self._unseal(read_file(d / "meta.json", MAX_DOC_BYTES))
+            if meta is None or meta.get("key") != key or meta.get("schema") != SCHEMA:
+                return None
+            blobs = []
+            for i, info in enumerate(meta["files"]):
+                data = read_file(d / str(i), int(info["size"]))
+                if _sha(data) != info["sha256"]:
+                    return None
+                blobs.append(data)
+            doc = {k: meta[k] for k in ("files", "stdout", "stderr", "seconds", "about")}
+            return doc, blobs
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def import_entry(self, key: str, doc: dict, blobs: Sequence[bytes]) -> bool:
+        """Write an entry a remote tier gave (``export_entry``'s form) into this cache, sealed
+        with this user's key: the caller has checked its signature, if one is required; here
+        every field is checked as ``get`` and ``restore`` will read it. False when it is not
+        an entry, or is here already."""
+        try:
+            files = doc["files"]
+            printed = [doc["stdout"], doc["stderr"]]
+            seconds = float(doc["seconds"])
+            about = doc.get("about") or {}
+            if not isinstance(files, list) or len(files) != len(blobs) or \
+                    not all(pieces_ok(p) for p in printed) or not isinstance(about, dict):
+                return False
+            infos = []
+            for info, data in zip(files, blobs):
+                name, sha, size = info["name"], info["sha256"], info["size"]
+                sites = info.get("sites", [])
+                if not isinstance(name, str) or not name.isdigit() or type(size) is not int \
+                        or size != len(data) or sha != _sha(data) or \
+                        not _sites_ok(sites, size):
+                    return False
+                infos.append({"name": name, "sha256": sha, "size": size, "sites": sites,
+                              **({"x": True} if info.get("x") is True else {})})
+        except (KeyError, TypeError, ValueError):
+            return False
+        final = self._entry_dir(key)
+        if os.path.lexists(final):
+            return False
+        tmp, held = self._held_dir(f"{key[:16]}-")
+        tmp = Path(tmp)
+        try:
+            for i, data in enumerate(blobs):
+                (tmp / str(i)).write_bytes(data)
+            meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": printed[0],
+                    "stderr": printed[1], "seconds": seconds, "created": time.time(),
+                    "about": about}
+            (tmp / "meta.json").write_bytes(self._seal(meta))
+            self._dir("entries", key[:2])
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                return False
+            tmp = None
+            return True
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            os.close(held)
 
     # -- direct mode ------------------------------------------------------------------------
     def header_sets(self, direct_key: str) -> list[tuple[dict[str, str], str]]:
@@ -674,17 +774,36 @@ class Cache:
         """Add one build's counters to the persisted totals."""
         with self._flock():
             total = self.totals()
-            for k in ("hits", "misses", "corrupt", "stored", "direct_hits"):
+            for k in _COUNTED:
                 setattr(total, k, getattr(total, k) + getattr(c, k))
-            _write_atomic(self.root / "stats.json", json.dumps(total.__dict__).encode(),
+            _write_atomic(self.root / "stats.json",
+                          json.dumps({k: getattr(total, k) for k in _COUNTED}).encode(),
                           self._tmp())
+
+    def tier_doc(self) -> dict:
+        """What ``tiers.py`` keeps here: each tier's figures over all builds using this folder
+        ("stats": label -> figures) and tiers found down ("down": label -> until, why).
+        Unsealed: it decides nothing but whether a later build skips a tier for a while.
+        {} when missing or unreadable."""
+        try:
+            doc = json.loads(read_file(self.root / "tiers.json", MAX_DOC_BYTES))
+            return doc if isinstance(doc, dict) else {}
+        except (OSError, ValueError, RecursionError):
+            return {}
+
+    def update_tier_doc(self, change) -> None:
+        """``change(doc)`` applied to ``tier_doc()`` under the cache's lock, and written."""
+        with self._flock():
+            doc = self.tier_doc()
+            change(doc)
+            _write_atomic(self.root / "tiers.json", json.dumps(doc).encode(), self._tmp())
 
     def totals(self) -> Counters:
         """The counters over all builds (unsealed: they decide nothing); zero when missing
         or unreadable (a FIFO there is unreadable, not a wait)."""
         try:
             d = json.loads(read_file(self.root / "stats.json", MAX_DOC_BYTES))
-            return Counters(**{k: int(d.get(k, 0)) for k in Counters().__dict__})
+            return Counters(**{k: int(d.get(k, 0)) for k in _COUNTED})
         except (OSError, ValueError, TypeError, AttributeError, RecursionError):
             return Counters()
 
@@ -753,7 +872,7 @@ class Cache:
             if not left:
                 return False
             self.open()  # the XDG folder's cache from before the mark: adopted, then cleared
-        for name in ("entries", "direct", "notes", "stats.json"):
+        for name in ("entries", "direct", "notes", "stats.json", "tiers.json"):
             _remove(self.root / name, self.root)
         for p in self.root.glob(".trash-*"):  # left by a clear that was killed
             _remove(p, self.root)
