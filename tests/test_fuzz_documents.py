@@ -192,8 +192,8 @@ def downstream(build, toolkit, *, run=None, trace=None, baseline=None):
 
     from nvstage.check.budgets import parse_budgets
     from nvstage.check.gate import check
-    from nvstage.cli.diff import render as render_diff
-    from nvstage.cli.show import render as render_show
+    from nvstage.report.terminal.diff import render as render_diff
+    from nvstage.report.terminal.show import render as render_show
     from nvstage.inspect.build_diff import diff_builds
     from nvstage.inspect.view import SECTIONS, collect_build
     from nvstage.report.html import gather, render

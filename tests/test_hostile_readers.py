@@ -351,8 +351,7 @@ def test_model_json_is_standard_json(toolkit):
 
 
 def test_a_bar_that_cannot_be_drawn_is_one_error(tmp_path):
-    from nvstage.cli.model import write_svg
-    from nvstage.report.bars import Bar
+    from nvstage.report.bars import Bar, write_svg
 
     with pytest.raises(UsageError, match="not finite"):
         write_svg(tmp_path / "x.svg", [Bar("w", {"kernel": math.inf})], title="t")

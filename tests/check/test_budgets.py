@@ -6,18 +6,13 @@ import json
 
 import pytest
 
-from nvstage.check.budgets import (
-    base_name,
-    kernel_matches,
-    load_budgets,
-    parse_budgets,
-    qualified_name,
-)
+from nvstage.check.budgets import load_budgets, parse_budgets
 from nvstage.check.gate import check
 from nvstage.check.metrics import locate_kernel, run_figures
 from nvstage.errors import BaselineError, BudgetConfigError
 from nvstage.report.checks import github_annotations, markdown_summary
 from nvstage.compiler.options import CompileOptions
+from nvstage.inspect.kernels import base_name, matches, qualified_name
 
 TWO_ARCHES = ("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]")
 
@@ -221,10 +216,10 @@ def test_names_and_globs():
     assert base_name("ns::scale<float>(float*, float, int)") == "scale"
     assert base_name("f<a::b<c>>(int)") == "f"
     dem = "void scale<float>(float*, float, int)".replace("void ", "")
-    assert kernel_matches("scale", "_Z5scaleIfEvPT_S0_i", dem)
-    assert kernel_matches("scale<float>", "_Z5scaleIfEvPT_S0_i", dem)
-    assert kernel_matches("_Z5scale*", "_Z5scaleIfEvPT_S0_i", dem)
-    assert not kernel_matches("scal", "_Z5scaleIfEvPT_S0_i", dem)
+    assert matches("scale", "_Z5scaleIfEvPT_S0_i", dem)
+    assert matches("scale<float>", "_Z5scaleIfEvPT_S0_i", dem)
+    assert matches("_Z5scale*", "_Z5scaleIfEvPT_S0_i", dem, glob=True)
+    assert not matches("scal", "_Z5scaleIfEvPT_S0_i", dem)
 
 
 def test_locate_kernel(kernels):
@@ -306,9 +301,9 @@ def test_names_as_cuxxfilt_spells_them():
         assert (qualified_name(dem), base_name(dem)) == (qualified, base), dem
     real = "void ns::scale<float>(float*, float, int)"
     for pattern in ("scale", "scale<float>", "ns::scale<float>", "scale<*>", real):
-        assert kernel_matches(pattern, "_ZN2ns5scaleIfEEvPT_S1_i", real), pattern
-    assert not kernel_matches("void", "_ZN2ns5scaleIfEEvPT_S1_i", real)
-    assert kernel_matches("kernel", "_ZN12_GLOBAL__N_16kernelEPf",
+        assert matches(pattern, "_ZN2ns5scaleIfEEvPT_S1_i", real, glob=True), pattern
+    assert not matches("void", "_ZN2ns5scaleIfEEvPT_S1_i", real)
+    assert matches("kernel", "_ZN12_GLOBAL__N_16kernelEPf",
                           "(anonymous namespace)::kernel(float*)")
     b = parse_budgets({"budgets": {"max_registers": 64,
                                    "kernels": {"scale": {"max_registers": 16}}}})
@@ -392,10 +387,10 @@ def test_baseline_ignores_time_noise_below_the_floor():
 
 def test_baseline_pairs_kernels_by_name_and_arch():
     from nvstage.check.gate import _Checker, _compare
-    from nvstage.check.metrics import KernelFacts
+    from nvstage.inspect.kernels import KernelRecord
 
     def k(name, arch, registers=10):
-        return KernelFacts(name, name, arch, registers, 0, 0)
+        return KernelRecord(name, name, arch, registers, 0, 0)
 
     rel = dict(parse_budgets({}).baseline)
     before = _facts(kernels=[k("a", "sm_90"), k("gone", "sm_90"), k("kept", "sm_90", 50)],
@@ -429,10 +424,10 @@ def test_baseline_pairs_kernels_by_name_and_arch():
 
 def test_a_kernel_whose_signature_changed_is_compared_with_its_old_self():
     from nvstage.check.gate import _Checker, _compare
-    from nvstage.check.metrics import KernelFacts
+    from nvstage.inspect.kernels import KernelRecord
 
     def k(mangled, demangled, registers):
-        return KernelFacts(mangled, demangled, "sm_90", registers, 0, 0)
+        return KernelRecord(mangled, demangled, "sm_90", registers, 0, 0)
 
     rel = dict(parse_budgets({}).baseline)
     before = _facts(kernels=[k("_Z4copyPf", "copy(float*)", 16),
@@ -461,11 +456,11 @@ def _result(violations, kernels=()):
 
 def test_markdown_cells_are_escaped():
     from nvstage.check.gate import Violation
-    from nvstage.check.metrics import KernelFacts
+    from nvstage.inspect.kernels import KernelRecord
 
     dem = "void k<float>(float*, float*) | x"
     r = _result([Violation(dem, "sm_90", "registers", 40, 32, "too many")],
-                [KernelFacts("_Z1k", dem, "sm_90", 40, 0, 0)])
+                [KernelRecord("_Z1k", dem, "sm_90", 40, 0, 0)])
     md = markdown_summary(r)
     row = next(line for line in md.splitlines() if line.startswith("| void"))
     # no emphasis from the stars, no HTML from <, the pipe does not split the row

@@ -10,6 +10,7 @@ id (and the names derived from it), and host facts (doctor's versions and paths)
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -57,10 +58,19 @@ _VOLATILE_KEY = {"sha256", "size", "bytes_stored", "hits", "misses", "stored", "
                  "corrupt", "entries", "total_bytes", "hit_rate", "cached", "dir", "evicted",
                  "critical_path"}  # the longest chain follows measured times
 # Measured text inside strings, and temporary folders (tempfile's random names).
-_TEXT = [(re.compile(r"Compile time = [\d.]+ ms"), "Compile time = <t> ms"),
-         (re.compile(r"(/tmp|/var/tmp)/(nvstage|tmp)[-\w]*"), "<tmp>")]
+_TEXT = [(re.compile(r"Compile time = [\d.]+ ms"), "Compile time = <t> ms")]
 _MODULE_ID = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{2,}_[A-Za-z0-9_]+?_[0-9a-f]{8}|"
                         r"__nv_module_id_[0-9a-f_]+|tmpxft_[0-9a-f_]+|[0-9a-f]{24,})")
+
+
+@functools.cache
+def _temp_pattern() -> re.Pattern:
+    """tempfile's folders under this process's temp folder (the tests set their own $TMPDIR)."""
+    import tempfile
+
+    roots = {"/tmp", "/var/tmp", tempfile.gettempdir(), os.path.realpath(tempfile.gettempdir())}
+    alts = "|".join(re.escape(r) for r in sorted(roots, key=len, reverse=True))
+    return re.compile(rf"({alts})/(nvstage|tmp)[-\w]*")
 
 
 def normalise(obj, subs: list[tuple[str, str]]):
@@ -82,6 +92,7 @@ def normalise(obj, subs: list[tuple[str, str]]):
             obj = obj.replace(old, new)
         for pattern, new in _TEXT:
             obj = pattern.sub(new, obj)
+        obj = _temp_pattern().sub("<tmp>", obj)
         return _MODULE_ID.sub("<id>", obj)
     if isinstance(obj, float):
         return round(obj, 6)

@@ -22,10 +22,10 @@ def _arch():
 
 
 def _run(name, mode, reps=5, **kw):
-    from nvstage.run.session import run_workload
+    from nvstage.run.session import run_prepared
 
     w, prep, _ = load_and_validate(EXAMPLES / f"{name}.toml", _arch())
-    return run_workload(w, prep, mode=mode, reps=reps, warmup=1, **kw)
+    return run_prepared(w, prep, mode=mode, reps=reps, warmup=1, **kw)
 
 
 @pytest.mark.parametrize("name", ["vadd", "saxpy", "multi", "many_launches"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nvstage.inspect.build_diff import diff_builds, diff_paths
+from nvstage.inspect.build_diff import diff_builds
 
 
 def test_build_against_itself_has_no_kernel_change(toolkit, built):
@@ -14,7 +14,7 @@ def test_build_against_itself_has_no_kernel_change(toolkit, built):
 
 def test_spill_diff_from_manifests(toolkit, built):
     _, b = built
-    d = diff_paths(b["spill"].keep_dir, b["spill16"].keep_dir, toolkit)
+    d = diff_builds(b["spill"].keep_dir, b["spill16"].keep_dir, toolkit)
     (row,) = d.kernels
     assert row.a["spill_stores"] == 0 and row.b["spill_stores"] > 0
     assert row.delta("registers") == row.b["registers"] - row.a["registers"] < 0

@@ -204,7 +204,7 @@ def test_device_link_rows_take_barriers_from_the_cubin(toolkit, tmp_path):
 
 def test_short_names_of_a_kernel():
     # show --kernel and occupancy --kernel share one matcher; a namespace may be left out.
-    from nvstage.inspect.records import short_names
+    from nvstage.inspect.kernels import short_names
 
     assert short_names("void ns::scale<float>(float*, float, int)") == (
         "void ns::scale<float>", "ns::scale<float>", "ns::scale", "scale<float>", "scale")
@@ -212,7 +212,7 @@ def test_short_names_of_a_kernel():
 
 
 def test_short_names_keep_template_arguments_with_blanks():
-    from nvstage.inspect.records import display_name, short_names
+    from nvstage.inspect.kernels import display_name, short_names
 
     dem = "void scale<unsigned int>(unsigned int*, unsigned int, int)"
     assert short_names(dem) == ("void scale<unsigned int>", "scale<unsigned int>", "scale")

@@ -8,7 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from nvstage.report.bars import Bar, bar_from_decomposition, bars_svg, format_seconds
+from nvstage.report.bars import Bar, bar_from_decomposition, bars_svg
+from nvstage.report.units import fmt_time
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -77,8 +78,8 @@ def test_bad_bars():
         Bar("a", {"kernel": 1.0}, kind="guess")
 
 
-def test_format_seconds():
-    assert [format_seconds(s) for s in (0, 5e-9, 3.1e-6, 4.04e-3, 2.5)] == [
+def test_times_to_three_figures():
+    assert [fmt_time(s, significant=3) for s in (0, 5e-9, 3.1e-6, 4.04e-3, 2.5)] == [
         "0", "5 ns", "3.1 us", "4.04 ms", "2.5 s"]
 
 

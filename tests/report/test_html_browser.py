@@ -67,7 +67,7 @@ def test_report_renders_in_chromium(report_file, tmp_path):
             assert page.get_attribute("body", "data-charts") == "4"
             assert page.locator("svg#stage-gantt rect.gantt-bar").count() == len(build.runs)
             assert page.locator("svg#stage-graph g.node-stage").count() == len(build.runs)
-            assert page.locator("svg#decomposition-chart rect.decomp-seg").count() == 4
+            assert page.locator("svg#decomposition-chart rect.decomp-seg").count() >= 3
             assert page.locator("svg#trace-chart rect.trace-span").count() >= 4
             # resources: one row per kernel and arch (5 kernels x 2 arches)
             assert page.locator("table#resources tbody tr").count() == 10

@@ -31,6 +31,16 @@ def gpu(monkeypatch):
     return fake_cuda.reset()
 
 
+_WORK: list[Path] = []  # this test's tmp_path (autouse fixture below)
+
+
+@pytest.fixture(autouse=True)
+def _work_folder(tmp_path):
+    _WORK[:] = [tmp_path]
+    yield
+    _WORK.clear()
+
+
 def _engine(name="vadd", mode="serialized", *, n=4096, kind="cubin", edit=None, **kw):
     text = (EXAMPLES / f"{name}.toml").read_text()
     text = text.replace('n = "1 << 24"', f"n = {n}")
@@ -38,7 +48,7 @@ def _engine(name="vadd", mode="serialized", *, n=4096, kind="cubin", edit=None, 
         text = edit(text)
     import tempfile
 
-    d = Path(tempfile.mkdtemp(prefix="nvstage-fake-"))
+    d = Path(tempfile.mkdtemp(prefix="workload-", dir=_WORK[0]))
     (d / "k.cu").write_text("// not compiled: the fake GPU runs numpy kernels\n")
     text = text.replace("../../kernels/saxpy.cu", "k.cu").replace("../../kernels/vadd.cu",
                                                                     "k.cu")

@@ -12,17 +12,17 @@ from nvstage.run.results import SCHEMA, RunResult
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_run_workload_refuses_before_touching_cuda_core():
+def test_run_prepared_refuses_before_touching_cuda_core():
     code = f"""
 import os, sys
 os.environ["NVSTAGE_NO_GPU"] = "1"
 from nvstage.errors import NoDriver
 from nvstage.run.prepare import Prepared
 from nvstage.run.workload import Workload
-from nvstage.run.session import run_workload
+from nvstage.run.session import run_prepared
 w = Workload.from_toml({str(ROOT / 'examples/run/saxpy.toml')!r})
 try:
-    run_workload(w, Prepared("cubin", b"", "sm_90", None))
+    run_prepared(w, Prepared("cubin", b"", "sm_90", None))
 except NoDriver as e:
     print("NoDriver", e.exit_code)
 print("cuda.core" in sys.modules)

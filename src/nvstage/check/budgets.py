@@ -47,7 +47,7 @@ from pathlib import Path
 
 from nvstage.documents import load_toml_doc
 from nvstage.errors import BudgetConfigError
-from nvstage.inspect.records import base_name, qualified_name, unqualified_name
+from nvstage.inspect.kernels import kernel_names, spelling
 
 
 # Per-kernel limits: config key -> the measurement it bounds.
@@ -136,7 +136,7 @@ class Budgets:
         exact, globs, seen = self._patterns
         if (kernel, demangled) in seen:  # the same kernel for another arch
             return seen[(kernel, demangled)]
-        names = kernel_names(kernel, demangled)
+        names = {spelling(n) for n in kernel_names(kernel, demangled)}
         hits = {i for n in names for i in exact.get(n, ())}
         hits.update(i for i, rx in globs if any(rx.match(n) for n in names))
         out = self.defaults
@@ -148,14 +148,15 @@ class Budgets:
     @functools.cached_property
     def _patterns(self) -> tuple[dict[str, list[int]], list[tuple[int, re.Pattern]], dict]:
         """The kernel tables' patterns, by index: exact names in a dict, globs compiled; and
-        the limits found so far, by kernel."""
+        the limits found so far, by kernel. Names and patterns are compared as
+        ``inspect.kernels.matches`` compares them (in ``spelling``)."""
         exact: dict[str, list[int]] = {}
         globs = []
         for i, (pattern, _) in enumerate(self.kernels):
             if is_glob(pattern):
-                globs.append((i, re.compile(fnmatch.translate(pattern), re.DOTALL)))
+                globs.append((i, re.compile(fnmatch.translate(spelling(pattern)), re.DOTALL)))
             else:
-                exact.setdefault(pattern, []).append(i)
+                exact.setdefault(spelling(pattern), []).append(i)
         return exact, globs, {}
 
     def compile_options(self):
@@ -171,19 +172,6 @@ class Budgets:
         except TypeError as e:
             raise BudgetConfigError(f"{self.path or 'budgets'}: compile: {e}") from e
 
-
-
-def kernel_names(kernel: str, demangled: str) -> set[str]:
-    """The names a pattern may give a kernel: its mangled name, its demangled signature, the
-    signature without return type and parameters (``ns::scale<float>``), that without its
-    namespaces (``scale<float>``) or its bare name (``scale``)."""
-    qualified = qualified_name(demangled)
-    return {kernel, demangled, qualified, unqualified_name(qualified), base_name(demangled)}
-
-
-def kernel_matches(pattern: str, kernel: str, demangled: str) -> bool:
-    """A pattern names a kernel by one of ``kernel_names``; globs allowed."""
-    return any(fnmatch.fnmatchcase(n, pattern) for n in kernel_names(kernel, demangled))
 
 
 def is_glob(pattern: str) -> bool:

@@ -291,7 +291,7 @@ def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Che
 def _same_kernel(added: list, removed: list, now: dict, before: dict) -> dict:
     """{added key: removed key} for kernels that share a name (``base_name``) and arch with
     exactly one kernel on the other side."""
-    from nvstage.inspect.records import base_name
+    from nvstage.inspect.kernels import base_name
 
     def by_name(keys, side):
         groups: dict[tuple, list] = {}

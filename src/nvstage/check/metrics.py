@@ -1,6 +1,7 @@
-"""What a build measured: per kernel (registers, spills, static shared memory, where it is
-defined), the arches its fatbin carries, cubin and fatbin sizes, stage times and, from a run
-report, median GPU times. The numbers ``nvstage check`` holds against budgets and baselines.
+"""What a build measured: per kernel (``inspect.kernels.KernelRecord``: registers, spills,
+static shared memory, where it is defined), the arches its fatbin carries, cubin and fatbin
+sizes, stage times and, from a run report, median GPU times. The numbers ``nvstage check``
+holds against budgets and baselines.
 
 Sources: ptxas and cuobjdump via ``inspect.resources``, the fatbin inventory, the manifest's
 stage times, and a run report's decomposition.
@@ -13,10 +14,11 @@ import math
 import os
 import re
 import stat
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 
-from nvstage.check.budgets import RUN_TERMS, base_name
+from nvstage.check.budgets import RUN_TERMS
 from nvstage.errors import ArtifactError
+from nvstage.inspect.kernels import KernelRecord, base_name, final_rows
 from nvstage.run.document import load_run_report
 
 
@@ -25,19 +27,14 @@ from nvstage.run.document import load_run_report
 MAX_KERNELS = 20_000
 
 
-@dataclass(frozen=True)
-class KernelFacts:
-    kernel: str
-    demangled: str
-    arch: str
-    registers: int
-    spill_bytes: int | None  # stores + loads; None: unknown (no ptxas -v numbers)
-    shared_bytes: int
-    file: str | None = None
-    line: int | None = None
+# A kernel in the check report: the record's figures that budgets bound, and where the source
+# defines it. Read back (a baseline), the spill total stands as stores, loads unknown.
+KERNEL_FIELDS = ("kernel", "demangled", "arch", "registers", "spill_bytes", "shared_bytes",
+                 "file", "line")
 
-    def to_json(self) -> dict:
-        return asdict(self)
+
+def kernel_to_json(k: KernelRecord) -> dict:
+    return {f: getattr(k, f) for f in KERNEL_FIELDS}
 
 
 @dataclass
@@ -46,7 +43,7 @@ class Measurements:
     and a later check's baseline."""
 
     source: str
-    kernels: list[KernelFacts]
+    kernels: list[KernelRecord]
     arches: list[str]  # images present: sm_NN cubins, compute_NN PTX
     arches_from: str  # the file the arches were read from
     cubin_bytes: dict[str, int]  # arch -> size of each cubin the build made
@@ -57,7 +54,7 @@ class Measurements:
 
     def to_json(self) -> dict:
         return {
-            "source": self.source, "kernels": [k.to_json() for k in self.kernels],
+            "source": self.source, "kernels": [kernel_to_json(k) for k in self.kernels],
             "arches": self.arches, "arches_from": self.arches_from,
             "cubin_bytes": self.cubin_bytes, "fatbin_bytes": self.fatbin_bytes,
             "stages": self.stages, "kernel_us": self.kernel_us, "terms_us": self.terms_us,
@@ -76,19 +73,20 @@ class Measurements:
                              f"{MAX_KERNELS} nvstage checks (MAX_KERNELS)")
         for i, k in enumerate(listed):
             k = _shape(k, dict, f"kernels[{i}]")
-            unknown = set(k) - set(KernelFacts.__dataclass_fields__)
+            unknown = set(k) - set(KERNEL_FIELDS)
             if unknown:
                 raise ValueError(f"kernels[{i}] has unknown field(s) {sorted(unknown)[:3]}")
             at = f"kernels[{i}]"
-            kernels.append(KernelFacts(
+            kernels.append(KernelRecord(
                 _shape(k.get("kernel"), str, f"{at}.kernel"),
                 _shape(k.get("demangled"), str, f"{at}.demangled"),
                 _shape(k.get("arch"), str, f"{at}.arch"),
                 _count(k.get("registers"), f"{at}.registers"),
-                _count(k.get("spill_bytes"), f"{at}.spill_bytes", none=True),
-                _count(k.get("shared_bytes"), f"{at}.shared_bytes"),
-                _shape(k.get("file"), (str, type(None)), f"{at}.file"),
-                _count(k.get("line"), f"{at}.line", none=True)))
+                spill_stores=_count(k.get("spill_bytes"), f"{at}.spill_bytes", none=True),
+                spill_loads=None,
+                shared_bytes=_count(k.get("shared_bytes"), f"{at}.shared_bytes"),
+                file=_shape(k.get("file"), (str, type(None)), f"{at}.file"),
+                line=_count(k.get("line"), f"{at}.line", none=True)))
         stages = []
         for i, s in enumerate(_shape(d.get("stages"), list, "stages")):
             s = _shape(s, dict, f"stages[{i}]")
@@ -223,17 +221,6 @@ def locate_kernel(source: str | os.PathLike, demangled: str) -> int | None:
     return found[0] or found[1]
 
 
-def _final_rows(rows):
-    """Per (kernel, arch): the final numbers when there are any (after an -rdc device link),
-    else the per-file ones."""
-    best: dict[tuple[str, str], object] = {}
-    for r in rows:
-        key = (r.kernel, r.arch)
-        if key not in best or (r.final and not best[key].final):
-            best[key] = r
-    return list(best.values())
-
-
 def _image_arches(build, toolkit) -> tuple[list[str], str]:
     """The arches whose code the build's fatbin carries (its object or executable else, its
     cubins and PTX when it stopped before the fatbin)."""
@@ -264,7 +251,7 @@ def measure(manifest_or_build, *, toolkit=None, run_report=None) -> Measurements
     if build.status != "ok":
         raise ArtifactError(f"the build of {build.source} failed: there is nothing to check",
                             hint="fix the build first (nvstage compile shows why)")
-    rows = _final_rows(build_resources(build, toolkit))
+    rows = final_rows(build_resources(build, toolkit))
     if len(rows) > MAX_KERNELS:
         raise ArtifactError(f"the build of {build.source} declares {len(rows)} kernels (per "
                             f"arch): more than the {MAX_KERNELS} nvstage checks (MAX_KERNELS)",
@@ -272,11 +259,8 @@ def measure(manifest_or_build, *, toolkit=None, run_report=None) -> Measurements
                                  "the one nvstage wrote?")
     kernels = []
     for r in sorted(rows, key=lambda r: (r.demangled, r.arch)):
-        spill = None if r.spill_stores is None and r.spill_loads is None else \
-            (r.spill_stores or 0) + (r.spill_loads or 0)
         line = locate_kernel(build.source, r.demangled)
-        kernels.append(KernelFacts(r.kernel, r.demangled, r.arch, r.registers, spill,
-                                   r.shared_bytes, build.source if line else None, line))
+        kernels.append(replace(r, file=build.source if line else None, line=line))
     arches, arches_from = _image_arches(build, toolkit)
     cubins: dict[str, int] = {}
     fatbin = None

@@ -1,72 +1,28 @@
-"""What every command shares: consoles (data to stdout, chatter to stderr), JSON, errors."""
+"""What every command shares: JSON on stdout, and a library error turned into one message and
+its exit code (the consoles and tables are ``report.terminal``)."""
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import signal
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 from nvstage.errors import NvstageError, UsageError
+from nvstage.report.terminal.console import emit_json
 
-
-# Widths taken from $COLUMNS; anything else there (abc, -5, 10**20) is ignored, not fatal.
-_COLUMNS = range(20, 10_001)
-
-
-def _columns_ok(text: str) -> bool:
-    return text.isdecimal() and len(text) < 6 and int(text) in _COLUMNS
+__all__ = ["drop_junk_columns", "emit_json", "handled"]
 
 
 def drop_junk_columns() -> None:
     """Forget a $COLUMNS that is no width: rich (under typer's --help too) would read
     ``99999999`` as one and render hundreds of MB, or fail on ``10**20``."""
+    from nvstage.report.terminal.console import columns_ok
+
     columns = os.environ.get("COLUMNS")
-    if columns is not None and not _columns_ok(columns.strip()):
+    if columns is not None and not columns_ok(columns.strip()):
         del os.environ["COLUMNS"]
-
-
-def _width() -> int | None:
-    # Pipes and tests get a fixed, wide layout; terminals keep their own width.
-    columns = os.environ.get("COLUMNS", "").strip()
-    if columns:
-        if _columns_ok(columns):
-            return int(columns)
-        # rich would read the junk again when given no width: measure the terminal here.
-        if sys.stdout.isatty():
-            with suppress(OSError):
-                return max(_COLUMNS.start, os.get_terminal_size(sys.stdout.fileno()).columns)
-            return 80
-    return None if sys.stdout.isatty() else 120
-
-
-# rich is imported by the consoles, not here: the launcher and --help never draw a table.
-def stdout():
-    from rich.console import Console
-
-    return Console(file=sys.stdout, width=_width(), highlight=False, soft_wrap=False)
-
-
-def stderr():
-    from rich.console import Console
-
-    return Console(file=sys.stderr, width=_width(), highlight=False, soft_wrap=False)
-
-
-def data_console(json_mode: bool):
-    """Where human-readable results go: stdout, unless stdout carries JSON."""
-    return stderr() if json_mode else stdout()
-
-
-def emit_json(obj) -> None:
-    """Standard JSON only: NaN and infinities become null (json.dumps would print NaN)."""
-    from nvstage.artifacts import json_safe
-
-    sys.stdout.write(json.dumps(json_safe(obj), indent=2, default=str, allow_nan=False) + "\n")
-    sys.stdout.flush()
 
 
 @contextmanager
@@ -82,16 +38,11 @@ def handled(json_mode: bool = False) -> Iterator[None]:
         with handle_signals():
             yield
     except NvstageError as e:
-        from rich.text import Text
+        from nvstage.report.terminal.console import print_error
 
         if json_mode:
             emit_json(e.to_json())
-        con = stderr()
-        # Text, not markup: messages carry brackets (code=[sm_90,compute_90]) and paths.
-        # soft_wrap: a reproduce command must stay one line to be pasted back.
-        con.print(Text.assemble(("error: ", "bold red"), e.message), soft_wrap=True)
-        if e.hint:
-            con.print(Text.assemble(("hint: ", "dim"), e.hint), soft_wrap=True)
+        print_error(e.message, e.hint)
         raise SystemExit(e.exit_code) from None
     except OSError as e:
         # A name the system cannot even look up (past 255 bytes a component) is the name
@@ -106,12 +57,15 @@ def handled(json_mode: bool = False) -> Iterator[None]:
                          hint="a file or folder name is at most 255 bytes")
         if json_mode:
             emit_json(err.to_json())
-        stderr().print(f"error: {err.message}\nhint: {err.hint}", markup=False, soft_wrap=True,
-                       highlight=False)
+        from nvstage.report.terminal.console import print_plain_error
+
+        print_plain_error(err.message, err.hint)
         raise SystemExit(err.exit_code) from None
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", None) or signal.SIGINT
+        from nvstage.report.terminal.console import say
+
         with suppress(OSError):  # after SIGHUP the terminal may be gone
-            stderr().print("interrupted" if signum == signal.SIGINT else
-                           f"terminated by {signal.Signals(signum).name}")
+            say("interrupted" if signum == signal.SIGINT else
+                f"terminated by {signal.Signals(signum).name}")
         raise SystemExit(128 + signum) from None

@@ -72,17 +72,15 @@ def main(argv: list[str]) -> int:
 
 
 def _compile(argv: list[str], nvcc: str | None) -> None:
-    from rich.text import Text
-
     from nvstage.cli.common import emit_json
-    from nvstage.report.terminal.console import data_console, stderr
+    from nvstage.report.terminal.console import data_console
     from nvstage.report.terminal.progress import LiveStages
     from nvstage.compiler.cmdline import parse
     from nvstage.compiler.driver import compile as run_compile
     from nvstage.compiler.nvcc_args import grammar_for
     from nvstage.compiler.toolkit import find_toolkit
     from nvstage.errors import UsageError
-    from nvstage.report.terminal.build import stage_table, summary_line
+    from nvstage.report.terminal.build import render_build
 
     toolkit = find_toolkit(nvcc)
     req = parse(argv, grammar_for(toolkit.nvcc))
@@ -113,16 +111,8 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
                                     observer=live, jobs=req.jobs, cache=not req.no_cache)
         else:
             raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc or nvrtc")
-        for line in build.plan.messages:  # nvcc's own warnings while it planned
-            stderr().print(Text(line))
         con = data_console(req.json)
-        con.print(stage_table(build, con.width))
-        if build.via == "nvrtc":
-            from nvstage.report.terminal.build import render_name_map
-
-            render_name_map(build, con)
-        _tool_output(build)
-        stderr().print(Text(summary_line(build)), soft_wrap=True)
+        render_build(build, con)
         doc = build.to_json()
         if keep is not None and req.keep_folder is None:
             doc["keep_dir"] = None  # the temporary folder --show read from is gone
@@ -150,21 +140,3 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except (OSError, ValueError):
         return False
-
-
-def _tool_output(build) -> None:
-    """What the tools printed (warnings, ptxas -v), on stderr as nvcc passes it through."""
-    from rich.text import Text
-
-    from nvstage.report.terminal.console import stderr
-
-    err = stderr()
-    for run in build.runs:
-        # NVRTC's stdout is the name-expression map, already shown as a table.
-        outs = (run.stderr,) if build.via == "nvrtc" else (run.stdout, run.stderr)
-        text = "\n".join(t.rstrip() for t in outs if t.strip())
-        if text and run.ok:
-            cached = ", cached" if run.cached else ""
-            err.print(Text(f"[{run.stage.index} {run.stage.kind.value} {run.stage.tool}"
-                           f"{cached}]", style="dim"))
-            err.print(Text(text), soft_wrap=True)

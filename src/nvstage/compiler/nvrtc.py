@@ -537,23 +537,3 @@ def source_excerpt(log: str, texts: dict[str, str], context: int = 1, limit: int
             prev = n
         chunks.append("\n".join(out[: limit + 1]))
     return "\n".join(chunks)
-
-
-
-# --- showing ------------------------------------------------------------------------------------
-
-def render_name_map(build: Build, console) -> None:
-    """Print expression -> mangled name for a runtime build (nothing when there is none)."""
-    name_map = getattr(build, "name_map", None)
-    if not name_map:
-        return
-    from rich import box
-    from rich.table import Table
-
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=None)
-    t.add_column("name expression")
-    t.add_column("mangled name")
-    for expr, mangled in name_map.items():
-        t.add_row(expr, mangled)
-    console.print(t)
-

@@ -507,6 +507,16 @@ def resolve_gpu(text: str) -> GpuSpec:
     return lookup_gpu(text)
 
 
+def choose_gpu(name: str | None = None, spec_file: str | Path | None = None) -> GpuSpec:
+    """The GPU a ``--gpu`` preset names or a ``--gpu-spec`` file describes (one of them at
+    most; the H200 when neither is given)."""
+    if name and spec_file:
+        from nvstage.errors import UsageError
+
+        raise UsageError("give --gpu or --gpu-spec, not both")
+    return load_gpu_spec(spec_file) if spec_file else resolve_gpu(name or "h200")
+
+
 # ---------------------------------------------------------------------------------------------
 # Custom specs from a file.
 # ---------------------------------------------------------------------------------------------

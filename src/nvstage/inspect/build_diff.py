@@ -7,6 +7,8 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from nvstage.inspect.kernels import KernelRecord
+
 KERNEL_METRICS = ("registers", "spill_stores", "spill_loads", "shared_bytes",
                   "instructions", "cubin_size")
 
@@ -57,33 +59,37 @@ class BuildDiff:
         return doc
 
 
-def kernel_figures(build, toolkit) -> dict[str, dict]:
-    """"kernel (arch[, per file])" -> the kernel metrics, from the build's kept artifacts."""
-
-    from nvstage.inspect.elf import read_cubin
-    from nvstage.inspect.resources import build_resources
+def kernel_records(build, toolkit) -> dict[str, KernelRecord]:
+    """"kernel (arch[, per file])" -> the kernel's record (``inspect.kernels``), with the SASS
+    instruction count and cubin size where the build's cubin is still there."""
     from nvstage.artifacts import read_regular
-    from nvstage.inspect.sass import disassemble
+    from nvstage.inspect.elf import read_cubin
+    from nvstage.inspect.kernels import with_code
+    from nvstage.inspect.resources import build_resources
 
-    out: dict[str, dict] = {}
-
-    def key(name, arch, final=True):
-        return f"{name} ({arch}{'' if final else ', per file'})"
-
-    for r in build_resources(build, toolkit):
-        out[key(r.demangled, r.arch, r.final)] = {
-            "registers": r.registers, "spill_stores": r.spill_stores,
-            "spill_loads": r.spill_loads, "shared_bytes": r.shared_bytes}
+    out = {_key(r): r for r in build_resources(build, toolkit)}
     for a in build.artifacts:
         if a.kind != "cubin" or not os.path.isfile(a.path):
             continue
         final = not read_cubin(read_regular(a.path), a.path).relocatable
-        for k in disassemble(a.path, toolkit):
-            if not k.is_entry:
-                continue
-            row = out.setdefault(key(k.demangled, k.arch, final), {})
-            row["instructions"] = k.instruction_count
-            row["cubin_size"] = a.size
+        records = {(r.kernel, r.arch): r for r in out.values() if r.final == final}
+        for r in with_code(a.path, toolkit, records, final=final, size=a.size):
+            out[_key(r)] = r
+    return out
+
+
+def _key(r: KernelRecord) -> str:
+    return f"{r.demangled} ({r.arch}{'' if r.final else ', per file'})"
+
+
+def _figures(r: KernelRecord) -> dict:
+    """The metrics a diff row compares: those of the record's sources it has."""
+    out = {}
+    if r.registers is not None:  # not a kernel only the SASS has
+        out.update(registers=r.registers, spill_stores=r.spill_stores,
+                   spill_loads=r.spill_loads, shared_bytes=r.shared_bytes)
+    if r.instructions is not None:
+        out.update(instructions=r.instructions, cubin_size=r.image_size)
     return out
 
 
@@ -103,12 +109,22 @@ def stage_times(build) -> dict[str, dict]:
     return out
 
 
-def diff_builds(a, b, toolkit=None, *, a_name: str = "A", b_name: str = "B") -> BuildDiff:
-    """Compare two ``Build`` s (e.g. from ``nvstage.compiler.record.load_build``)."""
-    from nvstage.compiler.record import partial_note, reading_toolkit, toolkit_note
+def diff_builds(a, b, toolkit=None, *, a_name: str | None = None,
+                b_name: str | None = None) -> BuildDiff:
+    """Compare two builds: ``Build`` s, or keep folders or stages.json files (named by their
+    paths unless ``a_name``/``b_name`` say otherwise; a ``Build`` is "A" or "B")."""
+    from nvstage.compiler.record import (Build, load_build, partial_note, reading_toolkit,
+                                         toolkit_note)
+
+    if not isinstance(a, Build):
+        a_name, a = a_name or str(a), load_build(a)
+    if not isinstance(b, Build):
+        b_name, b = b_name or str(b), load_build(b)
+    a_name, b_name = a_name or "A", b_name or "B"
 
     toolkit = reading_toolkit(a, toolkit)
-    ka, kb = kernel_figures(a, toolkit), kernel_figures(b, toolkit)
+    ka = {k: _figures(r) for k, r in kernel_records(a, toolkit).items()}
+    kb = {k: _figures(r) for k, r in kernel_records(b, toolkit).items()}
     kernels = [Row(k, ka.get(k, {}), kb.get(k, {})) for k in _union(ka, kb)]
     sa, sb = stage_times(a), stage_times(b)
     stages = [Row(k, sa.get(k, {}), sb.get(k, {})) for k in _union(sa, sb)]
@@ -118,13 +134,6 @@ def diff_builds(a, b, toolkit=None, *, a_name: str = "A", b_name: str = "B") -> 
                for side, build in (("a", a), ("b", b)) if (note := partial_note(build))}
     return BuildDiff(a_name, b_name, kernels, stages, (a.stage_seconds, b.stage_seconds),
                      notes, partial)
-
-
-def diff_paths(a_path, b_path, toolkit=None) -> BuildDiff:
-    from nvstage.compiler.record import load_build
-
-    a, b = load_build(a_path), load_build(b_path)
-    return diff_builds(a, b, toolkit, a_name=str(a_path), b_name=str(b_path))
 
 
 def _union(a: dict, b: dict) -> list[str]:

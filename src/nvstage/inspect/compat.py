@@ -31,21 +31,25 @@ SASS_EXACT = "sass-exact"
 SASS_COMPATIBLE = "sass-compatible"
 PTX_JIT = "ptx-jit"
 NONE = "none"
+UNKNOWN = "unknown"  # nothing to judge: a build that stopped before its fatbin
 
 
 @dataclass(frozen=True)
 class Verdict:
-    runs: bool
-    how: str  # "sass-exact" | "sass-compatible" | "ptx-jit" | "none"
+    runs: bool | None  # None: cannot tell (``UNKNOWN``)
+    how: str  # "sass-exact" | "sass-compatible" | "ptx-jit" | "none" | "unknown"
     image: FatbinImage | None  # the image the driver would load
     gpu: str  # "h200 (sm_90)" or "sm_90"
     gpu_arch: str  # "sm_90"
     driver: str | None = None  # "13.0", as given
     reasons: tuple[str, ...] = field(default=())  # why the other images were passed over
+    why_unknown: str = ""  # with UNKNOWN: what there was to judge
 
     def explain(self) -> str:
         """One sentence a user can act on."""
         img = self.image
+        if self.how == UNKNOWN:
+            return f"Cannot tell whether it runs on {self.gpu}: {self.why_unknown}"
         if self.how == SASS_EXACT:
             return f"Runs on {self.gpu}: the {img.arch} cubin {img.name} matches exactly."
         if self.how == SASS_COMPATIBLE:

@@ -21,27 +21,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nvstage.artifacts import read_regular
-from nvstage.errors import NvstageError, UsageError, indent
+from nvstage.errors import NvstageError, UsageError
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.toolkit import Toolkit, find_toolkit
+from nvstage.inspect.kernels import KernelRecord, select
 
 NVCC, NVRTC, NVJITLINK, LTO = "nvcc", "nvrtc", "nvrtc+nvjitlink", "nvrtc+lto"
 _REAL = re.compile(r"^sm_\d+[af]?$")
 DIFF_LINES = 40  # a "short" diff: beyond this the rest is counted, not shown
-
-
-@dataclass
-class KernelStats:
-    """One kernel in one path's cubin."""
-
-    kernel: str  # mangled
-    demangled: str
-    registers: int | None
-    spill_stores: int | None  # bytes; None when the reader could not say
-    spill_loads: int | None
-    sass_instructions: int | None
-    cubin: str  # file name of the cubin it came from
-    final: bool = True  # False in a -rdc cubin before linking: callees not yet accounted for
 
 
 @dataclass
@@ -57,7 +44,7 @@ class PathResult:
     name: str  # nvcc | nvrtc | nvrtc+nvjitlink | nvrtc+lto
     how: str  # what ran, in a few words
     ptx: dict[str, str] = field(default_factory=dict)  # module name -> PTX text
-    kernels: list[KernelStats] = field(default_factory=list)
+    kernels: list[KernelRecord] = field(default_factory=list)  # with instructions and image
     stages: list[StageTime] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -65,17 +52,22 @@ class PathResult:
     def seconds(self) -> float:
         return sum(s.seconds for s in self.stages)
 
-    def kernel(self, name: str) -> KernelStats | None:
-        for k in self.kernels:
-            if name in (k.kernel, k.demangled) or k.demangled.split("(")[0] == name:
-                return k
-        return None
+    def kernel(self, name: str) -> KernelRecord | None:
+        """The kernel ``name`` names (as ``inspect.kernels.matches`` reads names)."""
+        return next(iter(select(self.kernels, name)), None)
 
     def to_json(self) -> dict:
         return {"name": self.name, "how": self.how, "seconds": round(self.seconds, 6),
                 "ptx_modules": sorted(self.ptx),
-                "kernels": [asdict(k) for k in self.kernels],
+                "kernels": [_kernel_json(k) for k in self.kernels],
                 "stages": [asdict(s) for s in self.stages], "notes": self.notes}
+
+
+def _kernel_json(k: KernelRecord) -> dict:
+    """One kernel in one path's cubin, as the cross-path document has it."""
+    return {"kernel": k.kernel, "demangled": k.demangled, "registers": k.registers,
+            "spill_stores": k.spill_stores, "spill_loads": k.spill_loads,
+            "sass_instructions": k.instructions, "cubin": k.image, "final": k.final}
 
 
 @dataclass
@@ -130,7 +122,7 @@ class PathComparison:
         lines = []
         for name in self.kernel_names:
             for label, attr in (("registers", "registers"), ("SASS instructions",
-                                                              "sass_instructions"),
+                                                              "instructions"),
                                 ("spill stores", "spill_stores"),
                                 ("spill loads", "spill_loads")):
                 vals = {}
@@ -282,76 +274,31 @@ def _not_kept(err: NvstageError, keep) -> None:
 
 def _collect(path: PathResult, build, *, final: bool, toolkit: Toolkit,
              kinds: Sequence[str] | None = None, ptx: bool = True) -> None:
-    """Take a build's stage times, PTX texts and per-kernel numbers into ``path``.
+    """Take a build's stage times, PTX texts and per-kernel records into ``path``.
 
     ``kinds``: only stages of these kinds (the nvrtc and nvrtc+nvjitlink paths share a build).
+    ``final``: whether a kernel no tool reported is linked (its cubin's numbers are whole).
     """
-    last_cubins, log = [], ""
+    from nvstage.inspect.kernels import with_code
+    from nvstage.inspect.resources import stage_resources
+
+    records: dict[tuple[str, str], KernelRecord] = {}
+    cubins: list[str] = []
     for run in build.runs:
         if kinds is not None and run.stage.kind.value not in kinds:
             continue
         outs = [a.name for a in run.artifacts]
-        log += run.stderr + "\n" + run.stdout + "\n"
         path.stages.append(StageTime(run.stage.kind.value, run.stage.tool, run.seconds, outs))
         for a in run.artifacts:
             if a.kind == "ptx" and ptx:
                 module = "linked" if run.stage.kind.value == "nvjitlink" else a.name.split(".")[0]
                 path.ptx[module] = read_regular(a.path).decode(errors="replace")
             if a.kind == "cubin":
-                last_cubins.append(a.path)
-    spills = spills_from_log(log)
-    for cubin in dict.fromkeys(last_cubins):
-        for k in kernel_stats(cubin, toolkit, final=final):
-            if k.spill_stores is None and k.kernel in spills:
-                k.spill_stores, k.spill_loads = spills[k.kernel]
-            path.kernels.append(k)
-
-
-# ptxas -v, as nvcc --resource-usage, NVRTC -Xptxas=-v and nvJitLink -verbose print it.
-_SPILLS = re.compile(r"Function properties for (\S+)\s*\n[^\n]*?(\d+) bytes spill stores, "
-                     r"(\d+) bytes spill loads")
-
-
-def spills_from_log(text: str) -> dict[str, tuple[int, int]]:
-    """kernel -> (spill store bytes, spill load bytes) from a ptxas -v report.
-
-    cuobjdump -res-usage has no spill figures; each path's own ptxas report does.
-    """
-    return {m.group(1): (int(m.group(2)), int(m.group(3))) for m in _SPILLS.finditer(text)}
-
-
-# --- reading cubins -----------------------------------------------------------------------------
-
-def kernel_stats(cubin: str, toolkit: Toolkit, *, final: bool = True) -> list[KernelStats]:
-    """Registers, spills and SASS instruction count of every kernel in ``cubin``."""
-    from nvstage.inspect.elf import read_cubin
-    from nvstage.inspect.names import demangle_all
-
-    # Only entries are compared: -rdc cubins also hold device functions.
-    names = list(read_cubin(read_regular(cubin), os.path.basename(cubin)).kernels)
-    res, sass = _read_resources(cubin, toolkit), _read_sass(cubin, toolkit)
-    dem = demangle_all(names)
-    out = []
-    for n in names:
-        regs, stores, loads = res.get(n, (None, None, None))
-        out.append(KernelStats(n, dem.get(n, n), regs, stores, loads, sass.get(n),
-                               os.path.basename(cubin), final))
-    return out
-
-
-def _read_resources(cubin: str, toolkit: Toolkit) -> dict[str, tuple]:
-    """kernel -> (registers, spill store bytes, spill load bytes); spills may be None."""
-    from nvstage.inspect.resources import resources_of
-
-    return {r.kernel: (r.registers, r.spill_stores, r.spill_loads)
-            for r in resources_of(cubin, toolkit)}
-
-
-def _read_sass(cubin: str, toolkit: Toolkit) -> dict[str, int]:
-    """kernel -> SASS instruction count."""
-    from nvstage.inspect.sass import disassemble
-
-    return {k.name: k.instruction_count for k in disassemble(cubin, toolkit)}
+                cubins.append(a.path)
+        # ptxas' report the build kept (with the spills), joined with cuobjdump's figures.
+        records.update({(r.kernel, r.arch): r for r in stage_resources(run, toolkit)})
+    for cubin in dict.fromkeys(cubins):
+        path.kernels += with_code(cubin, toolkit, records, final=final)
 
 
 # --- PTX ----------------------------------------------------------------------------------------
@@ -386,69 +333,3 @@ def compare_ptx(a: PathResult, b: PathResult, module: str,
     if len(full) > DIFF_LINES:
         shown.append(f"... {len(full) - DIFF_LINES} more diff lines")
     return PtxComparison(a.name, b.name, label, False, normalised, "\n".join(shown), changed)
-
-
-# --- showing ------------------------------------------------------------------------------------
-
-def render(result: PathComparison, console) -> None:
-    """Tables for a terminal: kernels x paths, PTX verdicts (with short diffs), stage times."""
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    from nvstage.report.units import fmt_seconds
-
-    console.print(Text(f"{', '.join(os.path.basename(s) for s in result.sources)} for "
-                       f"{result.arch}: nvcc {result.versions['toolkit']}, NVRTC "
-                       f"{result.versions['nvrtc']}, nvJitLink {result.versions['nvjitlink']}"))
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=None)
-    for col, just in (("kernel", "left"), ("path", "left"), ("registers", "right"),
-                      ("spill st/ld", "right"), ("SASS instr", "right"), ("cubin", "left")):
-        t.add_column(col, justify=just, overflow="fold")
-    for name in result.kernel_names:
-        first = True
-        for p in result.paths:
-            k = p.kernel(name)
-            if k is None:
-                t.add_row(_short_name(name, result) if first else "", p.name, "-", "-", "-",
-                          "(absent)")
-            else:
-                spills = ("?" if k.spill_stores is None else
-                          f"{k.spill_stores}/{k.spill_loads}")
-                regs = "?" if k.registers is None else str(k.registers)
-                if not k.final:
-                    regs += "*"
-                t.add_row(k.demangled if first else "", p.name, regs, spills,
-                          "?" if k.sass_instructions is None else str(k.sass_instructions),
-                          k.cubin)
-            first = False
-    console.print(t)
-    if any(not k.final for p in result.paths for k in p.kernels):
-        console.print(Text("* before linking (-rdc): callees not yet counted"))
-    for c in result.ptx:
-        console.print(Text(c.summary()))
-        if c.diff:
-            console.print(Text(indent(c.diff)))
-    for line in result.resource_differences():
-        console.print(Text("differs: " + line))
-    st = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=None)
-    for col, just in (("path", "left"), ("stage", "left"), ("tool", "left"),
-                      ("outputs", "left"), ("time", "right")):
-        st.add_column(col, justify=just, overflow="fold")
-    for p in result.paths:
-        for i, s in enumerate(p.stages):
-            st.add_row(p.name if i == 0 else "", s.stage, s.tool, ", ".join(s.outputs),
-                       fmt_seconds(s.seconds))
-        st.add_row("", "total", "", "", fmt_seconds(p.seconds))
-    console.print(st)
-    for n in result.notes:
-        console.print(Text("note: " + n))
-
-
-def _short_name(name: str, result: PathComparison) -> str:
-    for p in result.paths:
-        k = p.kernel(name)
-        if k is not None:
-            return k.demangled
-    return name
-

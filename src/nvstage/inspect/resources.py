@@ -26,7 +26,7 @@ from nvstage import proc
 from nvstage.artifacts import read_regular
 from nvstage.errors import ArtifactError, ToolkitError
 from nvstage.inspect.names import demangle_all
-from nvstage.inspect.records import KernelResources
+from nvstage.inspect.kernels import KernelRecord
 
 # Seen with CUDA 13.5 on sm_90, sm_100, sm_103, sm_110, sm_120 and sm_121, never on sm_75..sm_89.
 SM90_RESERVED_SHARED = 1024
@@ -59,7 +59,7 @@ _FIELDS = {
 
 
 def parse_ptxas_verbose(text: str, *, arch: str | None = None, final: bool = True,
-                        source: str = "ptxas -v") -> list[KernelResources]:
+                        source: str = "ptxas -v") -> list[KernelRecord]:
     """Kernels from ptxas ``-v`` (or nvlink ``-v``) output, in order. Pure but for demangling.
 
     nvlink does not name the arch: pass ``arch``. Lines that are not resource lines (warnings,
@@ -112,7 +112,7 @@ def parse_ptxas_verbose(text: str, *, arch: str | None = None, final: bool = Tru
         k_arch = r["arch"] or (arch or "")
         smem = r.get("shared_bytes", 0)
         linked = r.get("linked", False)  # nvlink counts the sm_90+ reservation; ptxas does not
-        out.append(KernelResources(
+        out.append(KernelRecord(
             kernel=r["kernel"], demangled=names[r["kernel"]], arch=k_arch,
             registers=r["registers"],
             spill_stores=frame[1] if frame else None,
@@ -158,7 +158,7 @@ _KV = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
 
 
 def parse_res_usage(text: str, *, arch: str | None = None, final: bool = True,
-                    source: str = "cuobjdump -res-usage") -> list[KernelResources]:
+                    source: str = "cuobjdump -res-usage") -> list[KernelRecord]:
     """Kernels from ``cuobjdump -res-usage``. ``arch`` for a bare cubin, whose listing has no
     ``arch =`` header. ``final``: the listing is of linked cubins (not ``-rdc -c`` ones), whose
     SHARED counts the sm_90+ reservation; ``shared_bytes`` leaves it out, ``shared_section_bytes``
@@ -172,15 +172,11 @@ def parse_res_usage(text: str, *, arch: str | None = None, final: bool = True,
             in_elf = line.startswith("Fatbin elf")
             cur_arch = None
             continue
-        m = _ARCH_LINE.match(line)
-        if m:
-            cur_arch = m.group(1)
-            continue
-        m = _FUNC.match(line)
-        if m and in_elf:
-            func = m.group(1)
-            continue
-        if func is not None and "REG:" in line:
+        if arch_line := _ARCH_LINE.match(line):
+            cur_arch = arch_line.group(1)
+        elif (named := _FUNC.match(line)) and in_elf:
+            func = named.group(1)
+        elif func is not None and "REG:" in line:
             vals = {k: int(v) for k, v in _KV.findall(line)}
             if cur_arch is None:
                 raise ArtifactError("cuobjdump resource usage names no arch for "
@@ -188,7 +184,7 @@ def parse_res_usage(text: str, *, arch: str | None = None, final: bool = True,
             rows.append((func, cur_arch, vals))
             func = None
     names = demangle_all(r[0] for r in rows)
-    return [KernelResources(
+    return [KernelRecord(
         kernel=k, demangled=names[k], arch=a, registers=v.get("REG", 0),
         spill_stores=None, spill_loads=None, stack_frame=v.get("STACK", 0),
         shared_bytes=own_shared(v.get("SHARED", 0), a, linked=final),
@@ -197,7 +193,7 @@ def parse_res_usage(text: str, *, arch: str | None = None, final: bool = True,
 
 
 def res_usage_of_cubin(data: bytes, toolkit, *, arch: str, final: bool = True,
-                       source: str = "cuobjdump -res-usage") -> list[KernelResources]:
+                       source: str = "cuobjdump -res-usage") -> list[KernelRecord]:
     """Run cuobjdump -res-usage on one cubin's bytes (from a file or a fatbin image)."""
     from nvstage.inspect.elf import read_cubin
 
@@ -215,7 +211,7 @@ def res_usage_of_cubin(data: bytes, toolkit, *, arch: str, final: bool = True,
             if r.kernel in cubin.kernels]
 
 
-def resources_of(path: str | os.PathLike, toolkit) -> list[KernelResources]:
+def resources_of(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
     """Per kernel and arch, for a cubin, fatbin, object or executable.
 
     Numbers come from cuobjdump -res-usage on each cubin image (spills are not in it: they
@@ -240,8 +236,8 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelResources]:
         return build_resources(load_build(path), toolkit)
     images = image_bytes(path, toolkit, "cubin")
     loadable = [(im, d) for im, d in images if im.section in ("", ".nv_fatbin")]
-    out: list[KernelResources] = []
-    seen: dict[bytes, list[KernelResources]] = {}  # by the cubin's hash: copies run it once
+    out: list[KernelRecord] = []
+    seen: dict[bytes, list[KernelRecord]] = {}  # by the cubin's hash: copies run it once
     for im, data in loadable or images:
         key = hashlib.sha256(data).digest()
         if key not in seen:
@@ -254,7 +250,7 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelResources]:
     return out
 
 
-def _merge(p: KernelResources, c: KernelResources | None) -> KernelResources:
+def _merge(p: KernelRecord, c: KernelRecord | None) -> KernelRecord:
     """ptxas' figures, completed by cuobjdump's (cmem[0] on sm_90+, local, the shared
     section)."""
     if c is None:
@@ -266,58 +262,66 @@ def _merge(p: KernelResources, c: KernelResources | None) -> KernelResources:
         source=f"{p.source} + {c.source}")
 
 
-def build_resources(build, toolkit=None) -> list[KernelResources]:
+# Stages whose cubins come with a ptxas -v report: ptxas (always, since nvstage asks), NVRTC
+# and nvJitLink (when --resource-usage asked; else cuobjdump's figures alone).
+_COMPILERS = {"ptxas": "ptxas -v", "nvrtc": "NVRTC -Xptxas=-v", "nvjitlink": "nvJitLink -verbose"}
+
+
+def build_resources(build, toolkit=None) -> list[KernelRecord]:
     """Resources for every kernel a ``Build`` compiled, joined from ptxas and cuobjdump.
 
     Whole-program builds give one final row per kernel and arch. ``-rdc`` builds give the
     per-file rows (``final=False``) and, when the build went through the device link, the
     final rows from the linked cubin (``source`` names where each number came from).
     """
-    from nvstage.compiler.plan import StageKind
-    from nvstage.inspect.elf import read_cubin
     from nvstage.compiler.record import reading_toolkit
 
     toolkit = reading_toolkit(build, toolkit)
-    # Stages whose cubins come with a ptxas -v report: ptxas (always, since nvstage asks),
-    # NVRTC and nvJitLink (when --resource-usage asked; else cuobjdump's figures alone).
-    compilers = {StageKind.PTXAS: "ptxas -v", StageKind.NVRTC: "NVRTC -Xptxas=-v",
-                 StageKind.NVJITLINK: "nvJitLink -verbose"}
-    rows: list[KernelResources] = []
-    for run in build.runs:
-        if run.stage.kind in compilers and run.ok:
-            cubins = []
-            for a in run.artifacts:
-                if a.kind == "cubin":
-                    data = read_regular(a.path)
-                    cubins.append((data, read_cubin(data, a.path)))
-            # -rdc -c numbers are not final. The cubin's ELF type says which it is; the argv
-            # only when the cubin is gone.
-            relocatable = any(c.relocatable for _, c in cubins) if cubins else \
-                any(a in ("-c", "--compile-only") for a in run.stage.argv)
-            # The -v report the build kept (never a rerun: a manifest's argv is data).
-            ptxas = parse_ptxas_verbose(run.resources or "", arch=run.stage.arch,
-                                        final=not relocatable,
-                                        source=compilers[run.stage.kind])
-            dumped: dict[tuple[str, str], KernelResources] = {}
-            for data, cubin in cubins:
-                for r in res_usage_of_cubin(data, toolkit, arch=cubin.arch,
-                                            final=not cubin.relocatable):
-                    dumped[(r.kernel, r.arch)] = r
-            for p in ptxas:
-                rows.append(_merge(p, dumped.pop((p.kernel, p.arch), None)))
-            rows += dumped.values()  # kernels with no -v report (a manifest from before it)
-        elif run.stage.kind is StageKind.DEVICE_LINK and run.ok:
-            for a in run.artifacts:
-                if a.kind != "cubin":
-                    continue
+    return [r for run in build.runs for r in stage_resources(run, toolkit)]
+
+
+def stage_resources(run, toolkit) -> list[KernelRecord]:
+    """The kernels one stage of a build compiled or linked (none for other stages)."""
+    from nvstage.compiler.plan import StageKind
+    from nvstage.inspect.elf import read_cubin
+
+    if not run.ok:
+        return []
+    rows: list[KernelRecord] = []
+    if run.stage.kind.value in _COMPILERS:
+        cubins = []
+        for a in run.artifacts:
+            if a.kind == "cubin":
                 data = read_regular(a.path)
-                cubin = read_cubin(data, a.path)
-                linked = res_usage_of_cubin(data, toolkit, arch=cubin.arch,
-                                            source="cuobjdump -res-usage (after device link)")
-                nvlink = {r.kernel for r in parse_ptxas_verbose(
-                    run.stderr, arch=cubin.arch, source="nvlink -v")}
-                # nvlink -v repeats the linked cubin's figures, but for a kernel with no
-                # barriers it prints "used 3 barriers" (CUDA 13.5): the cubin is the reference.
-                rows += [replace(r, source=f"nvlink -v + {r.source}") if r.kernel in nvlink
-                         else r for r in linked]
+                cubins.append((data, read_cubin(data, a.path)))
+        # -rdc -c numbers are not final. The cubin's ELF type says which it is; the argv
+        # only when the cubin is gone.
+        relocatable = any(c.relocatable for _, c in cubins) if cubins else \
+            any(a in ("-c", "--compile-only") for a in run.stage.argv)
+        # The -v report the build kept (never a rerun: a manifest's argv is data).
+        ptxas = parse_ptxas_verbose(run.resources or "", arch=run.stage.arch,
+                                    final=not relocatable,
+                                    source=_COMPILERS[run.stage.kind.value])
+        dumped: dict[tuple[str, str], KernelRecord] = {}
+        for data, cubin in cubins:
+            for r in res_usage_of_cubin(data, toolkit, arch=cubin.arch,
+                                        final=not cubin.relocatable):
+                dumped[(r.kernel, r.arch)] = r
+        for p in ptxas:
+            rows.append(_merge(p, dumped.pop((p.kernel, p.arch), None)))
+        rows += dumped.values()  # kernels with no -v report (a manifest from before it)
+    elif run.stage.kind is StageKind.DEVICE_LINK:
+        for a in run.artifacts:
+            if a.kind != "cubin":
+                continue
+            data = read_regular(a.path)
+            cubin = read_cubin(data, a.path)
+            linked = res_usage_of_cubin(data, toolkit, arch=cubin.arch,
+                                        source="cuobjdump -res-usage (after device link)")
+            nvlink = {r.kernel for r in parse_ptxas_verbose(
+                run.stderr, arch=cubin.arch, source="nvlink -v")}
+            # nvlink -v repeats the linked cubin's figures, but for a kernel with no
+            # barriers it prints "used 3 barriers" (CUDA 13.5): the cubin is the reference.
+            rows += [replace(r, source=f"nvlink -v + {r.source}") if r.kernel in nvlink
+                     else r for r in linked]
     return rows

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nvstage.hw.gpus import GpuSpec
-from nvstage.model.estimate import Estimate, Presets, _presets, estimate
+from nvstage.model.estimate import (Estimate, Presets, _presets, estimate, fitted,
+                                    require_figures)
 
 ESTIMATE_THRESHOLD = 0.10
 SAME_ESTIMATE = 0.01
@@ -173,8 +174,10 @@ def explain(a: Estimate, b: Estimate) -> list[Term]:
 def compare(a, b, gpu: GpuSpec, *, calibration=None, measure: bool = False, toolkit=None,
             log=None) -> Comparison:
     """Estimate both workloads on ``gpu``; with ``measure``, also run both (``nvstage run``'s
-    path, serialized, profiled) when ``probe()`` finds a driver, else say why not."""
-    presets: Presets = _presets(calibration)
+    path, serialized, profiled) when ``probe()`` finds a driver, else say why not.
+    ``calibration``: as ``estimate`` takes it (a run report's path is fitted once)."""
+    require_figures(gpu)
+    presets: Presets = _presets(fitted(calibration, gpu, toolkit))
     ea = estimate(a, gpu, calibration=presets, toolkit=toolkit)
     eb = estimate(b, gpu, calibration=presets, toolkit=toolkit)
     terms = explain(ea, eb)
@@ -198,13 +201,13 @@ def _measure(cmp: Comparison, a, b, gpu: GpuSpec, toolkit, log) -> None:
     if not p.available:
         cmp.measure_note = f"not measured: {p.reason}"
         return
-    from nvstage.run.session import run_workload
+    from nvstage.run.session import run_prepared
     from nvstage.run.prepare import load_and_validate
 
     decs = {}
     for key, src in (("a", a), ("b", b)):
         w, prep, _ = load_and_validate(src, gpu.arch, toolkit=toolkit)
-        result = run_workload(w, prep, mode="serialized", profile=True, timeline=False,
+        result = run_prepared(w, prep, mode="serialized", profile=True, timeline=False,
                               toolkit=toolkit, log=log)
         if result.decomposition is None:
             cmp.measure_note = f"not measured: the run of {w.name} gave no decomposition"

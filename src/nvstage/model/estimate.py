@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from nvstage.errors import MissingCounts, ModelError
 from nvstage.hw.gpus import GpuSpec
+from nvstage.inspect.kernels import KernelRecord
 from nvstage.model.costfile import CostSpec, LaunchCounts, intermediates, launch_counts
 from nvstage.run.prepare import Prepared, prepare
 from nvstage.run.workload import Workload
@@ -104,29 +105,38 @@ DEFAULT_PRESETS = Presets()
 # ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class KernelFacts:
-    """One launch entry's kernel: its resources (from ptxas/cuobjdump) and occupancy."""
+class LaunchFacts:
+    """One launch entry: its kernel's record (resources from ptxas and cuobjdump) with the
+    launch's dimensions and the theoretical occupancy they give."""
 
     kernel: str  # as the workload names it
-    symbol: str
-    registers: int
-    spill_stores: int | None
-    spill_loads: int | None
-    shared_static: int
+    record: KernelRecord
     shared_dynamic: int
-    barriers: int
     block_size: int
     grid_blocks: int
     occupancy: float  # theoretical, 0..1
     active_blocks_per_sm: int
     warps_per_block: int
     limiters: tuple[str, ...]
-    resource_source: str
+
+    symbol = property(lambda self: self.record.kernel)
+    registers = property(lambda self: self.record.registers)
+    spill_stores = property(lambda self: self.record.spill_stores)
+    spill_loads = property(lambda self: self.record.spill_loads)
+    spill_bytes = property(lambda self: self.record.spill_bytes)
+    shared_static = property(lambda self: self.record.shared_bytes)
+    barriers = property(lambda self: self.record.barriers or 0)
+    resource_source = property(lambda self: self.record.source)
 
     def to_json(self) -> dict:
-        d = asdict(self)
-        d["limiters"] = list(self.limiters)
-        return d
+        return {"kernel": self.kernel, "symbol": self.symbol, "registers": self.registers,
+                "spill_stores": self.spill_stores, "spill_loads": self.spill_loads,
+                "shared_static": self.shared_static, "shared_dynamic": self.shared_dynamic,
+                "barriers": self.barriers, "block_size": self.block_size,
+                "grid_blocks": self.grid_blocks, "occupancy": self.occupancy,
+                "active_blocks_per_sm": self.active_blocks_per_sm,
+                "warps_per_block": self.warps_per_block, "limiters": list(self.limiters),
+                "resource_source": self.resource_source}
 
 
 # Compiled resources of the last few (code, file stamp, arch, toolkit): an estimate, a
@@ -152,30 +162,31 @@ def _prepared(w: Workload, arch: str, toolkit) -> Prepared:
     return prep
 
 
-def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, object]:
+def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, KernelRecord]:
     """Compile the workload's code for ``arch`` (``nvstage.run.prepare``: resources from ptxas
     -v and cuobjdump), validate every launch against the kernels' parameter lists, and map
-    each launched kernel name to its ``KernelResources``."""
+    each launched kernel name to its ``KernelRecord`` (``inspect.kernels``: named as
+    ``show --kernel`` names it, the final record where an -rdc build has two)."""
+    from nvstage.errors import ArtifactError
+    from nvstage.inspect.kernels import KernelNames, final_rows
     from nvstage.run.workload.validate import raise_on_errors, validate
 
     prep = _prepared(w, arch, toolkit)
-    sigs, rows = prep.sigs, prep.resources or []
-    raise_on_errors(validate(w, sigs))
-    by_symbol = {r.kernel: r for r in rows}
+    raise_on_errors(validate(w, prep.sigs))
+    records = KernelNames(final_rows(prep.resources or []))
+    symbols = prep.mangled()
     out = {}
     for lz in w.launches:
-        symbol = sigs[lz.kernel].mangled if sigs and lz.kernel in sigs else lz.kernel
-        r = by_symbol.get(symbol)
-        if r is None:
-            from nvstage.errors import ArtifactError
-
+        symbol = symbols.get(lz.kernel, lz.kernel)
+        if symbol not in records:
             raise ArtifactError(f"no resource usage for kernel {lz.kernel} ({symbol}) on {arch}",
                                 hint="is the kernel compiled for this arch?")
-        out[lz.kernel] = r
+        out[lz.kernel] = records[symbol]
     return out
 
 
-def kernel_facts(w: Workload, arch: str, resources: Mapping[str, object]) -> list[KernelFacts]:
+def kernel_facts(w: Workload, arch: str, resources: Mapping[str, KernelRecord]
+                 ) -> list[LaunchFacts]:
     from nvstage.hw.occupancy import occupancy
 
     values = w.param_values()
@@ -187,14 +198,11 @@ def kernel_facts(w: Workload, arch: str, resources: Mapping[str, object]) -> lis
         occ = occupancy(arch, block_size=block, registers=r.registers,
                         shared_static=r.shared_bytes, shared_dynamic=d["shared"],
                         barriers=r.barriers or 0)
-        out.append(KernelFacts(
-            kernel=lz.kernel, symbol=r.kernel, registers=r.registers,
-            spill_stores=r.spill_stores, spill_loads=r.spill_loads,
-            shared_static=r.shared_bytes, shared_dynamic=d["shared"],
-            barriers=r.barriers or 0, block_size=block, grid_blocks=math.prod(d["grid"]),
-            occupancy=occ.occupancy, active_blocks_per_sm=occ.active_blocks,
-            warps_per_block=occ.warps_per_block, limiters=occ.limiters,
-            resource_source=r.source))
+        out.append(LaunchFacts(
+            kernel=lz.kernel, record=r, shared_dynamic=d["shared"], block_size=block,
+            grid_blocks=math.prod(d["grid"]), occupancy=occ.occupancy,
+            active_blocks_per_sm=occ.active_blocks, warps_per_block=occ.warps_per_block,
+            limiters=occ.limiters))
     return out
 
 
@@ -208,7 +216,7 @@ class LaunchEstimate:
     kernel: str
     repeat: int
     counts: LaunchCounts
-    facts: KernelFacts
+    facts: LaunchFacts
     parallelism: float  # resident warps / GPU max warps, 0..1
     bandwidth_factor: float  # the heuristic factor on achieved bandwidth, 0..1
     bandwidth: float  # bytes/s achieved (estimate)
@@ -263,6 +271,7 @@ class Estimate:
     overlapped_bound_s: float
     notes: tuple[str, ...] = ()
     label: str = LABEL
+    calibration: object = None  # the ``Calibration`` the presets were fitted by, if any
 
     @property
     def n_launches(self) -> int:
@@ -330,6 +339,7 @@ class Estimate:
             "per_launch": [e.to_json() for e in self.launches],
             "per_transfer": [t.to_json() for t in self.transfers],
             "notes": list(self.notes),
+            "calibration": self.calibration.to_json() if self.calibration else None,
         }
 
 
@@ -345,13 +355,15 @@ def require_figures(gpu: GpuSpec) -> None:
                               "a spec file with --gpu-spec (base = \"h100\" to start from one)")
 
 
-def estimate(workload, gpu: GpuSpec, *, calibration=None, cost: CostSpec | None = None,
-             resources: Mapping[str, object] | None = None, toolkit=None) -> Estimate:
+def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
+             resources: Mapping[str, KernelRecord] | None = None, toolkit=None) -> Estimate:
     """Estimate one repetition of ``workload`` (a path or a ``Workload``) on ``gpu``.
 
-    ``cost``: the per-launch counts (read from the cost file beside a workload path when not
-    given). ``calibration``: a ``Calibration`` or ``Presets`` replacing the default presets.
-    ``resources``: kernel name -> ``KernelResources`` (compiled here when not given).
+    ``cost``: the per-launch counts, a ``CostSpec`` or a cost file's path (default: the cost
+    file beside the workload). ``calibration``: a ``Calibration`` or ``Presets`` replacing
+    the default presets, or a measured run report (``nvstage run --profile --json FILE``)
+    to fit them to. ``resources``: kernel name -> ``KernelRecord`` (compiled here when not
+    given).
     """
     from nvstage.model.costfile import load_model_input
 
@@ -363,9 +375,12 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost: CostSpec | None 
                 raise MissingCounts("a Workload object needs cost= (reads, writes and FLOPs "
                                     "per launch) for an estimate")
             _, cost = load_model_input(w.file)
-    else:
+    elif cost is None or isinstance(cost, CostSpec):
         w, found = load_model_input(workload)
         cost = cost or found
+    else:
+        w, cost = load_model_input(workload, cost)
+    calibration = fitted(calibration, gpu, toolkit)
     presets = _presets(calibration)
     if resources is None:
         resources = kernel_resources(w, gpu.arch, toolkit=toolkit)
@@ -415,7 +430,20 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost: CostSpec | None 
         notes.append("kernels marked 'floor' are shorter than an empty kernel: their time is "
                      "the kernel floor preset")
     return Estimate(w.name, w.file, gpu, presets, tuple(launches), tuple(transfers), inter,
-                    iw, ir, pipelined, bound, tuple(notes))
+                    iw, ir, pipelined, bound, tuple(notes),
+                    calibration=None if isinstance(calibration, Presets) else calibration)
+
+
+def fitted(calibration, gpu: GpuSpec, toolkit=None):
+    """``calibration`` as given, or a run report's path (or loaded dict) fitted into a
+    ``Calibration``."""
+    import os
+
+    if isinstance(calibration, (str, os.PathLike, dict)):
+        from nvstage.model.calibrate import calibrate
+
+        return calibrate(calibration, gpu, toolkit=toolkit)
+    return calibration
 
 
 def _presets(calibration) -> Presets:

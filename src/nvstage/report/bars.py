@@ -6,8 +6,11 @@ whether it is an estimate or a measurement, and a tick marks the figure T is com
 copies next to microsecond kernels), a second panel repeats the bars without it, on its own
 scale, so the smaller terms can be read.
 
-``bars_svg`` is the entry point; ``bar_from_estimate`` and ``bar_from_decomposition`` turn a
-model ``Estimate`` or a measured ``decompose.Decomposition`` into a ``Bar``.
+``bars_svg`` is the one writer of decomposition bars: a standalone file (``--svg``) or, with
+``chart_id``, a chart inside the HTML report. ``bar_from_estimate``, ``bar_from_decomposition``
+and ``bar_from_medians`` turn a model ``Estimate``, a measured ``decompose.Decomposition`` or a
+run document's medians into a ``Bar``; ``write_svg`` and the ``*_svg`` helpers write the files
+the commands draw.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
+
+from nvstage.report.units import fmt_time
 
 TERMS = ("launch", "kernel", "transfer")
 TERM_LABELS = {"launch": "sum launch (host)", "kernel": "sum kernel (GPU)",
@@ -47,16 +52,6 @@ class Bar:
         return sum(self.terms.get(t, 0.0) for t in TERMS)
 
 
-def format_seconds(s: float) -> str:
-    """Seconds in the unit that reads best: ns, us, ms or s, three significant digits."""
-    if s == 0:
-        return "0"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(s) >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
-
-
 def bar_from_estimate(e, label: str | None = None) -> Bar:
     """A model ``Estimate``: its three terms, with the pipelined estimate as the tick."""
     return Bar(label or e.workload, e.terms(), "estimate", e.pipelined_s, "pipelined")
@@ -64,13 +59,63 @@ def bar_from_estimate(e, label: str | None = None) -> Bar:
 
 def bar_from_decomposition(d, label: str) -> Bar:
     """A measured ``Decomposition`` (medians over repetitions, ns), with the wall time."""
-    def med(sp):
-        return sp.median * 1e-9 if sp else 0.0
+    medians = {t: getattr(d, t).median for t in (*TERMS, "wall") if getattr(d, t)}
+    return bar_from_medians(label, medians, total_iqr_ns=d.total.iqr if d.total else None)
 
-    return Bar(label, {"launch": med(d.launch), "kernel": med(d.kernel),
-                       "transfer": med(d.transfer)}, "measured",
-               med(d.wall) if d.wall else None, "wall",
-               {"T_iqr": d.total.iqr * 1e-9} if d.total else {})
+
+def bar_from_medians(label: str, medians_ns: Mapping[str, float], *,
+                     total_iqr_ns: float | None = None) -> Bar:
+    """Measured medians in ns by term (``launch``, ``kernel``, ``transfer``, ``wall``), as a
+    run document has them (``run.document.DecompositionFigures``), with the wall time."""
+    wall = medians_ns.get("wall")
+    return Bar(label, {t: (medians_ns.get(t) or 0.0) * 1e-9 for t in TERMS}, "measured",
+               wall * 1e-9 if wall is not None else None, "wall",
+               {"T_iqr": total_iqr_ns * 1e-9} if total_iqr_ns is not None else {})
+
+
+def _time(s: float) -> str:
+    return fmt_time(s, significant=3)
+
+
+_QUOTE = {'"': "&quot;"}
+
+
+def write_svg(path, bars: Sequence[Bar], *, title: str, subtitle: str = "") -> None:
+    """Stacked bars to an SVG file, atomically; figures that cannot be drawn are one
+    ``UsageError``, no traceback."""
+    from nvstage.artifacts import write_atomic
+    from nvstage.errors import UsageError
+
+    try:
+        svg = bars_svg(bars, title=title, subtitle=subtitle)
+    except ValueError as e:
+        raise UsageError(f"cannot draw {path}: {e}") from None
+    write_atomic(path, svg)
+
+
+def estimate_svg(path, e) -> None:
+    """``nvstage model --svg``: one estimate."""
+    write_svg(path, [bar_from_estimate(e)], title=f"{e.workload} on {e.gpu.name}",
+              subtitle="every figure an estimate" + (" (calibrated)" if e.calibration else ""))
+
+
+def comparison_svg(path, cmp) -> None:
+    """``nvstage compare --svg``: both estimates, and both measurements when there are."""
+    bars = [bar_from_estimate(cmp.a), bar_from_estimate(cmp.b)]
+    if cmp.measured:
+        bars += [bar_from_decomposition(cmp.measured["a"], cmp.a.workload),
+                 bar_from_decomposition(cmp.measured["b"], cmp.b.workload)]
+    write_svg(path, bars, title=f"{cmp.a.workload} vs {cmp.b.workload} on {cmp.a.gpu.name}",
+              subtitle=cmp.verdict.short(cmp.a.workload, cmp.b.workload))
+
+
+def run_svg(path, result, name: str) -> None:
+    """``nvstage run --svg``: the measured decomposition (medians over repetitions)."""
+    device = (result.device or {}).get("name") or "GPU"
+    write_svg(path, [bar_from_decomposition(result.decomposition, name)],
+              title=f"{name} on {device}",
+              subtitle=f"measured, {result.mode}, median of {len(result.decomposition.reps)} "
+                       f"repetitions")
 
 
 def _nice_max(x: float) -> float:
@@ -97,9 +142,11 @@ _AXIS_H = 26
 
 
 def bars_svg(bars: Sequence[Bar], *, title: str, subtitle: str = "",
-             detail_threshold: float = 0.8) -> str:
+             detail_threshold: float = 0.8, chart_id: str | None = None) -> str:
     """A standalone SVG of stacked bars. ``detail_threshold``: when one term is more than this
-    share of the largest bar, a second panel leaves that term out."""
+    share of the largest bar, a second panel leaves that term out. ``chart_id``: a chart for
+    a page (``report.html``): that id, class "chart", scaled to the page, and each segment's
+    figure in a ``data-tip`` for the page's tooltips."""
     if not bars:
         raise ValueError("no bars to draw")
     for b in bars:  # a NaN or infinite figure has no place on an axis (_nice_max overflowed)
@@ -121,7 +168,9 @@ def bars_svg(bars: Sequence[Bar], *, title: str, subtitle: str = "",
     legend_h = 30
     height = top + legend_h + sum(14 + len(bs) * _ROW_H + _AXIS_H + _PANEL_GAP
                                   for _, bs in panels) - _PANEL_GAP + 12
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{height}" '
+    page = (f'id="{escape(chart_id)}" class="chart" role="img" style="width:100%;'
+            f'max-width:{_W}px;min-width:{int(_W * 0.8)}px;height:auto" ' if chart_id else "")
+    out = [f'<svg {page}xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{height}" '
            f'viewBox="0 0 {_W} {height}" font-family="DejaVu Sans, Arial, sans-serif" '
            f'font-size="12">',
            f"<title>{escape(heading)}</title>",
@@ -143,12 +192,13 @@ def bars_svg(bars: Sequence[Bar], *, title: str, subtitle: str = "",
     out.append(f'<text x="{x + 10}" y="{y}">wall (measured) / pipelined (estimate)</text>')
     y += legend_h
     for left_out, bs in panels:
-        y = _panel(out, bs, y, left_out)
+        y = _panel(out, bs, y, left_out, tips=chart_id is not None)
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
-def _panel(out: list[str], bars: Sequence[Bar], y: float, left_out: str | None) -> float:
+def _panel(out: list[str], bars: Sequence[Bar], y: float, left_out: str | None, *,
+           tips: bool = False) -> float:
     terms = [t for t in TERMS if t != left_out]
     caption = ("T = launch + kernel + transfer" if left_out is None
                else f"without {left_out}, on its own scale: " + " + ".join(terms))
@@ -169,7 +219,7 @@ def _panel(out: list[str], bars: Sequence[Bar], y: float, left_out: str | None) 
         out.append(f'<line x1="{tx:.1f}" y1="{y}" x2="{tx:.1f}" y2="{axis_y + 4}" '
                    f'stroke="#e4e4e4"/>')
         out.append(f'<text x="{tx:.1f}" y="{axis_y + 17}" text-anchor="middle" fill="#555">'
-                   f"{escape(format_seconds(v))}</text>")
+                   f"{escape(_time(v))}</text>")
     for b, total in zip(bars, totals):
         by = y + 8
         out.append(f'<text x="{_LEFT - 8}" y="{by + 12}" text-anchor="end" '
@@ -182,23 +232,25 @@ def _panel(out: list[str], bars: Sequence[Bar], y: float, left_out: str | None) 
             w = v * px
             if w <= 0:
                 continue
-            out.append(f'<rect x="{x:.2f}" y="{by}" width="{max(w, 0.5):.2f}" height="{_BAR_H}" '
-                       f'fill="{COLORS[t]}"><title>{escape(b.label)} {escape(TERM_LABELS[t])}: '
-                       f"{escape(format_seconds(v))} ({escape(b.kind)})</title></rect>")
+            tip = f"{b.label} {TERM_LABELS[t]}: {_time(v)} ({b.kind})"
+            data = f' data-tip="{escape(tip, _QUOTE)}"' if tips else ""
+            out.append(f'<rect class="decomp-seg decomp-{t}" x="{x:.2f}" y="{by}" '
+                       f'width="{max(w, 0.5):.2f}" height="{_BAR_H}" fill="{COLORS[t]}"{data}>'
+                       f"<title>{escape(tip)}</title></rect>")
             x += w
         if b.marker is not None and left_out is None:
             mx = _LEFT + b.marker * px
             out.append(f'<line x1="{mx:.2f}" y1="{by - 4}" x2="{mx:.2f}" y2="{by + _BAR_H + 4}" '
                        f'stroke="#000" stroke-width="2"><title>{escape(b.marker_label)}: '
-                       f"{escape(format_seconds(b.marker))}</title></line>")
-        total_label = ("T " if left_out is None else "") + format_seconds(total)
+                       f"{escape(_time(b.marker))}</title></line>")
+        total_label = ("T " if left_out is None else "") + _time(total)
         out.append(f'<text x="{_LEFT + total * px + 6:.2f}" y="{by + 17}">'
                    f"{escape(total_label)}</text>")
-        parts = " · ".join(f"{t} {format_seconds(b.terms.get(t, 0.0))}" for t in terms)
+        parts = " · ".join(f"{t} {_time(b.terms.get(t, 0.0))}" for t in terms)
         if b.marker is not None and left_out is None:
-            parts += f" · {b.marker_label} {format_seconds(b.marker)}"
+            parts += f" · {b.marker_label} {_time(b.marker)}"
         if b.spread.get("T_iqr") is not None and left_out is None:
-            parts += f" · T IQR {format_seconds(b.spread['T_iqr'])}"
+            parts += f" · T IQR {_time(b.spread['T_iqr'])}"
         out.append(f'<text x="{_LEFT}" y="{by + _BAR_H + 15}" fill="#444" font-size="11">'
                    f"{escape(parts)}</text>")
         y += _ROW_H

@@ -16,12 +16,13 @@ import html
 import json
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from nvstage import __version__
 from nvstage.artifacts import read_regular
 from nvstage.errors import NvstageError
-from nvstage.inspect.records import display_name
-from nvstage.report.units import fmt_bytes, fmt_seconds
+from nvstage.inspect.kernels import display_name
+from nvstage.report.units import fmt_bytes, fmt_time
 from nvstage.run.document import RunReport
 
 # Long listings are cut so the page stays quick to open; the kept file has the rest.
@@ -45,7 +46,7 @@ class ReportInputs:
     """What the page shows, gathered once (so rendering stays pure)."""
 
     build: object  # pipeline.Build
-    resources: list = field(default_factory=list)  # KernelResources
+    resources: list = field(default_factory=list)  # KernelRecord
     fatbin: list = field(default_factory=list)  # FatbinImage
     sass: list = field(default_factory=list)  # SassKernel
     ptx: list[tuple[str, str]] = field(default_factory=list)  # (file name, text)
@@ -219,7 +220,7 @@ def stage_graph_svg(build, run: RunReport | None) -> str:
     for i, r in runs.items():
         s = r.stage
         sub = f"{s.tool}{' ' + s.arch if s.arch else ''} · " \
-              f"{fmt_seconds(r.seconds)}{' (cached)' if r.cached else ''}"
+              f"{fmt_time(r.seconds)}{' (cached)' if r.cached else ''}"
         lines = [(a.name, fmt_bytes(a.size)) for a in r.artifacts]
         tip = " ".join(s.argv)
         cls = "node node-stage" + ("" if r.ok else " node-failed")
@@ -250,7 +251,7 @@ def gantt_svg(build) -> str:
         x = label_w + chart_w * k / 4
         out.append(f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{height - 18}" '
                    f'class="grid"/>')
-        tick = fmt_seconds(total * k / 4) if k else "0"
+        tick = fmt_time(total * k / 4) if k else "0"
         out.append(f'<text x="{x:.1f}" y="{top - 10}" class="axis" text-anchor="middle">'
                    f'{esc(tick)}</text>')
     for n, r in enumerate(runs):
@@ -260,66 +261,33 @@ def gantt_svg(build) -> str:
         x = label_w + chart_w * r.started / total
         bw = max(1.5, chart_w * r.seconds / total)
         color = STAGE_COLORS.get(s.kind.value, "#888")
-        tip = f"{label}: started {fmt_seconds(r.started)}, took {fmt_seconds(r.seconds)}"
+        tip = f"{label}: started {fmt_time(r.started)}, took {fmt_time(r.seconds)}"
         out.append(f'<text x="{label_w - 8}" y="{y + 14}" class="label" text-anchor="end">'
                    f'{esc(label)}</text>')
         fade = ' opacity="0.45"' if r.cached else ""
         out.append(f'<rect class="gantt-bar" x="{x:.1f}" y="{y + 3}" width="{bw:.1f}" '
                    f'height="{row_h - 6}" fill="{color}" data-tip="{esc(tip)}"{fade}/>')
         out.append(f'<text x="{x + bw + 4:.1f}" y="{y + 14}" class="value">'
-                   f'{esc(fmt_seconds(r.seconds))}{" cached" if r.cached else ""}</text>')
+                   f'{esc(fmt_time(r.seconds))}{" cached" if r.cached else ""}</text>')
     out.append(f'<text x="{label_w}" y="{height - 4}" class="axis">wall '
-               f'{esc(fmt_seconds(build.wall_seconds))}; stage sum '
-               f'{esc(fmt_seconds(build.stage_seconds))}</text>')
+               f'{esc(fmt_time(build.wall_seconds))}; stage sum '
+               f'{esc(fmt_time(build.stage_seconds))}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
 
 def decomposition_svg(run: RunReport | dict) -> str | None:
-    dec = _run_report(run).decomposition
-    if dec is None:
+    """The measured decomposition as ``report.bars`` draws it (T stacked, the wall time
+    ticked), as this page's chart; None when the run has no figures to draw."""
+    from nvstage.report.bars import bar_from_medians, bars_svg
+
+    report = _run_report(run)
+    dec = report.decomposition
+    if dec is None or not {"launch", "kernel", "transfer", "wall"} & set(dec.medians_ns):
         return None
-    terms = [(t, dec.medians_ns.get(t)) for t in ("launch", "kernel", "transfer")]
-    wall = dec.medians_ns.get("wall")
-    if all(v is None for _, v in terms) and wall is None:
-        return None
-    total = sum(v or 0.0 for _, v in terms)
-    scale_max = max(total, wall or 0.0, 1e-9)
-    label_w, chart_w, row_h = 150, 600, 34
-    width, height = label_w + chart_w + 120, 2 * row_h + 70
-    out = [_svg_open("decomposition-chart", width, height, "decomposition")]
-    y = 10
-    out.append(f'<text x="{label_w - 8}" y="{y + 21}" class="label" text-anchor="end">'
-               f'T (sequential)</text>')
-    x = float(label_w)
-    for t, v in terms:
-        if not v:
-            continue
-        bw = chart_w * v / scale_max
-        out.append(f'<rect class="decomp-seg decomp-{t}" x="{x:.1f}" y="{y}" '
-                   f'width="{bw:.1f}" height="{row_h - 4}" fill="{LANE_COLORS[t]}" '
-                   f'data-tip="{esc(f"{t}: {v / 1000:.3f} us (median)")}"/>')
-        x += bw
-    out.append(f'<text x="{x + 6:.1f}" y="{y + 21}" class="value">'
-               f'{esc(f"{total / 1000:.2f} us")}</text>')
-    y += row_h
-    if wall is not None:
-        bw = chart_w * wall / scale_max
-        out.append(f'<text x="{label_w - 8}" y="{y + 21}" class="label" text-anchor="end">'
-                   f'wall</text>')
-        out.append(f'<rect class="decomp-seg decomp-wall" x="{label_w}" y="{y}" '
-                   f'width="{bw:.1f}" height="{row_h - 4}" fill="{LANE_COLORS["wall"]}" '
-                   f'data-tip="{esc(f"wall: {wall / 1000:.3f} us (median)")}"/>')
-        out.append(f'<text x="{label_w + bw + 6:.1f}" y="{y + 21}" class="value">'
-                   f'{esc(f"{wall / 1000:.2f} us")}</text>')
-    y += row_h + 14
-    lx = label_w
-    for t in ("launch", "kernel", "transfer", "wall"):
-        out.append(f'<rect x="{lx}" y="{y}" width="12" height="12" fill="{LANE_COLORS[t]}"/>')
-        out.append(f'<text x="{lx + 16}" y="{y + 11}" class="axis">{t}</text>')
-        lx += 90
-    out.append("</svg>")
-    return "\n".join(out)
+    return bars_svg([bar_from_medians(report.workload or "run", dec.medians_ns)],
+                    title="decomposition, medians over the repetitions",
+                    chart_id="decomposition-chart")
 
 
 _TERMS = {"t_launch": "launch", "t_kernel": "kernel", "t_transfer": "transfer"}
@@ -406,7 +374,7 @@ def trace_svg(run: RunReport | dict | None, trace: dict | None) -> str | None:
         out.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{height - 20}" '
                    f'class="grid"/>')
         out.append(f'<text x="{x:.1f}" y="{top - 8}" class="axis" text-anchor="middle">'
-                   f'{span_us * k / 4:.1f} us</text>')
+                   f'{fmt_time(span_us * k / 4 * 1e-6, "us")}</text>')
     for n, lane in enumerate(lanes):
         out.append(f'<text x="{label_w - 8}" y="{top + n * row_h + 16}" class="label" '
                    f'text-anchor="end"><title>{esc(lane)}</title>{esc(_clip(lane, 38))}</text>')
@@ -416,7 +384,7 @@ def trace_svg(run: RunReport | dict | None, trace: dict | None) -> str | None:
         bw = max(1.0, chart_w * dur / span_us)
         out.append(f'<rect class="trace-span" x="{x:.1f}" y="{top + n * row_h + 3}" '
                    f'width="{bw:.1f}" height="{row_h - 6}" fill="{LANE_COLORS[kind]}" '
-                   f'data-tip="{esc(f"{name}: {dur:.3f} us at {ts - t0:.3f} us")}"/>')
+                   f'data-tip="{esc(f"{name}: {_us_text(dur)} at {_us_text(ts - t0)}")}"/>')
     what = "Chrome trace" if trace else \
         "sequential baseline from the per-operation medians (no trace given)"
     if cut:
@@ -538,7 +506,7 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
     title = title or f"nvstage report: {os.path.basename(b.source)}"
     parts = [f"<h1>{esc(title)}</h1>",
              f'<p class="meta">{esc(b.source)} · {len(b.runs)} stages in '
-             f"{esc(fmt_seconds(b.wall_seconds))} · via {esc(b.via)} · "
+             f"{esc(fmt_time(b.wall_seconds))} · via {esc(b.via)} · "
              f"toolkit {esc(getattr(b.toolkit, 'release', '') or '')} · "
              f"nvstage {esc(__version__)}</p>"]
     if b.status != "ok":
@@ -639,7 +607,7 @@ def _summary(inp: ReportInputs) -> str:
     """The figures an engineer looks for first, as cards; spills stand out."""
     b = inp.build
     cards = [("stages", str(len(b.runs)), False),
-             ("wall time", fmt_seconds(b.wall_seconds), False)]
+             ("wall time", fmt_time(b.wall_seconds), False)]
     if inp.resources:
         kernels = {r.demangled for r in inp.resources}
         top = max(inp.resources, key=lambda r: r.registers)
@@ -661,9 +629,10 @@ def _summary(inp: ReportInputs) -> str:
                             for t in ("launch", "kernel", "transfer")) or None
             wall = dec.medians_ns.get("wall")
             if total is not None:
-                cards.append(("T sequential (median)", f"{total / 1000:.2f} us", False))
+                cards.append(("T sequential (median)", fmt_time(total * 1e-9, "us", digits=2),
+                              False))
             if wall is not None:
-                cards.append(("wall (median)", f"{wall / 1000:.2f} us", False))
+                cards.append(("wall (median)", fmt_time(wall * 1e-9, "us", digits=2), False))
     return '<div class="cards" id="summary">' + "".join(
         f'<div class="card{" bad" if bad else ""}"><div class="v">{esc(v)}</div>'
         f'<div class="k">{esc(k)}</div></div>' for k, v, bad in cards) + "</div>"
@@ -684,14 +653,59 @@ def _nav(inp: ReportInputs) -> str:
 
 
 def _us(ns: float | None) -> str:
-    return "" if ns is None else f"{ns / 1000:.3f}"
+    return "" if ns is None else fmt_time(ns * 1e-9, "us", digits=3, suffix=False)
 
 
-def write_report(build, output, *, toolkit=None, run: dict | None = None,
-                 trace: dict | None = None, title: str | None = None) -> str:
-    """Gather, render and write the page atomically; returns its path."""
-    from nvstage.artifacts import write_atomic
+def _us_text(us: float) -> str:
+    return fmt_time(us * 1e-6, "us", digits=3)
 
-    page = render(gather(build, toolkit=toolkit, run=run, trace=trace), title=title)
-    write_atomic(output, page)
-    return os.fspath(output)
+
+@dataclass
+class HtmlReport:
+    """A page written: where, and what it was made of."""
+
+    path: str
+    inputs: ReportInputs
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def to_json(self) -> dict:
+        inp = self.inputs
+        return {"output": self.path, "notes": inp.notes,
+                "sections": {"resources": len(inp.resources), "sass": len(inp.sass),
+                             "ptx": len(inp.ptx), "fatbin": len(inp.fatbin),
+                             "run": inp.run is not None}}
+
+
+def write_report(build, output=None, *, toolkit=None, run=None, trace=None,
+                 title: str | None = None, nvcc: str | None = None) -> HtmlReport:
+    """Gather, render and write the page atomically. ``build``: a ``Build``, keep folder or
+    stages.json; ``output``: default report.html in the keep folder (a link planted there is
+    replaced, never written through); ``run`` and ``trace``: a run document and a Chrome
+    trace, as paths or loaded. Read with ``toolkit``, else ``nvcc``'s, else the pip wheels':
+    never the toolkit the manifest names (a document does not choose programs)."""
+    from nvstage.artifacts import is_folder, write_atomic
+    from nvstage.compiler.record import Build, load_build, manifest_path
+    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.documents import load_run_doc, load_trace_doc
+    from nvstage.errors import UsageError, WriteError
+
+    b = build if isinstance(build, Build) else load_build(build)
+    if output is None and isinstance(build, Build) and not b.keep_dir:
+        raise UsageError("the build kept no folder to write report.html into: give output")
+    out = output or (Path(b.keep_dir) if isinstance(build, Build) else
+                     manifest_path(build).parent) / "report.html"
+    if is_folder(out):
+        raise UsageError(f"-o {out} is a folder", hint=f"give a file: -o {out}/report.html")
+    toolkit = toolkit or find_toolkit(nvcc)
+    run_doc = load_run_doc(run, "run document") if run is not None else None
+    trace_doc = load_trace_doc(trace) if trace is not None and not isinstance(trace, dict) \
+        else trace
+    inp = gather(b, toolkit=toolkit, run=run_doc, trace=trace_doc)
+    try:
+        write_atomic(out, render(inp, title=title), in_document_folder=output is None)
+    except WriteError as e:  # its message names the file and what is wrong with it
+        raise UsageError(e.message.replace("cannot write ", "cannot write the report to ", 1),
+                         hint=e.hint) from None
+    return HtmlReport(os.fspath(out), inp)

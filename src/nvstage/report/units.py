@@ -1,4 +1,5 @@
-"""Human units for sizes and times (pure)."""
+"""Human units for sizes and times (pure): the one byte formatter and the one time formatter
+every renderer uses."""
 
 from __future__ import annotations
 
@@ -14,11 +15,31 @@ def fmt_bytes(n: int | float | None) -> str:
     return f"{n:.1f} GiB"
 
 
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
+_SCALE = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def fmt_time(seconds: float | None, unit: str | None = None, *, digits: int | None = None,
+             significant: int | None = None, sign: bool = False, suffix: bool = True) -> str:
+    """A time given in seconds, for people.
+
+    ``unit`` ("s", "ms", "us", "ns") fixes the unit, as a column whose header names it does
+    (then usually ``suffix=False``); without one the largest unit the value reaches is taken
+    (down to us, or to ns with ``significant``). ``digits``: decimals (default 2 in s, else
+    1); ``significant``: that many significant digits instead. ``sign``: "+" for a
+    non-negative difference. None reads "-".
+    """
+    if seconds is None:
         return "-"
-    if s >= 1:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.1f} us"
+    if significant is not None and seconds == 0 and unit is None:
+        return "0"
+    if unit is None:
+        unit = next((u for u in ("s", "ms", "us") if abs(seconds) >= _SCALE[u]),
+                    "ns" if significant is not None else "us")
+    plus = "+" if sign else ""
+    if significant is not None:
+        text = f"{seconds / _SCALE[unit]:{plus}.{significant}g}"
+    else:
+        places = digits if digits is not None else (2 if unit == "s" else 1)
+        text = f"{seconds / _SCALE[unit]:{plus}.{places}f}"
+    return f"{text} {unit}" if suffix else text
+

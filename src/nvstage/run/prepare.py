@@ -7,10 +7,12 @@ it); packaged code (cubin, fatbin, PTX) is read with a bound. Nothing here needs
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvstage.run.workload.signatures import KernelSig, kernel_signatures
+from nvstage.inspect.kernels import KernelNames
+from nvstage.run.workload.signatures import kernel_signatures
 from nvstage.run.workload.spec import CodeSpec, Workload
 from nvstage.run.workload.validate import raise_on_errors, validate
 
@@ -22,15 +24,16 @@ class Prepared:
     kind: str  # what gets loaded: "cubin" | "fatbin" | "ptx"
     image: bytes
     arch: str
-    sigs: dict[str, KernelSig] | None  # None: no PTX to read parameter lists from
+    sigs: KernelNames | None  # KernelSig by name; None: no PTX to read parameter lists from
     compile_seconds: float | None = None
     build: dict | None = None  # a short summary of the nvstage build, when one ran
-    # Each kernel's resources for ``arch`` (``KernelResources``), when asked for: ptxas -v
+    # Each kernel's resources for ``arch`` (``KernelRecord``), when asked for: ptxas -v
     # and cuobjdump for a source, cuobjdump for packaged code.
     resources: list | None = None
 
-    def mangled(self) -> dict[str, str]:
-        return {k: s.mangled for k, s in (self.sigs or {}).items()}
+    def mangled(self) -> Mapping[str, str]:
+        """Each name a launch may give a kernel -> the symbol to load."""
+        return self.sigs.map(lambda s: s.mangled) if self.sigs else {}
 
 
 def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) -> Prepared:

@@ -1,14 +1,12 @@
-"""Rich tables for builds. Plain text when the console has no colour (pipes, tests)."""
+"""A build on a terminal: the stage table, the summary line, NVRTC's name map."""
 
 from __future__ import annotations
 
 import os
 
-from rich import box
-from rich.table import Table
-
 from nvstage.compiler.record import Build, StageRun
-from nvstage.report.units import fmt_bytes, fmt_seconds
+from nvstage.report.terminal.console import plain_table
+from nvstage.report.units import fmt_bytes, fmt_time
 
 
 def _short(path: str, base: str | None) -> str:
@@ -24,13 +22,13 @@ NARROW = 120
 VERY_NARROW = 90
 
 
-def stage_table(build: Build, width: int | None = None) -> Table:
+def stage_table(build: Build, width: int | None = None):
     """One row per stage: order, stage, tool, arch, inputs -> outputs, size, time. On a
     console narrower than ``NARROW`` the tool goes under the stage (where it differs) and
     every file takes its own line."""
     narrow = width is not None and width < NARROW
     tiny = width is not None and width < VERY_NARROW
-    t = Table(box=box.SIMPLE_HEAD, title=None, pad_edge=False)
+    t = plain_table(pad_edge=False)
     cols = [("#", {"justify": "right"}), ("stage", {"no_wrap": True}), ("tool", {}),
             ("arch", {"no_wrap": True}),
             ("inputs -> outputs", {"overflow": "fold", "min_width": 20}),
@@ -65,7 +63,7 @@ def _row(run: StageRun, build: Build, narrow: bool = False) -> list[str]:
     else:
         io = f"{', '.join(ins)} -> {', '.join(outs)}"
     size = sum(a.size for a in run.artifacts)
-    time = fmt_seconds(run.seconds) + (("\n" if narrow else " ") + "(cached)"
+    time = fmt_time(run.seconds) + (("\n" if narrow else " ") + "(cached)"
                                        if run.cached else "")
     if not run.ok:
         time = f"FAILED ({run.returncode})"
@@ -76,13 +74,13 @@ def _row(run: StageRun, build: Build, narrow: bool = False) -> list[str]:
 def summary_line(build: Build) -> str:
     """Wall time, the stage sum, the critical path (the wall-time floor) and the cache."""
     n = len(build.runs)
-    parts = [f"{n} stages in {fmt_seconds(build.wall_seconds)}",
-             f"stage sum {fmt_seconds(build.stage_seconds)}"]
+    parts = [f"{n} stages in {fmt_time(build.wall_seconds)}",
+             f"stage sum {fmt_time(build.stage_seconds)}"]
     if build.via == "nvcc":  # the runtime path asks nvcc for no plan
-        parts.append(f"plan {fmt_seconds(build.plan_seconds)}")
+        parts.append(f"plan {fmt_time(build.plan_seconds)}")
     if build.critical_path:
         chain = " > ".join(str(i) for i in build.critical_path)
-        parts.append(f"critical path {fmt_seconds(build.critical_path_seconds)} ({chain})")
+        parts.append(f"critical path {fmt_time(build.critical_path_seconds)} ({chain})")
     if build.jobs > 1:
         parts.append(f"-j {build.jobs}")
     cache = build.cache
@@ -95,3 +93,48 @@ def summary_line(build: Build) -> str:
     if build.keep_dir:
         text += f"; kept in {os.path.relpath(build.keep_dir, build.cwd)}"
     return text + f"\ntoolkit: {build.toolkit.describe()}"
+
+
+def name_map_table(build: Build):
+    """Expression -> mangled name for a runtime build; None when there is none."""
+    name_map = getattr(build, "name_map", None)
+    if not name_map:
+        return None
+    t = plain_table(pad_edge=False)
+    t.add_column("name expression")
+    t.add_column("mangled name")
+    for expr, mangled in name_map.items():
+        t.add_row(expr, mangled)
+    return t
+
+
+def render_name_map(build: Build, console) -> None:
+    """Print expression -> mangled name for a runtime build (nothing when there is none)."""
+    table = name_map_table(build)
+    if table is not None:
+        console.print(table)
+
+
+def render_build(build: Build, con) -> None:
+    """What ``nvstage compile`` prints: nvcc's own planning warnings (stderr), the stage
+    table (``con``), NVRTC's name map, what the tools printed (stderr, as nvcc passes it
+    through), then the summary line (stderr)."""
+    from rich.text import Text
+
+    from nvstage.report.terminal.console import stderr
+
+    err = stderr()
+    for line in build.plan.messages:  # nvcc's own warnings while it planned
+        err.print(Text(line))
+    con.print(stage_table(build, con.width))
+    render_name_map(build, con)
+    for run in build.runs:
+        # NVRTC's stdout is the name-expression map, already shown as a table.
+        outs = (run.stderr,) if build.via == "nvrtc" else (run.stdout, run.stderr)
+        text = "\n".join(t.rstrip() for t in outs if t.strip())
+        if text and run.ok:
+            cached = ", cached" if run.cached else ""
+            err.print(Text(f"[{run.stage.index} {run.stage.kind.value} {run.stage.tool}"
+                           f"{cached}]", style="dim"))
+            err.print(Text(text), soft_wrap=True)
+    err.print(Text(summary_line(build)), soft_wrap=True)

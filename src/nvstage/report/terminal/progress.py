@@ -30,7 +30,7 @@ class LiveStages(Observer):
             return
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from nvstage.cli.common import stderr
+        from nvstage.report.terminal.console import stderr
 
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                   TextColumn("{task.completed}/{task.total}"),

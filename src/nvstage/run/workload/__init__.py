@@ -47,6 +47,13 @@ The format, one concept a module: ``spec`` (the records and their evaluated valu
 Compiling the code for an arch is ``nvstage.run.prepare``.
 """
 
+import os
+
 from nvstage.run.workload.spec import Workload
 
-__all__ = ["Workload"]
+__all__ = ["Workload", "load_workload"]
+
+
+def load_workload(path: str | os.PathLike) -> Workload:
+    """A workload file, read and checked (errors name the file, the table and the key)."""
+    return Workload.from_toml(path)

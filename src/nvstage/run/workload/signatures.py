@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nvstage.inspect.kernels import KernelNames
+
 
 @dataclass(frozen=True)
 class ParamSig:
@@ -69,13 +71,14 @@ def split_c_args(demangled: str) -> list[str] | None:
     return parts
 
 
-def kernel_signatures(ptx_text: str, path: str | None = None) -> dict[str, KernelSig]:
-    """Every entry in a PTX module, keyed by mangled name, short name and demangled name.
+def kernel_signatures(ptx_text: str, path: str | None = None) -> KernelNames:
+    """Every entry in a PTX module, by every name ``inspect.kernels`` gives a kernel (mangled,
+    demangled, ``ns::scale<float>``, ``scale<float>``, ``scale``): a workload names its kernels
+    as ``show --kernel`` does.
     ``path``: the file the PTX came from, named in the error when it cannot be read (the
     PTX parser knows no file name)."""
     from nvstage.errors import ArtifactError
     from nvstage.inspect.ptx import parse_ptx
-    from nvstage.inspect.records import qualified_name
 
     try:
         module = parse_ptx(ptx_text)
@@ -83,14 +86,12 @@ def kernel_signatures(ptx_text: str, path: str | None = None) -> dict[str, Kerne
         if path is None:
             raise
         raise ArtifactError(f"{path}: {e.message}", hint=e.hint) from None
-    out: dict[str, KernelSig] = {}
+    sigs = []
     for e in module.entries:
         c_args = split_c_args(e.demangled) if e.demangled != e.name else None
         if c_args is not None and len(c_args) != len(e.params):
             c_args = None  # an aggregate split across params: trust the PTX alone
         params = tuple(ParamSig(i, p.size, p.ptx_type, c_args[i] if c_args else None)
                        for i, p in enumerate(e.params))
-        sig = KernelSig(e.name, e.name, e.demangled, params)
-        for key in (e.name, e.demangled, qualified_name(e.demangled)):
-            out.setdefault(key, sig)
-    return out
+        sigs.append(KernelSig(e.name, e.name, e.demangled, params))
+    return KernelNames(sigs, lambda s: (s.mangled, s.demangled))

@@ -1,0 +1,32 @@
+"""The options several commands share, defined once (each command may word its help)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def nvcc_option(help: str):
+    return Annotated[Optional[str], typer.Option("--nvcc", envvar="NVSTAGE_NVCC", help=help)]
+
+
+def json_option(help: str = "Print JSON to stdout."):
+    return Annotated[bool, typer.Option("--json", help=help)]
+
+
+def svg_option(help: str):
+    return Annotated[Optional[Path], typer.Option("--svg", help=help)]
+
+
+JsonOpt = json_option()
+# Commands that compile (run, model, compare, check) and commands that read artifacts.
+NvccOpt = nvcc_option("Compile with this nvcc instead of the one from the pip wheels.")
+NvccReadOpt = nvcc_option("Use the cuobjdump/nvdisasm of the toolkit of this nvcc.")
+GpuOpt = Annotated[Optional[str], typer.Option("--gpu",
+    help="A GPU preset: h200, h100, a100, l4, l40s, rtx4090, b200.")]
+GpuSpecOpt = Annotated[Optional[Path], typer.Option("--gpu-spec",
+    help="A custom GPU spec (.toml or .json; see nvstage.hw.gpus.load_gpu_spec).")]
+CalibrateOpt = Annotated[Optional[Path], typer.Option("--calibrate",
+    help="Fit the presets to a measured report (nvstage run W --profile --json FILE).")]

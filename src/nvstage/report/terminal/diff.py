@@ -1,0 +1,130 @@
+"""``nvstage diff`` on a terminal: two builds kernel by kernel and stage by stage, or one
+source through the compiler paths."""
+
+from __future__ import annotations
+
+import os
+
+from rich.text import Text
+
+from nvstage.errors import indent
+from nvstage.report.terminal.console import notes, plain_table
+from nvstage.report.units import fmt_time
+
+_LABELS = {"registers": "regs", "spill_stores": "spill st", "spill_loads": "spill ld",
+           "shared_bytes": "smem", "instructions": "SASS instr", "cubin_size": "cubin bytes"}
+
+
+def _fmt(v, metric: str) -> str:
+    if v is None:
+        return "-"
+    return fmt_time(v) if metric == "seconds" else str(v)
+
+
+def _fmt_delta(d, metric: str) -> str:
+    if d is None or d == 0:
+        return "" if d == 0 else "-"
+    return fmt_time(d, "ms", sign=True) if metric == "seconds" else f"{d:+d}"
+
+
+def render(result, con, *, all_rows: bool = False) -> None:
+    """A ``build_diff.BuildDiff``: its partial-build notes on stderr, then the kernels that
+    changed (all with ``all_rows``) and every stage."""
+    from nvstage.inspect.build_diff import KERNEL_METRICS
+
+    # Before the tables: they hold part of a build.
+    notes([side["note"] for side in result.partial.values()], soft_wrap=True)
+    t = plain_table(title=f"kernels: A = {result.a}, B = {result.b}", title_justify="left",
+                    pad_edge=False)
+    t.add_column("kernel", overflow="fold")
+    for m in KERNEL_METRICS:
+        t.add_column(f"{_LABELS[m]} A->B", justify="right")
+    shown = 0
+    for r in result.kernels:
+        if not all_rows and not r.changed:
+            continue
+        shown += 1
+        t.add_row(r.key, *(f"{_fmt(r.a.get(m), m)} -> {_fmt(r.b.get(m), m)}"
+                           f" {_fmt_delta(r.delta(m), m)}".rstrip() for m in KERNEL_METRICS))
+    if shown:
+        con.print(t)
+    else:
+        con.print(f"kernels: no change in {len(result.kernels)} kernel(s)", markup=False)
+    s = plain_table(title="stages", title_justify="left", pad_edge=False)
+    for c, j in (("stage", "left"), ("A", "right"), ("B", "right"), ("delta", "right")):
+        s.add_column(c, justify=j)
+    any_cached = False
+    mark = {True: " (cached)", False: "", None: ""}
+    for r in result.stages:
+        cached = r.a.get("cached") or r.b.get("cached")
+        any_cached = any_cached or bool(cached)
+        s.add_row(r.key, _fmt(r.a.get("seconds"), "seconds") + mark[r.a.get("cached")],
+                  _fmt(r.b.get("seconds"), "seconds") + mark[r.b.get("cached")],
+                  "not comparable" if cached else
+                  (_fmt_delta(r.delta("seconds"), "seconds") or "0"))
+    ta, tb = result.total_seconds
+    s.add_row("total", _fmt(ta, "seconds"), _fmt(tb, "seconds"),
+              _fmt_delta(tb - ta, "seconds") or "0")
+    con.print(s)
+    for n in result.notes:
+        con.print(f"note: {n}", markup=False)
+    if any_cached:
+        con.print("note: (cached) stages were restored from the stage cache, not run; build "
+                  "with --no-cache to compare compile times")
+
+
+def render_paths(result, con) -> None:
+    """A ``compiler_paths.PathComparison``: kernels x paths, PTX verdicts (with short diffs),
+    stage times."""
+    con.print(Text(f"{', '.join(os.path.basename(s) for s in result.sources)} for "
+                   f"{result.arch}: nvcc {result.versions['toolkit']}, NVRTC "
+                   f"{result.versions['nvrtc']}, nvJitLink {result.versions['nvjitlink']}"))
+    t = plain_table(pad_edge=False)
+    for col, just in (("kernel", "left"), ("path", "left"), ("registers", "right"),
+                      ("spill st/ld", "right"), ("SASS instr", "right"), ("cubin", "left")):
+        t.add_column(col, justify=just, overflow="fold")
+    for name in result.kernel_names:
+        first = True
+        for p in result.paths:
+            k = p.kernel(name)
+            if k is None:
+                t.add_row(_short_name(name, result) if first else "", p.name, "-", "-", "-",
+                          "(absent)")
+            else:
+                spills = ("?" if k.spill_stores is None else
+                          f"{k.spill_stores}/{k.spill_loads}")
+                regs = "?" if k.registers is None else str(k.registers)
+                if not k.final:
+                    regs += "*"
+                t.add_row(k.demangled if first else "", p.name, regs, spills,
+                          "?" if k.instructions is None else str(k.instructions), k.image)
+            first = False
+    con.print(t)
+    if any(not k.final for p in result.paths for k in p.kernels):
+        con.print(Text("* before linking (-rdc): callees not yet counted"))
+    for c in result.ptx:
+        con.print(Text(c.summary()))
+        if c.diff:
+            con.print(Text(indent(c.diff)))
+    for line in result.resource_differences():
+        con.print(Text("differs: " + line))
+    st = plain_table(pad_edge=False)
+    for col, just in (("path", "left"), ("stage", "left"), ("tool", "left"),
+                      ("outputs", "left"), ("time", "right")):
+        st.add_column(col, justify=just, overflow="fold")
+    for p in result.paths:
+        for i, s in enumerate(p.stages):
+            st.add_row(p.name if i == 0 else "", s.stage, s.tool, ", ".join(s.outputs),
+                       fmt_time(s.seconds))
+        st.add_row("", "total", "", "", fmt_time(p.seconds))
+    con.print(st)
+    for n in result.notes:
+        con.print(Text("note: " + n))
+
+
+def _short_name(name: str, result) -> str:
+    for p in result.paths:
+        k = p.kernel(name)
+        if k is not None:
+            return k.demangled
+    return name

@@ -1,0 +1,41 @@
+"""``nvstage doctor`` on a terminal: the toolkit table, then what was found and what works."""
+
+from __future__ import annotations
+
+from nvstage.report.terminal.console import plain_table
+from nvstage.report.units import fmt_bytes
+
+
+def render(r, con) -> None:
+    """A ``doctor.DoctorReport``."""
+    t = plain_table(pad_edge=False, title="toolkit")
+    t.add_column("tool")
+    t.add_column("version")
+    t.add_column("path", overflow="fold")
+    if r.toolkit:
+        for info in r.toolkit.tools.values():
+            t.add_row(info.name, info.version or ("-" if info.found else ""),
+                      info.path or "NOT FOUND")
+    t.add_row(f"host ({r.host.name})", r.host.version or "", r.host.path or "NOT FOUND")
+    for name, version in r.runtime_compilers.items():
+        label = {"nvrtc": "NVRTC", "nvjitlink": "nvJitLink"}.get(name, name)
+        t.add_row(label, version or "", "library (cuda-bindings)" if version
+                  else "NOT FOUND: compile --via nvrtc will not work")
+    con.print(t)
+    lines = [f"toolkit: {r.toolkit.describe()}" if r.toolkit
+             else f"toolkit: none ({r.toolkit_error})"]
+    lines += [f"also found: {path} ({source}); choose it with --nvcc"
+              for source, path in r.other_toolkits]
+    lines.append(f"driver: {r.driver.reason}")
+    for g in r.gpus:
+        pcie = (f"PCIe gen{g.pcie_generation} x{g.pcie_width}"
+                f" (max gen{g.pcie_max_generation} x{g.pcie_max_width})"
+                if g.pcie_generation else "PCIe unknown")
+        lines.append(f"gpu {g.index}: {g.name}, {g.arch} (cc {g.compute_capability}), "
+                     f"{fmt_bytes(g.memory_bytes)}, {pcie}")
+    if not r.gpus:
+        lines.append(f"gpus: none listed ({r.nvml_note})")
+    lines.append(f"compile: {'yes' if r.can_compile else 'NO'} ({r.compile_check})")
+    lines.append(f"run: {'yes' if r.can_run else 'no'} ({r.driver.reason})")
+    for line in lines:
+        con.print(line, markup=False)

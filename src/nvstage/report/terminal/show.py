@@ -1,0 +1,120 @@
+"""``nvstage show`` on a terminal: one table per section, the will-it-run sentence."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from nvstage.report.terminal.console import notes, plain_table, say
+from nvstage.report.units import fmt_bytes
+
+
+def render_shown(shown, con, *, listing: bool = False) -> None:
+    """A ``view.Shown``: its notes on stderr, the sections on ``con``, then the verdict."""
+    notes(shown.notes, soft_wrap=True)
+    render(shown.data, con, listing=listing)
+    if shown.will_it_run is not None:
+        con.print(shown.will_it_run.explain(), markup=False)
+
+
+def render(data: dict, con, *, listing: bool = False) -> None:
+    """The sections ``view.collect_*`` gathered, in reading order."""
+    for section in ("ptx", "fatbin", "resources", "sass"):
+        if section in data:
+            _RENDER[section](data[section], con, listing)
+
+
+_RIGHT = ("#", "size", "regs", "spill", "stack", "smem", "cmem", "lmem", "bar", "time", "instr",
+          "lines")
+
+
+def _table(title: str, *cols: str):
+    t = plain_table(title=title, title_justify="left", pad_edge=False)
+    for c in cols:
+        t.add_column(c, justify="right" if c.startswith(_RIGHT) else "left", overflow="fold")
+    return t
+
+
+def _ptx(modules, con, _listing) -> None:
+    for m in modules:
+        t = _table(f"PTX {m.version}, target {m.target}, {m.line_count} lines",
+                   "entry", "parameters", "lines", "maxntid")
+        for e in m.entries:
+            params = ", ".join(f"{p.ptx_type}{'*' if p.is_pointer else ''}"
+                               f"{'[' + str(p.size) + ']' if p.ptx_type == 'b8' else ''}"
+                               f" ({p.size} B, align {p.align})" for p in e.params)
+            t.add_row(e.demangled, params or "-", str(e.line_count),
+                      "x".join(map(str, e.max_ntid)) if e.max_ntid else "")
+        con.print(t)
+
+
+def _fatbin(images, con, _listing) -> None:
+    if not images:
+        return
+    t = _table("fatbin images", "#", "image", "kind", "arch", "size", "role", "section",
+               "PTX ISA", "kernels")
+    for im in images:
+        t.add_row(str(im.index), im.name, im.kind, im.arch, fmt_bytes(im.size), im.role,
+                  im.section, im.ptx_version or "", str(len(im.kernels)) if im.kernels
+                  or im.kind != "ltoir" else "?")
+    con.print(t)
+
+
+def _n(v) -> str:
+    return "?" if v is None else str(v)
+
+
+def _resources(rows, con, _listing) -> None:
+    # Per-file (-rdc) numbers are the exception: the column appears only when one is present.
+    show_final = any(not r.final for r in rows)
+    cols = ["kernel", "arch", "regs", "spill st/ld", "stack", "smem", "cmem[0]", "lmem", "bar",
+            "time (ms)"] + (["final"] if show_final else [])
+    t = _table("resources", *cols)
+    for c in t.columns:  # numbers never wrap; a long kernel name is cut with an ellipsis
+        c.no_wrap = True
+    t.columns[0].overflow, t.columns[0].max_width = "ellipsis", 48
+    for r in rows:
+        spill = f"{_n(r.spill_stores)}/{_n(r.spill_loads)}"
+        if r.spills:
+            spill += " SPILLS"
+        cells = [r.name, r.arch, str(r.registers), spill, str(r.stack_frame),
+                 str(r.shared_bytes), _n(r.constant_bytes), _n(r.local_bytes), _n(r.barriers),
+                 "" if r.compile_ms is None else f"{r.compile_ms:.2f}"]
+        t.add_row(*cells, *(["yes" if r.final else "no (per file)"] if show_final else []))
+    sources = sorted({r.source for r in rows if r.source})
+    if sources:
+        unknown = any(r.spill_stores is None for r in rows)
+        t.caption = ("from " + "; ".join(sources) + "; smem: static shared memory per block as "
+                     "ptxas counts it" + ("; ?: not in cuobjdump's report (ptxas' figures "
+                                          "come with a build by nvstage compile; NVRTC's "
+                                          "with --resource-usage)" if unknown
+                                          else ""))
+        t.caption_justify = "left"
+    con.print(t)
+    for r in rows:
+        if r.spills:
+            say(f"warning: {r.demangled} ({r.arch}) spills: {r.spill_stores} bytes stored, "
+                f"{r.spill_loads} bytes loaded from local memory")
+
+
+def _sass(kernels, con, listing) -> None:
+    t = _table("SASS", "kernel", "arch", "image", "instructions", "top opcodes")
+    for k in kernels:
+        top = ", ".join(f"{op} {n}" for op, n in list(k.opcode_counts.items())[:6])
+        t.add_row(k.demangled + ("" if k.is_entry else " (device function)"), k.arch,
+                  k.image, str(k.instruction_count), top)
+    con.print(t)
+    if not listing:
+        return
+    for k in kernels:
+        con.print(Text(f"\n{k.demangled} ({k.arch}, {k.image})", style="bold"))
+        last = None
+        for i in k.instructions:
+            if i.source and i.source != last:
+                con.print(Text(f"        // {i.source}", style="dim"))
+                last = i.source
+            if i.label:  # branch targets, as nvdisasm names them in the BRA operands
+                con.print(Text(f"{i.label}:", style="bold"))
+            con.print(Text(f"  {i.offset:05x}  {i.text}"))
+
+
+_RENDER = {"ptx": _ptx, "fatbin": _fatbin, "resources": _resources, "sass": _sass}
