@@ -23,5 +23,11 @@ def captured(tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(p.stem for p in GOLDEN.glob("*.json")))
 def test_json_output_unchanged(captured, name):
     want = json.loads((GOLDEN / f"{name}.json").read_text())
-    assert captured[name] == want, f"nvstage {name}: --json changed (capture.py --write after " \
-                                   f"a deliberate change)"
+    if captured[name] != want:
+        import difflib
+
+        a = json.dumps(want, indent=1, sort_keys=True).splitlines()
+        b = json.dumps(captured[name], indent=1, sort_keys=True).splitlines()
+        diff = "\n".join(list(difflib.unified_diff(a, b, "golden", "now", lineterm="", n=2))[:120])
+        pytest.fail(f"nvstage {name}: --json changed (capture.py --write after a deliberate "
+                    f"change):\n{diff}", pytrace=False)
