@@ -10,7 +10,6 @@ id (and the names derived from it), and host facts (doctor's versions and paths)
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -54,23 +53,19 @@ COMMANDS: list[tuple[str, list[str]]] = [
 
 _TIME_KEY = re.compile(r"(seconds|_s|_ns|ns|_ms|started|wall|elapsed|time|duration|median|p25|"
                        r"p75|min|max|iqr|mean)$")
-_VOLATILE_KEY = {"sha256", "size", "stored_size", "bytes_stored", "hits", "misses", "stored", "direct_hits",
-                 "corrupt", "entries", "total_bytes", "hit_rate", "cached", "dir", "evicted",
-                 "critical_path"}  # the longest chain follows measured times
+_VOLATILE_KEY = {"sha256", "size", "stored_size", "bytes_stored", "hits", "misses", "stored",
+                 "direct_hits", "corrupt", "entries", "total_bytes", "hit_rate", "cached", "dir",
+                 "evicted", "critical_path"}  # the longest chain follows measured times
 # Measured text inside strings, and temporary folders (tempfile's random names).
 _TEXT = [(re.compile(r"Compile time = [\d.]+ ms"), "Compile time = <t> ms")]
 _MODULE_ID = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{2,}_[A-Za-z0-9_]+?_[0-9a-f]{8}|"
                         r"__nv_module_id_[0-9a-f_]+|tmpxft_[0-9a-f_]+|[0-9a-f]{24,})")
 
 
-@functools.cache
-def _temp_pattern() -> re.Pattern:
-    """tempfile's folders under this process's temp folder (the tests set their own $TMPDIR)."""
-    import tempfile
-
-    roots = {"/tmp", "/var/tmp", tempfile.gettempdir(), os.path.realpath(tempfile.gettempdir())}
-    alts = "|".join(re.escape(r) for r in sorted(roots, key=len, reverse=True))
-    return re.compile(rf"({alts})/(nvstage|tmp)[-\w]*")
+# The commands' own $TMPDIR (``capture``) is replaced by this first; tempfile's folders in it
+# by "<tmp>" (their names are random).
+_TMP = "<T>"
+_TEMP_NAMES = re.compile(re.escape(_TMP) + r"/(nvstage|tmp)[-\w]*")
 
 
 def normalise(obj, subs: list[tuple[str, str]]):
@@ -92,7 +87,7 @@ def normalise(obj, subs: list[tuple[str, str]]):
             obj = obj.replace(old, new)
         for pattern, new in _TEXT:
             obj = pattern.sub(new, obj)
-        obj = _temp_pattern().sub("<tmp>", obj)
+        obj = _TEMP_NAMES.sub("<tmp>", obj)
         return _MODULE_ID.sub("<id>", obj)
     if isinstance(obj, float):
         return round(obj, 6)
@@ -101,12 +96,16 @@ def normalise(obj, subs: list[tuple[str, str]]):
 
 def capture(work: Path) -> dict[str, dict]:
     """Run every command in ``work`` (a fresh folder) and return name -> normalised result."""
+    # Their own temporary folder beside ``work``, whatever $TMPDIR the caller has.
+    tmp = work.parent / f"{work.name}-tmp"
+    tmp.mkdir(exist_ok=True)
     env = dict(os.environ, NVSTAGE_CACHE_DIR=str(work / ".cache"), COLUMNS="120",
-               NO_COLOR="1")
+               NO_COLOR="1", TMPDIR=str(tmp))
     from nvstage.compiler.toolkit import find_toolkit
 
     tk = find_toolkit()
-    subs = sorted({(str(work), "<work>"), (str(work.resolve()), "<work>"),
+    subs = sorted({(str(tmp), _TMP), (str(tmp.resolve()), _TMP),
+                   (str(work), "<work>"), (str(work.resolve()), "<work>"),
                    (str(ROOT), "<root>"), (tk.root, "<toolkit>"),
                    (os.path.realpath(tk.root), "<toolkit>")}, key=lambda s: -len(s[0]))
     out = {}
@@ -128,7 +127,8 @@ def main() -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="nvstage-golden-") as tmp:
-        got = capture(Path(tmp))
+        (Path(tmp) / "work").mkdir()
+        got = capture(Path(tmp) / "work")
     if "--write" in sys.argv:
         GOLDEN.mkdir(parents=True, exist_ok=True)
         for name, doc in got.items():
