@@ -244,3 +244,70 @@ def dump(toolkit):
         return "\n".join(out)
 
     return run
+
+
+# -- a hostile server ---------------------------------------------------------------------------
+@dataclass
+class Hostile:
+    """A server on loopback that answers as a test says (``handler(conn, request_bytes)``
+    per connection, in a thread), and remembers what each connection sent first."""
+
+    port: int
+    seen: list[bytes]
+
+
+@pytest.fixture
+def hostile():
+    """``hostile(handler)``: a listening socket whose connections ``handler`` serves; every
+    socket and thread is closed and joined after the test."""
+    import threading
+
+    listeners: list[socket.socket] = []
+    conns: list[socket.socket] = []
+    threads: list[threading.Thread] = []
+    stop = threading.Event()
+
+    def start(handler) -> Hostile:
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(16)
+        lsock.settimeout(0.1)
+        listeners.append(lsock)
+        server = Hostile(lsock.getsockname()[1], [])
+
+        def serve(conn: socket.socket) -> None:
+            try:
+                conn.settimeout(5)
+                first = conn.recv(1 << 16)
+                server.seen.append(first)
+                handler(conn, first, stop)
+            except OSError:
+                pass
+
+        def accept() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = lsock.accept()
+                except (TimeoutError, socket.timeout):
+                    continue
+                except OSError:
+                    return
+                conns.append(conn)
+                t = threading.Thread(target=serve, args=(conn,), daemon=True)
+                threads.append(t)
+                t.start()
+
+        t = threading.Thread(target=accept, daemon=True)
+        threads.append(t)
+        t.start()
+        return server
+
+    yield start
+    stop.set()
+    for s in listeners + conns:
+        try:
+            s.close()
+        except OSError:
+            pass
+    for t in list(threads):
+        t.join(timeout=10)

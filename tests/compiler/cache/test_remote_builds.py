@@ -36,7 +36,7 @@ class Runner:
         self.config = root / f"{name}-config"
         self.monkeypatch, self.toolkit = monkeypatch, toolkit
 
-    def build(self, out: str = "k.o", **env):
+    def build(self, out: str = "k.o", keep: str | None = None, **env):
         self.monkeypatch.setenv("XDG_CONFIG_HOME", str(self.config))
         for k, v in env.items():
             if v is None:
@@ -47,7 +47,7 @@ class Runner:
         opts = CompileOptions(gencodes=GENCODES, compile_only=True, include_dirs=("inc",),
                               output=out)
         return nvstage.compile("k.cu", opts, toolkit=self.toolkit, jobs=2,
-                               cache=str(self.cache))
+                               cache=str(self.cache), keep=keep)
 
 
 def tier(build, n: int = 1) -> dict:
@@ -251,25 +251,97 @@ def test_a_full_redis(redis_factory, runners, workdir, dump, reference, fresh_ti
     assert "writes_off" in tier(b) and "off" not in tier(b) and tier(b)["stored"] == 0
 
 
-def test_credentials_are_never_shown_or_written(redis_factory, runners, workdir, fresh_tiers):
+def _files_hold(roots, secrets) -> list[str]:
+    """Every file under ``roots`` that holds one of ``secrets`` (as bytes)."""
+    found = []
+    for root in roots:
+        for f in Path(root).rglob("*"):
+            if f.is_file() and not f.is_symlink():
+                data = f.read_bytes()
+                found += [f"{f}: {s}" for s in secrets if s.encode() in data]
+    return found
+
+
+@pytest.mark.parametrize("kind", ["redis", "webdav"])
+def test_credentials_are_never_shown_or_written(request, redis_factory, runners, workdir, cli,
+                                                monkeypatch, fresh_tiers, kind):
+    """A password in the URL, in NVSTAGE_REMOTE_PASSWORD, a token in NVSTAGE_REMOTE_TOKEN, a
+    wrong one: none of them (nor the Basic header made of them) is in what a build says or
+    returns, in any file the builds wrote (local folders, outputs, the kept build record),
+    or in ``nvstage cache`` and ``nvstage cache --json``."""
+    import base64
     import json
 
-    from nvstage.compiler.cache.store import Cache
-
-    server = redis_factory("--requirepass", "s3cret-pw")
-    url = f"redis://:s3cret-pw@127.0.0.1:{server.port}/0"
+    if kind == "redis":
+        server = redis_factory("--requirepass", "s3cret-pw")
+        base = f"127.0.0.1:{server.port}/0"
+        url = f"redis://:s3cret-pw@{base}"
+    else:
+        server = request.getfixturevalue("webdav_server")  # nginx takes any Authorization
+        base = server.url.split("://", 1)[1]
+        url = f"http://ci:s3cret-pw@{base}"
+    scheme = url.split(":", 1)[0]
+    secrets = ["s3cret-pw", "n0pe-pw", "t0ken-pw",
+               *(base64.b64encode(f"ci:{pw}".encode()).decode()
+                 for pw in ("s3cret-pw", "n0pe-pw"))]
     a = runners("a")
-    good = a.build(NVSTAGE_REMOTE_CACHE=url + TIMEOUTS)
-    assert tier(good)["stored"] > 0 and not fresh_tiers
-    wrong = runners("b").build(out="b.o", NVSTAGE_REMOTE_CACHE=url.replace("s3cret-pw", "n0pe-pw")
-                               + TIMEOUTS)
-    assert "off" in tier(wrong) and len(fresh_tiers) == 1
-    for secret in ("s3cret-pw", "n0pe-pw"):
-        for text in (json.dumps(good.to_json()), json.dumps(wrong.to_json()), *fresh_tiers,
-                     (a.cache / "tiers.json").read_text(),
-                     json.dumps(tiers.describe(Cache(a.cache)))):
-            assert secret not in text
-    # The password from its own variable works the same way.
-    c = runners("c").build(out="c.o", NVSTAGE_REMOTE_CACHE=f"redis://127.0.0.1:{server.port}/0"
-                           + TIMEOUTS, NVSTAGE_REMOTE_PASSWORD="s3cret-pw")
-    assert all(r.cached for r in c.runs)
+    builds = [a.build(keep="a.keep", NVSTAGE_REMOTE_CACHE=url + TIMEOUTS)]
+    assert tier(builds[0])["stored"] > 0 and not fresh_tiers
+    builds.append(runners("b").build(
+        out="b.o", keep="b.keep",
+        NVSTAGE_REMOTE_CACHE=url.replace("s3cret-pw", "n0pe-pw") + TIMEOUTS))
+    if kind == "redis":  # a wrong password: the tier goes off, with one line
+        assert "off" in tier(builds[1]) and len(fresh_tiers) == 1
+    # The password from its own variable works the same way; a token is one more secret.
+    env = dict(NVSTAGE_REMOTE_CACHE=f"{scheme}://{'ci@' if kind == 'webdav' else ''}{base}"
+               + TIMEOUTS, NVSTAGE_REMOTE_PASSWORD="s3cret-pw")
+    c = runners("c")
+    builds.append(c.build(out="c.o", keep="c.keep", **env))
+    assert all(r.cached for r in builds[-1].runs)
+    if kind == "webdav":
+        builds.append(runners("d").build(out="d.o", keep="d.keep",
+                                         NVSTAGE_REMOTE_CACHE=f"http://{base}" + TIMEOUTS,
+                                         NVSTAGE_REMOTE_TOKEN="t0ken-pw",
+                                         NVSTAGE_REMOTE_PASSWORD=None))
+        assert all(r.cached for r in builds[-1].runs)
+    said = [json.dumps(b.to_json()) for b in builds] + list(fresh_tiers)
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(c.cache))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    for args in (("cache", "--json"), ("cache",)):
+        r = cli(*args)
+        assert r.exit_code == 0, r.stderr
+        said += [r.stdout, r.stderr]
+    assert json.loads(said[-4])["tiers"][1]["configured"]
+    assert [f"{s!r} in {t[:200]!r}" for t in said for s in secrets if s in t] == []
+    assert _files_hold([workdir, *Path(a.cache).parent.iterdir()], secrets) == []
+
+
+def test_the_remote_comes_from_the_environment_only(redis_server, kernels, workdir, cli,
+                                                    monkeypatch, tmp_path_factory):
+    """Settings in the repository (a pull request can write those) name no remote tier:
+    pyproject.toml's [tool.nvstage], files named like settings, ccache's own setting. Only
+    NVSTAGE_REMOTE_CACHE does."""
+    import json
+    import shutil
+
+    url = redis_server.url
+    shutil.copy(kernels / "saxpy.cu", workdir)
+    (workdir / "pyproject.toml").write_text(
+        f'[tool.nvstage]\nremote_cache = "{url}"\nNVSTAGE_REMOTE_CACHE = "{url}"\n')
+    for name in (".env", "nvstage.toml", ".nvstage", "ccache.conf", ".nvstagerc"):
+        (workdir / name).write_text(f"NVSTAGE_REMOTE_CACHE={url}\nremote_storage = {url}\n"
+                                    f"remote_cache = {url}\n")
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("CCACHE_CONFIGPATH", str(workdir / "ccache.conf"))
+    r = cli("compile", "saxpy.cu", "--arch", "sm_90", "-c", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "tiers" not in json.loads(r.stdout).get("cache", {})
+    assert redis_server.cli().dbsize() == 0
+    assert "tiers" not in json.loads(cli("cache", "--json").stdout)
+    # The same build with the variable set writes to that server.
+    monkeypatch.setenv("NVSTAGE_REMOTE_CACHE", url + TIMEOUTS)
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    r = cli("compile", "saxpy.cu", "--arch", "sm_90", "-c", "-o", "again.o")
+    assert r.exit_code == 0, r.stderr
+    assert redis_server.cli().dbsize() > 0

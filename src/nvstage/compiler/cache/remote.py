@@ -3,11 +3,17 @@ the two kinds of server it speaks to, Redis and HTTP.
 
 A backend only moves bytes under names (64 hex digits, made by ``tiers.py``): ``get`` gives
 the bytes or None, ``put`` stores them. It knows nothing of entries, signatures or the local
-cache. Every operation is bounded in time (a connect timeout, then an operation timeout on
-each socket read or write); anything that is not an answer (refused, reset, timed out, a
-reply that is not the protocol) raises ``Fault``, and a server that answers but will not
-store (Redis's ``maxmemory`` with ``noeviction``, HTTP 403, 405, 413, 507) raises ``Refused``.
-``tiers.py`` turns either into "this tier is off for the rest of the build".
+cache. Every operation is bounded in time: the whole of it (connecting, sending, every byte of
+the answer) takes at most the operation timeout, plus the connect timeout when it opens the
+connection; a server that trickles its answer a byte at a time is cut off at that point, not
+merely at a silence as long as the timeout (``_Watch``). What is read is bounded in size too:
+no answer is read beyond the limit the caller gives (an object larger than an entry may be is
+skipped or the connection dropped), and no Redis reply nests or holds more items than asked
+for. Anything that is not an answer (refused, reset, timed out, a reply that is not the
+protocol, an HTTP redirect: never followed, so credentials never go to another host) raises
+``Fault``, and a server that answers but will not store (Redis's ``maxmemory`` with
+``noeviction``, HTTP 403, 405, 413, 507) raises ``Refused``. ``tiers.py`` turns either into
+"this tier is off for the rest of the build".
 
 Configuration (``NVSTAGE_REMOTE_CACHE``), one or more specs separated by blanks, each a URL
 with ccache-style ``|name=value`` attributes::
@@ -15,6 +21,9 @@ with ccache-style ``|name=value`` attributes::
     redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]      (rediss:// for TLS)
     http(s)://[USER:PASSWORD@]HOST[:PORT][/PATH]    |layout=subdirs (default), flat or bazel
     ...|connect-timeout=MS|operation-timeout=MS|read-only=true
+
+``connect-timeout`` (1000) bounds opening a connection; ``operation-timeout`` (5000) bounds one
+operation (a GET, an MGET, a PUT) from its first byte sent to its last byte read.
 
 Credentials may instead come from ``NVSTAGE_REMOTE_USER``/``NVSTAGE_REMOTE_PASSWORD`` (HTTP
 basic authentication, Redis AUTH) and ``NVSTAGE_REMOTE_TOKEN`` (HTTP bearer). They are never
@@ -33,6 +42,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import socket
 import threading
 import urllib.parse
@@ -68,14 +78,14 @@ class Spec:
     port: int
     path: str  # HTTP: the URL's path, no trailing slash; Redis: the database number
     username: str | None = None
-    password: str | None = None
-    token: str | None = None
+    password: str | None = field(default=None, repr=False)  # a traceback never shows them
+    token: str | None = field(default=None, repr=False)
     layout: str = "subdirs"
     connect_s: float = DEFAULT_CONNECT_S
     operation_s: float = DEFAULT_OPERATION_S
     read_only: bool = False
     prefix: str = "nvstage"
-    secrets: list[str] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list, repr=False)
 
     @property
     def kind(self) -> str:
@@ -194,6 +204,63 @@ def open_backend(spec: Spec):
     return RedisBackend(spec) if spec.kind == "redis" else HttpBackend(spec)
 
 
+_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+def _name(name: str) -> str:
+    """``name`` if it is one (64 hex digits): nothing else becomes a key or a URL path."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"not an object name: {name!r}")
+    return name
+
+
+class _Slot:
+    """One thread's Redis connection, (socket, reader), and the socket under it, which a
+    ``_Watch`` shuts down (an HTTPConnection serves as its own slot: it has ``sock``)."""
+
+    __slots__ = ("conn", "sock")
+
+    def __init__(self):
+        self.conn = None
+        self.sock: socket.socket | None = None
+
+
+class _Watch:
+    """Bounds one operation's whole time. A socket timeout only bounds each silence: a server
+    that sends one byte per timeout would hold a build for as long as it likes. When the time
+    is up, the slot's socket is shut down (from a timer thread), which ends a read or a write
+    blocked on it, TLS handshakes included; the caller then reports a timeout (``fired``)."""
+
+    def __init__(self, slot: _Slot, seconds: float):
+        self._slot = slot
+        self._lock = threading.Lock()
+        self._done = False
+        self.fired = False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self):
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._done = True
+        self._timer.cancel()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+        sock = self._slot.sock
+        if sock is not None:
+            try:  # the plain socket's shutdown: an SSL socket's would need its own thread
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 # -- Redis ------------------------------------------------------------------------------------
 class _ErrorReply(Exception):
     """An error the server answered with (``-ERR ...``)."""
@@ -201,7 +268,6 @@ class _ErrorReply(Exception):
 
 _REFUSALS = ("OOM", "READONLY", "NOPERM", "MISCONF")
 _MAX_BULK = 512 << 20  # Redis's own limit for a string
-_MAX_ITEMS = 1 << 16
 
 
 class RedisBackend:
@@ -209,7 +275,10 @@ class RedisBackend:
 
     The protocol is small (GET, MGET, SET, AUTH, SELECT) and spoken here with the standard
     library: importing redis-py takes about 150 ms, more than a whole compile command that
-    hits. Every read and write is bounded by the operation timeout; nothing is retried."""
+    hits. Every command is bounded by the operation timeout (``_Watch``); nothing is
+    retried. A reply is read within what was asked: a string longer than the caller's limit
+    is skipped (within the time bound) and given as ``b""`` (rejected by the caller), and an
+    array is taken only as long as the keys asked for, of strings."""
 
     def __init__(self, spec: Spec):
         self.spec = spec
@@ -218,13 +287,18 @@ class RedisBackend:
         self._lock = threading.Lock()
 
     def _key(self, name: str) -> bytes:
-        return f"{self.spec.prefix}:{name}".encode()
+        return f"{self.spec.prefix}:{_name(name)}".encode()
 
     # -- the connection ---------------------------------------------------------------------
-    def _conn(self):
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+    def _slot(self) -> _Slot:
+        slot = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = _Slot()
+        return slot
+
+    def _conn(self, slot: _Slot):
+        if slot.conn is not None:
+            return slot.conn
         spec = self.spec
         try:
             sock = socket.create_connection((spec.host, spec.port), timeout=spec.connect_s)
@@ -234,51 +308,52 @@ class RedisBackend:
         except OSError as e:
             raise Fault(spec.mask(f"cannot connect to {spec.host}:{spec.port}: "
                                   f"{e.strerror or e}")) from None
+        slot.sock = sock
+        with self._lock:
+            self._socks.append(sock)
         try:
             sock.settimeout(spec.operation_s)
             if spec.scheme == "rediss":
                 import ssl
 
-                sock = ssl.create_default_context().wrap_socket(sock,
-                                                                server_hostname=spec.host)
-            conn = (sock, sock.makefile("rb"))
-            with self._lock:
-                self._socks.append(sock)
-            self._local.conn = conn
+                sock = ssl.create_default_context().wrap_socket(
+                    sock, server_hostname=spec.host, do_handshake_on_connect=False)
+                slot.sock = sock  # the plain one is detached: the watch shuts this one
+                with self._lock:
+                    self._socks.append(sock)
+                sock.do_handshake()
+            slot.conn = (sock, sock.makefile("rb"))
             if spec.password is not None:
-                self._command(b"AUTH", *([spec.username.encode()] if spec.username else []),
-                              spec.password.encode())
+                self._command(slot, [b"AUTH", *([spec.username.encode()] if spec.username
+                                                else []), spec.password.encode()], 1 << 10)
             if spec.path != "0":
-                self._command(b"SELECT", spec.path.encode())
+                self._command(slot, [b"SELECT", spec.path.encode()], 1 << 10)
         except _ErrorReply as e:
-            self._drop()
+            self._drop(slot)
             raise Fault(spec.mask(f"the server refused the connection: {e}")) from None
-        except OSError as e:
-            self._drop()
-            raise Fault(spec.mask(f"cannot connect to {spec.host}:{spec.port}: "
-                                  f"{e.strerror or e}")) from None
-        return conn
+        return slot.conn
 
-    def _drop(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            self._local.conn = None
-            for c in (conn[1], conn[0]):
-                try:
-                    c.close()
-                except OSError:
-                    pass
+    def _drop(self, slot: _Slot) -> None:
+        conn, sock = slot.conn, slot.sock
+        slot.conn = slot.sock = None
+        for c in ((conn[1], conn[0]) if conn is not None else ()) + ((sock,) if sock else ()):
+            try:
+                c.close()
+            except OSError:
+                pass
 
-    def _command(self, *words: bytes):
-        sock, reader = self._conn()
+    def _command(self, slot: _Slot, words: list[bytes], limit: int, items: int = 0):
+        sock, reader = self._conn(slot)
         out = [b"*%d\r\n" % len(words)]
         for w in words:
             out += [b"$%d\r\n" % len(w), w, b"\r\n"]
         sock.sendall(b"".join(out))
-        return self._reply(reader)
+        return self._reply(reader, limit, items)
 
-    def _reply(self, reader):
-        line = reader.readline(1 << 16)
+    def _reply(self, reader, limit: int, items: int = 0):
+        """One reply: strings up to ``limit`` bytes (longer ones skipped: ``b""``), an array
+        (``items`` > 0) of at most ``items`` strings; ValueError for anything else."""
+        line = reader.readline(1 << 12)
         if not line.endswith(b"\r\n"):
             raise ValueError("a reply line that does not end")
         kind, body = line[:1], line[1:-2]
@@ -294,57 +369,67 @@ class RedisBackend:
                 return None
             if not 0 <= n <= _MAX_BULK:
                 raise ValueError("a string longer than Redis allows")
+            if n > limit:
+                _skip(reader, n + 2)
+                return b""
             data = reader.read(n + 2)
             if len(data) != n + 2 or not data.endswith(b"\r\n"):
                 raise ValueError("a string cut short")
             return data[:-2]
-        if kind == b"*":
+        if kind == b"*" and items:
             n = int(body)
             if n == -1:
                 return None
-            if not 0 <= n <= _MAX_ITEMS:
+            if not 0 <= n <= items:
                 raise ValueError("an array longer than asked for")
-            return [self._reply(reader) for _ in range(n)]
-        raise ValueError(f"a reply of unknown type {kind!r}")
+            return [self._reply(reader, limit) for _ in range(n)]
+        raise ValueError(f"a reply of unexpected type {kind!r}")
 
-    def _call(self, *words: bytes):
+    def _call(self, words: list[bytes], limit: int = 1 << 10, items: int = 0):
         """One command's reply; ``Fault``/``Refused`` for anything but an answer."""
+        slot = self._slot()
+        spec = self.spec
+        seconds = spec.operation_s + (spec.connect_s if slot.conn is None else 0)
+        watch = _Watch(slot, seconds)
         try:
-            return self._command(*words)
+            with watch:
+                reply = self._command(slot, words, limit, items)
         except _ErrorReply as e:
             text = str(e)
             if text.startswith(_REFUSALS):
-                raise Refused(self.spec.mask(text)) from None
-            raise Fault(self.spec.mask(f"the server answered with an error: {text}")) from None
-        except Fault:
-            raise
-        except (TimeoutError, socket.timeout):
-            self._drop()
-            raise Fault(f"no answer within {self.spec.operation_s:g} s") from None
-        except (ValueError, UnicodeDecodeError) as e:
-            self._drop()
+                raise Refused(spec.mask(text)) from None
+            raise Fault(spec.mask(f"the server answered with an error: {text}")) from None
+        except (Fault, OSError, ValueError, UnicodeDecodeError) as e:
+            self._drop(slot)
+            if watch.fired or isinstance(e, (TimeoutError, socket.timeout)):
+                raise Fault(f"no answer within {seconds:g} s") from None
+            if isinstance(e, Fault):
+                raise
+            if isinstance(e, OSError):  # reset, closed, refused
+                raise Fault(spec.mask(e.strerror or str(e) or type(e).__name__)) from None
             raise Fault(f"not the Redis protocol: {e}") from None
-        except OSError as e:  # reset, closed, refused
-            self._drop()
-            raise Fault(self.spec.mask(e.strerror or str(e) or type(e).__name__)) from None
+        if watch.fired:  # what was read may have ended at the shutdown: cut short
+            self._drop(slot)
+            raise Fault(f"no answer within {seconds:g} s")
+        return reply
 
     # -- the backend's operations -----------------------------------------------------------
     def get(self, name: str, limit: int) -> bytes | None:
-        data = self._call(b"GET", self._key(name))
+        data = self._call([b"GET", self._key(name)], limit)
         if data is not None and not isinstance(data, bytes):
             raise Fault("the server answered GET with something that is not a string")
         return data
 
     def get_many(self, names: list[str], limit: int) -> list[bytes | None]:
         """Several objects in one round trip (MGET): a stage's candidate keys."""
-        got = self._call(b"MGET", *(self._key(n) for n in names))
+        got = self._call([b"MGET", *(self._key(n) for n in names)], limit, len(names))
         if not isinstance(got, list) or len(got) != len(names) or \
                 not all(v is None or isinstance(v, bytes) for v in got):
             raise Fault("the server answered MGET with something that is not a list of strings")
         return got
 
     def put(self, name: str, data: bytes) -> None:
-        if self._call(b"SET", self._key(name), data) != b"OK":
+        if self._call([b"SET", self._key(name), data]) != b"OK":
             raise Fault("the server did not answer SET with OK")
 
     def close(self) -> None:
@@ -357,7 +442,33 @@ class RedisBackend:
             self._socks.clear()
 
 
+def _skip(reader, n: int) -> None:
+    """Read and drop ``n`` bytes, a piece at a time (within the operation's time bound)."""
+    while n:
+        got = reader.read(min(n, 1 << 20))
+        if not got:
+            raise ValueError("a string cut short")
+        n -= len(got)
+
+
 # -- HTTP -------------------------------------------------------------------------------------
+_MAX_REPLY = 1 << 16
+
+
+def _https_class():
+    """HTTPSConnection whose TLS handshake runs after ``sock`` is the TLS socket, so that a
+    ``_Watch`` can end a handshake that trickles (``connect`` otherwise hands the plain
+    socket, already detached, to the watch until the handshake is done). No proxy tunnels."""
+    import http.client
+
+    class Connection(http.client.HTTPSConnection):
+        def connect(self):
+            http.client.HTTPConnection.connect(self)
+            self.sock = self._context.wrap_socket(self.sock, server_hostname=self.host,
+                                                  do_handshake_on_connect=False)
+            self.sock.do_handshake()
+
+    return Connection
 class HttpBackend:
     """GET, PUT and HEAD over one keep-alive connection per thread (http.client)."""
 
@@ -378,24 +489,26 @@ class HttpBackend:
 
     # -- where objects are ----------------------------------------------------------------
     def _path(self, name: str) -> str:
+        name = _name(name)
         if self.spec.layout == "subdirs":
             return f"{self.spec.path}/{name[:2]}/{name[2:]}"
         return f"{self.spec.path}/{name}"
 
     # -- one request ------------------------------------------------------------------------
     def _connection(self):
-        import http.client
-
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            cls = http.client.HTTPSConnection if self.spec.scheme == "https" else \
-                http.client.HTTPConnection
-            kw = {}
             if self.spec.scheme == "https":
                 import ssl
 
-                kw["context"] = ssl.create_default_context()
-            conn = cls(self.spec.host, self.spec.port, timeout=self.spec.connect_s, **kw)
+                conn = _https_class()(self.spec.host, self.spec.port,
+                                      timeout=self.spec.connect_s,
+                                      context=ssl.create_default_context())
+            else:
+                import http.client
+
+                conn = http.client.HTTPConnection(self.spec.host, self.spec.port,
+                                                  timeout=self.spec.connect_s)
             self._local.conn = conn
             with self._lock:
                 self._conns.append(conn)
@@ -408,56 +521,71 @@ class HttpBackend:
             self._local.conn = None
 
     def _request(self, method: str, path: str, body: bytes | None = None,
-                 limit: int = 0) -> tuple[int, bytes]:
-        """(status, body read within ``limit``). A kept-alive connection the server closed
-        meanwhile is opened again once; anything else raises ``Fault``."""
+                 limit: int = 0) -> tuple[int, bytes | None]:
+        """(status, body read within ``limit``: None for a longer one, which is not read).
+        A kept-alive connection the server closed meanwhile is opened again once; anything
+        else raises ``Fault``. A redirect is a status like any other: never followed."""
         import http.client
 
+        limit = limit or _MAX_REPLY  # a PUT's or a HEAD's answer: a few words
         for attempt in (0, 1):
             conn = self._connection()
             fresh = conn.sock is None
+            seconds = self.spec.operation_s + (self.spec.connect_s if fresh else 0)
+            watch = _Watch(conn, seconds)
             try:
-                if fresh:
-                    conn.connect()  # within the connect timeout
-                    conn.sock.settimeout(self.spec.operation_s)
-                headers = dict(self._headers)
-                if body is not None:
-                    headers["Content-Length"] = str(len(body))
-                    headers["Content-Type"] = "application/octet-stream"
-                conn.request(method, path, body=body, headers=headers)
-                resp = conn.getresponse()
-                length = resp.getheader("Content-Length")
-                if method == "HEAD":
-                    data = resp.read()  # nothing, and the response is done with
-                elif length is not None and length.isdigit() and limit and \
-                        int(length) > limit and resp.status == 200:
-                    self._drop()  # the body is not read: the connection cannot be reused
-                    return 413, b""
-                else:
-                    data = resp.read(limit + 1 if limit else None)
-                    if limit and len(data) > limit:
-                        self._drop()
-                        return 413, b""
-                if resp.will_close:
+                with watch:
+                    got = self._exchange(conn, fresh, method, path, body, limit)
+                if watch.fired:  # what was read may have ended at the shutdown: cut short
                     self._drop()
-                return resp.status, data
+                    raise Fault(f"no answer within {seconds:g} s")
+                return got
             except (http.client.RemoteDisconnected, BrokenPipeError,
                     ConnectionResetError) as e:
                 self._drop()
+                if watch.fired:
+                    raise Fault(f"no answer within {seconds:g} s") from None
                 if attempt == 0 and not fresh:
                     continue  # the server closed an idle kept-alive connection
                 raise Fault(self.spec.mask(f"the connection was closed: {e}")) from None
             except (TimeoutError, socket.timeout):
                 self._drop()
-                raise Fault(f"no answer within {self.spec.operation_s:g} s") from None
-            except (http.client.HTTPException, ValueError) as e:
+                raise Fault(f"no answer within {seconds:g} s") from None
+            except (http.client.HTTPException, ValueError, OSError) as e:
                 self._drop()
+                if watch.fired:
+                    raise Fault(f"no answer within {seconds:g} s") from None
+                if isinstance(e, OSError):
+                    raise Fault(self.spec.mask(e.strerror or str(e))) from None
                 raise Fault(self.spec.mask(f"not an HTTP answer: {type(e).__name__}: {e}")) \
                     from None
-            except OSError as e:
-                self._drop()
-                raise Fault(self.spec.mask(e.strerror or str(e))) from None
         raise Fault("unreachable")  # pragma: no cover
+
+    def _exchange(self, conn, fresh: bool, method: str, path: str, body: bytes | None,
+                  limit: int) -> tuple[int, bytes | None]:
+        if fresh:
+            conn.connect()  # within the connect timeout
+            conn.sock.settimeout(self.spec.operation_s)
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Length"] = str(len(body))
+            headers["Content-Type"] = "application/octet-stream"
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        length = resp.getheader("Content-Length")
+        if method == "HEAD":
+            data = resp.read()  # nothing, and the response is done with
+        elif length is not None and length.isdigit() and int(length) > limit:
+            self._drop()  # the body is not read: the connection cannot be reused
+            return resp.status, None
+        else:
+            data = resp.read(limit + 1)
+            if len(data) > limit:
+                self._drop()
+                return resp.status, None
+        if resp.will_close:
+            self._drop()
+        return resp.status, data
 
     def _check_get(self, status: int, what: str) -> bool:
         """True for a body, False for "not there"; else ``Fault``."""
@@ -476,24 +604,26 @@ class HttpBackend:
 
     # -- the backend's two operations -------------------------------------------------------
     def get(self, name: str, limit: int) -> bytes | None:
+        """The object, None when there is none, ``b""`` for one that cannot be an entry
+        (longer than ``limit``; in the Bazel layout, an action that is not ours or a blob
+        that is not its digest's): the caller counts it rejected."""
         if self.spec.layout != "bazel":
             status, data = self._request("GET", self._path(name), limit=limit)
-            if status == 413:
-                return b""  # too large to be an entry: a rejected one, not a fault
-            return data if self._check_get(status, "an object") else None
-        status, data = self._request("GET", f"{self.spec.path}/ac/{name}", limit=1 << 20)
-        if status == 413 or not self._check_get(status, "/ac/"):
-            return None if status != 413 else b""
-        digest = action_result_digest(data)
-        if digest is None:
-            return b""  # not an ActionResult of ours: rejected by the caller
-        sha, size = digest
-        if size > limit:
-            return b""
-        status, blob = self._request("GET", f"{self.spec.path}/cas/{sha}", limit=limit)
-        if status == 413 or not self._check_get(status, "/cas/"):
+            if not self._check_get(status, "an object"):
+                return None
+            return b"" if data is None else data
+        status, data = self._request("GET", f"{self.spec.path}/ac/{_name(name)}",
+                                     limit=1 << 20)
+        if not self._check_get(status, "/ac/"):
             return None
-        if hashlib.sha256(blob).hexdigest() != sha:
+        digest = action_result_digest(data) if data is not None else None
+        if digest is None or not _NAME.fullmatch(digest[0]) or digest[1] > limit:
+            return b""
+        sha = digest[0]
+        status, blob = self._request("GET", f"{self.spec.path}/cas/{sha}", limit=limit)
+        if not self._check_get(status, "/cas/"):
+            return None
+        if blob is None or hashlib.sha256(blob).hexdigest() != sha:
             return b""
         return blob
 
@@ -502,9 +632,10 @@ class HttpBackend:
             status, _ = self._request("PUT", self._path(name), data)
             self._check_put(status, "an object")
             return
+        name = _name(name)
         sha = hashlib.sha256(data).hexdigest()
         status, _ = self._request("HEAD", f"{self.spec.path}/cas/{sha}")
-        if status != 200:  # the content store has it already: only the action to write
+        if status != 200:  # 200: the content store has it already, only the action to write
             status, _ = self._request("PUT", f"{self.spec.path}/cas/{sha}", data)
             self._check_put(status, "/cas/")
         status, _ = self._request("PUT", f"{self.spec.path}/ac/{name}",

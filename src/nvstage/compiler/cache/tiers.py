@@ -282,7 +282,7 @@ class RemoteTier:
         except remote.Fault as e:
             self._fault(e, stats, False)
             return None
-        except RemoteCacheError as e:  # redis-py missing: said once, tier off
+        except RemoteCacheError as e:  # a setting that cannot be used: said once, tier off
             self.turn_off(self.spec.mask(e.message))
             return None
         finally:
