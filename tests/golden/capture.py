@@ -65,6 +65,8 @@ _MODULE_ID = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{2,}_[A-Za-z0-9_]+?_[0-9a-f]{8}|
 # The commands' own $TMPDIR (``capture``) is replaced by this first; tempfile's folders in it
 # by "<tmp>" (their names are random).
 _TMP = "<T>"
+# nvcc's plan records PATH: the same one on every machine (gcc is in /usr/bin).
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _TEMP_NAMES = re.compile(re.escape(_TMP) + r"/(nvstage|tmp)[-\w]*")
 
 
@@ -100,7 +102,7 @@ def capture(work: Path) -> dict[str, dict]:
     tmp = work.parent / f"{work.name}-tmp"
     tmp.mkdir(exist_ok=True)
     env = dict(os.environ, NVSTAGE_CACHE_DIR=str(work / ".cache"), COLUMNS="120",
-               NO_COLOR="1", TMPDIR=str(tmp))
+               NO_COLOR="1", TMPDIR=str(tmp), PATH=_PATH)
     from nvstage.compiler.toolkit import find_toolkit
 
     tk = find_toolkit()
