@@ -1,6 +1,14 @@
 """What ``nvstage check`` checks, and the rule that a gate which checked nothing fails: the
 budgets (a given file, else the nearest pyproject.toml), the build (a keep folder or
-stages.json as it is, or a .cu compiled now with the budgets' compile options), the gate."""
+stages.json as it is, a .cu compiled now with the budgets' compile options, or every
+translation unit of a build record), the gate.
+
+A build record (a build run with nvstage as its compiler launcher) is checked unit by unit
+with the same gate, each unit's build as its entry's manifest recorded it (``check_record``):
+the kernels from the ptxas report it kept, the cubins and PTX the fatbinary stage embedded
+(sizes and arches as recorded: the files were temporary), the stage times. Each violation
+points at the kernel's line in the unit's source, found by a bounded read of that file (a
+regular file with a C, C++ or CUDA source's name; it is only ever read)."""
 
 from __future__ import annotations
 
@@ -8,12 +16,13 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from nvstage.check.budgets import Budgets, find_config, load_budgets
 from nvstage.check.gate import CheckResult, check
-from nvstage.errors import StageFailed, UsageError
+from nvstage.compiler.record import Build
+from nvstage.errors import NvstageError, StageFailed, UsageError
 
 
 def check_build(target: str | os.PathLike | None = None, *,
@@ -41,9 +50,21 @@ def check_build(target: str | os.PathLike | None = None, *,
                              "(or set source in [tool.nvstage])")
         target = budgets.source
     toolkit = toolkit or find_toolkit(nvcc)
-    with build_of(Path(target), budgets, toolkit, keep_dir) as build:
-        result = check(build, budgets, toolkit=toolkit, run_report=run_report,
-                       baseline=baseline)
+    from nvstage.compiler.buildlog import find
+
+    if find(target) is not None:
+        given = [o for o, v in (("--baseline", baseline), ("--run-report", run_report),
+                                ("--keep-dir", keep_dir)) if v is not None]
+        if given:
+            raise UsageError(f"{' and '.join(given)} apply to one build; {target} is a whole "
+                             "build's record, checked unit by unit against the budgets",
+                             hint="check one unit's keep folder for a baseline or a run "
+                                  "report")
+        result = check_record(target, budgets, toolkit=toolkit)
+    else:
+        with build_of(Path(target), budgets, toolkit, keep_dir) as build:
+            result = check(build, budgets, toolkit=toolkit, run_report=run_report,
+                           baseline=baseline)
     if result.checked == 0:
         why = f"the build of {result.measurements.source} has no kernels" \
             if not result.measurements.kernels else \
@@ -94,3 +115,107 @@ def _compile(target: Path, budgets: Budgets, toolkit, keep_dir: str):
             out = Path(keep_dir).resolve() / (target.name.rsplit(".", 1)[0] + suffix)
             options = replace(options, output=str(out))
     return run_compile(target, options, toolkit=toolkit, keep=keep_dir)
+
+
+# -- a whole build, from its build record ------------------------------------------------------
+
+# The names a translation unit's source may have for check to read it for kernel lines (a
+# record naming /etc/passwd as a source is not followed there).
+SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cxx", ".cc", ".c++", ".cp", ".c", ".C", ".h",
+                   ".hpp", ".hxx", ".hh", ".inl", ".inc")
+# Where recorded artifacts "are": nowhere, so no reader opens a file a record names.
+_NOWHERE = "/nonexistent/nvstage-build-record-artifact"
+NAMED = 20  # units named in one note before the rest are counted
+
+
+@dataclass
+class RecordedBuild(Build):
+    """A unit's build as its entry's manifest recorded it: no file of it read, its artifacts
+    (``recorded``) the embedded cubins and PTX and the fatbin, by kind, arch and size."""
+
+    recorded: list = field(default_factory=list)
+
+    @property
+    def artifacts(self) -> list:
+        return [a for r in self.runs for a in r.artifacts] + self.recorded
+
+
+def recorded_build(entry, build=None) -> RecordedBuild:
+    """The ``RecordedBuild`` of a build-record entry (``ArtifactError`` when it has no
+    manifest or a damaged one); ``build``: its manifest already read (no file touched)."""
+    if build is None:
+        build = entry.manifest_build(plan=False)  # touches no file; the gate needs no plan
+    embedded = entry.embedded_files()
+    recorded = []
+    for a in entry.recorded_artifacts():
+        if a.kind == "fatbin" or a.kind in ("cubin", "ptx") and (embedded is None
+                                                                 or a.path in embedded):
+            recorded.append(replace(a, path=os.path.join(_NOWHERE, os.path.basename(a.path))))
+    return RecordedBuild(**{f.name: getattr(build, f.name) for f in fields(Build)},
+                         recorded=recorded)
+
+
+def readable_source(path: str | None) -> bool:
+    """Whether check may read ``path`` for kernel lines: a source's name, a regular file
+    (``metrics.locate_kernel`` bounds the read)."""
+    from nvstage.artifacts import is_regular
+
+    return bool(path) and path.endswith(SOURCE_SUFFIXES) and is_regular(path)
+
+
+def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -> CheckResult:
+    """Every kernel of every translation unit of the build record at ``record`` (a build
+    folder or its ``.nvstage-build``) against ``budgets``: the gate run on each unit's
+    recorded build, the results joined. Commands plain nvcc ran, failed ones and damaged
+    entries are named in the notes, unchecked."""
+    from nvstage.check.metrics import Measurements
+    from nvstage.inspect.build_view import load_build_view
+
+    view = load_build_view(record)
+    violations, kernels, stages, notes, unchecked = [], [], [], list(view.notes), []
+    arches: set[str] = set()
+    cubins: dict[str, int] = {}
+    fatbin = None
+    checked = 0
+    for u in view.units:
+        label = u.name
+        if u.status != "ok" or u.entry.build is None:
+            unchecked.append(f"{label} ({u.state}{': ' + u.reason if u.reason else ''})")
+            continue
+        try:
+            build = recorded_build(u.entry, u.build)
+            build.source = u.source or build.source
+            result = check(build, budgets, toolkit=toolkit)
+        except NvstageError as e:
+            unchecked.append(f"{label} ({e.message})")
+            continue
+        read = readable_source(u.source)
+        if not read and u.source:
+            notes.append(f"{label}: {u.source} is not read for kernel lines (not a regular "
+                         "file with a C, C++ or CUDA source's name)")
+        checked += result.checked
+        m = result.measurements
+        for v in result.violations:
+            file, line = (v.file, v.line) if read and v.file else (None, None)
+            if v.kernel is None:  # a build-wide limit: this unit's, at its source
+                violations.append(replace(v, message=f"{label}: {v.message}",
+                                          file=u.source if read else None, line=None))
+            else:
+                violations.append(replace(v, file=file, line=line))
+        kernels += [k if read else replace(k, file=None, line=None) for k in m.kernels]
+        stages += [{**s, "unit": label} for s in m.stages]
+        arches.update(m.arches)
+        for arch, size in m.cubin_bytes.items():
+            cubins[arch] = max(cubins.get(arch, 0), size)
+        if m.fatbin_bytes is not None:
+            fatbin = max(fatbin or 0, m.fatbin_bytes)
+        notes += [f"{label}: {n}" for n in result.notes]
+    if unchecked:
+        notes.append(f"{len(unchecked)} of {len(view.units)} translation units not checked: "
+                     + "; ".join(unchecked[:NAMED])
+                     + (f" and {len(unchecked) - NAMED} more" if len(unchecked) > NAMED else ""))
+    staged = len(view.units) - len(unchecked)
+    m = Measurements(view.folder, kernels, sorted(arches),
+                     f"the {staged} translation unit{'s' if staged != 1 else ''} of the build "
+                     "record", cubins, fatbin, stages)
+    return CheckResult(m, violations, checked, budgets.path, None, list(dict.fromkeys(notes)))

@@ -1,4 +1,5 @@
-"""nvstage check: fail a build whose kernels break their budgets (or grew past a baseline)."""
+"""nvstage check: fail a build whose kernels break their budgets (or grew past a baseline); a
+whole build's kernels from its build record, each annotated at its source line."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from nvstage.cli.options import nvcc_option
 def check_cmd(
     target: Annotated[Optional[Path], typer.Argument(
         help="A .cu file (compiled first, with \\[tool.nvstage.compile] options), a keep "
-        "folder, or its stages.json. Default: source in \\[tool.nvstage].",
+        "folder, or its stages.json; or a build folder built with nvstage as the compiler "
+        "launcher (every kernel of every translation unit). Default: source in "
+        "\\[tool.nvstage].",
         show_default=False)
         ] = None,
     config: Annotated[Optional[Path], typer.Option("--config",
@@ -39,8 +42,10 @@ def check_cmd(
     """Check kernels against budgets: registers, spills, shared memory, sizes, arches, times.
 
     Exits 1 when any budget is broken, naming each kernel (and its line, for GitHub), 0 when
-    all hold. Budgets live in [tool.nvstage.budgets] of pyproject.toml, or in a TOML file
-    given with --config that holds the same tables at its top level:
+    all hold. Given a build folder whose nvcc commands ran through nvstage, every kernel of
+    the project is checked, each violation at the kernel's line in its translation unit.
+    Budgets live in [tool.nvstage.budgets] of pyproject.toml, or in a TOML file given with
+    --config that holds the same tables at its top level:
 
         [budgets]                       # every kernel, and the whole build
         max_registers = 64
@@ -63,6 +68,8 @@ def check_cmd(
           nvstage check build.nvstage --format github --summary "$GITHUB_STEP_SUMMARY"
 
           nvstage check kernels/saxpy.cu --baseline main-check.json --write-baseline check.json
+
+          nvstage check build/ --config budgets.toml --format github
     """
     from nvstage.check.target import check_build
     from nvstage.errors import UsageError

@@ -1,4 +1,5 @@
-"""nvstage show: what is inside a PTX file, cubin, fatbin, object, executable or build."""
+"""nvstage show: what is inside a PTX file, cubin, fatbin, object, executable or build; for a
+build record (a whole build through the launcher), its kernels, or one of them."""
 
 from __future__ import annotations
 
@@ -13,13 +14,18 @@ from nvstage.cli.options import JsonOpt, NvccReadOpt
 
 def show_cmd(
     artifact: Annotated[Path, typer.Argument(
-        help="A .ptx, .cubin, .fatbin, object file, executable, keep folder or stages.json.",
+        help="A .ptx, .cubin, .fatbin, object file, executable, keep folder or stages.json; "
+        "or a build folder built with nvstage as the compiler launcher.",
         show_default=False)],
     sections: Annotated[Optional[str], typer.Option("--sections", "-s", metavar="SECTIONS",
         help="Comma list of ptx, sass, resources, fatbin (or all). Default: what applies."
         )] = None,
     kernel: Annotated[Optional[str], typer.Option("--kernel", "-k",
-        help="Only this kernel (mangled, demangled, or the bare name).")] = None,
+        help="Only this kernel (mangled, demangled, or the bare name). In a build record: "
+        "found in whichever translation unit built it.")] = None,
+    tu: Annotated[Optional[str], typer.Option("--tu",
+        help="In a build record: the translation unit to look in (its source or object "
+        "path, or the end of it), when several built the kernel.")] = None,
     listing: Annotated[bool, typer.Option("--listing",
         help="Print every SASS instruction, not just the counts.")] = False,
     lineinfo: Annotated[bool, typer.Option("--lineinfo",
@@ -43,14 +49,41 @@ def show_cmd(
           nvstage show multi.o --sections resources,fatbin --kernel block_sum
 
           nvstage show a.out --gpu h200 --driver 13.0
+
+          nvstage show build/ --kernel block_sum
     """
-    from nvstage.inspect.view import show
+    from nvstage.compiler.buildlog import find
+    from nvstage.errors import UsageError
     from nvstage.report.terminal.console import data_console
     from nvstage.report.terminal.show import render_shown
 
     with handled(json_out):
-        shown = show(artifact, sections=sections, kernel=kernel, lineinfo=lineinfo, gpu=gpu,
-                     driver=driver, nvcc=nvcc)
+        if find(artifact) is not None:
+            if kernel is None:
+                if tu is not None or sections or gpu or driver or listing or lineinfo:
+                    raise UsageError("in a build record, the sections, --tu, --gpu and the "
+                                     "listings are one kernel's: give --kernel NAME",
+                                     hint=f"nvstage show {artifact} lists every kernel")
+                from nvstage.inspect.build_view import load_build_view
+                from nvstage.report.terminal.build_record import render_view
+
+                view = load_build_view(artifact)
+                render_view(view, data_console(json_out))
+                if json_out:
+                    emit_json(view.to_json())
+                return
+            from nvstage.inspect.build_view import show_kernel
+
+            shown = show_kernel(artifact, kernel, unit=tu, sections=sections,
+                                lineinfo=lineinfo, gpu=gpu, driver=driver, nvcc=nvcc)
+        else:
+            if tu is not None:
+                raise UsageError(f"--tu picks a translation unit of a build record; {artifact} "
+                                 "is not one")
+            from nvstage.inspect.view import show
+
+            shown = show(artifact, sections=sections, kernel=kernel, lineinfo=lineinfo,
+                         gpu=gpu, driver=driver, nvcc=nvcc)
         render_shown(shown, data_console(json_out),
                      listing=listing or bool(kernel and "sass" in (sections or "")))
         if json_out:

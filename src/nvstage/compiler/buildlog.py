@@ -11,6 +11,12 @@ Where: ``$NVSTAGE_BUILD_RECORD`` (a folder) if set, else ``.nvstage-build`` in t
 command runs in: CMake runs every compile from the build folder, so ``nvstage report BUILD``
 finds it there. ``load_build_record`` is the one typed reader; an entry is a document like any
 other (bounded, checked, never trusted to name a program or a place to write).
+
+The record keeps every command of every build run in that folder: a translation unit built
+again (an edited header, a clean rebuild) has one entry per build. ``current`` keeps the
+latest entry of each unit (its output file names it), which is what the project is now.
+``Entry.manifest_build`` reads an entry's manifest as the ``Build`` a keep folder gives,
+without touching a file unless asked to.
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ class Entry:
     reason: str | None = None  # why plain nvcc ran it
     build: dict | None = None  # the staged build's manifest (stages.json's content)
     hit: bool = False  # answered whole from the cache (hit.py); build is the manifest it kept
+    # The entry's file name under tu/, when read back (not written: the name is the file's).
+    file: str = field(default="", compare=False)
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "argv": self.argv, "cwd": self.cwd, "started": self.started,
@@ -87,6 +95,178 @@ class Entry:
                    int(need("exit_code", int)), int(need("pid", int, optional=True) or 0),
                    need("reason", str, optional=True), build, d.get("hit") is True)
 
+    # -- what an entry says, read defensively (it may be anyone's file) --------------------
+
+    def _manifest_str(self, key: str) -> str | None:
+        v = self.build.get(key) if isinstance(self.build, dict) else None
+        return v if isinstance(v, str) and v and "\0" not in v and len(v) <= MAX_PATH else None
+
+    @property
+    def output(self) -> str | None:
+        """The file the command wrote (absolute): the manifest's output, else ``-o``'s."""
+        out = self._manifest_str("output") or argv_output(self.argv)
+        if out is None or "\0" in out or len(out) > MAX_PATH:
+            return None
+        return os.path.normpath(os.path.join(self.cwd, out))
+
+    @property
+    def source(self) -> str | None:
+        """The translation unit's source as the manifest names it (absolute), else the first
+        word of the command that looks like a CUDA source. Named, never run; read only by
+        readers that bound what they read (``check``'s kernel-line finder)."""
+        src = self._manifest_str("source")
+        if src is None:
+            src = next((a for a in self.argv[1:] if a.endswith(".cu") and not
+                        a.startswith("-") and len(a) <= MAX_PATH), None)
+        if src is None or "\0" in src:
+            return None
+        return os.path.normpath(os.path.join(self.cwd, src))
+
+    @property
+    def unit(self) -> tuple[str, str]:
+        """What identifies the translation unit across builds: its output, else the whole
+        command (a command without ``-o`` writes where its source's name says)."""
+        out = self.output
+        if out is not None:
+            return ("output", out)
+        return ("command", command_text(self.argv, limit=MAX_PATH) + "\0" + self.cwd)
+
+    def recorded_artifacts(self) -> list:
+        """The artifacts the manifest lists, as it recorded them (``record.Artifact``: path,
+        kind, arch, size), in stage order; the files themselves are not looked at. Entries of
+        the wrong shape are left out; at most ``MAX_RECORDED`` in all."""
+        from nvstage.compiler.record import Artifact
+
+        out: list = []
+        stages = self.build.get("stages") if isinstance(self.build, dict) else None
+        for s in stages if isinstance(stages, list) else ():
+            arts = s.get("artifacts") if isinstance(s, dict) else None
+            for a in arts if isinstance(arts, list) else ():
+                if len(out) >= MAX_RECORDED:
+                    return out
+                if not isinstance(a, dict):
+                    continue
+                path, kind, arch, size = (a.get(k) for k in ("path", "kind", "arch", "size"))
+                if not (isinstance(path, str) and 0 < len(path) <= MAX_PATH and "\0" not in path
+                        and isinstance(kind, str) and len(kind) <= 64
+                        and (arch is None or isinstance(arch, str) and len(arch) <= 64)
+                        and isinstance(size, int) and not isinstance(size, bool)
+                        and 0 <= size < 2**63):
+                    continue
+                out.append(Artifact(path, kind, arch, size, str(a.get("sha256", ""))[:64],
+                                    s.get("index") if isinstance(s.get("index"), int) else None))
+        return out
+
+    def embedded_files(self) -> set[str] | None:
+        """The files the manifest's fatbinary stages put into the fatbin (their
+        ``--image3=kind=elf|ptx,...,file=PATH``): which cubins and PTX the object carries.
+        None when no fatbinary stage ran (a -cubin or -ptx command)."""
+        stages = self.build.get("stages") if isinstance(self.build, dict) else None
+        found: set[str] | None = None
+        for s in stages if isinstance(stages, list) else ():
+            if not isinstance(s, dict) or s.get("kind") != "fatbinary":
+                continue
+            argv = s.get("argv")
+            found = found or set()
+            for word in argv[:MAX_RECORDED] if isinstance(argv, list) else ():
+                if isinstance(word, str) and word.startswith(("--image3=", "--image=")):
+                    fields_ = dict(f.split("=", 1) for f in word.split("=", 1)[1].split(",")
+                                   if "=" in f)
+                    if fields_.get("kind") in ("elf", "ptx") and fields_.get("file"):
+                        found.add(fields_["file"])
+        return found
+
+    def manifest_build(self, *, files: bool = False, plan: bool = True):
+        """The entry's manifest as a ``Build`` (``compiler.record``), checked field by field.
+
+        ``files=False`` (the default) touches no file: the artifacts the manifest lists are
+        left out of its stages (the launcher built in a temporary folder, gone since), and
+        what the stages reported (times, ptxas' resource lines) is all there is.
+        ``files=True``: each artifact still at its recorded path with its recorded size and
+        SHA-256 is kept (the object file, usually), the rest named in ``build.stale``.
+        ``plan=False``: the planned stages are left out of ``build.plan`` (what ran is in
+        ``build.runs``): half the reading, for readers of a whole build's entries.
+        ``ArtifactError`` when the entry has no manifest or a damaged one."""
+        from nvstage.compiler import record
+
+        where = self.file or "a build-record entry"
+        if not isinstance(self.build, dict):
+            raise ArtifactError(f"{where}: no build manifest (plain nvcc ran this command)")
+        doc = self.build if files else _without_artifacts(self.build)
+        if not plan and isinstance(doc.get("plan"), dict):
+            doc = {**doc, "plan": {**doc["plan"], "stages": []}}
+        # Artifacts are looked for at their recorded paths only (a folder of no files stands
+        # for "beside the manifest": an entry has no folder of its own).
+        try:
+            build = record._from_json(doc, Path(_NOWHERE))
+        except record._Bad as e:
+            raise ArtifactError(f"{where}: its build manifest is damaged: {e}") from None
+        except RecursionError:
+            raise ArtifactError(f"{where}: its build manifest is nested too deeply") from None
+        build.keep_dir = None  # not a keep folder: nothing of it is kept
+        return build
+
+
+# A path or file name longer than this is no real one (PATH_MAX is 4096).
+MAX_PATH = 4096
+MAX_RECORDED = 10_000  # artifacts (or fatbinary words) read from one manifest
+# A folder no build writes into: where a manifest read from an entry "looks beside itself".
+_NOWHERE = "/nonexistent/nvstage-build-record-entry"
+_OUTPUT_OPTIONS = ("-o", "--output-file")
+
+
+def argv_output(argv: list[str]) -> str | None:
+    """The value of the last ``-o``/``--output-file`` of an nvcc command (``argv[0]`` is
+    nvcc), spelled as a separate word or with ``=``."""
+    out = None
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word in _OUTPUT_OPTIONS and i + 1 < len(argv):
+            out = argv[i + 1]
+            i += 2
+            continue
+        for opt in _OUTPUT_OPTIONS:
+            if word.startswith(opt + "="):
+                out = word[len(opt) + 1:]
+        i += 1
+    return out or None
+
+
+def command_text(argv: list[str], *, limit: int = 2000) -> str:
+    """The command as one shell-quoted line of at most about ``limit`` characters: a crafted
+    entry's million-word argv is cut, and says how much was."""
+    import shlex
+
+    out, size = [], 0
+    for n, word in enumerate(argv):
+        word = shlex.quote(word if len(word) <= limit else word[:limit] + "...")
+        if size + len(word) > limit and out:
+            out.append(f"... ({len(argv) - n} more words)")
+            break
+        out.append(word)
+        size += len(word) + 1
+    return " ".join(out)
+
+
+def _without_artifacts(doc: dict) -> dict:
+    """The manifest with no artifact in its stages (and none as its output): read as it is,
+    it asks for no file."""
+    stages = doc.get("stages")
+    if isinstance(stages, list):
+        stages = [{**s, "artifacts": []} if isinstance(s, dict) else s for s in stages]
+    return {**doc, "stages": stages, "output": None}
+
+
+def current(entries: list[Entry]) -> tuple[list[Entry], int]:
+    """(the latest entry of each translation unit, oldest first; how many older entries of
+    units built again since were left out)."""
+    latest: dict[tuple[str, str], Entry] = {}
+    for e in sorted(entries, key=lambda e: e.started):
+        latest[e.unit] = e
+    kept = sorted(latest.values(), key=lambda e: e.started)
+    return kept, len(entries) - len(kept)
+
 
 def add(entry: Entry, cwd: str, environ: dict[str, str] | None = None) -> Path | None:
     """Write one entry; a build record that cannot be written never fails the build."""
@@ -112,9 +292,14 @@ class BuildRecord:
 
 def find(path: str | os.PathLike) -> Path | None:
     """The record folder at ``path``: the folder itself, or ``.nvstage-build`` inside it."""
-    p = Path(path)
+    from nvstage.artifacts import is_folder, is_regular
+
+    try:
+        p = Path(path)
+    except TypeError:
+        return None
     for cand in (p, p / FOLDER):
-        if (cand / MARK).is_file() and (cand / "tu").is_dir():
+        if is_regular(cand / MARK) and is_folder(cand / "tu"):
             return cand
     return None
 
@@ -139,7 +324,9 @@ def load_build_record(path: str | os.PathLike) -> BuildRecord:
         where = f"{folder}/tu/{n}"
         try:
             data = read_regular(folder / "tu" / n, limit=MAX_ENTRY_BYTES, what="entry")
-            rec.entries.append(Entry.from_json(json.loads(data), where))
+            entry = Entry.from_json(json.loads(data), where)
+            entry.file = n
+            rec.entries.append(entry)
         except (ArtifactError, UsageError, ValueError, RecursionError) as e:
             rec.skipped.append(f"{n}: {getattr(e, 'message', None) or e}")
     rec.entries.sort(key=lambda e: e.started)

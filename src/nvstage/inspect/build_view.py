@@ -1,0 +1,526 @@
+"""The whole build, from its build record: every translation unit with its stages and times,
+the totals per stage kind, cache hits, and every kernel the build compiled with its resources
+and occupancy. What ``nvstage report BUILD``, ``check BUILD`` and ``show BUILD --kernel``
+read; pure data, no rendering.
+
+A build run with nvstage as its compiler launcher leaves one entry per nvcc command
+(``compiler.buildlog``). The view keeps the latest entry of each unit (the record keeps every
+build run in the folder: an older entry of a unit built again since is counted, not shown).
+Everything comes from what the entries recorded: stage times, cache flags, and the resource
+lines ptxas printed (nvstage always asks for them), so no file is read but the entries and
+no tool runs. The intermediate files the manifests name lived in temporary folders and are
+gone; nothing here needs them.
+
+Times: an entry's ``started`` is the Unix time its command began (every process shares that
+clock), a stage's ``started`` the seconds from the start of its staged build. A stage is
+placed at the command's start plus that offset: nvstage's own set-up before the first stage
+(finding the toolkit, reading the command line) is not split out, and what follows the last
+stage (writing the dependency file, remembering the command for a later cache hit) shows as
+the rest of the command's time (``overhead_seconds``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+
+from nvstage.errors import ArtifactError, NvstageError, UsageError
+from nvstage.inspect.kernels import KernelRecord, display_name, final_rows, matches
+
+SCHEMA = "nvstage.build-view/1"
+DEFAULT_BLOCK = 256
+SLOWEST = 10  # rows of the slowest units and stages
+NOTES_NAMED = 20  # notes of one kind named before the rest are counted
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One stage of one unit, placed on the build's clock."""
+
+    index: int
+    kind: str
+    arch: str | None
+    start: float  # seconds since the view's start
+    seconds: float
+    cached: bool  # restored from the stage cache
+    ran: bool  # False in a unit answered whole from the cache: these are the kept figures
+
+    @property
+    def label(self) -> str:
+        return self.kind + (f" ({self.arch})" if self.arch else "")
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "kind": self.kind, "arch": self.arch,
+                "start": round(self.start, 6), "seconds": round(self.seconds, 6),
+                "cached": self.cached, "ran": self.ran}
+
+
+@dataclass
+class TranslationUnit:
+    """One nvcc command of the build (its latest entry)."""
+
+    index: int
+    entry: object  # buildlog.Entry: for check and show, which read its manifest again
+    source: str | None
+    output: str | None
+    status: str  # ok, fallback, failed
+    reason: str | None  # why plain nvcc ran it, or which stage failed
+    hit: bool  # answered whole from the cache
+    start: float  # seconds since the view's start
+    seconds: float
+    pid: int
+    command: str  # bounded
+    stages: list[StageTime] = field(default_factory=list)
+    kernels: list[KernelRecord] = field(default_factory=list)
+    wall_seconds: float | None = None  # the staged build's own wall time
+    plan_seconds: float | None = None
+    cache: dict | None = None  # the stage cache's counters for this command
+    lane: int = 0  # the timeline row: units that overlap get different rows
+    notes: list[str] = field(default_factory=list)
+    # The entry's manifest as read (``Entry.manifest_build(plan=False)``: no file touched);
+    # None when it has none or a damaged one.
+    build: object = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        """Short, for tables: the source's file name, else the output's."""
+        return os.path.basename(self.source or self.output or "") or f"command {self.index}"
+
+    @property
+    def end(self) -> float:
+        return self.start + self.seconds
+
+    @property
+    def overhead_seconds(self) -> float | None:
+        """The command's time beyond its staged build's wall time: nvstage's own work."""
+        if self.wall_seconds is None or self.hit:
+            return None
+        return max(0.0, self.seconds - self.wall_seconds)
+
+    @property
+    def state(self) -> str:
+        """ok, hit, fallback or failed: what a table says."""
+        return "hit" if self.hit and self.status == "ok" else self.status
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "source": self.source, "output": self.output,
+                "entry": getattr(self.entry, "file", "") or None, "status": self.status,
+                "hit": self.hit, "reason": self.reason, "start": round(self.start, 6),
+                "seconds": round(self.seconds, 6),
+                "wall_seconds": None if self.wall_seconds is None else round(self.wall_seconds, 6),
+                "overhead_seconds": None if self.overhead_seconds is None
+                else round(self.overhead_seconds, 6),
+                "pid": self.pid, "lane": self.lane, "command": self.command,
+                "cache": self.cache, "stages": [s.to_json() for s in self.stages],
+                "kernels": len(self.kernels), "notes": self.notes}
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One kernel on one arch, with the unit that built it and its occupancy."""
+
+    record: KernelRecord
+    unit: int  # TranslationUnit.index
+    occupancy: object | None  # hw.occupancy.Occupancy at the view's block size
+    best: object | None  # the best block size's Occupancy (a sweep)
+    why_none: str | None = None  # why there is no occupancy
+
+    def to_json(self, units: list[TranslationUnit]) -> dict:
+        r, u = self.record, units[self.unit]
+        occ = self.occupancy
+        return {"kernel": r.kernel, "demangled": r.demangled, "name": r.name, "arch": r.arch,
+                "unit": self.unit, "source": u.source, "output": u.output,
+                "registers": r.registers, "spill_stores": r.spill_stores,
+                "spill_loads": r.spill_loads, "spills": r.spills,
+                "stack_frame": r.stack_frame, "shared_bytes": r.shared_bytes,
+                "constant_bytes": r.constant_bytes, "barriers": r.barriers,
+                "compile_ms": r.compile_ms, "final": r.final,
+                "occupancy": None if occ is None else round(occ.occupancy, 4),
+                "limiters": None if occ is None else list(occ.limiters),
+                "best_block": None if self.best is None else self.best.block_size,
+                "best_occupancy": None if self.best is None else round(self.best.occupancy, 4),
+                "why_none": self.why_none}
+
+
+@dataclass(frozen=True)
+class KindTotals:
+    """One stage kind across the build."""
+
+    kind: str
+    stages: int  # in every unit, hits included
+    ran: int  # run by their tool in this build
+    cached: int  # restored from the stage cache
+    whole: int  # in units answered whole from the cache (not run at all)
+    seconds: float  # time spent in this build (ran and cached stages)
+    max_seconds: float
+
+    @property
+    def hit_rate(self) -> float | None:
+        return (self.cached + self.whole) / self.stages if self.stages else None
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "stages": self.stages, "ran": self.ran,
+                "cached": self.cached, "whole_hits": self.whole,
+                "seconds": round(self.seconds, 6), "max_seconds": round(self.max_seconds, 6),
+                "hit_rate": None if self.hit_rate is None else round(self.hit_rate, 4)}
+
+
+@dataclass
+class BuildView:
+    """A build record read as a whole build."""
+
+    folder: str  # the record folder
+    started: float  # Unix time of the first unit's start
+    units: list[TranslationUnit]
+    kernels: list[KernelRow]
+    block: int  # the block size occupancy is computed at
+    superseded: int = 0  # older entries of units built again since, left out
+    skipped: list[str] = field(default_factory=list)  # entries that could not be read
+    notes: list[str] = field(default_factory=list)
+
+    # -- totals ------------------------------------------------------------------------
+
+    @property
+    def wall_seconds(self) -> float:
+        """First start to last end."""
+        return max((u.end for u in self.units), default=0.0)
+
+    @property
+    def unit_seconds(self) -> float:
+        """Every command's time added up (what one process would have taken)."""
+        return sum(u.seconds for u in self.units)
+
+    @property
+    def parallelism(self) -> float | None:
+        return self.unit_seconds / self.wall_seconds if self.wall_seconds > 0 else None
+
+    @property
+    def lanes(self) -> int:
+        return max((u.lane for u in self.units), default=-1) + 1
+
+    def counts(self) -> dict[str, int]:
+        out = {"units": len(self.units), "ok": 0, "hit": 0, "fallback": 0, "failed": 0}
+        for u in self.units:
+            out[u.state] = out.get(u.state, 0) + 1
+        return out
+
+    def kind_totals(self) -> list[KindTotals]:
+        """Per stage kind, in the order kinds first appear; the slowest kind first."""
+        acc: dict[str, list] = {}
+        for u in self.units:
+            for s in u.stages:
+                a = acc.setdefault(s.kind, [0, 0, 0, 0, 0.0, 0.0])
+                a[0] += 1
+                if not s.ran:
+                    a[3] += 1
+                    continue
+                a[1 if not s.cached else 2] += 1
+                a[4] += s.seconds
+                a[5] = max(a[5], s.seconds)
+        rows = [KindTotals(k, *v) for k, v in acc.items()]
+        return sorted(rows, key=lambda r: -r.seconds)
+
+    def cache_totals(self) -> dict:
+        """Whole-command hits, and stage-cache hits among the stages that could be cached."""
+        totals = self.kind_totals()
+        stages = sum(t.stages for t in totals)
+        cached = sum(t.cached for t in totals)
+        whole = sum(t.whole for t in totals)
+        staged = [u for u in self.units if u.status == "ok"]
+        hits = sum(1 for u in staged if u.hit)
+        return {"commands": len(staged), "command_hits": hits,
+                "command_hit_rate": round(hits / len(staged), 4) if staged else None,
+                "stages": stages, "stage_hits": cached, "stages_in_command_hits": whole,
+                "stage_hit_rate": round((cached + whole) / stages, 4) if stages else None}
+
+    def slowest_units(self, n: int = SLOWEST) -> list[TranslationUnit]:
+        return sorted(self.units, key=lambda u: -u.seconds)[:n]
+
+    def slowest_stages(self, n: int = SLOWEST) -> list[tuple[TranslationUnit, StageTime]]:
+        pairs = [(u, s) for u in self.units for s in u.stages if s.ran]
+        return sorted(pairs, key=lambda p: -p[1].seconds)[:n]
+
+    # -- finding a kernel ---------------------------------------------------------------
+
+    def unit_named(self, text: str) -> TranslationUnit:
+        """The unit ``text`` names: its source or output (a path, or its end after a "/"),
+        or its entry's file name. ``UsageError`` when none or several do."""
+        return _one_unit(self, text)
+
+    def find_kernel(self, name: str, unit: str | None = None
+                    ) -> tuple[TranslationUnit, list[KernelRecord]]:
+        """The unit that built the kernel ``name`` names (``inspect.kernels.matches``), and
+        its records of that kernel. ``UsageError`` naming near matches when no unit has it,
+        and listing the units when several have it (choose one with ``unit``)."""
+        units = [self.unit_named(unit)] if unit else self.units
+        found: dict[int, list[KernelRecord]] = {}
+        for u in units:
+            rows = [r for r in u.kernels if matches(name, r.kernel, r.demangled)]
+            if rows:
+                found[u.index] = rows
+        if not found:
+            where = f"in {units[0].name}" if unit else f"in the {len(self.units)} " \
+                                                        f"translation units of {self.folder}"
+            raise UsageError(f"no kernel matches {name!r} {where}",
+                             hint=_near(name, [r for u in units for r in u.kernels]))
+        if len(found) > 1:
+            listed = "; ".join(f"{self.units[i].source or self.units[i].output}"
+                               for i in list(found)[:NOTES_NAMED])
+            raise UsageError(f"{len(found)} translation units built a kernel named {name!r}: "
+                             f"{listed}",
+                             hint="choose one with --tu SOURCE (its path, or the end of it)")
+        i, rows = next(iter(found.items()))
+        return self.units[i], rows
+
+    def to_json(self) -> dict:
+        return {
+            "schema": SCHEMA, "record": self.folder, "started": self.started,
+            "wall_seconds": round(self.wall_seconds, 6),
+            "unit_seconds": round(self.unit_seconds, 6),
+            "parallelism": None if self.parallelism is None else round(self.parallelism, 3),
+            "lanes": self.lanes, "counts": self.counts(), "cache": self.cache_totals(),
+            "stage_kinds": [t.to_json() for t in self.kind_totals()],
+            "slowest_units": [{"unit": u.index, "source": u.source, "seconds": round(u.seconds, 6)}
+                              for u in self.slowest_units()],
+            "slowest_stages": [{"unit": u.index, "source": u.source, **s.to_json()}
+                               for u, s in self.slowest_stages()],
+            "block": self.block,
+            "units": [u.to_json() for u in self.units],
+            "kernels": [k.to_json(self.units) for k in self.kernels],
+            "superseded": self.superseded, "skipped": self.skipped, "notes": self.notes,
+        }
+
+
+def _near(name: str, records: list[KernelRecord]) -> str:
+    names = sorted({display_name(r.demangled) or r.kernel for r in records})
+    if not names:
+        return "no translation unit of this build compiled a kernel nvstage has figures for"
+    bare = {n.split("<", 1)[0]: n for n in names}
+    close = difflib.get_close_matches(name, list(bare) + names, n=5, cutoff=0.5)
+    close += [n for n in names if name.lower() in n.lower()]
+    close = list(dict.fromkeys(bare.get(c, c) for c in close))
+    if close:
+        return f"did you mean {', '.join(close[:5])}? kernels there: " + \
+            ", ".join(names[:NOTES_NAMED]) + (" ..." if len(names) > NOTES_NAMED else "")
+    return "kernels there: " + ", ".join(names[:NOTES_NAMED]) + \
+        (f" and {len(names) - NOTES_NAMED} more" if len(names) > NOTES_NAMED else "")
+
+
+def _one_unit(view: BuildView, text: str) -> TranslationUnit:
+    want = text.strip()
+    absolute = os.path.abspath(want)
+
+    def names(u: TranslationUnit):
+        return [p for p in (u.source, u.output, getattr(u.entry, "file", "")) if p]
+
+    exact = [u for u in view.units if absolute in names(u) or want in names(u)]
+    found = exact or [u for u in view.units
+                      if any(p.endswith("/" + want.lstrip("/")) for p in names(u))]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        listed = ", ".join(u.source or u.output or u.command for u in view.units[:NOTES_NAMED])
+        raise UsageError(f"no translation unit of {view.folder} is {want!r}",
+                         hint=f"give its source or object path (or the end of it): {listed}")
+    raise UsageError(f"{len(found)} translation units match {want!r}: "
+                     + "; ".join(u.source or u.output or "?" for u in found[:NOTES_NAMED]),
+                     hint="give more of the path")
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+def load_build_view(path: str | os.PathLike, *, block: int = DEFAULT_BLOCK,
+                    every_entry: bool = False) -> BuildView:
+    """The build record at ``path`` (a build folder or its ``.nvstage-build``) as a whole
+    build: the latest entry of each unit (every entry with ``every_entry``), occupancy at
+    ``block`` threads per block. ``UsageError`` when ``path`` holds no build record."""
+    from nvstage.compiler import buildlog
+
+    if not isinstance(block, int) or not 1 <= block <= 1024:
+        raise UsageError(f"block size {block!r}: give 1 to 1024 threads")
+    rec = buildlog.load_build_record(path)
+    entries, superseded = (rec.entries, 0) if every_entry else buildlog.current(rec.entries)
+    t0 = min((e.started for e in entries), default=0.0)
+    view = BuildView(rec.folder, t0, [], [], block, superseded, list(rec.skipped))
+    problems: list[str] = []
+    builds = []
+    for e in entries:
+        unit, build = _unit(len(view.units), e, t0)
+        view.units.append(unit)
+        builds.append(build)
+    _demangle_ahead(builds)
+    for unit, build in zip(view.units, builds):
+        unit.build = build
+        if build is not None:
+            unit.kernels = _kernels(build, unit)
+        problems += [f"{unit.name}: {n}" for n in unit.notes]
+    _assign_lanes(view.units)
+    known: dict = {}  # figures -> occupancy: a build's kernels share a few combinations
+    for u in view.units:
+        for r in u.kernels:
+            view.kernels.append(_kernel_row(r, u.index, block, known))
+    if superseded:
+        view.notes.append(f"{superseded} older entr{'y' if superseded == 1 else 'ies'} of units "
+                          "built again since are left out (the record keeps every build run "
+                          f"in this folder; remove {rec.folder} to start afresh)")
+    view.notes += problems[:NOTES_NAMED]
+    if len(problems) > NOTES_NAMED:
+        view.notes.append(f"and {len(problems) - NOTES_NAMED} more notes about units")
+    if rec.skipped:
+        view.notes += [f"entry skipped: {s}" for s in rec.skipped[:NOTES_NAMED]]
+        if len(rec.skipped) > NOTES_NAMED:
+            view.notes.append(f"and {len(rec.skipped) - NOTES_NAMED} more entries skipped")
+    return view
+
+
+def _unit(index: int, e, t0: float) -> tuple[TranslationUnit, object]:
+    """The unit of one entry, and its manifest read as a ``Build`` (None when it has none)."""
+    from nvstage.compiler.buildlog import command_text
+
+    u = TranslationUnit(index, e, e.source, e.output, e.status, e.reason, e.hit,
+                        e.started - t0, e.seconds, e.pid, command_text(e.argv))
+    if e.build is None:
+        if e.status == "ok":
+            u.notes.append("staged, but its entry holds no build manifest")
+        return u, None
+    try:
+        build = e.manifest_build(plan=False)
+    except ArtifactError as err:
+        u.notes.append(err.message)
+        return u, None
+    u.wall_seconds, u.plan_seconds = build.wall_seconds, build.plan_seconds
+    u.cache = build.cache if isinstance(build.cache, dict) else None
+    for run in build.runs:
+        # A stage after the command ended is a damaged or crafted entry: held to it.
+        start = min(max(0.0, run.started), e.seconds)
+        u.stages.append(StageTime(run.stage.index, run.stage.kind.value, run.stage.arch,
+                                  u.start + start, min(run.seconds, e.seconds - start),
+                                  run.cached, not e.hit))
+    return u, build
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+
+
+def _demangle_ahead(builds) -> None:
+    """Every kernel name of every unit demangled in one c++filt run (the readers then find
+    them known), not one run per ptxas stage."""
+    from nvstage.inspect.names import demangle_all
+
+    names = {m for b in builds if b is not None for run in b.runs
+             for m in _ENTRY.findall(run.resources or "")}
+    if names:
+        demangle_all(sorted(names))
+
+
+def _kernels(build, unit: TranslationUnit) -> list[KernelRecord]:
+    """The kernels a unit compiled, from the resource lines its manifest kept (no tool
+    runs: the manifest read without artifacts gives ``stage_resources`` no cubin to read)."""
+    from nvstage.inspect.resources import stage_resources
+
+    rows: list[KernelRecord] = []
+    for run in build.runs:
+        try:
+            rows += stage_resources(run, None)
+        except NvstageError as err:
+            unit.notes.append(f"stage {run.stage.index} ({run.stage.kind.value}): "
+                              f"{err.message}")
+    return final_rows(rows)
+
+
+def _assign_lanes(units: list[TranslationUnit]) -> None:
+    """The first free row for each unit in start order (ninjatracing's layout): the rows a
+    build needs are the most commands it ran at once."""
+    ends: list[float] = []
+    for u in sorted(units, key=lambda u: (u.start, u.index)):
+        for lane, end in enumerate(ends):
+            if end <= u.start + 1e-9:
+                ends[lane] = u.end
+                u.lane = lane
+                break
+        else:
+            u.lane = len(ends)
+            ends.append(u.end)
+
+
+def _kernel_row(r: KernelRecord, unit: int, block: int, known: dict) -> KernelRow:
+    from nvstage.hw.occupancy import occupancy, sweep
+
+    if r.registers is None:
+        return KernelRow(r, unit, None, None, "no register count")
+    figures = dict(registers=r.registers, shared_static=r.shared_bytes,
+                   barriers=r.barriers or 0)
+    key = (r.arch, r.registers, r.shared_bytes, r.barriers or 0)
+    if key not in known:
+        try:
+            known[key] = (occupancy(r.arch, block_size=block, **figures),
+                          sweep(r.arch, **figures).best, None)
+        except NvstageError as err:  # an arch nvstage has no limits for, a crafted count
+            known[key] = (None, None, err.message)
+    return KernelRow(r, unit, *known[key])
+
+
+# -- one kernel, as show shows a keep folder's ----------------------------------------------
+
+def show_kernel(record: str | os.PathLike | BuildView, kernel: str, *, unit: str | None = None,
+                sections: str | None = None, lineinfo: bool = False, gpu: str | None = None,
+                driver: str | None = None, toolkit=None, nvcc: str | None = None):
+    """``nvstage show BUILD --kernel NAME``: the kernel found in whichever translation unit
+    built it (``unit`` chooses one when several did), shown as ``view.show`` shows a keep
+    folder's build (a ``view.Shown``). Its resources come from the ptxas report the unit's
+    entry kept; its SASS, PTX and fatbin images from the unit's object file, read only while
+    it is still the one the entry recorded (same size and SHA-256)."""
+    from nvstage.compiler.record import partial_note
+    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.inspect.fatbin import kind_of_file
+    from nvstage.inspect.view import Shown, collect_build, collect_file, parse_sections, \
+        will_it_run
+
+    _check_gpu(gpu, driver)
+    view = record if isinstance(record, BuildView) else load_build_view(record)
+    u, rows = view.find_kernel(kernel, unit)
+    wanted = parse_sections(sections, "build")
+    if gpu and "fatbin" not in wanted:
+        wanted = wanted + ("fatbin",)
+    toolkit = toolkit or find_toolkit(nvcc)
+    build = u.entry.manifest_build(files=True)
+    shown = Shown(u.source or u.output or view.folder, "build", {})
+    shown.notes.append(f"{rows[0].name} was built by {u.source or '?'} -> {u.output or '?'} "
+                       f"(build record entry {getattr(u.entry, 'file', '') or '?'})")
+    if u.hit:
+        shown.notes.append("that command was answered whole from the cache: its figures are "
+                           "the ones its last staged run recorded")
+    if note := partial_note(build):
+        shown.partial = {"status": build.status, "note": note}
+        shown.notes.append(note)
+    data = collect_build(build, wanted, toolkit, kernel=kernel, lineinfo=lineinfo or None)
+    obj = build.output  # found only when still the recorded file
+    missing = tuple(s for s in wanted if s in ("ptx", "sass") and not data.get(s))
+    if obj and kind_of_file(obj) in ("object", "fatbin", "executable"):
+        if missing:
+            data.update(collect_file(obj, kind_of_file(obj), missing, toolkit, kernel=kernel,
+                                     lineinfo=lineinfo))
+    elif missing or "fatbin" in wanted:
+        shown.notes.append(f"{u.output or 'its output'} is gone or was rebuilt since this "
+                           f"entry: only the figures the record kept are shown")
+    shown.data = data
+    if gpu:
+        shown.will_it_run = will_it_run(data, "build", obj or u.output or "", gpu, driver,
+                                        partial=shown.partial and shown.partial["status"])
+    return shown
+
+
+def _check_gpu(gpu: str | None, driver: str | None) -> None:
+    """A GPU name and driver version that mean something, before any work."""
+    from nvstage.hw.gpus import resolve_gpu
+    from nvstage.inspect.compat import parse_driver
+
+    if driver is not None and not gpu:
+        raise UsageError("--driver says whether PTX can be JIT-compiled for a GPU: give --gpu "
+                         "too", hint="e.g. --gpu b200 --driver 13.0")
+    if gpu:
+        resolve_gpu(gpu)
+    if driver is not None:
+        parse_driver(driver)

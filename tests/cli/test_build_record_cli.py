@@ -1,0 +1,178 @@
+"""report, check and show given a build record (the test project built through the launcher):
+the page and its trace, budgets over every kernel with GitHub annotations at the kernel's
+line, one kernel found in whichever unit built it, and crafted entries that must not point an
+annotation anywhere else."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from nvstage.compiler import buildlog
+
+OVER = """
+[budgets]
+max_registers = 9
+max_shared_bytes = 100
+required_arches = ["sm_80", "sm_90"]
+"""
+WITHIN = """
+[budgets]
+max_registers = 64
+no_spills = true
+required_arches = ["sm_80", "sm_90"]
+"""
+
+
+def test_report_writes_the_page_the_trace_and_the_summary(cli, cuproject_record, tmp_path):
+    _, build = cuproject_record
+    r = cli("report", build, "-o", tmp_path / "build.html", "--build-trace",
+            tmp_path / "trace.json", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["output"] == str(tmp_path / "build.html")
+    assert doc["build_trace"] == str(tmp_path / "trace.json")
+    assert doc["schema"] == "nvstage.build-view/1" and doc["counts"]["units"] == 5
+    assert len(doc["kernels"]) == 8 and len(doc["units"]) == 5
+    assert {k["kind"] for k in doc["stage_kinds"]} >= {"cicc", "ptxas", "cudafe++"}
+    assert "<svg id=\"build-timeline\"" in (tmp_path / "build.html").read_text()
+    assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    # The record folder itself is a record too; without -o the page goes into it.
+    r = cli("report", build / buildlog.FOLDER)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() == str(build / buildlog.FOLDER / "report.html")
+    assert Path(r.stdout.strip()).is_file()
+
+
+def test_report_options_that_belong_to_one_kind(cli, cuproject_record, built, tmp_path):
+    _, build = cuproject_record
+    r = cli("report", build, "--run", tmp_path / "run.json")
+    assert r.exit_code == 2 and "whole build's record" in r.stderr
+    root, builds = built
+    r = cli("report", builds["vadd"].keep_dir, "--build-trace", tmp_path / "t.json")
+    assert r.exit_code == 2 and "--build-trace" in r.stderr
+
+
+def test_check_over_budget_annotates_each_kernel_at_its_line(cli, cuproject_record, tmp_path,
+                                                             monkeypatch):
+    src, build = cuproject_record
+    (tmp_path / "budgets.toml").write_text(OVER)
+    monkeypatch.chdir(src)  # annotations are relative to the workspace
+    r = cli("check", build, "--config", tmp_path / "budgets.toml", "--format", "github")
+    assert r.exit_code == 1, r.output
+    lines = r.stdout.splitlines()
+    assert ("::error file=src/reduce.cu,line=3,title=nvstage check%3A shared_bytes::"
+            "block_sum(float const*, float*, int) (sm_90) uses 512 bytes of static shared "
+            "memory; the budget is 100") in lines
+    assert any(x.startswith("::error file=lib/devuse.cu,line=3,title=nvstage check%3A "
+                            "registers::squares(float*, int) (sm_80) uses 24 registers")
+               for x in lines), lines
+    assert any(x.startswith("::error file=src/other.cu,line=3,") for x in lines), lines
+    # -rdc units carry their arches too (as relocatable code): no arch is missing.
+    assert not any("required_arch" in x for x in lines)
+    assert "failed: 7 violations" in r.stderr
+
+    r = cli("check", build, "--config", tmp_path / "budgets.toml")
+    assert r.exit_code == 1 and "FAIL src/reduce.cu:3: block_sum" in r.stdout
+    r = cli("check", build, "--config", tmp_path / "budgets.toml", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["violation_count"] == 7 and len(doc["measurements"]["kernels"]) == 8
+    assert {v["file"] for v in doc["violations"]} == {
+        str(src / "src/reduce.cu"), str(src / "lib/devuse.cu"), str(src / "src/other.cu")}
+
+
+def test_check_within_budget_passes(cli, cuproject_record, tmp_path):
+    (tmp_path / "budgets.toml").write_text(WITHIN)
+    r = cli("check", cuproject_record[1], "--config", tmp_path / "budgets.toml")
+    assert r.exit_code == 0, r.output
+    assert "passed" in r.stderr
+    r = cli("check", cuproject_record[1], "--config", tmp_path / "budgets.toml",
+            "--baseline", tmp_path / "b.json")
+    assert r.exit_code == 2 and "--baseline" in r.stderr
+
+
+def test_check_names_what_it_could_not_check(cli, cuproject_record, tmp_path):
+    rec = tmp_path / "rec"
+    shutil.copytree(cuproject_record[1] / buildlog.FOLDER, rec)
+    entry = buildlog.Entry(["/usr/bin/nvcc", "-dlink", "a.o", "-o", str(tmp_path / "d.o")],
+                           str(tmp_path), buildlog.now(), 0.1, "fallback", 0, 1,
+                           reason="not staged: -dlink links device code")
+    buildlog.add(entry, str(tmp_path), {buildlog.ENV: str(rec)})
+    (tmp_path / "budgets.toml").write_text(WITHIN)
+    r = cli("check", rec, "--config", tmp_path / "budgets.toml")
+    assert r.exit_code == 0, r.output
+    assert "1 of 6 translation units not checked: d.o (fallback: not staged: -dlink" in \
+        " ".join(r.stderr.split())
+
+
+def test_show_finds_the_kernel_in_the_unit_that_built_it(cli, cuproject_record, tmp_path):
+    _, build = cuproject_record
+    r = cli("show", build, "--kernel", "block_sum", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "build" and doc["artifact"].endswith("reduce.cu")
+    assert {(k["arch"], k["registers"], k["shared_bytes"]) for k in doc["resources"]} == \
+        {("sm_80", 10, 512), ("sm_90", 10, 512)}
+    # The object is still the recorded one: its SASS and images are shown too.
+    assert {k["arch"] for k in doc["sass"]} == {"sm_80", "sm_90"}
+    assert len(doc["fatbin"]) == 4
+    assert "built by" in r.stderr and "reduce.cu.o" in r.stderr
+    r = cli("show", build, "--kernel", "scale_kernel", "--sections", "resources")
+    assert r.exit_code == 0 and "scale_kernel" in r.stdout and "SASS" not in r.stdout
+    r = cli("show", build, "--kernel", "blok_sum")
+    assert r.exit_code == 2 and "did you mean block_sum" in r.stderr
+    r = cli("show", build)  # no kernel: every kernel of the build
+    assert r.exit_code == 0 and "fill<int>" in r.stdout and "reduce.cu" in r.stdout
+
+
+def test_show_lists_the_units_when_several_built_the_kernel(cli, cuproject_record, tmp_path):
+    rec = tmp_path / "rec"
+    shutil.copytree(cuproject_record[1] / buildlog.FOLDER, rec)
+    path = next(p for p in (rec / "tu").glob("*.json")
+                if json.loads(p.read_text())["build"]["source"].endswith("reduce.cu"))
+    doc = json.loads(path.read_text())
+    doc["build"]["output"] = str(tmp_path / "reduce-debug.o")
+    doc["started"] += 1
+    (rec / "tu" / "99999999999999999-1-0.json").write_text(json.dumps(doc))
+    r = cli("show", rec, "--kernel", "block_sum")
+    assert r.exit_code == 2, r.output
+    assert "2 translation units built a kernel named 'block_sum'" in r.stderr
+    assert "--tu" in r.stderr
+    r = cli("show", rec, "--kernel", "block_sum", "--tu", "reduce-debug.o", "--sections",
+            "resources,sass")
+    assert r.exit_code == 0, r.output
+    # Its object never existed: the figures the record kept, and a note on the rest.
+    assert "block_sum" in r.stdout and "reduce-debug.o is gone" in " ".join(r.stderr.split())
+
+
+def test_a_crafted_source_is_never_an_annotation(cli, cuproject_record, tmp_path, monkeypatch):
+    """An entry naming /etc/passwd (or any file that is no source) as its unit's source:
+    check reads it only as a bounded, regular-file source would be read, and points no
+    annotation at it; show and report only print the name."""
+    rec = tmp_path / "rec"
+    shutil.copytree(cuproject_record[1] / buildlog.FOLDER, rec)
+    base = next(json.loads(p.read_text()) for p in (rec / "tu").glob("*.json")
+                if json.loads(p.read_text())["build"]["source"].endswith("reduce.cu"))
+    # A file with no source's name that does define the kernel: not read for its line.
+    secret = tmp_path / "secret"
+    secret.write_text("\n\n__global__ void block_sum(float* x) {}\n")
+    for n, source in enumerate(("/etc/passwd", str(secret), "/dev/zero")):
+        doc = json.loads(json.dumps(base))
+        doc["build"]["source"] = source
+        doc["build"]["output"] = str(tmp_path / f"crafted{n}.o")
+        doc["argv"] = ["/usr/bin/nvcc", "-c", source, "-o", doc["build"]["output"]]
+        doc["started"] += 1 + n
+        (rec / "tu" / f"9999999999999999{n}-1-0.json").write_text(json.dumps(doc))
+    (tmp_path / "budgets.toml").write_text(OVER)
+    monkeypatch.chdir(tmp_path)
+    r = cli("check", rec, "--config", tmp_path / "budgets.toml", "--format", "github")
+    assert r.exit_code == 1, r.output
+    errors = [x for x in r.stdout.splitlines() if x.startswith("::error")]
+    assert errors and not any("passwd" in x or "secret" in x or "/dev/" in x for x in errors)
+    assert any(x.startswith("::error title=nvstage check%3A shared_bytes::block_sum")
+               for x in errors), errors
+    assert "is not read for kernel lines" in " ".join(r.stderr.split())
+    r = cli("report", rec, "-o", tmp_path / "r.html")
+    assert r.exit_code == 0, r.output
+    assert "root:" not in (tmp_path / "r.html").read_text()
