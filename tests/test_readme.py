@@ -1,0 +1,140 @@
+"""Every command the README shows runs, in order, in one folder, as a reader would type them;
+where the README shows a command's output, what it prints matches it.
+
+Read from README.md's fenced blocks:
+- a ```bash block: each line is a command (comments and blank lines skipped);
+- a plain ``` block whose first line is ``$ COMMAND``: that command, and the lines after it
+  are its output as the README shows it;
+- a block right after ``<!-- readme-test: skip: REASON -->`` is not run (the reason says why).
+
+"Matches" is measured on words: every word of four letters or more in the README's output
+appears in the real output (times, sizes and paths differ from machine to machine; stage
+names, column titles, kernel names and verdicts do not). A command ending ``# needs a GPU``
+must, on a machine without one, exit 7 with its one line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+_SKIP = re.compile(r"<!--\s*readme-test:\s*skip:\s*(.+?)\s*-->\s*$")
+_WORD = re.compile(r"[A-Za-z]{4,}")
+
+
+def commands(text: str) -> list[dict]:
+    """The README's commands in order: {"line", "argv" (a shell line), "shown", "gpu"}."""
+    out = []
+    for m in _FENCE.finditer(text):
+        lang, body = m.group(1), m.group(2)
+        line_no = text.count("\n", 0, m.start()) + 1
+        before = text[:m.start()].rstrip().splitlines()[-1:] or [""]
+        if _SKIP.search(before[0]):
+            continue
+        lines = body.splitlines()
+        if lang == "bash":
+            joined, cur = [], ""
+            for ln in lines:
+                cur += ln.rstrip("\\").rstrip() + " " if ln.endswith("\\") else ln
+                if not ln.endswith("\\"):
+                    joined.append(cur)
+                    cur = ""
+            sets = ""  # a block's `NAME=value` lines hold for its later commands
+            for ln in joined:
+                code = ln.strip()
+                if re.match(r"[A-Za-z_]\w*=", code):
+                    sets += code + "\n"
+                elif code and not code.startswith("#"):
+                    out.append({"line": line_no, "cmd": sets + code if sets else code,
+                                "shown": None, "gpu": code.endswith("# needs a GPU")})
+        elif lang == "" and lines and lines[0].startswith("$ "):
+            out.append({"line": line_no, "cmd": lines[0][2:], "shown": "\n".join(lines[1:]),
+                        "gpu": False})
+        elif lang == "python" and "import nvstage" in body:
+            out.append({"line": line_no, "cmd": None, "python": body, "shown": None,
+                        "gpu": False})
+    return out
+
+
+def _first_block(cmd: str) -> str:
+    """The README's first block installs into a fresh venv and then runs one command: the
+    install is what `.ci/run` and this suite's own environment already are; run the command
+    ("" for the test command itself)."""
+    part = cmd.split("&&")[-1].strip()
+    if "pytest" in part:
+        return ""
+    return part.replace(".venv/bin/", "", 1)
+
+
+def _run(cmd: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    # As a reader types it: through bash, with `nvstage` and `python` this checkout's.
+    return subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=900, stdin=subprocess.DEVNULL)
+
+
+def test_readme_has_commands():
+    cmds = commands(README.read_text())
+    assert len(cmds) >= 15
+    assert cmds[0]["cmd"].startswith("python3 -m venv"), "the README starts with its install line"
+
+
+@pytest.mark.slow
+def test_every_readme_command_runs_in_order(tmp_path):
+    work = tmp_path / "reader"
+    work.mkdir()
+    for name in ("kernels", "examples"):
+        shutil.copytree(ROOT / name, work / name)
+    shutil.copytree(ROOT / "tests" / "data" / "cuproject", work / "tests" / "data" / "cuproject")
+    shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    # `nvstage` (CMake's launcher too) and `python` on PATH: this checkout, this interpreter.
+    for name, target in (("nvstage", f"{sys.executable} {ROOT / 'bin' / 'nvstage'}"),
+                         ("python", sys.executable), ("python3", sys.executable)):
+        (shim / name).write_text(f"#!/bin/sh\nexec {target} \"$@\"\n")
+        (shim / name).chmod(0o755)
+    env = dict(os.environ, COLUMNS="120", NO_COLOR="1",
+               PATH=os.pathsep.join([str(shim), os.path.dirname(sys.executable),
+                                     os.environ.get("PATH", "")]),
+               PYTHONPATH=str(ROOT / "src"))
+    env.pop("NVSTAGE_REMOTE_CACHE", None)
+    from nvstage.run.probe import probe
+
+    gpu = probe().available  # doctor's README output is a machine without one
+    ran = 0
+    for c in commands(README.read_text()):
+        where = f"README.md line {c['line']}"
+        if c.get("python"):
+            cp = subprocess.run([sys.executable, "-c", c["python"]], cwd=work, env=env,
+                                capture_output=True, text=True, timeout=900)
+            assert cp.returncode == 0, f"{where}: the library example failed:\n{cp.stderr[-3000:]}"
+            ran += 1
+            continue
+        cmd = _first_block(c["cmd"]) if c["cmd"].startswith("python3 -m venv") else c["cmd"]
+        if not cmd or cmd.startswith("export "):
+            continue  # the test command itself; configuration for a reader's CI servers
+        if cmd.startswith(("python bench/", "python3 bench/")):
+            continue  # benchmarks: minutes each, run by hand (README "Benchmarks")
+        cp = _run(cmd, work, env)
+        ran += 1
+        if c["gpu"] and not gpu:
+            assert cp.returncode == 7, f"{where}: {c['cmd']} without a GPU should exit 7"
+            assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+            continue
+        assert cp.returncode == 0, (f"{where}: `{c['cmd']}` exited {cp.returncode}:\n"
+                                    f"{cp.stdout[-2000:]}\n{cp.stderr[-3000:]}")
+        if c["shown"] and not (gpu and c["cmd"].startswith("nvstage doctor")):
+            got = set(_WORD.findall(cp.stdout + cp.stderr))
+            missing = sorted(set(_WORD.findall(c["shown"])) - got)
+            assert not missing, (f"{where}: `{c['cmd']}` no longer prints what the README "
+                                 f"shows: {missing}\n--- printed:\n{cp.stdout}{cp.stderr}")
+    assert ran >= 15
