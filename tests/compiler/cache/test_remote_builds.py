@@ -234,6 +234,7 @@ def test_garbage_in_every_key(request, runners, workdir, dump, reference, fresh_
     b = runners("b").build(NVSTAGE_REMOTE_CACHE=url + TIMEOUTS)
     assert not any(r.cached for r in b.runs) and dump(workdir / "k.o") == reference
     assert tier(b)["rejected"] > 0 and "off" not in tier(b) and not fresh_tiers
+    assert tier(b)["seconds"] < 5.0, tier(b)
     # B's fresh results replaced the garbage: a third runner hits them.
     c = runners("c").build(out="c.o")
     assert all(r.cached for r in c.runs) and dump(workdir / "c.o") == reference
@@ -249,6 +250,7 @@ def test_a_full_redis(redis_factory, runners, workdir, dump, reference, fresh_ti
     assert dump(workdir / "k.o") == reference
     assert len(fresh_tiers) == 1 and "refuses writes" in fresh_tiers[0]
     assert "writes_off" in tier(b) and "off" not in tier(b) and tier(b)["stored"] == 0
+    assert tier(b)["seconds"] < 2.0, tier(b)  # a refusal is an answer: no waiting
 
 
 def _files_hold(roots, secrets) -> list[str]:
