@@ -6,10 +6,7 @@ click cannot express, so it is read with nvcc's own grammar (``compiler/cmdline.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import tempfile
-from pathlib import Path
 
 HELP = """\
 Usage: nvstage compile SOURCE [nvcc options] [nvstage options]
@@ -56,6 +53,8 @@ Examples:
 
 def main(argv: list[str]) -> int:
     """``nvstage compile ARGS``: 0 on success, else the error's exit code."""
+    if _answered_whole(argv):
+        return 0
     from nvstage.cli.common import handled
     from nvstage.compiler.cmdline import nvcc_choice, wants_help
 
@@ -71,6 +70,125 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+# -- the whole command from the cache --------------------------------------------------------
+# A command the stage pipeline built twice (the second time from the stage cache alone), with
+# every file it read unchanged, is answered as the launcher answers one (``compiler/hit.py``):
+# its outputs restored, and what it printed then printed again, with no toolkit search, no
+# rich and no plan. Only where what it prints
+# can be kept: nothing to keep, show or print as JSON, and no terminal (rich lays a terminal
+# out by its width and colours; pipes and CI logs get the plain layout kept in the entry).
+_NOT_WHOLE = frozenset({"--json", "--show", "--keep", "-keep", "--keep-dir", "-keep-dir",
+                        "--no-cache", "--via", "--name-expr", "-h", "--help"})
+_RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS")
+
+
+def _whole_ok(argv: list[str], env) -> bool:
+    """Whether this command line may be answered (and recorded) whole."""
+    for w in argv:
+        if w == "--":
+            break
+        if w.split("=", 1)[0] in _NOT_WHOLE:
+            return False
+    if env.get("NVSTAGE_CACHE", "1") == "0" or any(env.get(v) for v in _RICH_ENV):
+        return False
+    return not (sys.stdout.isatty() or sys.stderr.isatty())
+
+
+def _given_nvcc(argv: list[str], env) -> str | None:
+    """``cmdline.nvcc_choice`` without importing the grammar."""
+    found = None
+    for i, w in enumerate(argv):
+        if w == "--":
+            break
+        if w == "--nvcc" and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif w.startswith("--nvcc="):
+            found = w.split("=", 1)[1]
+    return found or env.get("NVSTAGE_NVCC") or None
+
+
+def _answered_whole(argv: list[str]) -> bool:
+    import os
+    import time
+
+    t0 = time.perf_counter()
+    env = os.environ
+    if not _whole_ok(argv, env):
+        return False
+    from nvstage.compiler import hit
+
+    try:
+        meta = hit.answer_cli(argv, _given_nvcc(argv, env), os.getcwd(), env)
+    except Exception:  # never a reason to fail: the pipeline answers instead
+        return False
+    if meta is None:
+        return False
+    from nvstage.report.units import fmt_time
+
+    view = meta["view"]
+    for text, stream in ((view["before"], sys.stderr), (view["table"], sys.stdout),
+                         (view["after"], sys.stderr)):
+        if text:
+            stream.write(text)
+            stream.flush()
+    hits = meta.get("hits", 0)
+    sys.stderr.write(f"{view['stages']} stages in {fmt_time(time.perf_counter() - t0)}, "
+                     f"cache {hits} hit{'s' if hits != 1 else ''}, 0 misses (the whole "
+                     f"command at once){view['tail']}\n")
+    sys.stderr.flush()
+    return True
+
+
+class _Marked:
+    """A stream that notes how much ``other`` held when it was first written to: what the
+    stage table's console printed on stderr before the table, and after."""
+
+    def __init__(self, other):
+        import io
+
+        self.buf, self.other, self.at = io.StringIO(), other, None
+
+    def write(self, text: str) -> int:
+        if self.at is None:
+            self.at = len(self.other.getvalue())
+        return self.buf.write(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _view(build) -> dict | None:
+    """What this command prints when it is answered whole: the output a build whose every
+    stage came from the cache prints into a pipe, rendered now with the renderer itself."""
+    import dataclasses
+    import io
+    import os
+
+    from nvstage.report.terminal.build import render_build, summary_line
+    from nvstage.report.terminal.console import data_console
+
+    view = dataclasses.replace(build, runs=[dataclasses.replace(r, cached=True)
+                                            for r in build.runs])
+    err = io.StringIO()
+    out = _Marked(err)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        render_build(view, data_console(False))
+    finally:
+        sys.stdout, sys.stderr = saved
+    said, summary = err.getvalue(), summary_line(view) + "\n"
+    if out.at is None or not said.endswith(summary):
+        return None
+    tail = f"; output {os.path.relpath(build.output, build.cwd)}" if build.output else ""
+    return {"before": said[:out.at], "table": out.buf.getvalue(),
+            "after": said[out.at:-len(summary)], "stages": len(build.runs),
+            "tail": f"{tail}\ntoolkit: {build.toolkit.describe()}"}
+
+
 def _compile(argv: list[str], nvcc: str | None) -> None:
     from nvstage.cli.common import emit_json
     from nvstage.report.terminal.console import data_console
@@ -82,6 +200,11 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
     from nvstage.errors import UsageError
     from nvstage.report.terminal.build import render_build
 
+    import os
+    import time
+    from pathlib import Path
+
+    started_ns = time.time_ns()
     toolkit = find_toolkit(nvcc)
     req = parse(argv, grammar_for(toolkit.nvcc))
     if req.source is None:
@@ -106,9 +229,27 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
             build = compile_nvrtc(req.source, req.options, toolkit=toolkit, keep=keep,
                                   name_expressions=req.name_exprs)
         elif req.via == "nvcc":
+            whole = _whole_ok(argv, os.environ)
+            pending = []
+
+            def remember(build, work, seen):  # what the same command is answered from next
+                from nvstage.compiler import hit
+
+                # Once the command repeats (every stage a hit): a one-off build does not pay
+                # for an entry, and the first repeat still goes through the stage cache.
+                if (build.cache or {}).get("misses", 1) != 0:
+                    return
+
+                env = dict(os.environ)
+                hit.remember_nvcc(nvcc, os.getcwd(), env, toolkit.nvcc, toolkit.source)
+                pending.append(hit.prepare(
+                    toolkit.nvcc, hit.cli_args(argv, env), build.cwd, env, build, work,
+                    hit.outputs_of(build, build.cwd, work), "", "", started_ns, seen=seen))
+
             with LiveStages() as live:
                 build = run_compile(req.source, req.options, toolkit=toolkit, keep=keep,
-                                    observer=live, jobs=req.jobs, cache=not req.no_cache)
+                                    observer=live, jobs=req.jobs, cache=not req.no_cache,
+                                    on_built=remember if whole else None)
         else:
             raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc or nvrtc")
         con = data_console(req.json)
@@ -122,15 +263,20 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
             doc["show"] = show_build(build, req.show, con, toolkit=toolkit)
         if req.json:
             emit_json(doc)
+        if req.via == "nvcc" and pending and pending[0] is not None:
+            view = _view(build)
+            if view is not None:
+                pending[0].store(view)
 
 
-@contextlib.contextmanager
 def _keep_folder(req):
+    """The keep folder as a context: a temporary one while --show reads it without --keep."""
+    import contextlib
+    import tempfile
+
     if req.keep_folder is not None or not req.show:
-        yield req.keep_folder
-        return
-    with tempfile.TemporaryDirectory(prefix="nvstage-show-") as tmp:
-        yield tmp
+        return contextlib.nullcontext(req.keep_folder)
+    return tempfile.TemporaryDirectory(prefix="nvstage-show-")
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -45,6 +45,7 @@ def compile(  # noqa: A001 - the verb users expect
     observer: Observer | None = None,
     jobs: int | None = None,
     cache: bool | str | os.PathLike | Cache = True,
+    on_built=None,
 ) -> Build:
     """Compile ``source`` as nvcc would, one stage at a time.
 
@@ -53,7 +54,7 @@ def compile(  # noqa: A001 - the verb users expect
     manifest is written first when ``keep`` is given). ``jobs``: how many stages may run at
     once (None: one per core available); ``cache``: reuse stages whose inputs are unchanged
     (True: the user cache folder, ``$NVSTAGE_CACHE_DIR`` or ``~/.cache/nvstage``; a path or a
-    ``Cache``: that one; False: off).
+    ``Cache``: that one; False: off). ``on_built``: as ``compile_command``'s.
     """
     t_start = time.perf_counter()
     options = options or CompileOptions()
@@ -78,7 +79,7 @@ def compile(  # noqa: A001 - the verb users expect
                                                     cwd, remember=store is not None)
         return _build(plan, dryrun_argv, plan_seconds, source=str(src), options=options,
                       toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
-                      jobs=jobs, store=store, t_start=t_start,
+                      jobs=jobs, store=store, t_start=t_start, on_built=on_built,
                       depfile=_depfile_spec(options.nvcc_args(), os.fspath(source), toolkit)
                       if any(st.kind is StageKind.DEPFILE for st in plan.stages) else None)
 
@@ -101,8 +102,9 @@ def compile_command(
     ``--dryrun --keep --keep-dir`` a temporary folder); ``source`` is its one input, and
     ``depfile`` ``(target, -MMD, -MP)`` how to write a ``-MD`` dependency file.
     ``slots``: job slots lent by the build (``jobserver.JobServer``), up to ``jobs``.
-    ``on_built(build, work)`` is called after a successful build, while the work folder and
-    its intermediates still exist (the launcher records what a later hit needs)."""
+    ``on_built(build, work, seen)`` is called after a successful build, while the work folder
+    and its intermediates still exist (the launcher records what a later hit needs; ``seen``:
+    what the stage cache learnt of the files read, ``cache.stage.Seen``, None without one)."""
     t_start = time.perf_counter()
     observer = observer or Observer()
     cwd = os.path.abspath(cwd or os.getcwd())
@@ -116,15 +118,13 @@ def compile_command(
         build = _build(plan, dryrun_argv, plan_seconds, source=str(Path(cwd, source)),
                        options=CompileOptions(extra=tuple(args)), toolkit=toolkit, cwd=cwd,
                        work=work, keep=None, observer=observer, jobs=jobs, store=store,
-                       t_start=t_start, depfile=depfile, slots=slots)
-        if on_built is not None:
-            on_built(build, str(work))
+                       t_start=t_start, depfile=depfile, slots=slots, on_built=on_built)
         return build
 
 
 def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: str,
            options: CompileOptions, toolkit: Toolkit, cwd: str, work: Path, keep, observer,
-           jobs: int, store, t_start: float, depfile=None, slots=None) -> Build:
+           jobs: int, store, t_start: float, depfile=None, slots=None, on_built=None) -> Build:
     """Run a planned build's stages in ``work``: the part ``compile`` and ``compile_command``
     share."""
     check_outputs(plan, cwd)
@@ -175,6 +175,8 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
         finish(build, work, t_start)
         raise err
     finish(build, work, t_start)
+    if on_built is not None:
+        on_built(build, str(work), stages.seen() if store is not None else None)
     return build
 
 

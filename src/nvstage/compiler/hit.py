@@ -49,6 +49,10 @@ MAX_OUTPUT = 1 << 30
 # A file changed this close to the moment its stat was taken may change again within the
 # same timestamp tick: its stat is not trusted, its contents are compared (ccache's rule).
 _SETTLE_NS = 2_000_000_000
+# The stages a command answered whole may have run (nvcc's -c, -ptx, -cubin, -fatbin).
+_ANSWERABLE = frozenset({"host-preprocess", "cudafe++", "device-preprocess", "cicc", "ptxas",
+                         "fatbinary", "host-compile", "cleanup", "depfile"})
+HITS = "hits"  # under inv/: one line per whole answer, the stage hits it stands for
 _CHUNK = 1 << 20
 
 
@@ -56,6 +60,19 @@ def _sha256(data: bytes = b""):
     from _sha256 import sha256  # the builtin one: hashlib would load OpenSSL (2 ms)
 
     return sha256(data)
+
+
+# Above this many bytes OpenSSL's SHA-256 (hashlib: 2 ms to load, four times the builtin's
+# speed) pays for itself.
+_OPENSSL_FROM = 1 << 20
+
+
+def _hexdigest(data: bytes) -> str:
+    if len(data) >= _OPENSSL_FROM:
+        import hashlib
+
+        return hashlib.sha256(data).hexdigest()
+    return _sha256(data).hexdigest()
 
 
 _X36 = bytes(x ^ 0x36 for x in range(256))
@@ -208,7 +225,7 @@ def load(root: str, k: str, secret: bytes) -> dict | None:
 
 def _sha256_file(path: str) -> str | None:
     data = _read_regular(path, MAX_OUTPUT)
-    return None if data is None else _sha256(data).hexdigest()
+    return None if data is None else _hexdigest(data)
 
 
 def inputs_unchanged(meta: dict, entry: str | None = None) -> bool:
@@ -254,7 +271,7 @@ def restore(meta: dict, root: str, k: str, cwd: str) -> bool:
     os.umask(mask)
     for n, (rel, sha, executable) in enumerate(meta["outputs"]):
         data = _read_regular(os.path.join(src, str(n)), MAX_OUTPUT)
-        if data is None or _sha256(data).hexdigest() != sha:
+        if data is None or _hexdigest(data) != sha:
             return False
         dest = os.path.join(cwd, rel)
         try:
@@ -300,40 +317,162 @@ def is_launcher_command(first: str) -> bool:
 _served: dict = {}  # what the last hit was, for its build-record entry (``log``)
 
 
-def try_hit(argv: list[str], cwd: str, env) -> int | None:
-    """``argv`` is ``NVCC ARGS...``: 0 when the whole command was answered from the cache
-    (outputs in place, the tools' output printed), None for a miss."""
-    import time
-
-    t0, started = time.perf_counter(), time.time()
-    if env.get("NVSTAGE_CACHE", "1") == "0":
-        return None
-    nvcc = argv[0] if os.sep in argv[0] else _which(argv[0], env.get("PATH", ""))
-    if nvcc is None:
-        return None
-    root = cache_root(env)
-    secret = _secret(env)
-    if root is None or secret is None:
-        return None
-    k = key(nvcc, argv[1:], cwd, env)
+def _answer(nvcc: str, args: list[str], cwd: str, env, root: str, secret: bytes,
+            view: bool = False):
+    """The entry for ``nvcc args`` when every file it read is unchanged, its outputs restored
+    into place; None for a miss. ``view``: only an entry that holds what the CLI prints."""
+    k = key(nvcc, args, cwd, env)
     if k is None:
         return None
     meta = load(root, k, secret)
-    if meta is None:
+    if meta is None or (view and not isinstance(meta.get("view"), dict)):
         return None
     try:
         if not inputs_unchanged(meta, _entry_dir(root, k)) or not restore(meta, root, k, cwd):
             return None
     except (OSError, ValueError, TypeError, KeyError):
         return None  # a malformed entry behind a good seal: the pipeline answers instead
+    meta["dir"] = _entry_dir(root, k)
+    _count(root, meta.get("hits", 0))
+    return meta
+
+
+def _count(root: str, hits: int) -> None:
+    """The stage hits a whole answer stands for, added to the cache's totals (``nvstage
+    cache``): one appended line, no lock (``Cache.totals`` adds them up)."""
+    try:
+        fd = os.open(os.path.join(root, "inv", HITS), os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                     | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.write(fd, b"%d\n" % int(hits))
+    except (OSError, ValueError, TypeError):
+        pass
+    finally:
+        os.close(fd)
+
+
+def _opened(env) -> tuple[str, bytes] | None:
+    if env.get("NVSTAGE_CACHE", "1") == "0":
+        return None
+    root = cache_root(env)
+    secret = _secret(env) if root is not None else None
+    return None if secret is None else (root, secret)
+
+
+def try_hit(argv: list[str], cwd: str, env) -> int | None:
+    """``argv`` is ``NVCC ARGS...``: 0 when the whole command was answered from the cache
+    (outputs in place, the tools' output printed), None for a miss."""
+    import time
+
+    t0, started = time.perf_counter(), time.time()
+    nvcc = argv[0] if os.sep in argv[0] else _which(argv[0], env.get("PATH", ""))
+    opened = _opened(env) if nvcc is not None else None
+    if opened is None:
+        return None
+    meta = _answer(nvcc, argv[1:], cwd, env, *opened)
+    if meta is None:
+        return None
     for text, stream in ((meta["stdout"], sys.stdout), (meta["stderr"], sys.stderr)):
         if text:
             stream.flush()
             stream.buffer.write(text.encode("utf-8", "surrogateescape"))
             stream.flush()
-    _served.update(dir=_entry_dir(root, k), argv=[nvcc, *argv[1:]], cwd=cwd, t0=t0,
+    _served.update(dir=meta["dir"], argv=[nvcc, *argv[1:]], cwd=cwd, t0=t0,
                    started=started, env=env)
     return 0
+
+
+# -- nvstage compile: the same answer for the CLI's own command line --------------------------
+# Its words are not nvcc's (-arch twice builds both, nvstage's options), so its entries live
+# under keys of their own: the CLI's words after a marker no nvcc word can be, with the
+# variables that choose its nvcc and lay out its tables.
+CLI_ENV = ("NVSTAGE_NVCC", "CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX", "COLUMNS")
+
+
+def cli_args(argv: list[str], env) -> list[str]:
+    """The words an ``nvstage compile ARGV`` entry is keyed by (``key``'s ``args``)."""
+    from nvstage import __version__
+
+    return [f"\0nvstage compile {__version__}", repr([env.get(k) for k in CLI_ENV]), *argv]
+
+
+def _choice_key(given: str | None, cwd: str, env) -> str:
+    """Which nvcc ``nvstage compile`` finds depends on its ``--nvcc``, the variables
+    cuda-pathfinder reads and the packages installed (an install or removal changes the
+    site-packages folder): the key of the remembered answer."""
+    parts = [SCHEMA, "nvcc choice", sys.executable, given, cwd if given else None,
+             [env.get(k) for k in ("PATH", "CONDA_PREFIX", "CUDA_PATH", "CUDA_HOME",
+                                   "LD_LIBRARY_PATH")]]
+    for p in sys.path:  # where the wheels are found: an install there moves the folder
+        try:
+            parts.append([p, _stat(p) if p.endswith(("site-packages", "dist-packages"))
+                          else None])
+        except OSError:
+            parts.append([p, None])
+    return _sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _choice_file(root: str, given: str | None, cwd: str, env) -> str:
+    return os.path.join(root, "inv", "nvcc", _choice_key(given, cwd, env))
+
+
+def remember_nvcc(given: str | None, cwd: str, env, nvcc: str, source: str) -> None:
+    """Note which nvcc (and from where) the toolkit search found, so that a whole-command
+    answer needs no search (cuda-pathfinder alone costs 70 ms to import)."""
+    opened = _opened(env)
+    if opened is None:
+        return
+    root, secret = opened
+    path = _choice_file(root, given, cwd, env)
+    body = marshal.dumps([SCHEMA, nvcc, source])
+    data = _hmac(secret, body) + b"\n" + body
+    if _read_regular(path, 1 << 16) == data:
+        return
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _remembered_nvcc(root: str, secret: bytes, given: str | None, cwd: str, env):
+    from _operator import _compare_digest
+
+    raw = _read_regular(_choice_file(root, given, cwd, env), 1 << 16)
+    if raw is None or b"\n" not in raw:
+        return None
+    seal, body = raw.split(b"\n", 1)
+    if not _compare_digest(seal, _hmac(secret, body)):
+        return None
+    try:
+        schema, nvcc, source = marshal.loads(body)
+    except (ValueError, EOFError, TypeError):
+        return None
+    if schema != SCHEMA or not os.access(nvcc, os.X_OK):
+        return None
+    return nvcc, source
+
+
+def answer_cli(argv: list[str], given: str | None, cwd: str, env) -> dict | None:
+    """``nvstage compile ARGV`` answered whole: its outputs restored, and the entry (whose
+    ``view`` holds what the command prints) returned; None for a miss. ``given``: its
+    ``--nvcc`` or ``$NVSTAGE_NVCC``."""
+    opened = _opened(env)
+    if opened is None:
+        return None
+    found = _remembered_nvcc(*opened, given, cwd, env)
+    if found is None:
+        return None
+    return _answer(found[0], cli_args(argv, env), cwd, env, *opened, view=True)
 
 
 def log(argv: list[str]) -> None:
@@ -370,63 +509,139 @@ def log(argv: list[str]) -> None:
         pass  # a build record that cannot be written never fails the build
 
 
-# -- recording (after a miss, from the launcher: the full library may be imported) -----------
+# -- recording (after a miss, from the launcher or the CLI: the full library may be imported) --
+
+def outputs_of(build, cwd: str, work: str) -> list[str]:
+    """The files a build leaves behind (its stages' outputs outside the work folder)."""
+    outs = [o for s in build.plan.runnable for o in s.outputs
+            if not os.path.abspath(os.path.join(cwd, o)).startswith(work + os.sep)]
+    return list(dict.fromkeys(outs))
+
 
 def record(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs: list[str],
-           stdout: str, stderr: str, started_ns: int) -> bool:
-    """Store the entry a later identical command can be answered from, when it is safe:
-    every cacheable stage was a hit or was stored (so the stage cache judged nothing
-    uncacheable: time macros, .incbin, files changed mid-build), and no file read changed
-    since the command started. False when not stored."""
+           stdout: str, stderr: str, started_ns: int, seen=None, build_doc=None) -> bool:
+    """Store the entry a later identical command can be answered from, when it is safe
+    (``prepare``). False when not stored."""
+    pending = prepare(nvcc, args, cwd, env, build, work, outputs, stdout, stderr, started_ns,
+                      seen=seen, build_doc=build_doc)
+    return pending is not None and pending.store()
+
+
+class Pending:
+    """An entry read while the build's work folder still exists, written by ``store``
+    (the CLI adds what it prints first, ``view``)."""
+
+    def __init__(self, final: str, meta: dict, blobs: list[bytes], cands: bytes,
+                 build_doc, secret: bytes):
+        self.final, self.meta, self.blobs, self.cands = final, meta, blobs, cands
+        self.build_doc, self.secret = build_doc, secret
+
+    def store(self, view: dict | None = None) -> bool:
+        if view is not None:
+            self.meta["view"] = view
+        body = marshal.dumps(self.meta)
+        final = self.final
+        tmp = f"{final}.tmp-{os.getpid()}"
+        try:
+            os.makedirs(tmp, exist_ok=False)
+            for n, data in enumerate(self.blobs):
+                with open(os.path.join(tmp, str(n)), "wb") as f:
+                    f.write(data)
+            with open(os.path.join(tmp, "shadow"), "wb") as f:
+                f.write(self.cands)
+            if self.build_doc is not None:
+                import json
+
+                with open(os.path.join(tmp, "build.json"), "w", encoding="utf-8",
+                          errors="surrogateescape") as f:
+                    json.dump(self.build_doc, f, separators=(",", ":"))
+            with open(os.path.join(tmp, "meta"), "wb") as f:
+                f.write(_hmac(self.secret, body) + b"\n" + body)
+            if os.path.isdir(final):  # an older entry for the same command: replaced
+                import shutil
+
+                shutil.rmtree(final, ignore_errors=True)
+            os.rename(tmp, final)
+        except OSError:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+        return True
+
+
+def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs: list[str],
+            stdout: str, stderr: str, started_ns: int, *, seen=None,
+            build_doc=None) -> Pending | None:
+    """The entry a later identical command can be answered from, when it is safe: every
+    cacheable stage was a hit or was stored (so the stage cache judged nothing uncacheable:
+    time macros, .incbin, files changed mid-build), and no file read changed since the
+    command started. ``seen`` (the stage cache's ``Seen``): the files each preprocessing
+    stage read and their digests, known already; without it they are read from the
+    preprocessed outputs' line markers and hashed here. ``build_doc``: the manifest kept
+    beside the entry (the launcher's build record). None when nothing may be stored."""
+    import hashlib
+
     from nvstage.compiler.cache.headers import builtin_dirs, include_search, \
         shadow_candidates, search_layout
     from nvstage.compiler.cache.seal import secret as make_secret
-    from nvstage.compiler.depfile import marked_files
     from nvstage.compiler.plan import StageKind
 
     c = build.cache or {}
     if not c or c.get("misses", 0) != c.get("stored", 0) or c.get("corrupt", 0):
-        return False
+        return None
+    # A compilation only: a link searches libraries by name, and a device link reads the
+    # toolkit's libraries, none of which the entry watches.
+    if any(r.stage.kind.value not in _ANSWERABLE for r in build.runs):
+        return None
     root = cache_root(env)
     k = key(nvcc, args, cwd, env)
     if root is None or k is None:
-        return False
+        return None
     try:
         secret = make_secret()
     except Exception:  # no key, no entry: the stage cache said why already
-        return False
+        return None
     files: dict[str, None] = {}
     shadow: dict[str, bool] = {}  # candidate -> present
     layout: list = []
     fixed = [build.toolkit.root]
+    reads = seen.reads if seen is not None else {}
     for run in build.runs:
         s = run.stage
         if s.kind not in (StageKind.DEVICE_PREPROCESS, StageKind.HOST_PREPROCESS):
             continue
-        ii = os.path.join(cwd, s.outputs[0])
-        data = _read_regular(ii, 1 << 31)
-        if data is None:
-            return False
-        names = [os.path.join(cwd, n) for n, _ in marked_files(data)]
+        names = reads.get(s.index)
+        if names is None:  # not through the direct mode: the line markers say
+            from nvstage.compiler.depfile import marked_files
+
+            data = _read_regular(os.path.join(cwd, s.outputs[0]), 1 << 31)
+            if data is None:
+                return None
+            names = [os.path.join(cwd, n) for n, _ in marked_files(data)]
         # The outputs of earlier stages (the work folder) are nvstage's own, not inputs.
         names = [n for n in names if not n.startswith(work + os.sep)]
         files.update(dict.fromkeys(names))
         builtin = builtin_dirs(s.argv, env)
         search = include_search(s.argv, cwd, env, builtin)
         for cand in shadow_candidates(names, search, cwd, [*builtin, *fixed]):
-            shadow[cand] = os.path.exists(cand)
+            if cand not in shadow:
+                shadow[cand] = os.path.exists(cand)
         layout += [x for x in search_layout(search) if x not in layout]
     inputs = []
     for path in files:
         try:
             st = _stat(path)
         except OSError:
-            return False
-        sha = _sha256_file(path)
-        if sha is None:
-            return False
+            return None
         if max(st[1], st[2]) >= started_ns:
-            return False  # changed while the command ran: what it read is not known
+            return None  # changed while the command ran: what it read is not known
+        sha = seen.digest(path) if seen is not None else None
+        if sha is None:
+            data = _read_regular(path, MAX_OUTPUT)
+            if data is None:
+                return None
+            sha = hashlib.sha256(data).hexdigest()
         settled = max(st[1], st[2]) < started_ns - _SETTLE_NS
         inputs.append([path, st, settled, sha])
     outs = []
@@ -435,15 +650,20 @@ def record(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs:
         p = os.path.join(cwd, rel)
         data = _read_regular(p, MAX_OUTPUT)
         if data is None:
-            return False
+            return None
         executable = bool(os.stat(p).st_mode & 0o111)
-        outs.append([rel, _sha256(data).hexdigest(), executable])
+        outs.append([rel, hashlib.sha256(data).hexdigest(), executable])
         blobs.append(data)
     by_dir: dict[str, list] = {}
+    nearest: dict[str, str] = {}  # a candidate's folder -> the nearest one that exists
     for cand, was in sorted(shadow.items()):
-        d = os.path.dirname(cand)
-        while not os.path.isdir(d) and os.path.dirname(d) != d:
-            d = os.path.dirname(d)  # a folder to be made is seen in its nearest parent
+        parent = os.path.dirname(cand)
+        d = nearest.get(parent)
+        if d is None:
+            d = parent
+            while not os.path.isdir(d) and os.path.dirname(d) != d:
+                d = os.path.dirname(d)  # a folder to be made is seen in its nearest parent
+            nearest[parent] = d
         by_dir.setdefault(d, []).append([cand, was])
     shadow_dirs, shadow_cands = [], []
     for d, cands in by_dir.items():
@@ -451,41 +671,15 @@ def record(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs:
         try:
             st = _stat(d)
         except OSError:
-            return False
+            return None
         for cand, was in cands:
             if was and max(_stat(cand)[1:3]) >= started_ns:
-                return False  # a hiding file made while the compiler ran: seen or not?
+                return None  # a hiding file made while the compiler ran: seen or not?
         shadow_dirs.append([d, st])
         shadow_cands.append(cands)
     cands_blob = marshal.dumps(shadow_cands)
     meta = {"schema": SCHEMA, "argv": [nvcc, *args], "cwd": cwd, "inputs": inputs,
             "shadow": shadow_dirs, "shadow_sha": _sha256(cands_blob).hexdigest(),
-            "layout": layout, "outputs": outs, "stdout": stdout, "stderr": stderr}
-    body = marshal.dumps(meta)
-    final = _entry_dir(root, k)
-    tmp = f"{final}.tmp-{os.getpid()}"
-    try:
-        os.makedirs(tmp, exist_ok=False)
-        for n, data in enumerate(blobs):
-            with open(os.path.join(tmp, str(n)), "wb") as f:
-                f.write(data)
-        import json
-
-        with open(os.path.join(tmp, "shadow"), "wb") as f:
-            f.write(cands_blob)
-        with open(os.path.join(tmp, "build.json"), "w", encoding="utf-8",
-                  errors="surrogateescape") as f:
-            json.dump(build.to_json(), f, separators=(",", ":"))
-        with open(os.path.join(tmp, "meta"), "wb") as f:
-            f.write(_hmac(secret, body) + b"\n" + body)
-        if os.path.isdir(final):  # an older entry for the same command: replaced
-            import shutil
-
-            shutil.rmtree(final, ignore_errors=True)
-        os.rename(tmp, final)
-    except OSError:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-        return False
-    return True
+            "layout": layout, "outputs": outs, "stdout": stdout, "stderr": stderr,
+            "hits": c.get("hits", 0) + c.get("misses", 0)}
+    return Pending(_entry_dir(root, k), meta, blobs, cands_blob, build_doc, secret)

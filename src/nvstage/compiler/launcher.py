@@ -195,15 +195,15 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
     slots = JobServer.from_env() if jobs is None else None
     started_ns = time.time_ns()
 
-    def remember(build, work):  # what a later identical command is answered from (hit.py)
+    def remember(build, work, seen):  # what a later identical command is answered from
         from nvstage.compiler import hit
 
-        outs = [o for s in build.plan.runnable for o in s.outputs
-                if not os.path.abspath(os.path.join(cwd, o)).startswith(work + os.sep)]
         out = "".join(r.stdout for r in build.runs)
         err = "".join(r.stderr for r in build.runs)
-        hit.record(nvcc, args, cwd, dict(os.environ), build, work, list(dict.fromkeys(outs)),
-                   out, err, started_ns)
+        entry.build = build.to_json()
+        hit.record(nvcc, args, cwd, dict(os.environ), build, work,
+                   hit.outputs_of(build, cwd, work), out, err, started_ns, seen=seen,
+                   build_doc=entry.build)
 
     try:
         build = compile_command(args, toolkit=toolkit, cwd=cwd, source=plan.source,
@@ -220,5 +220,7 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
         if slots is not None:
             slots.close()
     _replay_output(build)
-    entry.status, entry.build = "ok", build.to_json()
+    entry.status = "ok"
+    if entry.build is None:
+        entry.build = build.to_json()
     return 0

@@ -37,6 +37,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from nvstage.compiler.cache.headers import Existence, Trees, builtin_dirs, include_search, \
@@ -109,6 +110,18 @@ def open_cache(cache: bool | str | os.PathLike | Cache) -> Cache | None:
         raise
 
 
+@dataclass(frozen=True)
+class Seen:
+    """What one build's preprocessing read, as the stage cache learnt it: the files each
+    host-compiler stage read (stage index -> absolute paths, from the compiler's own
+    dependency list), and ``digest(path)``, a file's SHA-256 as hashed for the keys (hashed
+    again only when its stat moved). The whole-command entry (``hit.py``) is made from it
+    rather than reading and hashing every header a second time."""
+
+    reads: dict[int, list[str]]
+    digest: Callable[[str], str | None]
+
+
 class StageCache:
     """What every stage of one build shares: environment, folders, the cache and counters.
 
@@ -141,6 +154,14 @@ class StageCache:
         if self.tiers is not None:
             self.tiers.local = self.local
         self._remote_sets: dict[str, list] = {}  # direct key -> the sets the tiers held
+        self._reads: dict[int, list[str]] = {}  # host-compiler stage -> the files it read
+
+    def seen(self) -> Seen:
+        return Seen(dict(self._reads), self._digest)
+
+    def _digest(self, path: str) -> str | None:
+        look = self.keys.hasher.look(path)
+        return look.digest if look is not None and not look.inside else None
 
     def close(self) -> None:
         if self._scratch:
@@ -253,6 +274,7 @@ class StageCache:
         # and .incbin are looked for in the user's files only: the compiler's and toolkit's
         # use neither.
         files = [paths.abs(n) for n in names]
+        self._reads[stage.index] = files
         shown = present(shadow_candidates(files, search, self.cwd, fixed))
         trees = Trees(fixed)
         if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \
@@ -291,6 +313,7 @@ class StageCache:
                                             self.keys.pinned(stage, looks))
                 hit = self._restore(stage, keys, started, t)
                 if hit is not None:
+                    self._reads[stage.index] = files
                     self.count(direct_hits=1)
                     if remember:
                         with contextlib.suppress(OSError):

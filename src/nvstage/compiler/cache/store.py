@@ -803,9 +803,16 @@ class Cache:
         or unreadable (a FIFO there is unreadable, not a wait)."""
         try:
             d = json.loads(read_file(self.root / "stats.json", MAX_DOC_BYTES))
-            return Counters(**{k: int(d.get(k, 0)) for k in _COUNTED})
+            total = Counters(**{k: int(d.get(k, 0)) for k in _COUNTED})
         except (OSError, ValueError, TypeError, AttributeError, RecursionError):
-            return Counters()
+            total = Counters()
+        # The stages whole-command answers (``hit.py``) stood for: one line per answer.
+        try:
+            lines = read_file(self.root / "inv" / "hits", 64 << 20).split()
+            total.hits += sum(int(n) for n in lines if n.isdigit())
+        except (OSError, CacheError):
+            pass
+        return total
 
     def entries(self) -> list[tuple[Path, float, int]]:
         """(entry folder, last use, bytes) for every entry (folders named as keys only)."""
@@ -872,7 +879,7 @@ class Cache:
             if not left:
                 return False
             self.open()  # the XDG folder's cache from before the mark: adopted, then cleared
-        for name in ("entries", "direct", "notes", "stats.json", "tiers.json"):
+        for name in ("entries", "direct", "notes", "stats.json", "tiers.json", "inv", "plans"):
             _remove(self.root / name, self.root)
         for p in self.root.glob(".trash-*"):  # left by a clear that was killed
             _remove(p, self.root)
