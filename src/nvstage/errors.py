@@ -17,6 +17,9 @@ class NvstageError(Exception):
     """Base class: ``str(err)`` is the whole message a user sees; ``hint`` says how to fix it."""
 
     exit_code = 1
+    # Further problems found with the first (``message``), each a line of its own: printed
+    # as errors, never as the hint.
+    more: tuple[str, ...] = ()
 
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)
@@ -25,10 +28,16 @@ class NvstageError(Exception):
 
     def explain(self) -> str:
         """The full text for a terminal: what failed, then how to fix it."""
-        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+        lines = [self.message, *(f"  error: {m}" for m in self.more)]
+        if self.hint:
+            lines.append(f"  hint: {self.hint}")
+        return "\n".join(lines)
 
     def to_json(self) -> dict:
-        return {"error": type(self).__name__, "message": self.message, "hint": self.hint}
+        doc = {"error": type(self).__name__, "message": self.message, "hint": self.hint}
+        if self.more:
+            doc["more"] = list(self.more)
+        return doc
 
 
 class UsageError(NvstageError):
@@ -266,15 +275,19 @@ class WorkloadError(UsageError):
 
 class ValidationError(WorkloadError):
     """Launches that do not fit the kernels' parameter lists: the first error is the message,
-    the others the hint. ``findings``: every ``validate.Finding``, notes included."""
+    the others ``more`` (each printed as an error of its own). ``findings``: every
+    ``validate.Finding``, notes included."""
 
     def __init__(self, findings: list):
+        from nvstage.documents import one_line
+
         self.findings = findings
         errors = [f for f in findings if f.level == "error"]
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        super().__init__(first.message + more, where=first.where,
-                         hint="\n".join(f"{f.where}: {f.message}" for f in errors[1:]) or None)
+        super().__init__(first.message + more, where=first.where)
+        self.more = tuple(one_line(f"{f.where}: {f.message}" if f.where else f.message)
+                          for f in errors[1:])
 
 
 class ExprError(ValueError):

@@ -175,3 +175,49 @@ def test_non_finite_medians_draw_nothing():
     nan = float("nan")
     assert decomposition_svg({"decomposition": {"kernel_ns": {"median": nan},
                                                 "wall_ns": {"median": float("inf")}}}) is None
+
+
+def test_fatbin_table_names_kernels_as_the_resources_table_does(page):
+    fatbin = page[page.index('id="fatbin"'):]
+    fatbin = fatbin[:fatbin.index("</table>")]
+    resources = page[page.index('id="resources"'):]
+    resources = resources[:resources.index("</table>")]
+    for name in ("void scale&lt;float&gt;(float*, float, int)",
+                 "block_sum(float const*, float*, int)"):
+        assert name in fatbin and name in resources, name
+    assert "_Z5scaleIfEvPT_S0_i" not in fatbin and "_Z9block_sum" not in fatbin
+
+
+def test_the_lineinfo_listing_shows_source_lines_and_no_padding(page, kept):
+    # kept is a -lineinfo build of multi.cu: its SASS names multi.cu's lines, with their text
+    source = open(kept.source).read().splitlines()
+    line = next(n for n, text in enumerate(source, 1) if "atomicAdd" in text)
+    assert f"multi.cu:{line}  {esc_text(source[line - 1].strip())}" in page
+    assert "padding to the 128-byte boundary" in page
+
+
+def esc_text(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
+
+
+def test_restored_build_says_restore_time(kept, toolkit, kernels, tmp_path):
+    from dataclasses import replace
+
+    from nvstage.report.html import gather, render
+
+    # the same record, as a build every stage of which came from the cache
+    restored = replace(kept, runs=[replace(r, cached=True) for r in kept.runs])
+    page = render(gather(restored, toolkit=toolkit, sass=False))
+    assert "stages restored from the cache in" in page
+    assert '<div class="k">restore time (every stage from the cache; no tool ran)</div>' in page
+    assert '<div class="k">wall time' not in page
+    assert "(cached)" not in page and "to restore" in page
+    ran = replace(kept, runs=[replace(r, cached=False) for r in kept.runs])
+    fresh = render(gather(ran, toolkit=toolkit, sass=False))
+    assert '<div class="k">wall time</div>' in fresh and "restore" not in fresh
+    some = replace(kept, runs=[replace(r, cached=n < 2) for n, r in enumerate(kept.runs)])
+    mixed = render(gather(some, toolkit=toolkit, sass=False))
+    assert f'<div class="k">wall time (2 of {len(kept.runs)} stages from the cache)</div>' \
+        in mixed

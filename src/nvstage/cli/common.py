@@ -42,7 +42,7 @@ def handled(json_mode: bool = False) -> Iterator[None]:
 
         if json_mode:
             emit_json(e.to_json())
-        print_error(e.message, e.hint)
+        print_error(e.message, e.hint, e.more)
         raise SystemExit(e.exit_code) from None
     except OSError as e:
         # A name the system cannot even look up (past 255 bytes a component) is the name

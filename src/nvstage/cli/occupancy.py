@@ -57,11 +57,12 @@ def occupancy_cmd(
     them (warps, registers, shared memory, blocks per SM), computed with the CUDA occupancy
     formulas from the kernel's registers and shared memory. No GPU needed.
 
-    Examples:
+    Examples (after the README's first step, nvstage compile kernels/vadd.cu --arch sm_90
+    -o vadd --keep):
 
-          nvstage occupancy build/vadd.sm_90.cubin --block 256
+          nvstage occupancy vadd.nvstage/vadd.sm_90.cubin --block 256
 
-          nvstage occupancy app.exe --gpu l4 --block 128 --smem 16K --sweep
+          nvstage occupancy vadd --gpu h100 --block 128 --smem 16K --sweep
 
           nvstage occupancy --registers 64 --shared 8192 --arch sm_86 --sweep
     """

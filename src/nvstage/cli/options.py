@@ -27,6 +27,10 @@ NvccReadOpt = nvcc_option("Use the cuobjdump/nvdisasm of the toolkit of this nvc
 GpuOpt = Annotated[Optional[str], typer.Option("--gpu",
     help="A GPU preset: h200, h100, a100, l4, l40s, rtx4090, b200.")]
 GpuSpecOpt = Annotated[Optional[Path], typer.Option("--gpu-spec",
-    help="A custom GPU spec (.toml or .json; see nvstage.hw.gpus.load_gpu_spec).")]
+    help="A GPU of your own, in a .toml or .json file of keys: name, arch (sm_90), sm_count, "
+         "memory_bandwidth (bytes/s) and fp32_flops (FLOP/s); optional bf16_flops (FLOP/s), "
+         "memory_bytes, boost_clock_mhz and base_clock_mhz (MHz), pcie_gen, pcie_width, "
+         "display_name, notes, and a [sources] table naming where each figure comes from. "
+         "Or base = \"h100\" and only the keys that differ.")]
 CalibrateOpt = Annotated[Optional[Path], typer.Option("--calibrate",
     help="Fit the presets to a measured report (nvstage run W --profile --json FILE).")]

@@ -27,11 +27,11 @@ def run_cmd(
         help="serialized: synchronise after every operation (the sequential baseline); "
              "pipelined: asynchronous, as real programs run.")] = "serialized",
     json_file: Annotated[Optional[Path], typer.Option("--json",
-        help="Write the run document (schema nvstage.run/1) to this file; - for stdout "
-             "(the tables then go to stderr).")] = None,
+        help="Write the run document (schema nvstage.run/1) to this file, or with --dry-run "
+             "the plan; - for stdout (the tables then go to stderr).")] = None,
     trace_file: Annotated[Optional[Path], typer.Option("--trace",
-        help="Write a Chrome/Perfetto trace (host, kernel and copy lanes) to this file.")
-        ] = None,
+        help="Write a Chrome/Perfetto trace (host, kernel and copy lanes) to this file "
+             "(needs --profile).")] = None,
     arch: Annotated[Optional[str], typer.Option("--arch",
         help="Compile for this arch (default: the GPU's; sm_90 to validate without one).")
         ] = None,
@@ -95,6 +95,10 @@ def _run(workload: Path, *, profile, mode, json_file, trace_file, arch, reps, wa
     from nvstage.report.terminal.console import say
     from nvstage.run.session import open_session
 
+    for name, v in (("--trace", trace_file), ("--svg", svg)):
+        if v and dry_run:  # one line: a dry run measures nothing to draw
+            raise UsageError(f"{name} draws measurements, and a dry run makes none: drop "
+                             f"--dry-run and add --profile to write {v}")
     for name, v in (("--trace", trace_file), ("--svg", svg), ("--cupti", cupti)):
         if v and not profile and not dry_run:  # these need the per-op figures
             raise UsageError(f"{name} needs --profile", hint=f"nvstage run {workload} "
@@ -103,8 +107,7 @@ def _run(workload: Path, *, profile, mode, json_file, trace_file, arch, reps, wa
                            nvcc=nvcc)
     terminal.findings(session)
     if dry_run:
-        terminal.present_plan(session, to_stdout=json_file is not None and
-                              str(json_file) == "-")
+        terminal.present_plan(session, json_file=json_file)
         return
     try:
         session.run(profile=profile, use_cupti=cupti, timeline=trace_file is not None,
@@ -130,7 +133,7 @@ def _run(workload: Path, *, profile, mode, json_file, trace_file, arch, reps, wa
 def _say(e: NvstageError, *, hint: bool = True) -> None:
     from nvstage.report.terminal.console import print_plain_error
 
-    print_plain_error(e.message, e.hint if hint else None)
+    print_plain_error(e.message, e.hint if hint else None, e.more)
 
 
 def _exit_now(failure, code: int | None = None) -> None:

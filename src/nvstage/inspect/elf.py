@@ -150,8 +150,7 @@ def read_cubin(data: bytes, what: str = "cubin") -> Cubin:
         if elf["e_machine"] != "EM_CUDA" and elf["e_machine"] != EM_CUDA:
             raise ArtifactError(f"{what} is an ELF file for {elf['e_machine']}, not a CUDA "
                                 "cubin")
-        # The SM version sits in bits 8-15 of e_flags (0x5a04: sm_90) since CUDA 12.
-        arch = f"sm_{(elf['e_flags'] >> 8) & 0xFF}"
+        arch = _arch(elf)
         names = [s.name for s in elf.iter_sections()]
         functions = tuple(n[len(".text."):] for n in names if n.startswith(".text."))
         # A kernel has a parameter bank (.nv.constant0.<name>); a device function has none.
@@ -168,6 +167,54 @@ def read_cubin(data: bytes, what: str = "cubin") -> Cubin:
 
 _EIATTR_NUM_BARRIERS = 0x4C
 _EIFMT_BVAL, _EIFMT_SVAL = 2, 4
+# In .nv.compat, as cuobjdump -elf names it: 1 in an arch-specific (sm_90a, sm_100a) cubin.
+_EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET = 0x09
+# e_flags (LLVM's ELF.h): ABI version 8 (CUDA 13) puts the SM in bits 8-15, with
+# EF_CUDA_ACCELERATORS at bit 3; the older layout (ABI 7) in the low byte, with
+# EF_CUDA_ACCELERATORS_V1 at bit 11. ptxas 13.x leaves the bit clear in sm_90a and sm_100a
+# cubins (seen, CUDA 13.5): .nv.compat is where it says so.
+_EF_CUDA_ACCELERATORS, _EF_CUDA_ACCELERATORS_V1 = 0x8, 0x800
+
+
+def _arch(elf) -> str:
+    """"sm_90", or "sm_90a" for an arch-specific cubin. A family-specific one (sm_100f) is
+    the same cubin as sm_100 (the fatbin header or the build record says "f":
+    ``refine_arch``)."""
+    flags = elf["e_flags"]
+    if elf["e_ident"]["EI_ABIVERSION"] == 7:  # CUDA 12 and before
+        sm, accel = flags & 0xFF, bool(flags & _EF_CUDA_ACCELERATORS_V1)
+    else:  # the SM version sits in bits 8-15 of e_flags (0x5a04: sm_90)
+        sm, accel = (flags >> 8) & 0xFF, bool(flags & _EF_CUDA_ACCELERATORS)
+    if not accel:
+        accel = _compat_attr(elf.get_section_by_name(".nv.compat"),
+                             _EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET) == 1
+    return f"sm_{sm}{'a' if accel else ''}"
+
+
+def refine_arch(read: str, declared: str | None) -> str:
+    """The arch read from a cubin's ELF, with the suffix ``declared`` (a fatbin image header,
+    a build record's artifact) adds for the same SM: "sm_100" declared "sm_100f" is
+    "sm_100f". A declaration for another SM changes nothing."""
+    if not declared:
+        return read
+    d = declared.strip().lower().replace("compute_", "sm_")
+    if d != read and d.rstrip("af") == read.rstrip("af") and not read.endswith(("a", "f")):
+        return d
+    return read
+
+
+def _compat_attr(section, attr: int) -> int | None:
+    """A byte or half value from ``.nv.compat`` (the format of ``.nv.info``), or None."""
+    if section is None:
+        return None
+    data, i = section.data(), 0
+    while i + 4 <= len(data):
+        fmt, at = data[i], data[i + 1]
+        if at == attr and fmt in (_EIFMT_BVAL, _EIFMT_BVAL + 1):
+            return data[i + 2] if fmt == _EIFMT_BVAL else int.from_bytes(data[i + 2:i + 4],
+                                                                          "little")
+        i += 4 + (int.from_bytes(data[i + 2:i + 4], "little") if fmt == _EIFMT_SVAL else 0)
+    return None
 
 
 def _num_barriers(info) -> int:

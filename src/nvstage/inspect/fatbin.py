@@ -34,6 +34,9 @@ _HEADER = struct.Struct("<IHHQ")  # magic, version, header size, size of what fo
 _ENTRY = struct.Struct("<HHIQIIIIIIQQQ")
 KINDS = {1: "ptx", 2: "cubin", 8: "ltoir"}
 _COMPRESSED = 0x8000 | 0x2000  # zstd (CUDA 13) and the older LZ4 flag
+# The image's arch suffix (seen, CUDA 13.5: cuobjdump names such images sm_90a, sm_100f):
+# arch-specific (sm_90a, compute_100a) and family-specific (sm_100f, compute_120f).
+_ARCH_SPECIFIC, _FAMILY_SPECIFIC = 0x100000, 0x200000
 _EXT = {"ptx": "ptx", "cubin": "cubin", "ltoir": "ltoir"}
 # More images than any real container holds (a whole library has thousands): past this a
 # file of tiny headers would only cost memory, one record each.
@@ -62,7 +65,10 @@ class RawImage:
 
     @property
     def arch_name(self) -> str:
-        return f"sm_{self.arch}" if self.kind == "cubin" else f"compute_{self.arch}"
+        """"sm_90", "sm_90a", "compute_100f": the container's word for the image's target."""
+        suffix = "a" if self.flags & _ARCH_SPECIFIC else \
+            "f" if self.flags & _FAMILY_SPECIFIC else ""
+        return f"{'sm' if self.kind == 'cubin' else 'compute'}_{self.arch}{suffix}"
 
     @property
     def size(self) -> int:

@@ -258,14 +258,18 @@ def with_code(cubin: str, toolkit, records: Mapping[tuple[str, str], KernelRecor
     import os
     from dataclasses import replace
 
+    from nvstage.inspect.elf import refine_arch
     from nvstage.inspect.sass import disassemble
 
     out = []
     for k in disassemble(cubin, toolkit):
         if not k.is_entry:  # -rdc cubins also hold device functions
             continue
-        r = records.get((k.name, k.arch)) or KernelRecord(k.name, k.demangled, k.arch, None,
-                                                          None, None, final=final)
+        # The ELF cannot say "f": the cubin reads sm_100 where ptxas said sm_100f.
+        r = records.get((k.name, k.arch)) or next(
+            (v for (name, arch), v in records.items()
+             if name == k.name and refine_arch(k.arch, arch) == arch), None) \
+            or KernelRecord(k.name, k.demangled, k.arch, None, None, None, final=final)
         out.append(replace(r, instructions=k.instruction_count,
                            image=os.path.basename(cubin), image_size=size))
     return out

@@ -218,7 +218,7 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
     show as unknown). In an executable only the images the driver loads are used; in an -rdc
     object the cubins are relocatable and their numbers are not final.
     """
-    from nvstage.inspect.elf import read_cubin
+    from nvstage.inspect.elf import read_cubin, refine_arch
     from nvstage.inspect.fatbin import image_bytes, kind_of_file, read_bytes
 
     kind = kind_of_file(path)
@@ -239,12 +239,14 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
     out: list[KernelRecord] = []
     seen: dict[bytes, list[KernelRecord]] = {}  # by the cubin's hash: copies run it once
     for im, data in loadable or images:
-        key = hashlib.sha256(data).digest()
+        # The container's word for the arch: it says "f" (sm_100f), the ELF cannot.
+        key = (hashlib.sha256(data).digest(), im.arch_name)
         if key not in seen:
             cubin = read_cubin(data, f"{path} image {im.index}")
             source = "cuobjdump -res-usage" + (" (after device link)"
                                                if cubin.from_device_link else "")
-            seen[key] = res_usage_of_cubin(data, toolkit, arch=cubin.arch,
+            seen[key] = res_usage_of_cubin(data, toolkit,
+                                           arch=refine_arch(cubin.arch, im.arch_name),
                                            final=not cubin.relocatable, source=source)
         out += seen[key]
     return out
@@ -283,17 +285,18 @@ def build_resources(build, toolkit=None) -> list[KernelRecord]:
 def stage_resources(run, toolkit) -> list[KernelRecord]:
     """The kernels one stage of a build compiled or linked (none for other stages)."""
     from nvstage.compiler.plan import StageKind
-    from nvstage.inspect.elf import read_cubin
+    from nvstage.inspect.elf import read_cubin, refine_arch
 
     if not run.ok:
         return []
     rows: list[KernelRecord] = []
     if run.stage.kind.value in _COMPILERS:
-        cubins = []
+        cubins, arches = [], []
         for a in run.artifacts:
             if a.kind == "cubin":
                 data = read_regular(a.path)
                 cubins.append((data, read_cubin(data, a.path)))
+                arches.append(a.arch or run.stage.arch)
         # -rdc -c numbers are not final. The cubin's ELF type says which it is; the argv
         # only when the cubin is gone.
         relocatable = any(c.relocatable for _, c in cubins) if cubins else \
@@ -303,8 +306,10 @@ def stage_resources(run, toolkit) -> list[KernelRecord]:
                                     final=not relocatable,
                                     source=_COMPILERS[run.stage.kind.value])
         dumped: dict[tuple[str, str], KernelRecord] = {}
-        for data, cubin in cubins:
-            for r in res_usage_of_cubin(data, toolkit, arch=cubin.arch,
+        for (data, cubin), declared in zip(cubins, arches):
+            # ptxas -v names the arch as asked (sm_100f); the ELF cannot say "f"
+            for r in res_usage_of_cubin(data, toolkit,
+                                        arch=refine_arch(cubin.arch, declared),
                                         final=not cubin.relocatable):
                 dumped[(r.kernel, r.arch)] = r
         for p in ptxas:
@@ -316,10 +321,11 @@ def stage_resources(run, toolkit) -> list[KernelRecord]:
                 continue
             data = read_regular(a.path)
             cubin = read_cubin(data, a.path)
-            linked = res_usage_of_cubin(data, toolkit, arch=cubin.arch,
+            arch = refine_arch(cubin.arch, a.arch or run.stage.arch)
+            linked = res_usage_of_cubin(data, toolkit, arch=arch,
                                         source="cuobjdump -res-usage (after device link)")
             nvlink = {r.kernel for r in parse_ptxas_verbose(
-                run.stderr, arch=cubin.arch, source="nvlink -v")}
+                run.stderr, arch=arch, source="nvlink -v")}
             # nvlink -v repeats the linked cubin's figures, but for a kernel with no
             # barriers it prints "used 3 barriers" (CUDA 13.5): the cubin is the reference.
             rows += [replace(r, source=f"nvlink -v + {r.source}") if r.kernel in nvlink

@@ -1,6 +1,12 @@
 """SASS per kernel: nvdisasm on each cubin (fatbins, objects and executables are unpacked one
 image at a time, so same-named images never overwrite each other), with opcode counts and,
-for cubins built with -lineinfo, the source line of each instruction."""
+for cubins built with -lineinfo, the source line of each instruction.
+
+ptxas pads every function with NOPs up to a 128-byte boundary, after its last instruction
+(the ``BRA`` to itself that ends it): 8 to 15 of them on sm_90, a third of a small kernel.
+They are never issued, so they are counted apart (``padding``), not as instructions. A NOP
+inside the code (sm_100 aligns some loop heads with them) is issued and counts.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ class SassInstruction:
     text: str  # the whole instruction as nvdisasm prints it, predicate included
     source: str | None = None  # "file.cu:12" with -lineinfo
     label: str | None = None  # the branch-target label just before it (".L_x_2")
+    source_text: str | None = None  # that line of the source, where it could be read
 
     @property
     def mnemonic(self) -> str:
@@ -39,8 +46,11 @@ class SassInstruction:
         return _PRED.sub("", self.text).split(" ", 1)[0].rstrip(";")
 
     def to_json(self) -> dict:
-        return {"offset": self.offset, "opcode": self.opcode, "text": self.text,
-                "source": self.source, "label": self.label}
+        d = {"offset": self.offset, "opcode": self.opcode, "text": self.text,
+             "source": self.source, "label": self.label}
+        if self.source_text is not None:
+            d["source_text"] = self.source_text
+        return d
 
 
 @dataclass(frozen=True)
@@ -53,17 +63,34 @@ class SassKernel:
     image: str = ""  # which cubin it came from
 
     @property
+    def padding(self) -> int:
+        """The NOPs after the function's last instruction, up to its 128-byte boundary."""
+        n = 0
+        for i in reversed(self.instructions):
+            if i.opcode != "NOP" or i.text != "NOP":  # a predicated NOP is code
+                break
+            n += 1
+        return n if n < len(self.instructions) else 0  # all NOPs: code, oddly
+
+    @property
+    def code(self) -> tuple[SassInstruction, ...]:
+        """The instructions without the padding."""
+        return self.instructions[:len(self.instructions) - self.padding]
+
+    @property
     def instruction_count(self) -> int:
-        return len(self.instructions)
+        """Instructions, the padding NOPs left out."""
+        return len(self.instructions) - self.padding
 
     @property
     def opcode_counts(self) -> dict[str, int]:
-        return dict(Counter(i.opcode for i in self.instructions).most_common())
+        return dict(Counter(i.opcode for i in self.code).most_common())
 
     def to_json(self, *, instructions: bool = True) -> dict:
         d = {"name": self.name, "demangled": self.demangled, "arch": self.arch,
              "is_entry": self.is_entry, "image": self.image,
-             "instruction_count": self.instruction_count, "opcode_counts": self.opcode_counts}
+             "instruction_count": self.instruction_count, "padding_nops": self.padding,
+             "opcode_counts": self.opcode_counts}
         if instructions:
             d["instructions"] = [i.to_json() for i in self.instructions]
         return d
@@ -127,19 +154,20 @@ def _nvdisasm(cubin: Path, toolkit, lineinfo: bool) -> str:
     return cp.stdout
 
 
-def disassemble(path: str | os.PathLike, toolkit, *, lineinfo: bool = False
-                ) -> list[SassKernel]:
+def disassemble(path: str | os.PathLike, toolkit, *, lineinfo: bool = False,
+                declared: str | None = None) -> list[SassKernel]:
     """SASS of every function in a cubin, or in every cubin of a fatbin, object or executable.
 
     ``lineinfo``: interleave source lines (the cubin must be built with -lineinfo; without it
-    there is simply no source to show).
+    there is simply no source to show). ``declared``: a cubin's arch as its build record
+    names it (the "f" of sm_100f is not in the ELF).
     """
-    from nvstage.inspect.elf import read_cubin
+    from nvstage.inspect.elf import read_cubin, refine_arch
     from nvstage.inspect.fatbin import image_bytes, kind_of_file, read_bytes
 
     kind = kind_of_file(path)
     if kind == "cubin":
-        arch = read_cubin(read_bytes(path), str(path)).arch
+        arch = refine_arch(read_cubin(read_bytes(path), str(path)).arch, declared)
         return parse_nvdisasm(_nvdisasm(Path(path), toolkit, lineinfo), arch=arch,
                               image=Path(path).name)
     if kind == "ptx":
@@ -154,7 +182,8 @@ def disassemble(path: str | os.PathLike, toolkit, *, lineinfo: bool = False
     listed: dict[bytes, str] = {}  # nvdisasm's text by the cubin's hash: copies run it once
     with tempfile.TemporaryDirectory(prefix="nvstage-sass-") as tmp:
         for im, data in image_bytes(path, toolkit, "cubin"):
-            arch = read_cubin(data, f"{path} image {im.index}").arch
+            # The container's word for the arch: it says "f" (sm_100f), the ELF cannot.
+            arch = refine_arch(read_cubin(data, f"{path} image {im.index}").arch, im.arch_name)
             name = f"{stem}.{im.index}.{arch}.cubin"  # the inventory's name: unique
             key = hashlib.sha256(data).digest()
             if key not in listed:
@@ -166,13 +195,83 @@ def disassemble(path: str | os.PathLike, toolkit, *, lineinfo: bool = False
     return out
 
 
+# -lineinfo listings show each location's line of source: from one regular file of at most
+# this many bytes, each line cut to MAX_SOURCE_LINE characters.
+MAX_SOURCE_BYTES = 8 << 20
+MAX_SOURCE_LINE = 200
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # a line's own escapes stay text
+
+
+def source_lines(path: str | os.PathLike) -> list[str] | None:
+    """The lines of a source file, shown as text (control characters replaced, each cut to
+    ``MAX_SOURCE_LINE``), or None where it cannot be read: gone, not a regular file (a FIFO
+    is never opened), larger than ``MAX_SOURCE_BYTES``, no permission."""
+    from nvstage.artifacts import read_regular
+    from nvstage.errors import NvstageError
+
+    try:
+        data = read_regular(path, limit=MAX_SOURCE_BYTES, limit_name="MAX_SOURCE_BYTES",
+                            what="source file")
+    except (NvstageError, OSError, ValueError):
+        return None
+    out = []
+    for line in data.decode("utf-8", "replace").split("\n"):
+        line = _CONTROL.sub("?", line.rstrip("\r").replace("\t", "    ")).strip()
+        out.append(line if len(line) <= MAX_SOURCE_LINE else line[:MAX_SOURCE_LINE - 3] + "...")
+    return out
+
+
+def _location(source: str) -> tuple[str, int] | None:
+    file, _, line = source.rpartition(":")
+    return (file, int(line)) if file and line.isdecimal() else None
+
+
+def with_source_text(kernels: list[SassKernel], source: str | None, cwd: str = ""
+                     ) -> list[SassKernel]:
+    """``kernels`` with the text of each instruction's source line, where the location names
+    ``source`` (the file a build's manifest names; relative names against ``cwd``). Only that
+    file is read, once and bounded (``source_lines``); a header's location, a line past the
+    end, or a source that cannot be read keep the location alone."""
+    from dataclasses import replace
+
+    if not source or not any(i.source for k in kernels for i in k.instructions):
+        return kernels
+    target = os.path.join(cwd, source)
+
+    def same(path: str) -> bool:
+        path = os.path.join(cwd, path)
+        if os.path.normpath(path) == os.path.normpath(target):
+            return True
+        try:
+            return os.path.realpath(path) == os.path.realpath(target)
+        except (OSError, ValueError):
+            return False
+
+    lines: list[str] | None = None
+    named: dict[str, bool] = {}
+    out = []
+    for k in kernels:
+        ins = []
+        for i in k.instructions:
+            loc = _location(i.source) if i.source else None
+            if loc is not None and named.setdefault(loc[0], same(loc[0])):
+                if lines is None:
+                    lines = source_lines(target) or []
+                if 1 <= loc[1] <= len(lines):
+                    i = replace(i, source_text=lines[loc[1] - 1])
+            ins.append(i)
+        out.append(replace(k, instructions=tuple(ins)))
+    return out
+
+
 def build_sass(build, toolkit=None, *, lineinfo: bool | None = None) -> list[SassKernel]:
-    """SASS of the cubins a build made (the device link's too, when it has code)."""
+    """SASS of the cubins a build made (the device link's too, when it has code); with
+    ``lineinfo``, each location's line of the source the manifest names."""
     toolkit = toolkit or build.toolkit
     if lineinfo is None:
         lineinfo = bool(build.options.lineinfo)
     out: list[SassKernel] = []
     for a in build.artifacts:
         if a.kind == "cubin" and os.path.isfile(a.path):
-            out += disassemble(a.path, toolkit, lineinfo=lineinfo)
-    return out
+            out += disassemble(a.path, toolkit, lineinfo=lineinfo, declared=a.arch)
+    return with_source_text(out, build.source, build.cwd) if lineinfo else out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -33,6 +34,79 @@ def parse_sections(text: str | None, kind: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(wanted))
 
 
+# -- PTX text --------------------------------------------------------------------------------
+
+_ENTRY_AT = re.compile(r"^[ \t]*(?:\.(?:visible|weak|extern)[ \t]+)*\.entry[ \t]+"
+                       r"([A-Za-z_$%][\w$%.]*)", re.M)
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
+
+
+@dataclass(frozen=True)
+class PtxText:
+    """One PTX module's text, for ``--listing``: the whole module, or with ``--kernel`` the
+    lines of the entries it names (``spans``: (mangled name, first line, last line), from 1)."""
+
+    arch: str  # "compute_90", as the build or the fatbin names it
+    name: str  # the file, or the fatbin image's name
+    version: str  # PTX ISA
+    text: str
+    spans: tuple[tuple[str, int, int], ...] = ()
+    narrowed: bool = False  # only the spans are wanted (--kernel)
+
+    @property
+    def line_count(self) -> int:
+        return self.text.count("\n") + (0 if self.text.endswith("\n") else 1)
+
+    def pieces(self) -> list[tuple[int, str]]:
+        """(first line number, text) of what to print: the whole module, or each entry."""
+        if not self.narrowed:
+            return [(1, self.text)]
+        lines = self.text.split("\n")
+        return [(a, "\n".join(lines[a - 1:b])) for _, a, b in self.spans]
+
+    def to_json(self) -> dict:
+        return {"arch": self.arch, "name": self.name, "version": self.version,
+                "entries": [{"name": n, "first_line": a, "last_line": b}
+                            for n, a, b in self.spans],
+                "text": "\n\n".join(t for _, t in self.pieces())}
+
+
+def entry_spans(text: str) -> tuple[tuple[str, int, int], ...]:
+    """Each ``.entry``'s (mangled name, first line, last line) in PTX text: from its
+    ``.entry`` line to the ``}`` that closes its body. Comments are blanked first (their
+    length kept), so a brace or ``.entry`` inside one counts for nothing. Pure; an entry cut
+    short (no body, not closed) runs to the end."""
+    code = _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    out, pos = [], 0
+    while (m := _ENTRY_AT.search(code, pos)) is not None:
+        depth, end, i = 0, len(code), code.find("{", m.end())
+        if i >= 0:
+            for j in range(i, len(code)):  # one pass: entries never nest
+                c = code[j]
+                if c == "{":
+                    depth += 1
+                elif c == "}":
+                    depth -= 1
+                    if depth == 0:
+                        end = j + 1
+                        break
+        first = code.count("\n", 0, m.start()) + 1
+        out.append((m.group(1), first, first + code.count("\n", m.start(), max(end - 1,
+                                                                             m.start()))))
+        pos = max(end, m.end())
+    return tuple(out)
+
+
+def ptx_text(text: str, arch: str, name: str, version: str) -> PtxText:
+    if "\x00" in text:
+        text = text.split("\x00", 1)[0]  # extracted PTX may carry its C string terminator
+    return PtxText(arch, name, version, text, entry_spans(text))
+
+
+def _ptx_arch(target: str) -> str:
+    return target.replace("sm_", "compute_") if target.startswith("sm_") else target
+
+
 def _filter(items, kernel, key=lambda x: (x.kernel, x.demangled)):
     """``--kernel``: the items ``inspect.kernels.matches`` finds for that name."""
     from nvstage.inspect.kernels import matches
@@ -44,16 +118,18 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
                  kernel: str | None = None, lineinfo: bool = False) -> dict:
     """The records for each section, for a ptx/cubin/fatbin/object/executable file."""
     from nvstage.inspect.fatbin import inventory
-    from nvstage.inspect.ptx import read_ptx
     from nvstage.inspect.resources import resources_of
     from nvstage.inspect.sass import disassemble
 
     out: dict = {}
     if "ptx" in sections:
         if kind != "ptx":
-            out["ptx"] = _ptx_in(path, toolkit)
+            out["ptx"], out["ptx_text"] = _ptx_in(path, toolkit)
         else:
-            out["ptx"] = [read_ptx(path)]
+            module, text = _read_ptx(path)
+            out["ptx"] = [module]
+            out["ptx_text"] = [ptx_text(text, _ptx_arch(module.target), Path(path).name,
+                                        module.version)]
     if "resources" in sections and kind != "ptx":
         out["resources"] = _filter(resources_of(path, toolkit), kernel)
     if "sass" in sections and kind != "ptx":
@@ -64,16 +140,38 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
     return _filter_ptx(out, kernel)
 
 
-def _ptx_in(path, toolkit) -> list:
-    """The PTX images inside a fatbin/object/executable, each read as a module."""
+def _read_ptx(path) -> tuple:
+    """(``PtxModule``, text) of a PTX file, read once (``ptx.read_ptx``'s bound and errors)."""
+    from nvstage.artifacts import read_regular
+    from nvstage.errors import ArtifactError
+    from nvstage.inspect.ptx import parse_ptx
+
+    text = read_regular(path, what="PTX file").decode("utf-8", errors="replace")
+    try:
+        return parse_ptx(text), text
+    except ArtifactError as e:  # the parser knows no file name
+        raise ArtifactError(f"{path}: {e.message}", hint=e.hint) from None
+
+
+def _ptx_in(path, toolkit) -> tuple[list, list]:
+    """The PTX images inside a fatbin/object/executable, each read as a module, and their
+    text."""
     from nvstage.inspect.fatbin import image_bytes
     from nvstage.inspect.ptx import parse_ptx
 
     try:
         pairs = image_bytes(path, toolkit, "ptx")
     except Exception:  # a cubin has no PTX images; fatbin errors surface in other sections
-        return []
-    return [parse_ptx(data.decode("utf-8", "replace")) for _, data in pairs]
+        return [], []
+    stem = Path(path).name.split(".")[0] or "image"
+    modules, texts = [], []
+    for im, data in pairs:
+        text = data.decode("utf-8", "replace")
+        modules.append(parse_ptx(text))
+        # the inventory's name for the image (inspect.fatbin.inventory)
+        texts.append(ptx_text(text, im.arch_name, f"{stem}.{im.index}.{im.arch_name}.ptx",
+                              modules[-1].version))
+    return modules, texts
 
 
 def _filter_ptx(out: dict, kernel: str | None) -> dict:
@@ -81,6 +179,11 @@ def _filter_ptx(out: dict, kernel: str | None) -> dict:
         out["ptx"] = [replace(m, entries=tuple(_filter(m.entries, kernel,
                                                        key=lambda e: (e.name, e.demangled))))
                       for m in out["ptx"]]
+    if kernel and "ptx_text" in out:
+        # The entries the modules kept, by mangled name (the modules demangled them).
+        kept = {e.name for m in out["ptx"] for e in m.entries}
+        out["ptx_text"] = [replace(t, spans=tuple(s for s in t.spans if s[0] in kept),
+                                   narrowed=True) for t in out["ptx_text"]]
     return out
 
 
@@ -89,14 +192,18 @@ def collect_build(build, sections, toolkit, *, kernel: str | None = None,
     """The same records for a finished ``Build`` (its kept artifacts must still exist for
     SASS and the fatbin; resources fall back to what the stages printed)."""
     from nvstage.inspect.fatbin import inventory, kind_of_file
-    from nvstage.inspect.ptx import read_ptx
     from nvstage.inspect.resources import build_resources
     from nvstage.inspect.sass import build_sass
 
     out: dict = {}
     if "ptx" in sections:
-        out["ptx"] = [read_ptx(a.path) for a in build.artifacts
-                      if a.kind == "ptx" and os.path.isfile(a.path)]
+        out["ptx"], out["ptx_text"] = [], []
+        for a in build.artifacts:
+            if a.kind == "ptx" and os.path.isfile(a.path):
+                module, text = _read_ptx(a.path)
+                out["ptx"].append(module)
+                out["ptx_text"].append(ptx_text(text, a.arch or _ptx_arch(module.target),
+                                                Path(a.path).name, module.version))
     if "resources" in sections:
         out["resources"] = _filter(build_resources(build, toolkit), kernel)
     if "sass" in sections:
@@ -120,8 +227,13 @@ def _containers(build) -> list[str]:
     return [a.path for a in build.artifacts if a.kind == "fatbin" and os.path.isfile(a.path)]
 
 
+# Held for --listing, not part of --json: a module's text can be megabytes.
+NOT_IN_JSON = ("ptx_text",)
+
+
 def to_json(data: dict) -> dict:
-    return {section: [x.to_json() for x in items] for section, items in data.items()}
+    return {section: [x.to_json() for x in items] for section, items in data.items()
+            if section not in NOT_IN_JSON}
 
 
 @dataclass
@@ -195,7 +307,8 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
                          hint=f"kernels there: {', '.join(names) or 'none'}")
     if gpu:
         shown.will_it_run = will_it_run(shown.data, kind, artifact, gpu, driver,
-                                        partial=shown.partial and shown.partial["status"])
+                                        partial=shown.partial and shown.partial["status"],
+                                        build=build)
     return shown
 
 
@@ -219,14 +332,17 @@ def _check_gpu(gpu: str | None, driver: str | None) -> None:
 
 
 def will_it_run(data: dict, kind: str, artifact, gpu: str, driver: str | None, *,
-                partial: str | None = None):
+                partial: str | None = None, build=None):
     """The ``compat.Verdict`` for the images ``data`` lists (a bare cubin or PTX file is one
-    image). ``partial``: the status of a build that is not whole."""
+    image; a ``build`` that made no fatbin, its cubins and PTX). ``partial``: the status of a
+    build that is not whole."""
     from nvstage.inspect import compat
 
     images = data.get("fatbin")
     if images is None:
         images = _images_of_single(kind, Path(artifact))
+    elif not images and build is not None and not partial:
+        images = _images_of_build(build)
     verdict = compat.will_it_run(images, gpu, driver)
     if partial and not images:
         # No fatbin because the build stopped before making one: that says nothing about
@@ -241,19 +357,34 @@ def _stopped(status: str) -> str:
             "failed": "failed"}.get(status, "stopped")
 
 
-def _images_of_single(kind: str, artifact: Path):
-    """A bare cubin or PTX file is one image."""
+def _images_of_single(kind: str, artifact: Path, declared: str | None = None):
+    """A bare cubin or PTX file is one image (``declared``: its arch as a build names it)."""
     from nvstage.artifacts import read_regular
-    from nvstage.inspect.elf import read_cubin
+    from nvstage.inspect.elf import read_cubin, refine_arch
     from nvstage.inspect.ptx import read_ptx
     from nvstage.inspect.records import FatbinImage
 
     if kind == "cubin":
         c = read_cubin(read_regular(artifact), str(artifact))
-        return [FatbinImage("cubin", c.arch, c.size, artifact.name,
+        return [FatbinImage("cubin", refine_arch(c.arch, declared), c.size, artifact.name,
                             "device-link" if c.from_device_link else "kernel",
                             kernels=c.kernels)]
     m = read_ptx(artifact)
-    arch = m.target.replace("sm_", "compute_")
-    return [FatbinImage("ptx", arch, artifact.stat().st_size, artifact.name,
-                        ptx_version=m.version, kernels=tuple(e.name for e in m.entries))]
+    return [FatbinImage("ptx", declared or _ptx_arch(m.target), artifact.stat().st_size,
+                        artifact.name, ptx_version=m.version,
+                        kernels=tuple(e.name for e in m.entries))]
+
+
+def _images_of_build(build) -> list:
+    """A build that stopped at a cubin or PTX (--cubin, --ptx) made no fatbin: its output is
+    what a program would load (not the PTX a --cubin build kept on the way)."""
+    outputs = [a for a in build.artifacts if a.kind in ("cubin", "ptx")
+               and os.path.isfile(a.path)]
+    if build.output:
+        named = [a for a in outputs if os.path.abspath(os.path.join(build.cwd, build.output))
+                 == os.path.abspath(a.path)]
+        outputs = named or [a for a in outputs if a.kind == "cubin"] or outputs
+    out = []
+    for a in outputs:
+        out += _images_of_single(a.kind, Path(a.path), a.arch)
+    return out

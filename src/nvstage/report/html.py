@@ -152,29 +152,97 @@ def _svg_open(chart_id: str, width: int, height: int, label: str) -> str:
             f'height:auto" aria-label="{esc(label)}">')
 
 
+# The stage graph's boxes. Text is sized from these widths (px per character, generous for
+# the fonts a system may substitute): names that do not fit wrap, never cut.
+BOX_W, GAP, PAD, LINE_H = 200, 26, 12, 14
+_MONO_PX, _TEXT_PX = 6.8, 6.4  # 11px ui-monospace; 11px system-ui
+# The widest chart that scales into the page at 1400 px without scrolling sideways: the page
+# is 1336 px inside its padding, the frame 16 px less, and a chart shrinks to 80 %.
+FIT_W = 1640
+
+
+def _wrap_name(name: str, width: int) -> list[str]:
+    """``name`` in lines of at most ``width`` characters, broken after a ".", "_" or "-"
+    where one falls in the second half of a line (file names), else at the width."""
+    lines = []
+    while len(name) > width:
+        cut = max(name.rfind(c, width // 2, width) for c in "._-")
+        cut = cut + 1 if cut > 0 else width
+        lines.append(name[:cut])
+        name = name[cut:]
+    return lines + [name]
+
+
+def _box_lines(r) -> tuple[str, str, list[tuple[str, str, str]]]:
+    """(sub line, restore line, artifact lines as (name part, size or "", whole name)): what
+    a stage's box holds."""
+    s = r.stage
+    sub = f"{s.tool}{' ' + s.arch if s.arch else ''}"
+    when = f"cached: {fmt_time(r.seconds)} to restore" if r.cached else ""
+    rows: list[tuple[str, str, str]] = []
+    for a in r.artifacts:
+        size = fmt_bytes(a.size)
+        room = int((BOX_W - 14 - 12 - len(size) * _MONO_PX) / _MONO_PX)
+        parts = _wrap_name(a.name, max(8, room))
+        rows += [(p, "", a.name) for p in parts[:-1]] + [(parts[-1], size, a.name)]
+    return sub, when, rows
+
+
+def _layout(layer: dict[int, int], heights: dict, *, vertical: bool) -> tuple[dict, int, int]:
+    """Box positions {key: (x, y, h)} and the chart's (width, height): columns of layers
+    (left to right) or, ``vertical``, rows of layers (top to bottom), the source first and
+    the GPU last."""
+    groups: dict[int, list] = {0: ["source"]}
+    for i in sorted(layer):
+        groups.setdefault(layer[i], []).append(i)
+    last = max(groups) + 1
+    groups[last] = ["gpu"]
+    pos: dict = {}
+    if not vertical:
+        col_h = []
+        for c in range(last + 1):
+            y = PAD
+            for k in groups.get(c, []):
+                pos[k] = (PAD + c * (BOX_W + GAP), y, heights[k])
+                y += heights[k] + 16
+            col_h.append(y)
+        return pos, PAD * 2 + (last + 1) * (BOX_W + GAP) - GAP, max(col_h + [140]) + PAD
+    widest = max(len(g) for g in groups.values())
+    width = PAD * 2 + widest * (BOX_W + GAP) - GAP
+    y = PAD
+    for row in range(last + 1):
+        keys = groups.get(row, [])
+        x = (width - (len(keys) * (BOX_W + GAP) - GAP)) / 2  # each row centred
+        for k in keys:
+            pos[k] = (round(x), y, heights[k])
+            x += BOX_W + GAP
+        y += max((heights[k] for k in keys), default=0) + 40
+    return pos, width, y - 40 + PAD
+
+
 def stage_graph_svg(build, run: RunReport | None) -> str:
     layer, deps = _graph_layout(build)
     runs = {r.stage.index: r for r in build.runs}
-    w, gap_x, pad = 200, 30, 12
-    line_h = 14
-    heights = {i: 40 + line_h * max(1, len(runs[i].artifacts)) for i in runs}
-    cols: dict[int, list[int]] = {}
-    for i in sorted(runs):
-        cols.setdefault(layer[i], []).append(i)
-    n_cols = (max(cols) if cols else 0) + 2  # source column, stage columns, GPU column
-    pos: dict = {}
-    col_h = []
-    for c in range(n_cols):
-        y = pad
-        for i in cols.get(c, []):
-            pos[i] = (pad + c * (w + gap_x), y, heights[i])
-            y += heights[i] + 16
-        col_h.append(y)
-    height = max(col_h + [140]) + pad
-    pos["source"] = (pad, pad, 54)
-    gx = pad + (n_cols - 1) * (w + gap_x)
-    pos["gpu"] = (gx, pad, 54)
-    width = gx + w + pad
+    lines = {i: _box_lines(r) for i, r in runs.items()}
+    heights = {i: 40 + LINE_H * (bool(lines[i][1]) + max(1, len(lines[i][2]))) for i in runs}
+    # The source's and the GPU's names as box lines, wrapped where long (never cut).
+    src = os.path.basename(build.source)
+    src_lines = [] if len(src) * 7.5 <= BOX_W - 22 else \
+        [(p, "", src) for p in _wrap_name(src, int((BOX_W - 22) / _MONO_PX))]
+    gpu_sub = (run.device or run.arch or "measured") if run else "not run (no --run given)"
+    gpu_lines = [] if len(gpu_sub) * _TEXT_PX <= BOX_W - 22 else \
+        [(p, "", gpu_sub) for p in _wrap_name(gpu_sub, int((BOX_W - 22) / _MONO_PX))]
+    heights["source"] = 40 + LINE_H * max(1, len(src_lines))
+    heights["gpu"] = 40 + LINE_H * max(1, len(gpu_lines))
+    # Left to right where that fits the page; top to bottom where it does not (a long chain
+    # of stages), unless that is wider still (many arches side by side).
+    pos, width, height = _layout(layer, heights, vertical=False)
+    if width > FIT_W:
+        vpos, vwidth, vheight = _layout(layer, heights, vertical=True)
+        if vwidth < width:
+            pos, width, height = vpos, vwidth, vheight
+    vertical = pos["gpu"][1] > pos["source"][1]
+    w = BOX_W
     out = [_svg_open("stage-graph", width, height, "stage graph"),
            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
            'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
@@ -183,10 +251,15 @@ def stage_graph_svg(build, run: RunReport | None) -> str:
     def edge(a, b, cls="edge"):
         ax, ay, ah = pos[a]
         bx, by, bh = pos[b]
-        x1, y1, x2, y2 = ax + w, ay + min(ah, 54) / 2, bx, by + min(bh, 54) / 2
-        mx = (x1 + x2) / 2
-        out.append(f'<path class="{cls}" d="M{x1:.0f},{y1:.0f} C{mx:.0f},{y1:.0f} '
-                   f'{mx:.0f},{y2:.0f} {x2 - 2:.0f},{y2:.0f}" fill="none" stroke="#555" '
+        if vertical:
+            x1, y1, x2, y2 = ax + w / 2, ay + ah, bx + w / 2, by
+            my = (y1 + y2) / 2
+            d = f"M{x1:.0f},{y1:.0f} C{x1:.0f},{my:.0f} {x2:.0f},{my:.0f} {x2:.0f},{y2 - 2:.0f}"
+        else:
+            x1, y1, x2, y2 = ax + w, ay + min(ah, 54) / 2, bx, by + min(bh, 54) / 2
+            mx = (x1 + x2) / 2
+            d = f"M{x1:.0f},{y1:.0f} C{mx:.0f},{y1:.0f} {mx:.0f},{y2:.0f} {x2 - 2:.0f},{y2:.0f}"
+        out.append(f'<path class="{cls}" d="{d}" fill="none" stroke="#555" '
                    f'stroke-width="1.3" marker-end="url(#arrow)"/>')
 
     for i, ds in deps.items():
@@ -199,39 +272,46 @@ def stage_graph_svg(build, run: RunReport | None) -> str:
         if i not in has_dependents:
             edge(i, "gpu", "edge edge-gpu")
 
-    def box(key, title, sub, lines, color, cls, tip):
+    def box(key, title, sub, lines, color, cls, tip, *, right="", restored=""):
         x, y, h = pos[key]
         out.append(f'<g class="{cls}" data-tip="{esc(tip)}">')
         out.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6" fill="#fff" '
                    f'stroke="{color}" stroke-width="2"/>')
         out.append(f'<rect x="{x}" y="{y}" width="6" height="{h}" rx="3" fill="{color}"/>')
         out.append(f'<text x="{x + 14}" y="{y + 17}" class="box-title">{esc(title)}</text>')
-        out.append(f'<text x="{x + 14}" y="{y + 32}" class="box-sub">{esc(sub)}</text>')
-        for n, (name, size) in enumerate(lines):
-            ty = y + 32 + line_h * (n + 1)
-            out.append(f'<text x="{x + 14}" y="{ty}" class="artifact">'
-                       f'<title>{esc(name)}</title>{esc(_clip(name, 18))}</text>')
-            out.append(f'<text x="{x + w - 8}" y="{ty}" class="artifact size" '
-                       f'text-anchor="end">{esc(size)}</text>')
+        if sub:
+            out.append(f'<text x="{x + 14}" y="{y + 32}" class="box-sub">{esc(sub)}</text>')
+        if right:
+            out.append(f'<text x="{x + w - 8}" y="{y + 32}" class="box-sub" '
+                       f'text-anchor="end">{esc(right)}</text>')
+        ty = y + 32 if sub or right else y + 18
+        if restored:
+            ty += LINE_H
+            out.append(f'<text x="{x + 14}" y="{ty}" class="box-sub cached">'
+                       f'{esc(restored)}</text>')
+        for part, size, whole in lines:
+            ty += LINE_H
+            out.append(f'<text x="{x + 14}" y="{ty}" class="artifact"><title>{esc(whole)}'
+                       f'</title>{esc(part)}</text>')
+            if size:
+                out.append(f'<text x="{x + w - 8}" y="{ty}" class="artifact size" '
+                           f'text-anchor="end">{esc(size)}</text>')
         out.append("</g>")
 
-    box("source", os.path.basename(build.source), "source", [], "#333", "node node-source",
-        build.source)
+    box("source", "source" if src_lines else src, "" if src_lines else "source", src_lines,
+        "#333", "node node-source", build.source)
     for i, r in runs.items():
         s = r.stage
-        sub = f"{s.tool}{' ' + s.arch if s.arch else ''} · " \
-              f"{fmt_time(r.seconds)}{' (cached)' if r.cached else ''}"
-        lines = [(a.name, fmt_bytes(a.size)) for a in r.artifacts]
+        sub, restored, artifact_lines = lines[i]
+        cls = "node node-stage" + ("" if r.ok else " node-failed") + \
+            (" node-cached" if r.cached else "")
         tip = " ".join(s.argv)
-        cls = "node node-stage" + ("" if r.ok else " node-failed")
-        box(i, f"{s.index}. {s.kind.value}", sub, lines,
-            STAGE_COLORS.get(s.kind.value, "#888"), cls, tip)
-    gpu_sub = "nvstage run"
-    if run:
-        gpu_sub = run.device or run.arch or "measured"
-    box("gpu", "GPU execution", gpu_sub if run else "not run (no --run given)", [],
+        box(i, f"{s.index}. {s.kind.value}", sub, artifact_lines,
+            STAGE_COLORS.get(s.kind.value, "#888"), cls, tip,
+            right="" if r.cached else fmt_time(r.seconds), restored=restored)
+    box("gpu", "GPU execution", "" if gpu_lines else gpu_sub, gpu_lines,
         "#59a14f" if run else "#bbb", "node node-gpu" + ("" if run else " node-absent"),
-        "the kernels run on the GPU")
+        f"the kernels run on the GPU{': ' + gpu_sub if run else ''}")
     out.append("</svg>")
     return "\n".join(out)
 
@@ -240,12 +320,30 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def restored(build) -> tuple[int, int]:
+    """(stages restored from the cache, stages): a build whose every stage was restored
+    took its wall time to restore, not to compile."""
+    return sum(1 for r in build.runs if r.cached), len(build.runs)
+
+
+def wall_words(build) -> tuple[str, str]:
+    """What the build's wall time was, in words: ("restore time", why) when every stage came
+    from the cache, else ("wall time", "N of M stages from the cache" or "")."""
+    cached, n = restored(build)
+    if n and cached == n:
+        return "restore time", "every stage from the cache; no tool ran"
+    return "wall time", f"{cached} of {n} stages from the cache" if cached else ""
+
+
 def gantt_svg(build) -> str:
     runs = build.runs
     total = max([build.wall_seconds] + [r.started + r.seconds for r in runs] + [1e-9])
-    label_w, chart_w, row_h, top = 230, 620, 20, 24
+    labels = [f"{r.stage.index}. {r.stage.kind.value}"
+              f"{' ' + r.stage.arch if r.stage.arch else ''}" for r in runs]
+    label_w = int(min(420, max(160, 16 + _TEXT_PX * 1.1 * max(map(len, labels), default=0))))
+    chart_w, row_h, top = 620, 20, 24
     height = top + row_h * len(runs) + 24
-    width = label_w + chart_w + 90
+    width = label_w + chart_w + 130  # room for "1.2 ms restored" after the last bar
     out = [_svg_open("stage-gantt", width, height, "stage times")]
     for k in range(5):  # a time axis in quarters of the build's wall time
         x = label_w + chart_w * k / 4
@@ -254,23 +352,25 @@ def gantt_svg(build) -> str:
         tick = fmt_time(total * k / 4) if k else "0"
         out.append(f'<text x="{x:.1f}" y="{top - 10}" class="axis" text-anchor="middle">'
                    f'{esc(tick)}</text>')
-    for n, r in enumerate(runs):
+    for n, (r, label) in enumerate(zip(runs, labels)):
         y = top + n * row_h
         s = r.stage
-        label = f"{s.index}. {s.kind.value}{' ' + s.arch if s.arch else ''}"
         x = label_w + chart_w * r.started / total
         bw = max(1.5, chart_w * r.seconds / total)
         color = STAGE_COLORS.get(s.kind.value, "#888")
-        tip = f"{label}: started {fmt_time(r.started)}, took {fmt_time(r.seconds)}"
+        tip = f"{label}: started {fmt_time(r.started)}, took {fmt_time(r.seconds)}" + \
+            (" to restore from the cache" if r.cached else "")
         out.append(f'<text x="{label_w - 8}" y="{y + 14}" class="label" text-anchor="end">'
                    f'{esc(label)}</text>')
         fade = ' opacity="0.45"' if r.cached else ""
         out.append(f'<rect class="gantt-bar" x="{x:.1f}" y="{y + 3}" width="{bw:.1f}" '
                    f'height="{row_h - 6}" fill="{color}" data-tip="{esc(tip)}"{fade}/>')
         out.append(f'<text x="{x + bw + 4:.1f}" y="{y + 14}" class="value">'
-                   f'{esc(fmt_time(r.seconds))}{" cached" if r.cached else ""}</text>')
-    out.append(f'<text x="{label_w}" y="{height - 4}" class="axis">wall '
-               f'{esc(fmt_time(build.wall_seconds))}; stage sum '
+                   f'{esc(fmt_time(r.seconds))}{" restored" if r.cached else ""}</text>')
+    what, why = wall_words(build)
+    out.append(f'<text x="{label_w}" y="{height - 4}" class="axis">'
+               f'{esc(what.replace("wall time", "wall"))} '
+               f'{esc(fmt_time(build.wall_seconds))}{"; " + esc(why) if why else ""}; stage sum '
                f'{esc(fmt_time(build.stage_seconds))}</text>')
     out.append("</svg>")
     return "\n".join(out)
@@ -366,7 +466,10 @@ def trace_svg(run: RunReport | dict | None, trace: dict | None) -> str | None:
     t0 = min(s[2] for s in spans)
     t1 = max(s[2] + s[3] for s in spans)
     span_us = max(t1 - t0, 1e-9)
-    label_w, chart_w, row_h, top = 250, 640, 24, 22
+    # Lane names whole (to 60 characters): the label column grows to fit them.
+    label_w = int(min(420, max(160, 16 + _TEXT_PX * 1.1 * max(min(len(n), 60)
+                                                             for n in lanes))))
+    chart_w, row_h, top = 640, 24, 22
     width, height = label_w + chart_w + 20, top + row_h * len(lanes) + 26
     out = [_svg_open("trace-chart", width, height, "trace")]
     for k in range(5):
@@ -377,7 +480,7 @@ def trace_svg(run: RunReport | dict | None, trace: dict | None) -> str | None:
                    f'{fmt_time(span_us * k / 4 * 1e-6, "us")}</text>')
     for n, lane in enumerate(lanes):
         out.append(f'<text x="{label_w - 8}" y="{top + n * row_h + 16}" class="label" '
-                   f'text-anchor="end"><title>{esc(lane)}</title>{esc(_clip(lane, 38))}</text>')
+                   f'text-anchor="end"><title>{esc(lane)}</title>{esc(_clip(lane, 60))}</text>')
     for lane, name, ts, dur, kind in spans:
         n = lane_row[lane]
         x = label_w + chart_w * (ts - t0) / span_us
@@ -445,7 +548,8 @@ nav a:hover{border-color:var(--fg)}
 .card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:10px 12px}
 .card .v{font-size:20px;font-weight:600;font-variant-numeric:tabular-nums;
  overflow-wrap:anywhere}
-.card .k{font-size:12px;color:var(--dim)} .card.bad{border-color:var(--bad)}
+.card .k{font-size:12px;color:var(--dim);overflow-wrap:anywhere}
+.card.bad{border-color:var(--bad)}
 .card.bad .v{color:var(--bad)}
 .scroll,.table-frame{overflow-x:auto;background:#fff;border:1px solid var(--line);
  border-radius:8px}
@@ -455,11 +559,12 @@ th,td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;white-
 tbody tr:last-child td{border-bottom:none} tbody tr:hover{background:#f7f7fa}
 th{background:#f0f0f3;font-weight:600;position:sticky;top:0}
 th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}
-td.wrap{white-space:normal;min-width:180px;overflow-wrap:anywhere}
+td.wrap{white-space:pre-line;min-width:160px;overflow-wrap:anywhere}
 tr.flagged td{background:#fdecea} tr.flagged td:first-child{box-shadow:inset 3px 0 var(--bad)}
 svg text{font:12px system-ui,sans-serif;fill:var(--fg)}
 svg .box-title{font-weight:600} svg .box-sub,svg .axis{fill:var(--dim);font-size:11px}
 svg .artifact{font:11px ui-monospace,monospace;fill:#333} svg .size{fill:var(--dim)}
+svg .cached{fill:#2a7d2a}
 svg .grid{stroke:#e5e5ea;stroke-width:1} svg .value{font-size:11px;fill:var(--dim)}
 .node-absent rect{stroke-dasharray:4 3} .node-failed rect{stroke:#d00}
 details.code-view{background:#fff;border:1px solid var(--line);border-radius:8px;
@@ -504,9 +609,13 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
     """The whole page as one string. Pure: everything comes from ``inp``."""
     b = inp.build
     title = title or f"nvstage report: {os.path.basename(b.source)}"
+    cached, n_runs = restored(b)
+    took = (f"restored from the cache in {fmt_time(b.wall_seconds)}" if n_runs and
+            cached == n_runs else f"in {fmt_time(b.wall_seconds)}"
+            + (f" ({cached} restored from the cache)" if cached else ""))
     parts = [f"<h1>{esc(title)}</h1>",
-             f'<p class="meta">{esc(b.source)} · {len(b.runs)} stages in '
-             f"{esc(fmt_time(b.wall_seconds))} · via {esc(b.via)} · "
+             f'<p class="meta">{esc(b.source)} · {len(b.runs)} stages {esc(took)} · '
+             f"via {esc(b.via)} · "
              f"toolkit {esc(getattr(b.toolkit, 'release', '') or '')} · "
              f"nvstage {esc(__version__)}</p>"]
     if b.status != "ok":
@@ -527,11 +636,15 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
                  + (_table("resources", ["kernel", "arch", "registers", "spill stores (B)",
                                          "spill loads (B)", "stack (B)", "static shared (B)",
                                          "cmem[0] (B)", "numbers", "from"], rows,
-                           {2, 3, 4, 5, 6, 7}, flag=_spills)
+                           {2, 3, 4, 5, 6, 7}, wrap={0, 9}, flag=_spills)
                     if rows else '<p class="note">no resource figures</p>') + "</section>")
     if inp.fatbin:
+        from nvstage.inspect.names import demangle_all
+
+        # Demangled as the resources table shows them, one a line (signatures hold commas).
+        names = demangle_all(k for im in inp.fatbin for k in im.kernels)
         frows = [[im.name, im.kind, im.arch, im.size, im.section, im.role,
-                  ", ".join(im.kernels)] for im in inp.fatbin]
+                  "\n".join(names.get(k, k) for k in im.kernels)] for im in inp.fatbin]
         parts.append('<section id="fatbin-section"><h2>Fatbin inventory</h2>'
                      + _table("fatbin", ["image", "kind", "arch", "bytes", "section", "role",
                                          "kernels"], frows, {3}, wrap={6})
@@ -542,7 +655,11 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
         for k in inp.sass:
             text = "\n".join(f"/*{i.offset:04x}*/ {i.text}"
                              + (f"    // {i.source}" if i.source else "")
-                             for i in k.instructions)
+                             + (f"  {i.source_text}" if i.source_text else "")
+                             for i in k.code)
+            if k.padding:
+                text += (f"\n/*{k.instructions[len(k.code)].offset:04x}*/ NOP x{k.padding}"
+                         "    // padding to the 128-byte boundary, never issued")
             parts.append(_code(f"SASS {k.demangled or k.name} ({k.arch}, "
                                f"{k.instruction_count} instructions)", text, "sass"))
         for name, text in inp.ptx:
@@ -569,7 +686,7 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
                          for o in ops]
                 parts.append(_table("operations", ["op", "kind", "name", "host us (median)",
                                                    "GPU us (median)", "bytes", "flags"],
-                                    orows, {0, 3, 4, 5}))
+                                    orows, {0, 3, 4, 5}, wrap={2, 6}))
             flags = dec.flags
             if flags:
                 parts.append('<ul class="flags">' + "".join(f"<li>{esc(f)}</li>"
@@ -606,15 +723,16 @@ def _spills(row) -> bool:
 def _summary(inp: ReportInputs) -> str:
     """The figures an engineer looks for first, as cards; spills stand out."""
     b = inp.build
+    what, why = wall_words(b)
     cards = [("stages", str(len(b.runs)), False),
-             ("wall time", fmt_time(b.wall_seconds), False)]
+             (f"{what} ({why})" if why else what, fmt_time(b.wall_seconds), False)]
     if inp.resources:
         kernels = {r.demangled for r in inp.resources}
         top = max(inp.resources, key=lambda r: r.registers)
         spilling = {r.demangled for r in inp.resources if r.spills}
         cards += [("kernels", str(len(kernels)), False),
                   ("arches", ", ".join(sorted({r.arch for r in inp.resources})), False),
-                  (f"max registers ({_clip(display_name(top.demangled), 24)})",
+                  (f"max registers ({_clip(display_name(top.demangled), 60)})",
                    str(top.registers), False),
                   ("kernels that spill", str(len(spilling)), bool(spilling))]
     sizes = [a.size for a in b.artifacts if a.kind == "fatbin"]

@@ -68,22 +68,25 @@ def notes(lines, *, soft_wrap: bool = False) -> None:
         say(f"note: {line}", soft_wrap=soft_wrap)
 
 
-def print_error(message: str, hint: str | None = None) -> None:
-    """``error: ...`` (and ``hint: ...``) on stderr. Text, not markup: messages carry brackets
+def print_error(message: str, hint: str | None = None, more=()) -> None:
+    """``error: ...`` (one line for each of ``more``, the further problems, then
+    ``hint: ...``) on stderr. Text, not markup: messages carry brackets
     (code=[sm_90,compute_90]) and paths; soft_wrap: a reproduce command must stay one line
     to be pasted back."""
     from rich.text import Text
 
     con = stderr()
-    con.print(Text.assemble(("error: ", "bold red"), message), soft_wrap=True)
+    for text in (message, *more):
+        con.print(Text.assemble(("error: ", "bold red"), text), soft_wrap=True)
     if hint:
         con.print(Text.assemble(("hint: ", "dim"), hint), soft_wrap=True)
 
 
-def print_plain_error(message: str, hint: str | None = None) -> None:
+def print_plain_error(message: str, hint: str | None = None, more=()) -> None:
     """The error as plain lines on stderr, flushed, no console: for a process about to end
     without its finalizers, and for a name the system could not look up."""
-    sys.stderr.write(f"error: {message}\n" + (f"hint: {hint}\n" if hint else ""))
+    sys.stderr.write("".join(f"error: {m}\n" for m in (message, *more))
+                     + (f"hint: {hint}\n" if hint else ""))
     sys.stdout.flush()
     sys.stderr.flush()
 

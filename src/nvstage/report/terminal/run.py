@@ -17,11 +17,13 @@ def findings(session) -> None:
         say(f"note: {n.where}: {n.message}")
 
 
-def present_plan(session, *, to_stdout: bool = False) -> None:
-    """A dry run: the operations of one repetition (its JSON on stdout with ``to_stdout``)."""
+def present_plan(session, *, json_file=None, to_stdout: bool = False) -> None:
+    """A dry run: the operations of one repetition, and its JSON (the plan) in ``json_file``
+    ("-": stdout; ``to_stdout`` says the same)."""
     from nvstage.run.workload.dry_run import dry_run_lines
 
     w = session.workload
+    to_stdout = to_stdout or (json_file is not None and str(json_file) == "-")
     out = data_console(to_stdout)
     if session.arch_note:
         say(session.arch_note)
@@ -29,6 +31,11 @@ def present_plan(session, *, to_stdout: bool = False) -> None:
         out.print(line, markup=False, highlight=False)
     if to_stdout:
         emit_json(session.plan())
+    elif json_file is not None:
+        from nvstage.artifacts import write_json_atomic
+
+        write_json_atomic(json_file, session.plan())
+        say(f"wrote {json_file} (the plan: a dry run measures nothing)")
     say(f"valid: {len(w.launches)} launch entr{'y' if len(w.launches) == 1 else 'ies'}, "
         f"{w.operation_count()} operations per repetition (no GPU used)")
 

@@ -18,7 +18,7 @@ def render_shown(shown, con, *, listing: bool = False) -> None:
 
 def render(data: dict, con, *, listing: bool = False) -> None:
     """The sections ``view.collect_*`` gathered, in reading order."""
-    for section in ("ptx", "fatbin", "resources", "sass"):
+    for section in ("ptx", "ptx_text", "fatbin", "resources", "sass"):
         if section in data:
             _RENDER[section](data[section], con, listing)
 
@@ -45,6 +45,29 @@ def _ptx(modules, con, _listing) -> None:
             t.add_row(e.demangled, params or "-", str(e.line_count),
                       "x".join(map(str, e.max_ntid)) if e.max_ntid else "")
         con.print(t)
+
+
+def _ptx_text(texts, con, listing) -> None:
+    """With ``--listing``: each module's text (per arch), numbered as in its file; with
+    ``--kernel``, only that entry's lines."""
+    if not listing:
+        return
+    for t in texts:
+        pieces = t.pieces()
+        what = (f"{len(t.spans)} of its entries" if t.narrowed
+                else f"{t.line_count} lines")
+        con.print(Text(f"\nPTX {t.arch} ({t.name}, ISA {t.version}, {what})", style="bold"))
+        if t.narrowed and not pieces:
+            con.print(Text("  (no entry of this module matches --kernel)", style="dim"))
+        for n_piece, (first, text) in enumerate(pieces):
+            if n_piece:
+                con.print()
+            lines = text.split("\n")
+            if lines and lines[-1] == "" and not t.narrowed:
+                lines.pop()  # the file's last newline
+            width = len(str(first + len(lines) - 1))
+            for n, line in enumerate(lines, first):  # tabs as in the file, not the prefix
+                con.print(Text(f"{n:>{width}}  {line.expandtabs(8)}"), overflow="fold")
 
 
 def _fatbin(images, con, _listing) -> None:
@@ -102,19 +125,32 @@ def _sass(kernels, con, listing) -> None:
         top = ", ".join(f"{op} {n}" for op, n in list(k.opcode_counts.items())[:6])
         t.add_row(k.demangled + ("" if k.is_entry else " (device function)"), k.arch,
                   k.image, str(k.instruction_count), top)
+    padding = sum(k.padding for k in kernels)
+    if padding:
+        t.caption = (f"instructions: without the {padding} NOPs that pad the functions to "
+                     "128-byte boundaries after their last instruction")
+        t.caption_justify = "left"
     con.print(t)
     if not listing:
         return
     for k in kernels:
         con.print(Text(f"\n{k.demangled} ({k.arch}, {k.image})", style="bold"))
         last = None
-        for i in k.instructions:
+        for i in k.code:
             if i.source and i.source != last:
-                con.print(Text(f"        // {i.source}", style="dim"))
+                line = Text(f"        // {i.source}", style="dim")
+                if i.source_text:  # the line itself, where the build's source could be read
+                    line.append(f"  {i.source_text}", style="cyan")
+                con.print(line)
                 last = i.source
             if i.label:  # branch targets, as nvdisasm names them in the BRA operands
                 con.print(Text(f"{i.label}:", style="bold"))
             con.print(Text(f"  {i.offset:05x}  {i.text}"))
+        if k.padding:
+            first = k.instructions[len(k.code)].offset
+            con.print(Text(f"  {first:05x}  NOP x{k.padding}  // padding to the 128-byte "
+                           "boundary, never issued", style="dim"))
 
 
-_RENDER = {"ptx": _ptx, "fatbin": _fatbin, "resources": _resources, "sass": _sass}
+_RENDER = {"ptx": _ptx, "ptx_text": _ptx_text, "fatbin": _fatbin, "resources": _resources,
+           "sass": _sass}
