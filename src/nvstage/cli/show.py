@@ -27,7 +27,8 @@ def show_cmd(
         help="In a build record: the translation unit to look in (its source or object "
         "path, or the end of it), when several built the kernel.")] = None,
     listing: Annotated[bool, typer.Option("--listing",
-        help="Print every SASS instruction, not just the counts.")] = False,
+        help="Print the text too: each PTX module per arch (with --kernel, that entry's "
+        "lines) and every SASS instruction, not just the tables.")] = False,
     lineinfo: Annotated[bool, typer.Option("--lineinfo",
         help="Interleave source lines in the SASS listing (needs a -lineinfo build).")
         ] = False,
@@ -42,6 +43,9 @@ def show_cmd(
 ) -> None:
     """Show what is inside an artifact: PTX entries, SASS, resources, fatbin images.
 
+    ARTIFACT is anything the toolchain wrote, a keep folder (compile --keep), or a build
+    folder whose nvcc commands ran through nvstage (the compiler launcher).
+
     Examples:
 
           nvstage show vadd.nvstage
@@ -49,6 +53,8 @@ def show_cmd(
           nvstage show multi.o --sections resources,fatbin --kernel block_sum
 
           nvstage show a.out --gpu h200 --driver 13.0
+
+          nvstage show vadd.nvstage --sections ptx --listing
 
           nvstage show build/ --kernel block_sum
     """
@@ -84,8 +90,9 @@ def show_cmd(
 
             shown = show(artifact, sections=sections, kernel=kernel, lineinfo=lineinfo,
                          gpu=gpu, driver=driver, nvcc=nvcc)
+        wanted = {s.strip().lower() for s in (sections or "").split(",")}
         render_shown(shown, data_console(json_out),
-                     listing=listing or bool(kernel and "sass" in (sections or "")))
+                     listing=listing or bool(kernel and wanted & {"sass", "ptx"}))
         if json_out:
             emit_json(shown.to_json())
 
