@@ -51,9 +51,17 @@ Examples:
 """
 
 
+_answered = [False]  # the last command was answered whole from the cache
+
+
+def was_answered() -> bool:
+    return _answered[0]
+
+
 def main(argv: list[str]) -> int:
     """``nvstage compile ARGS``: 0 on success, else the error's exit code."""
-    if _answered_whole(argv):
+    _answered[0] = _answered_whole(argv)
+    if _answered[0]:
         return 0
     from nvstage.cli.common import handled
     from nvstage.compiler.cmdline import nvcc_choice, wants_help
