@@ -100,6 +100,26 @@ def test_outputs_are_cut_at_the_work_folder_and_pasted_back(tmp_path):
         c.discard("01" * 32)
 
 
+def test_whole_command_entries_count_and_go_oldest_first(tmp_path):
+    """hit.py's entries (inv/) hold outputs too: they share the size limit."""
+    c = Cache(tmp_path / "c", max_bytes=3000)
+    (tmp_path / "f").write_bytes(b"x" * 1000)
+    c.put("aa" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+    os.utime(c.get("aa" * 32).path / "meta.json", (3000, 3000))
+    olds = []
+    for n in range(3):
+        k = f"b{n}" * 32
+        d = c.root / "inv" / k[:2] / k
+        d.mkdir(parents=True)
+        (d / "meta").write_bytes(b"m")
+        (d / "0").write_bytes(b"o" * 1000)
+        os.utime(d / "meta", (1000 + n, 1000 + n))
+        olds.append(d)
+    assert len(c.whole_commands()) == 3
+    assert c.evict() >= 1
+    assert not olds[0].exists() and c.get("aa" * 32) is not None
+
+
 def test_least_recently_used_entries_go_first(tmp_path):
     c = Cache(tmp_path / "c", max_bytes=3000)
     (tmp_path / "f").write_bytes(b"x" * 1000)

@@ -816,8 +816,15 @@ class Cache:
 
     def entries(self) -> list[tuple[Path, float, int]]:
         """(entry folder, last use, bytes) for every entry (folders named as keys only)."""
+        return self._listed("entries", "meta.json")
+
+    def whole_commands(self) -> list[tuple[Path, float, int]]:
+        """(folder, when written, bytes) for every whole-command entry (``hit.py``, inv/)."""
+        return self._listed("inv", "meta")
+
+    def _listed(self, folder: str, meta: str) -> list[tuple[Path, float, int]]:
         out = []
-        base = self.root / "entries"
+        base = self.root / folder
         if not _is_dir(base):
             return out  # missing, or a link: never listed through
         try:
@@ -835,7 +842,7 @@ class Cache:
                 if not _KEY.fullmatch(d.name) or d.name[:2] != sub.name or not _is_dir(d):
                     continue
                 try:
-                    used = os.lstat(d / "meta.json").st_mtime
+                    used = os.lstat(d / meta).st_mtime
                     size = sum(os.lstat(f).st_size for f in d.iterdir())
                 except OSError:
                     continue
@@ -852,16 +859,21 @@ class Cache:
             return 0
         self._sweep(_STALE_SCRATCH_S)
         limit = self.max_bytes if max_bytes is None else max_bytes
-        entries = self.entries()
-        total = sum(n for _, _, n in entries)
+        # Stage entries and whole-command entries (which hold their outputs too) share the limit.
+        entries = [(d, t, n, False) for d, t, n in self.entries()]
+        entries += [(d, t, n, True) for d, t, n in self.whole_commands()]
+        total = sum(e[2] for e in entries)
         removed = 0
         if total <= limit:
             return 0
         target = limit * 0.9  # a little room, so the next build does not evict again
-        for d, _, n in sorted(entries, key=lambda e: e[1]):
+        for d, _, n, whole in sorted(entries, key=lambda e: e[1]):
             if total <= target:
                 break
-            self.discard(d.name)
+            if whole:
+                _remove(d, self.root)
+            else:
+                self.discard(d.name)
             total -= n
             removed += 1
         return removed
