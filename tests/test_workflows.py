@@ -73,3 +73,14 @@ def test_example_baseline_cache_is_per_kernel():
     assert f"restore-keys: nvstage-baseline-{stem}-" in example
     assert example.count(f"key: nvstage-baseline-{stem}-${{{{ github.sha }}}}") == 2
     assert example.index("id: names") < example.index("id: baseline")
+
+
+def test_examples_install_nvstage_from_where_it_is():
+    # nvstage is on no package index: `pip install nvstage` would fail (or install a stranger's
+    # package of that name). The examples install what a repository variable names.
+    for path in (ROOT / "examples" / "github-workflow").glob("*.yml"):
+        text = path.read_text()
+        for line in text.splitlines():
+            if "pip install" in line and "nvstage" in line:
+                assert "$NVSTAGE_SOURCE" in line, f"{path.name}: {line.strip()}"
+        assert "NVSTAGE_SOURCE: ${{ vars.NVSTAGE_SOURCE }}" in text, path.name
