@@ -76,12 +76,18 @@ def _launch(argv: list[str]) -> int:
 
     # The warm path first: the whole command from the cache, before anything else is imported.
     try:
-        if hit.try_hit(argv, os.getcwd(), os.environ) == 0:
-            hit.log(argv)
-            _answered.append(True)
-            return 0
+        answered = hit.try_hit(argv, os.getcwd(), os.environ) == 0
     except Exception:  # never a reason to fail a build: the pipeline answers instead
-        pass
+        answered = False
+    if answered:
+        # Served (outputs in place, the tools' output printed): whatever befalls the build
+        # record now, the command must not run a second time.
+        try:
+            hit.log(argv)
+        except Exception:
+            pass
+        _answered.append(True)
+        return 0
     from nvstage.compiler.launcher import main as launch
     from nvstage.proc import handle_signals
 

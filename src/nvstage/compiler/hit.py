@@ -101,49 +101,84 @@ def _which(name: str, path_var: str) -> str | None:
     return None
 
 
-def _host_compiler(args: list[str], env) -> str | None:
-    """The host compiler nvcc runs: -ccbin's, else $NVCC_CCBIN's, else gcc on PATH."""
-    ccbin = env.get("NVCC_CCBIN")
-    it = iter(args)
+def _host_compilers(words: list[str], env) -> list[str | None]:
+    """The host compilers nvcc may run: each -ccbin's (the command's, its options files' and
+    $NVCC_PREPEND_FLAGS/$NVCC_APPEND_FLAGS' alike), else $NVCC_CCBIN's, else gcc on PATH."""
+    given = []
+    it = iter(words)
     for a in it:
         if a in ("-ccbin", "--compiler-bindir"):
-            ccbin = next(it, ccbin)
+            given.append(next(it, ""))
         elif a.startswith(("-ccbin=", "--compiler-bindir=")):
-            ccbin = a.split("=", 1)[1]
-    if ccbin:
+            given.append(a.split("=", 1)[1])
+    if not given and env.get("NVCC_CCBIN"):
+        given.append(env["NVCC_CCBIN"])
+    out = []
+    for ccbin in given:
         if os.path.isdir(ccbin):
-            return _which("gcc", ccbin) or _which("g++", ccbin) or ccbin
-        return ccbin if os.sep in ccbin else _which(ccbin, env.get("PATH", ""))
-    return _which("gcc", env.get("PATH", ""))
+            out.append(_which("gcc", ccbin) or _which("g++", ccbin) or ccbin)
+        else:
+            out.append(ccbin if os.sep in ccbin else _which(ccbin, env.get("PATH", "")))
+    return out or [_which("gcc", env.get("PATH", ""))]
+
+
+# Words in $NVCC_PREPEND_FLAGS/$NVCC_APPEND_FLAGS that name a file the key must read: only
+# then are they split (shlex costs a hit the re module).
+_ENV_FILE_WORDS = ("optf", "options-file", "ccbin", "compiler-bindir")
+# gcc writes its dependency file as a side effect where these name one: no entry restores it.
+_SIDE_ENV = ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES")
+
+
+def _env_words(env, name: str) -> list[str]:
+    value = env.get(name) or ""
+    if not any(w in value for w in _ENV_FILE_WORDS):
+        return []
+    import shlex
+
+    try:
+        return shlex.split(value)  # as the launcher reads them
+    except ValueError:
+        return value.split()
 
 
 def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
     """The command's key; None when it cannot be keyed without reading what a miss reads
-    (a tool is missing, an options file that names another)."""
+    (a tool is missing, an options file that names another or is no small regular file) or
+    when what it writes is more than the entry holds (gcc's $DEPENDENCIES_OUTPUT)."""
+    if any(env.get(v) for v in _SIDE_ENV):
+        return None
     h = _sha256(SCHEMA.encode())
+    # The words nvcc reads, for the files they name: the environment's flags around the
+    # command's (their text is keyed with the environment; the files they name, here).
+    words = [*_env_words(env, "NVCC_PREPEND_FLAGS"), *args,
+             *_env_words(env, "NVCC_APPEND_FLAGS")]
     try:
         real = os.path.realpath(nvcc)
         root = os.path.dirname(os.path.dirname(real))
         parts = [real, cwd, args, [[k, env.get(k)] for k in ENV]]
         parts.append([[t, _stat(os.path.join(root, t))] for t in TOOLS
                       if os.path.exists(os.path.join(root, t))])
-        host = _host_compiler(args, env)
-        parts.append([host, _stat(host) if host and os.path.exists(host) else None])
         files = []
-        for i, a in enumerate(args):
+        opt_words: list[str] = []
+        for i, a in enumerate(words):
             name = None
-            if a in _OPTF and i + 1 < len(args):
-                name = args[i + 1]
+            if a in _OPTF and i + 1 < len(words):
+                name = words[i + 1]
             elif a.startswith(tuple(o + "=" for o in _OPTF)):
                 name = a.split("=", 1)[1]
             if name is not None:
                 for n in name.split(","):
-                    with open(os.path.join(cwd, n), "rb") as f:
-                        data = f.read(1 << 20)
-                    if b"-optf" in data or b"--options-file" in data:
+                    # Whole, from a regular file only (a FIFO would block the hit; the
+                    # launcher reads no options file over 1 MiB).
+                    data = _read_regular(os.path.join(cwd, n), 1 << 20, follow=True)
+                    if data is None or b"-optf" in data or b"--options-file" in data:
                         return None  # one level is keyed by content; deeper is the miss path's
                     files.append([n, _sha256(data).hexdigest()])
+                    if b"ccbin" in data or b"compiler-bindir" in data:
+                        opt_words += data.decode("utf-8", "surrogateescape").split()
         parts.append(files)
+        parts.append([[c, _stat(c) if c and os.path.exists(c) else None]
+                      for c in _host_compilers([*words, *opt_words], env)])
     except (OSError, ValueError):
         return None
     # repr of lists of str, int and None: one spelling per value, as JSON would give.
@@ -184,9 +219,11 @@ def _entry_dir(root: str, k: str) -> str:
     return os.path.join(root, "inv", k[:2], k)
 
 
-def _read_regular(path: str, limit: int) -> bytes | None:
+def _read_regular(path: str, limit: int, follow: bool = False) -> bytes | None:
+    """A regular file's bytes, None when it is something else or over ``limit``. ``follow``:
+    through a link (the command's own files, as the compiler reads them; never the cache's)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
     except OSError:
         return None
     try:
@@ -224,7 +261,7 @@ def load(root: str, k: str, secret: bytes) -> dict | None:
 
 
 def _sha256_file(path: str) -> str | None:
-    data = _read_regular(path, MAX_OUTPUT)
+    data = _read_regular(path, MAX_OUTPUT, follow=True)  # a header may be a link
     return None if data is None else _hexdigest(data)
 
 
@@ -295,9 +332,13 @@ def restore(meta: dict, root: str, k: str, cwd: str) -> bool:
             tmp = f"{dest}.nvstage-{os.getpid()}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                          (0o777 if executable else 0o666) & ~mask)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, dest)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, dest)
+            except OSError:
+                os.unlink(tmp)  # a full disk: no half file left beside the output
+                raise
         except OSError:
             return False
     try:
@@ -381,7 +422,7 @@ def try_hit(argv: list[str], cwd: str, env) -> int | None:
             stream.buffer.write(text.encode("utf-8", "surrogateescape"))
             stream.flush()
     _served.update(dir=meta["dir"], argv=[nvcc, *argv[1:]], cwd=cwd, t0=t0,
-                   started=started, env=env)
+                   started=started, env=env, build_sha=meta.get("build_sha"))
     return 0
 
 
@@ -489,7 +530,10 @@ def log(argv: list[str]) -> None:
         os.path.join(s["cwd"], ".nvstage-build")
     from _json import encode_basestring_ascii as q  # the C encoder: the json package is not
 
-    build = _read_regular(os.path.join(s["dir"], "build.json"), MAX_META) or b"null"
+    # Only the manifest the sealed entry names (a shared cache's folder is not trusted).
+    build = _read_regular(os.path.join(s["dir"], "build.json"), MAX_META)
+    if build is None or _sha256(build).hexdigest() != s.get("build_sha"):
+        build = b"null"
     text = ('{"schema":"nvstage.build-record/1","argv":[' + ",".join(map(q, s["argv"]))
             + f'],"cwd":{q(s["cwd"])},"started":{s["started"]!r},'
             f'"seconds":{round(time.perf_counter() - s["t0"], 6)!r},"status":"ok",'
@@ -527,6 +571,35 @@ def record(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs:
     return pending is not None and pending.store()
 
 
+# The stages that run the host compiler, and what it may be told that reads or writes a file
+# the entry does not hold: a response file (``-Xcompiler @FILE``), profile data, spec files and
+# plugins read; coverage notes, stack-usage, dump, split-DWARF and dependency files written.
+_HOST_STAGES = frozenset({"host-preprocess", "device-preprocess", "host-compile"})
+_UNWATCHED = frozenset({"--coverage", "-ftest-coverage", "-fstack-usage", "-save-temps",
+                        "-gsplit-dwarf", "-fcallgraph-info", "-aux-info", "-MD", "-MMD", "-MF",
+                        "-fprofile-use", "-fauto-profile", "-specs", "-fplugin", "-B",
+                        "-ftime-trace", "-fdump-passes"})
+_UNWATCHED_PREFIX = ("-save-temps=", "-fdump-", "-fopt-info", "-fprofile-use=",
+                     "-fauto-profile=", "-fprofile-dir=", "-specs=", "-fplugin=",
+                     "-fcallgraph-info=", "-fsanitize-ignorelist=", "-fsanitize-blacklist=",
+                     "-fprofile-sample-use", "-fprofile-instr-use", "-ftime-trace", "-B")
+# Within -Wa, and -Wp, (-Wp,-D_FORTIFY_SOURCE=2 is common and harmless): a listing or a
+# dependency file written, a response file read.
+_UNWATCHED_PASSED = ("-a", "--MD", "-M", "@")
+
+
+def unwatched_word(words) -> str | None:
+    """The first of a host compiler's ``words`` (its arguments) that reads or writes a file
+    neither a whole-command entry nor the stage cache watches or restores; None when none."""
+    for a in words:
+        if a.startswith("@") or a in _UNWATCHED or a.startswith(_UNWATCHED_PREFIX):
+            return a
+        if a.startswith(("-Wa,", "-Wp,")) and \
+                any(p.startswith(_UNWATCHED_PASSED) for p in a[4:].split(",")):
+            return a
+    return None
+
+
 class Pending:
     """An entry read while the build's work folder still exists, written by ``store``
     (the CLI adds what it prints first, ``view``)."""
@@ -539,6 +612,13 @@ class Pending:
     def store(self, view: dict | None = None) -> bool:
         if view is not None:
             self.meta["view"] = view
+        doc = None
+        if self.build_doc is not None:  # kept beside the entry, sealed by its digest
+            import json
+
+            doc = json.dumps(self.build_doc, separators=(",", ":")).encode(
+                "utf-8", "surrogateescape")
+            self.meta["build_sha"] = _sha256(doc).hexdigest()
         body = marshal.dumps(self.meta)
         final = self.final
         tmp = f"{final}.tmp-{os.getpid()}"
@@ -549,12 +629,9 @@ class Pending:
                     f.write(data)
             with open(os.path.join(tmp, "shadow"), "wb") as f:
                 f.write(self.cands)
-            if self.build_doc is not None:
-                import json
-
-                with open(os.path.join(tmp, "build.json"), "w", encoding="utf-8",
-                          errors="surrogateescape") as f:
-                    json.dump(self.build_doc, f, separators=(",", ":"))
+            if doc is not None:
+                with open(os.path.join(tmp, "build.json"), "wb") as f:
+                    f.write(doc)
             with open(os.path.join(tmp, "meta"), "wb") as f:
                 f.write(_hmac(self.secret, body) + b"\n" + body)
             if os.path.isdir(final):  # an older entry for the same command: replaced
@@ -589,6 +666,9 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
 
     c = build.cache or {}
     if not c or c.get("misses", 0) != c.get("stored", 0) or c.get("corrupt", 0):
+        return None
+    if any(unwatched_word(r.stage.argv[1:]) for r in build.runs
+           if r.stage.kind.value in _HOST_STAGES):
         return None
     # A compilation only: a link searches libraries by name, and a device link reads the
     # toolkit's libraries, none of which the entry watches.
@@ -638,7 +718,7 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
             return None  # changed while the command ran: what it read is not known
         sha = seen.digest(path) if seen is not None else None
         if sha is None:
-            data = _read_regular(path, MAX_OUTPUT)
+            data = _read_regular(path, MAX_OUTPUT, follow=True)
             if data is None:
                 return None
             sha = hashlib.sha256(data).hexdigest()

@@ -45,6 +45,7 @@ _NOT_STAGED = {
     "--fdevice-syntax-only": "a syntax check", "--output-directory": "-odir",
     "--objdir-as-tempdir": "-objtemp", "--time": "--time (nvcc's own timing file)",
     "--tilebc": "Tile output", "--tilecubin": "Tile output", "--tilefatbin": "Tile output",
+    "--fdevice-time-trace": "-fdevice-time-trace (nvcc's own trace file)",
     "--run-args": "-run-args",
 }
 _FORWARD_UNKNOWN = ("--forward-unknown-to-host-compiler", "--forward-unknown-opts")
@@ -84,6 +85,20 @@ def understand(args: list[str], grammar: Grammar, cwd: str,
     unknown = [a.words[0] for a in parsed if a.is_unknown]
     if unknown and not names & set(_FORWARD_UNKNOWN):
         return Fallback(f"nvcc does not know {unknown[0]}: nvcc says what it thinks of it")
+    # What gcc is told that makes it read or write a file no cache follows (a response file,
+    # profile data; coverage notes, stack usage, its own dependency file): plain nvcc's, so
+    # that those files are read and written every time.
+    from nvstage.compiler.hit import unwatched_word
+
+    host = [p for a in parsed if a.is_("--compiler-options") and a.value
+            for p in a.value.split(",")] + [w for a in parsed if a.is_unknown for w in a.words]
+    word = unwatched_word(host)
+    if word is not None:
+        return Fallback(f"the host compiler is given {word}: it reads or writes a file "
+                        "nvstage does not follow")
+    for var in ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES"):
+        if environ.get(var):
+            return Fallback(f"${var}: gcc writes a dependency file of its own")
     inputs = [a.words[0] for a in parsed if a.is_input]
     if len(inputs) != 1:
         return Fallback(f"{len(inputs)} input files: one at a time is staged")
