@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,22 @@ MARK = "NVSTAGE_BUILD_RECORD"
 SCHEMA = "nvstage.build-record/1"
 MAX_ENTRIES = 100_000  # a build of this many translation units is far beyond the largest
 MAX_ENTRY_BYTES = 64 << 20
+# All entries together (a real one is 20 to 40 KB): past this the older ones are left unread.
+MAX_RECORD_BYTES = 1 << 30
 _counter = itertools.count()
+
+
+# C0 and C1 control characters: a crafted entry's escape sequences would reach the terminal
+# (colours, a title, the clipboard through OSC 52) wherever its text is printed.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` from an entry with each control character written as ``\\xNN`` (tabs and
+    newlines kept with ``lines``: a tool's output)."""
+    pattern = _CONTROL_BUT_LINES if lines else _CONTROL
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def record_dir(cwd: str, environ: dict[str, str] | None = None) -> Path:
@@ -91,15 +107,19 @@ class Entry:
         if status not in ("ok", "fallback", "failed"):
             raise ArtifactError(f"{where}: status must be ok, fallback or failed")
         build = need("build", dict, optional=True)
-        return cls(list(argv), need("cwd", str), float(started), float(seconds), status,
-                   int(need("exit_code", int)), int(need("pid", int, optional=True) or 0),
-                   need("reason", str, optional=True), build, d.get("hit") is True)
+        reason = need("reason", str, optional=True)
+        # What is shown of an entry is shown as text (``printable``); it is never run.
+        return cls([printable(a) for a in argv], printable(need("cwd", str)), float(started),
+                   float(seconds), status, int(need("exit_code", int)),
+                   int(need("pid", int, optional=True) or 0),
+                   None if reason is None else printable(reason), build, d.get("hit") is True)
 
     # -- what an entry says, read defensively (it may be anyone's file) --------------------
 
     def _manifest_str(self, key: str) -> str | None:
         v = self.build.get(key) if isinstance(self.build, dict) else None
-        return v if isinstance(v, str) and v and "\0" not in v and len(v) <= MAX_PATH else None
+        ok = isinstance(v, str) and v and "\0" not in v and len(v) <= MAX_PATH
+        return printable(v) if ok else None
 
     @property
     def output(self) -> str | None:
@@ -204,6 +224,11 @@ class Entry:
         except RecursionError:
             raise ArtifactError(f"{where}: its build manifest is nested too deeply") from None
         build.keep_dir = None  # not a keep folder: nothing of it is kept
+        for run in build.runs:  # what the tools printed, as text to show
+            run.stdout, run.stderr = printable(run.stdout, lines=True), \
+                printable(run.stderr, lines=True)
+            if run.resources:
+                run.resources = printable(run.resources, lines=True)
         return build
 
 
@@ -320,16 +345,24 @@ def load_build_record(path: str | os.PathLike) -> BuildRecord:
                             f"nvstage reads from one build record")
     from nvstage.artifacts import read_regular
 
-    for n in names:
-        where = f"{folder}/tu/{n}"
+    total, over = 0, []
+    for i, n in enumerate(reversed(names)):  # the newest first: what the build is now
+        where = printable(f"{folder}/tu/{n}")
         try:
             data = read_regular(folder / "tu" / n, limit=MAX_ENTRY_BYTES, what="entry")
+            total += len(data)
+            if total > MAX_RECORD_BYTES:
+                over = [f"{len(names) - i} older entries: the record holds more than the "
+                        f"{MAX_RECORD_BYTES >> 20} MiB nvstage reads from one "
+                        "(MAX_RECORD_BYTES)"]
+                break
             entry = Entry.from_json(json.loads(data), where)
-            entry.file = n
+            entry.file = printable(n)
             rec.entries.append(entry)
         except (ArtifactError, UsageError, ValueError, RecursionError) as e:
-            rec.skipped.append(f"{n}: {getattr(e, 'message', None) or e}")
+            rec.skipped.append(printable(f"{n}: {getattr(e, 'message', None) or e}"))
     rec.entries.sort(key=lambda e: e.started)
+    rec.skipped = sorted(rec.skipped) + over  # in the names' (start) order
     return rec
 
 

@@ -12,7 +12,7 @@ Timestamps are microseconds from the build's first command.
 
 from __future__ import annotations
 
-from nvstage.inspect.build_view import BuildView, StageTime
+from nvstage.inspect.build_view import BuildView, StageTime, first_free_rows
 
 BUILD_PID = 1
 # Rows for a command's parallel stages: its row's id plus this times the stage row.
@@ -25,20 +25,9 @@ def _us(seconds: float) -> float:
 
 
 def stage_rows(stages: list[StageTime]) -> list[int]:
-    """For each stage (in the given order), the first row where it does not overlap an
-    earlier one: 0 for stages that ran one after another."""
-    ends: list[float] = []
-    rows = []
-    for s in stages:
-        for row, end in enumerate(ends):
-            if end <= s.start + 1e-9:
-                ends[row] = s.start + s.seconds
-                rows.append(row)
-                break
-        else:
-            rows.append(len(ends))
-            ends.append(s.start + s.seconds)
-    return rows
+    """For each stage (in start order), the first row where it does not overlap an earlier
+    one: 0 for stages that ran one after another."""
+    return first_free_rows([(s.start, s.start + s.seconds) for s in stages])
 
 
 def chrome_build_trace(view: BuildView) -> dict:
@@ -55,6 +44,9 @@ def chrome_build_trace(view: BuildView) -> dict:
             events.append({"name": "thread_sort_index", "ph": "M", "pid": BUILD_PID,
                            "tid": tid, "args": {"sort_index": tid}})
 
+    # A command's parallel stage rows sit above every command row (a record of more rows
+    # than PARALLEL_TID must not share a thread between a command and another's stages).
+    stride = max(PARALLEL_TID, view.lanes + 1)
     for u in sorted(view.units, key=lambda u: (u.start, u.index)):
         tid = u.lane + 1
         thread(tid, f"slot {tid}")
@@ -68,7 +60,7 @@ def chrome_build_trace(view: BuildView) -> dict:
                      "command": u.command[:MAX_COMMAND_CHARS]}})
         ran = sorted((s for s in u.stages if s.ran), key=lambda s: (s.start, s.index))
         for s, row in zip(ran, stage_rows(ran)):
-            stid = tid if row == 0 else tid + PARALLEL_TID * row
+            stid = tid if row == 0 else tid + stride * row
             if row:
                 thread(stid, f"slot {tid}: parallel stages {row + 1}")
             events.append({
