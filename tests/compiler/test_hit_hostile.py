@@ -187,3 +187,19 @@ def test_a_manifest_planted_beside_an_entry_is_not_copied_into_the_record(folder
     assert [e.hit for e in entries] == [False, True]
     assert entries[1].build is None  # not the planted one
     assert entries[0].build is not None
+
+
+def test_an_entry_interrupted_while_stored_leaves_no_folder(folder, toolkit, capfd, monkeypatch):
+    argv = [toolkit.nvcc, "-c", "k.cu", "-o", "k.o", "-arch=sm_90", "-DCOEF=2"]
+    real = os.rename
+
+    def interrupted(src, dst, *a, **k):
+        if ".tmp-" in os.fspath(src):  # the entry's folder, made whole, about to be named
+            raise KeyboardInterrupt
+        return real(src, dst, *a, **k)
+
+    monkeypatch.setattr(os, "rename", interrupted)
+    assert _run(argv, capfd) == 130  # as a shell says an interrupted command
+    monkeypatch.undo()
+    inv = folder / "cache" / "inv"
+    assert [p.name for p in inv.glob("*/*") if ".tmp-" in p.name] == []

@@ -639,10 +639,12 @@ class Pending:
 
                 shutil.rmtree(final, ignore_errors=True)
             os.rename(tmp, final)
-        except OSError:
-            import shutil
+        except BaseException as e:  # a full disk, and an interrupted build (Ctrl-C) alike:
+            import shutil  # a half-made folder is never an entry, and nothing evicts it
 
             shutil.rmtree(tmp, ignore_errors=True)
+            if not isinstance(e, OSError):
+                raise
             return False
         return True
 
