@@ -489,7 +489,9 @@ def show_kernel(record: str | os.PathLike | BuildView, kernel: str, *, unit: str
     from nvstage.inspect.view import Shown, collect_build, collect_file, parse_sections, \
         will_it_run
 
-    _check_gpu(gpu, driver)
+    from nvstage.inspect.view import check_gpu
+
+    check_gpu(gpu, driver)
     view = record if isinstance(record, BuildView) else load_build_view(record)
     u, rows = view.find_kernel(kernel, unit)
     wanted = parse_sections(sections, "build")
@@ -523,15 +525,3 @@ def show_kernel(record: str | os.PathLike | BuildView, kernel: str, *, unit: str
     return shown
 
 
-def _check_gpu(gpu: str | None, driver: str | None) -> None:
-    """A GPU name and driver version that mean something, before any work."""
-    from nvstage.hw.gpus import resolve_gpu
-    from nvstage.inspect.compat import parse_driver
-
-    if driver is not None and not gpu:
-        raise UsageError("--driver says whether PTX can be JIT-compiled for a GPU: give --gpu "
-                         "too", hint="e.g. --gpu b200 --driver 13.0")
-    if gpu:
-        resolve_gpu(gpu)
-    if driver is not None:
-        parse_driver(driver)

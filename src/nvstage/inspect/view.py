@@ -270,7 +270,7 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
     from nvstage.compiler.toolkit import find_toolkit
     from nvstage.inspect.fatbin import kind_of_file
 
-    _check_gpu(gpu, driver)  # before any work: a typo should not cost a disassembly
+    check_gpu(gpu, driver)  # before any work: a typo should not cost a disassembly
     kind = kind_of_file(artifact)
     wanted = parse_sections(sections, kind)
     if gpu and "fatbin" not in wanted and kind != "ptx":
@@ -318,7 +318,8 @@ def _any_kernel(data: dict) -> bool:
     return bool(ptx_entries or data.get("resources") or data.get("sass"))
 
 
-def _check_gpu(gpu: str | None, driver: str | None) -> None:
+def check_gpu(gpu: str | None, driver: str | None) -> None:
+    """A GPU name and driver version that mean something, before any work."""
     from nvstage.hw.gpus import resolve_gpu
     from nvstage.inspect.compat import parse_driver
 

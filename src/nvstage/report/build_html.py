@@ -18,7 +18,7 @@ from pathlib import Path
 from nvstage import __version__
 from nvstage.inspect.build_view import BuildView, TranslationUnit
 from nvstage.report.build_trace import stage_rows
-from nvstage.report.html import STAGE_COLORS, esc
+from nvstage.report.html import STAGE_COLORS, esc, json_for_script
 from nvstage.report.units import fmt_time
 
 STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3"}
@@ -439,11 +439,6 @@ _JS = """
 """
 
 
-def _json_for_script(obj) -> str:
-    return json.dumps(obj).replace("<", "\\u003c").replace(">", "\\u003e") \
-        .replace("&", "\\u0026")
-
-
 def render_build(view: BuildView, *, title: str | None = None) -> str:
     """The whole page as one string. Pure: everything comes from ``view``."""
     folder = os.path.abspath(view.folder)
@@ -495,7 +490,7 @@ def render_build(view: BuildView, *, title: str | None = None) -> str:
             "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
             f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
             + "\n".join(parts)
-            + f'<script type="application/json" id="nvstage-data">{_json_for_script(data)}'
+            + f'<script type="application/json" id="nvstage-data">{json_for_script(data)}'
             + f"</script><script>{_JS}</script></body></html>\n")
 
 

@@ -599,7 +599,7 @@ _JS = """
 """
 
 
-def _json_for_script(obj) -> str:
+def json_for_script(obj) -> str:
     # "<" as \\u003c: no "</script>" or "<!--" can appear inside the block.
     return json.dumps(obj).replace("<", "\\u003c").replace(">", "\\u003e") \
         .replace("&", "\\u0026")
@@ -712,7 +712,7 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
             f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
             + "\n".join(parts)
             + '<div id="tip"></div>'
-            + f'<script type="application/json" id="nvstage-data">{_json_for_script(data)}'
+            + f'<script type="application/json" id="nvstage-data">{json_for_script(data)}'
             + f"</script><script>{_JS}</script></body></html>\n")
 
 
