@@ -125,14 +125,39 @@ def _scan(path: str, part: bytes, chunk: int = 1 << 20) -> tuple[str, bool, bool
     return h.hexdigest(), found, binary
 
 
-def tool_identity(path: str) -> list:
-    """A tool as a key part: its real path, size and mtime (ccache's compiler_check=mtime)."""
+@dataclass(frozen=True)
+class ToolVersions:
+    """A toolkit's tools as ``tool_identity`` sees them: its root (with a trailing separator),
+    each tool's real path -> the version it reports, and nvcc's (for cicc, which says none)."""
+
+    root: str
+    versions: dict
+    toolkit_version: str
+
+    @classmethod
+    def of(cls, toolkit: Toolkit) -> ToolVersions:
+        return cls(os.path.join(toolkit.root, ""),
+                   {os.path.realpath(t.path): t.version for t in toolkit.tools.values()
+                    if t.path is not None and t.version}, toolkit.version)
+
+
+def tool_identity(path: str, tools: ToolVersions | None = None) -> list:
+    """A tool as a key part: its real path, size and mtime (ccache's compiler_check=mtime).
+
+    A toolkit's own tool (under ``tools.root``) gives the version it reports instead of its
+    mtime: pip writes the wheels' files with the time of the install, so every CI runner (and
+    every run that installs afresh) would otherwise key the device stages apart and never find
+    what another wrote. The version is asked again whenever the tool's stat moves
+    (``toolkit._cached_versions``); a rebuild of one release at the same size is not a case
+    this tells apart."""
     real = os.path.realpath(path)
     try:
         st = os.stat(real)
-        return [real, st.st_size, st.st_mtime_ns]
     except OSError:
         return [real, None, None]
+    if tools is not None and real.startswith(tools.root):
+        return [real, st.st_size, "version", tools.versions.get(real) or tools.toolkit_version]
+    return [real, st.st_size, st.st_mtime_ns]
 
 
 # Options whose value, written joined to them, is a path the base folder rewrites (gcc's and
@@ -318,6 +343,7 @@ class Keys:
         self.work = os.path.abspath(work)
         self.cwd, self.toolkit = cwd, toolkit
         self.hasher = FileHasher(work)
+        self._tools = ToolVersions.of(toolkit)
         self.place = Place(base, cwd, self.work)
         self.paths = Paths(work, cwd, self.place)
         self.where = Work(self.work)
@@ -354,7 +380,8 @@ class Keys:
     def base(self, stage: Stage, inputs: list[list]) -> list:
         """The parts of ``stage``'s key, its inputs' digests included."""
         # stage/3: no text stands for the work folder any more; ptxas's -v report is in stderr.
-        return ["stage/3", self.toolkit.version, stage.kind.value, tool_identity(stage.argv[0]),
+        return ["stage/3", self.toolkit.version, stage.kind.value,
+                tool_identity(stage.argv[0], self._tools),
                 key_args(stage, self.paths), self.env_part, inputs]
 
     def direct(self, base: list, pinned: bool) -> str:

@@ -62,7 +62,6 @@ import stat
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -517,11 +516,13 @@ class Cache:
                 sites = info.get("sites", [])
                 if not _sites_ok(sites, len(data)) or (sites and work is None):
                     raise ValueError("bad sites")
+                sha = info["sha256"]  # verified just above: hashed again only when pasted
                 if sites:
                     data = paste(data, sites, work.raw)
+                    sha = _sha(data)
                 folder = os.path.dirname(dest) or "."
                 os.makedirs(folder, exist_ok=True)
-                tmp = os.path.join(folder, f".nvstage-{uuid.uuid4().hex[:12]}")
+                tmp = os.path.join(folder, f".nvstage-{os.urandom(6).hex()}")
                 # Created with the mode a fresh write asks for: the umask (and a folder's
                 # default ACL) applies as it would to the tool's own file; mkstemp's 0600
                 # would take read access from the group and others.
@@ -530,7 +531,7 @@ class Cache:
                 staged.append((dest, Path(tmp)))
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
-                out.files[dest] = (_sha(data), len(data))
+                out.files[dest] = (sha, len(data))
             for dest, tmp in staged:
                 os.replace(tmp, dest)
             staged = []
@@ -655,7 +656,7 @@ class Cache:
         d = self._entry_dir(key)
         if not (_is_dir(self.root / "entries") and _is_dir(d.parent)):
             return  # through a link: not the cache's to remove
-        trash = self._tmp() / f"trash-{uuid.uuid4().hex}"
+        trash = self._tmp() / f"trash-{os.urandom(16).hex()}"
         try:
             os.rename(d, trash)
         except OSError:
@@ -975,7 +976,7 @@ def _remove_at(dir_fd: int | None, name: str, root: Path) -> None:
         if not stat.S_ISDIR(os.lstat(name, dir_fd=dir_fd).st_mode):
             os.unlink(name, dir_fd=dir_fd)
             return
-        trash = root / f".trash-{uuid.uuid4().hex}"
+        trash = root / f".trash-{os.urandom(16).hex()}"
         os.rename(name, trash, src_dir_fd=dir_fd)
     except OSError:
         return
