@@ -140,3 +140,24 @@ def test_without_date_time_takes_out_only_whole_warnings():
     assert without_date_time(warn) == ""
     assert without_date_time(warn + "tm.cu:4:2: warning: #warning x [-Wcpp]\n") is None
     assert without_date_time(warn + "cc1plus: some warnings being treated as errors\n") is None
+
+
+@pytest.mark.parametrize("flag,side", [("--coverage", "k.gcno"), ("-fstack-usage", "k.su")])
+def test_host_flags_that_write_side_files_run_every_time(cli, workdir, toolkit, flag, side):
+    """gcc writes a file beside the object that no entry holds: the stage runs every time, so
+    the file is there after a rebuild as after nvcc."""
+    (workdir / "k.cu").write_text("__global__ void k(int *p) { p[threadIdx.x] = 1; }\n"
+                                  "int main() { return 0; }\n")
+    for _ in range(2):
+        (workdir / side).unlink(missing_ok=True)
+        r = compile_ok(cli, "k.cu", "-c", "-arch=sm_90", "-Xcompiler", flag, "-o", "k.o")
+        assert (workdir / side).is_file(), r.output
+
+
+def test_dependencies_output_in_the_environment_runs_the_host_side(cli, workdir, monkeypatch):
+    (workdir / "k.cu").write_text("__global__ void k(int *p) { p[threadIdx.x] = 1; }\n")
+    monkeypatch.setenv("DEPENDENCIES_OUTPUT", "deps.txt")
+    for _ in range(2):
+        (workdir / "deps.txt").unlink(missing_ok=True)
+        compile_ok(cli, "k.cu", "-c", "-arch=sm_90", "-o", "k.o")
+        assert (workdir / "deps.txt").is_file()

@@ -120,6 +120,20 @@ def test_whole_command_entries_count_and_go_oldest_first(tmp_path):
     assert not olds[0].exists() and c.get("aa" * 32) is not None
 
 
+def test_a_whole_command_entry_a_killed_process_left_half_written_is_swept(tmp_path):
+    c = Cache(tmp_path / "c", max_bytes=1 << 30)
+    (tmp_path / "f").write_bytes(b"x")
+    c.put("aa" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)  # marks the folder
+    k = "cd" * 32
+    old, fresh = c.root / "inv" / k[:2] / f"{k}.tmp-123", c.root / "inv" / k[:2] / f"{k}.tmp-9"
+    for d in (old, fresh):
+        d.mkdir(parents=True)
+        (d / "0").write_bytes(b"o" * 100)
+    os.utime(old, (1000, 1000))
+    c.evict()
+    assert not old.exists() and fresh.exists()  # a store in progress is left alone
+
+
 def test_least_recently_used_entries_go_first(tmp_path):
     c = Cache(tmp_path / "c", max_bytes=3000)
     (tmp_path / "f").write_bytes(b"x" * 1000)

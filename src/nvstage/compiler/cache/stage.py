@@ -186,12 +186,22 @@ class StageCache:
     def run(self, stage: Stage) -> StageRun:
         if self.cache is None or stage.kind not in _CACHEABLE or not stage.outputs:
             return self._uncached(stage)
+        if stage.kind in HOST_COMPILER and self._unwatched(stage):
+            return self._uncached(stage)
         try:
             return self._cached(stage)
         except OSError:
             # The cache folder is unusable (full disk, permissions) before the stage ran:
             # build as if it were off. (Failures after it ran are caught where they happen.)
             return self._uncached(stage)
+
+    def _unwatched(self, stage: Stage) -> bool:
+        """gcc reads or writes a file the cache neither keys nor restores (a response file,
+        --coverage's .gcno, -fstack-usage's .su, $DEPENDENCIES_OUTPUT): run it every time."""
+        from nvstage.compiler.hit import unwatched_word
+
+        return unwatched_word(stage.argv[1:]) is not None or any(
+            self.env.get(v) for v in ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES"))
 
     def _uncached(self, stage: Stage, extra_args: tuple[str, ...] = ()) -> StageRun:
         return self._run_stage(stage, self.env, self.cwd, self.t0, extra_args)

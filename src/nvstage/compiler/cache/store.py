@@ -859,6 +859,7 @@ class Cache:
         if not self.marked():
             return 0
         self._sweep(_STALE_SCRATCH_S)
+        self._sweep_whole_command_temps(_STALE_SCRATCH_S)
         limit = self.max_bytes if max_bytes is None else max_bytes
         # Stage entries and whole-command entries (which hold their outputs too) share the limit.
         entries = [(d, t, n, False) for d, t, n in self.entries()]
@@ -878,6 +879,29 @@ class Cache:
             total -= n
             removed += 1
         return removed
+
+    def _sweep_whole_command_temps(self, min_age_s: float) -> None:
+        """A whole-command entry is written as ``inv/xx/KEY.tmp-PID`` and renamed: one a killed
+        process left (SIGKILL mid-store) is removed once it is ``min_age_s`` old."""
+        base = self.root / "inv"
+        if not _is_dir(base):
+            return
+        now = time.time()
+        try:
+            subs = [d for d in base.iterdir() if len(d.name) == 2 and _is_dir(d)]
+        except OSError:
+            return
+        for sub in subs:
+            try:
+                found = [d for d in sub.iterdir() if ".tmp-" in d.name]
+            except OSError:
+                continue
+            for d in found:
+                try:
+                    if now - os.lstat(d).st_mtime >= min_age_s:
+                        _remove(d, self.root)
+                except OSError:
+                    continue
 
     def clear(self) -> bool:
         """Remove every entry, header set, note and the counters, and whatever in tmp/ no
