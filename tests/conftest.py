@@ -201,3 +201,20 @@ def built(toolkit, kernels, tmp_path_factory):
                                 toolkit=toolkit, keep="vadd.keep", cwd=root),
     }
     return root, builds
+
+
+# The test project built once a session through the launcher (tests/cuproject_record.py,
+# loaded by path: the tests run in importlib mode), for the build-record tests.
+def _load_cuproject_record():
+    import importlib.util
+    import sys
+
+    name = "_nvstage_cuproject_record"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "cuproject_record.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name].cuproject_record
+
+
+cuproject_record = _load_cuproject_record()

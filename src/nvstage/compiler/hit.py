@@ -243,20 +243,47 @@ def _read_regular(path: str, limit: int, follow: bool = False) -> bytes | None:
         os.close(fd)
 
 
-def load(root: str, k: str, secret: bytes) -> dict | None:
-    """The entry under ``k`` if its seal holds."""
+def read_sealed(path: str, secret: bytes, limit: int):
+    """What ``write_sealed`` wrote to ``path`` under ``secret``; None when the file is missing,
+    too large, not a regular file, or its seal does not hold (marshal is no format for
+    untrusted data: it is read only after the HMAC checks out)."""
     from _operator import _compare_digest
 
-    raw = _read_regular(os.path.join(_entry_dir(root, k), "meta"), MAX_META)
+    raw = _read_regular(path, limit)
     if raw is None or b"\n" not in raw:
         return None
     seal, body = raw.split(b"\n", 1)
     if not _compare_digest(seal, _hmac(secret, body)):
         return None
     try:
-        meta = marshal.loads(body)  # written by ``record`` (the seal says so)
+        return marshal.loads(body)
     except (ValueError, EOFError, TypeError):
         return None
+
+
+def write_sealed(path: str, secret: bytes, value) -> None:
+    """``value`` marshalled and sealed, written atomically; a failure writes nothing (these
+    notes only save work: never a reason to fail a build)."""
+    body = marshal.dumps(value)
+    data = _hmac(secret, body) + b"\n" + body
+    if _read_regular(path, len(data)) == data:
+        return
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def load(root: str, k: str, secret: bytes) -> dict | None:
+    """The entry under ``k`` if its seal holds."""
+    meta = read_sealed(os.path.join(_entry_dir(root, k), "meta"), secret, MAX_META)
     return meta if isinstance(meta, dict) and meta.get("schema") == SCHEMA else None
 
 
@@ -467,36 +494,13 @@ def remember_nvcc(given: str | None, cwd: str, env, nvcc: str, source: str) -> N
     if opened is None:
         return
     root, secret = opened
-    path = _choice_file(root, given, cwd, env)
-    body = marshal.dumps([SCHEMA, nvcc, source])
-    data = _hmac(secret, body) + b"\n" + body
-    if _read_regular(path, 1 << 16) == data:
-        return
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    write_sealed(_choice_file(root, given, cwd, env), secret, [SCHEMA, nvcc, source])
 
 
 def _remembered_nvcc(root: str, secret: bytes, given: str | None, cwd: str, env):
-    from _operator import _compare_digest
-
-    raw = _read_regular(_choice_file(root, given, cwd, env), 1 << 16)
-    if raw is None or b"\n" not in raw:
-        return None
-    seal, body = raw.split(b"\n", 1)
-    if not _compare_digest(seal, _hmac(secret, body)):
-        return None
     try:
-        schema, nvcc, source = marshal.loads(body)
-    except (ValueError, EOFError, TypeError):
+        schema, nvcc, source = read_sealed(_choice_file(root, given, cwd, env), secret, 1 << 16)
+    except (ValueError, TypeError):  # None, or not three values
         return None
     if schema != SCHEMA or not os.access(nvcc, os.X_OK):
         return None

@@ -10,7 +10,6 @@ the text comes back as nvcc would print it for that folder. Sealed like every ca
 
 from __future__ import annotations
 
-import marshal
 import os
 
 from nvstage.compiler import hit
@@ -32,20 +31,12 @@ def lookup(k: str | None, work: str, env) -> str | None:
     root, secret = hit.cache_root(env), hit._secret(env)
     if k is None or root is None or secret is None:
         return None
-    raw = hit._read_regular(_path(root, k), _MAX)
-    if raw is None or b"\n" not in raw:
-        return None
-    seal, body = raw.split(b"\n", 1)
-    from _operator import _compare_digest
-
-    if not _compare_digest(seal, hit._hmac(secret, body)):
-        return None
+    doc = hit.read_sealed(_path(root, k), secret, _MAX)
     try:
-        doc = marshal.loads(body)
         pieces = doc["pieces"]
         if doc.get("schema") != SCHEMA or not all(isinstance(p, str) for p in pieces):
             return None
-    except (ValueError, EOFError, TypeError, KeyError):
+    except (TypeError, KeyError, AttributeError):
         return None
     return work.join(pieces)
 
@@ -62,16 +53,4 @@ def store(k: str | None, text: str, work: str, env) -> None:
         key_bytes = secret()
     except Exception:
         return
-    body = marshal.dumps({"schema": SCHEMA, "pieces": text.split(work)})
-    path = _path(root, k)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(hit._hmac(key_bytes, body) + b"\n" + body)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    hit.write_sealed(_path(root, k), key_bytes, {"schema": SCHEMA, "pieces": text.split(work)})
