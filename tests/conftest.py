@@ -218,3 +218,19 @@ def _load_cuproject_record():
 
 
 cuproject_record = _load_cuproject_record()
+
+
+@pytest.fixture
+def fresh_tiers(monkeypatch):
+    """No remote tier remembered and none configured, and lines said about tiers collected
+    (``tiers.notice``) instead of printed: the list is the fixture's value."""
+    from nvstage.compiler.cache import tiers
+
+    for name in (*tiers._ENV, tiers.ENV_BACKOFF, "NVSTAGE_BASE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    tiers.reset()
+    said: list[str] = []
+    tiers.set_notice_sink(said.append)
+    yield said
+    tiers.set_notice_sink(None)
+    tiers.reset()

@@ -13,19 +13,9 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path_factory, monkeypatch):
-    from nvstage.compiler.cache import tiers
-
-    root = tmp_path_factory.mktemp("cache")
-    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(root))
-    for name in (*tiers._ENV, tiers.ENV_BACKOFF, "NVSTAGE_BASE_DIR"):
-        monkeypatch.delenv(name, raising=False)
-    tiers.reset()
-    said: list[str] = []
-    tiers.set_notice_sink(said.append)
-    yield said
-    tiers.set_notice_sink(None)
-    tiers.reset()
+def private_cache(tmp_path_factory, monkeypatch, fresh_tiers):
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    return fresh_tiers
 
 
 def _closed_port() -> int:

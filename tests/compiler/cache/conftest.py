@@ -101,21 +101,27 @@ def start_redis(folder: Path, *extra: str) -> Redis:
         missing("redis-server is not installed (apt-get install redis-server)")
     need_module("redis")  # the tests' own client, to fill, break and inspect the server
     folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "redis.log"
+    proc, port = _serve("redis-server", lambda port: [
+        exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        "--dir", str(folder), "--daemonize", "no", "--logfile", str(log), *extra], log)
+    return Redis(proc, port, f"redis://127.0.0.1:{port}/0", folder)
+
+
+def _serve(name: str, argv_for, log: Path) -> tuple[subprocess.Popen, int]:
+    """A server started on a free loopback port (``argv_for(port)``), tried five times: a
+    port found free can be taken before the server binds it."""
     for _ in range(5):
         port = _free_port()
-        log = folder / "redis.log"
-        proc = subprocess.Popen(
-            [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(folder), "--daemonize", "no",
-             "--logfile", str(log), *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv_for(port), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.STDOUT)
         try:
             _wait_port(port, proc, log)
-            return Redis(proc, port, f"redis://127.0.0.1:{port}/0", folder)
+            return proc, port
         except RuntimeError:
             proc.kill()
             proc.wait()
-    raise RuntimeError("redis-server did not start")
+    raise RuntimeError(f"{name} did not start")
 
 
 _NGINX_CONF = """
@@ -157,20 +163,14 @@ def start_webdav(folder: Path) -> WebDav:
         missing("this nginx has no WebDAV module (Debian's nginx has it)")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "root").mkdir(exist_ok=True)
-    for _ in range(5):
-        port = _free_port()
-        conf = folder / "nginx.conf"
+    conf, log = folder / "nginx.conf", folder / "error.log"
+
+    def argv_for(port: int) -> list[str]:
         conf.write_text(_NGINX_CONF.format(folder=folder, port=port))
-        log = folder / "error.log"
-        proc = subprocess.Popen([exe, "-p", str(folder), "-e", str(log), "-c", str(conf)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        try:
-            _wait_port(port, proc, log)
-            return WebDav(proc, port, f"http://127.0.0.1:{port}/cache", folder)
-        except RuntimeError:
-            proc.kill()
-            proc.wait()
-    raise RuntimeError("nginx did not start")
+        return [exe, "-p", str(folder), "-e", str(log), "-c", str(conf)]
+
+    proc, port = _serve("nginx", argv_for, log)
+    return WebDav(proc, port, f"http://127.0.0.1:{port}/cache", folder)
 
 
 @pytest.fixture
@@ -207,19 +207,8 @@ def crypto():
 
 
 @pytest.fixture(autouse=True)
-def fresh_tiers(monkeypatch):
-    """Every test starts with no remote tier remembered and none configured, and lines said
-    about tiers collected (``tiers.notice``) instead of printed."""
-    from nvstage.compiler.cache import tiers
-
-    for name in (*tiers._ENV, tiers.ENV_BACKOFF, "NVSTAGE_BASE_DIR"):
-        monkeypatch.delenv(name, raising=False)
-    tiers.reset()
-    said: list[str] = []
-    tiers.set_notice_sink(said.append)
-    yield said
-    tiers.set_notice_sink(None)
-    tiers.reset()
+def _every_test_with_fresh_tiers(fresh_tiers):
+    return fresh_tiers  # tests/conftest.py
 
 
 # -- comparing builds ---------------------------------------------------------------------------
