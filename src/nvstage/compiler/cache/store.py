@@ -612,14 +612,7 @@ class Cache:
             final = self._entry_dir(key)
             if os.path.lexists(final):
                 return None
-            meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": printed[0],
-                    "stderr": printed[1], "seconds": seconds, "created": time.time(),
-                    "about": about or {}}
-            (tmp / "meta.json").write_bytes(self._seal(meta))
-            self._dir("entries", key[:2])
-            try:
-                os.rename(tmp, final)
-            except OSError:  # another build got there first: its entry is as good as ours
+            if not self._commit(tmp, final, key, infos, printed, seconds, about or {}):
                 return None
             tmp = None
             return key
@@ -627,6 +620,21 @@ class Cache:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
             os.close(held)
+
+    def _commit(self, tmp: Path, final: Path, key: str, infos: list, printed: list,
+                seconds: float, about: dict) -> bool:
+        """Seal the entry's document into ``tmp`` and rename it into place; False when
+        another build got there first (its entry is as good as ours)."""
+        meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": printed[0],
+                "stderr": printed[1], "seconds": seconds, "created": time.time(),
+                "about": about}
+        (tmp / "meta.json").write_bytes(self._seal(meta))
+        self._dir("entries", key[:2])
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            return False
+        return True
 
     def _held_dir(self, prefix: str) -> tuple[str, int]:
         """A new folder in tmp/ and an open descriptor holding a shared lock on it until it is
@@ -717,14 +725,7 @@ class Cache:
         try:
             for i, data in enumerate(blobs):
                 (tmp / str(i)).write_bytes(data)
-            meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": printed[0],
-                    "stderr": printed[1], "seconds": seconds, "created": time.time(),
-                    "about": about}
-            (tmp / "meta.json").write_bytes(self._seal(meta))
-            self._dir("entries", key[:2])
-            try:
-                os.rename(tmp, final)
-            except OSError:
+            if not self._commit(tmp, final, key, infos, printed, seconds, about):
                 return False
             tmp = None
             return True
