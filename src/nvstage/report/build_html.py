@@ -18,7 +18,7 @@ from pathlib import Path
 from nvstage import __version__
 from nvstage.inspect.build_view import BuildView, TranslationUnit
 from nvstage.report.build_trace import stage_rows
-from nvstage.report.html import STAGE_COLORS, esc, json_for_script
+from nvstage.report.html import STAGE_COLORS, esc, page
 from nvstage.report.units import fmt_time
 
 STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3"}
@@ -484,14 +484,7 @@ def render_build(view: BuildView, *, title: str | None = None) -> str:
                      + "".join(f"<li>{esc(n)}</li>" for n in view.notes) + "</ul></section>")
     data = {"schema": "nvstage.build-report/1", "units": len(view.units),
             "kernels": len(view.kernels), "lanes": view.lanes}
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-            "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-            f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
-            + "\n".join(parts)
-            + f'<script type="application/json" id="nvstage-data">{json_for_script(data)}'
-            + f"</script><script>{_JS}</script></body></html>\n")
+    return page(title, _CSS, "\n".join(parts), data, _JS)
 
 
 @dataclass

@@ -704,16 +704,20 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
     data = {"schema": "nvstage.report/1", "source": b.source, "stages": len(b.runs),
             "kernels": sorted({r.demangled for r in inp.resources}),
             "run": inp.run is not None}
+    return page(title, _CSS, "\n".join(parts) + '<div id="tip"></div>', data, _JS)
+
+
+def page(title: str, css: str, body: str, data: dict, js: str) -> str:
+    """A self-contained page: ``body``, then ``data`` as a JSON block the script reads."""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             # No network: the policy forbids every fetch; inline style and script only.
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
             "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-            f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
-            + "\n".join(parts)
-            + '<div id="tip"></div>'
+            f"<title>{esc(title)}</title><style>{css}</style></head><body>"
+            + body
             + f'<script type="application/json" id="nvstage-data">{json_for_script(data)}'
-            + f"</script><script>{_JS}</script></body></html>\n")
+            + f"</script><script>{js}</script></body></html>\n")
 
 
 def _spills(row) -> bool:
