@@ -102,19 +102,6 @@ def _whole_ok(argv: list[str], env) -> bool:
     return not (sys.stdout.isatty() or sys.stderr.isatty())
 
 
-def _given_nvcc(argv: list[str], env) -> str | None:
-    """``cmdline.nvcc_choice`` without importing the grammar."""
-    found = None
-    for i, w in enumerate(argv):
-        if w == "--":
-            break
-        if w == "--nvcc" and i + 1 < len(argv):
-            found = argv[i + 1]
-        elif w.startswith("--nvcc="):
-            found = w.split("=", 1)[1]
-    return found or env.get("NVSTAGE_NVCC") or None
-
-
 def _answered_whole(argv: list[str]) -> bool:
     import os
     import time
@@ -126,7 +113,7 @@ def _answered_whole(argv: list[str]) -> bool:
     from nvstage.compiler import hit
 
     try:
-        meta = hit.answer_cli(argv, _given_nvcc(argv, env), os.getcwd(), env)
+        meta = hit.answer_cli(argv, hit.nvcc_named(argv, env), os.getcwd(), env)
     except Exception:  # never a reason to fail: the pipeline answers instead
         return False
     if meta is None:

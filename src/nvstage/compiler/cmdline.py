@@ -80,16 +80,9 @@ class CompileRequest:
 def nvcc_choice(argv: list[str], environ: dict[str, str] | None = None) -> str | None:
     """The ``--nvcc`` given (or ``$NVSTAGE_NVCC``): needed before the rest can be read, since
     the grammar is that nvcc's."""
-    found = None
-    for i, w in enumerate(argv):
-        if w == "--":
-            break
-        if w == "--nvcc" and i + 1 < len(argv):
-            found = argv[i + 1]
-        elif w.startswith("--nvcc="):
-            found = w.split("=", 1)[1]
-    env = os.environ if environ is None else environ
-    return found or env.get("NVSTAGE_NVCC") or None
+    from nvstage.compiler.hit import nvcc_named
+
+    return nvcc_named(argv, os.environ if environ is None else environ)
 
 
 def wants_help(argv: list[str]) -> bool:

@@ -507,6 +507,20 @@ def _remembered_nvcc(root: str, secret: bytes, given: str | None, cwd: str, env)
     return nvcc, source
 
 
+def nvcc_named(argv: list[str], env) -> str | None:
+    """The ``--nvcc`` an ``nvstage compile`` command line gives, else ``$NVSTAGE_NVCC``
+    (``cmdline.nvcc_choice``; here, so the whole-command answer needs no grammar)."""
+    found = None
+    for i, w in enumerate(argv):
+        if w == "--":
+            break
+        if w == "--nvcc" and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif w.startswith("--nvcc="):
+            found = w.split("=", 1)[1]
+    return found or env.get("NVSTAGE_NVCC") or None
+
+
 def answer_cli(argv: list[str], given: str | None, cwd: str, env) -> dict | None:
     """``nvstage compile ARGV`` answered whole: its outputs restored, and the entry (whose
     ``view`` holds what the command prints) returned; None for a miss. ``given``: its
