@@ -73,6 +73,24 @@ def test_a_full_hit_starts_no_process_and_gives_the_cold_outputs(warm, monkeypat
         "k.o :", "plain.o :")
 
 
+def test_a_hit_finds_the_watched_folders_as_the_cold_build_left_them(warm, monkeypatch, capfd):
+    # The build record's folder is made in the current folder, which is watched (the source
+    # is there): made after the entry was stored, it would send every later hit to look at
+    # the hiding places again.
+    folder, argv = warm
+    assert _quiet_run(argv, capfd) == 0
+    assert (folder / ".nvstage-build").is_dir()
+    from nvstage.compiler.cache.presence import Presence
+
+    def looked(self, paths):
+        raise AssertionError("a hit looked at the hiding places: a watched folder changed")
+
+    monkeypatch.setattr(Presence, "of", looked)
+    assert _quiet_run(argv, capfd) == 0
+    monkeypatch.undo()
+    assert [e.hit for e in _entries(folder)] == [False, True]
+
+
 @pytest.mark.parametrize("change", ["header", "hiding header", "source", "environment",
                                     "arguments"])
 def test_what_a_hit_must_not_survive(warm, monkeypatch, capfd, change):

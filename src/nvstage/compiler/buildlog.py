@@ -293,15 +293,28 @@ def current(entries: list[Entry]) -> tuple[list[Entry], int]:
     return kept, len(entries) - len(kept)
 
 
-def add(entry: Entry, cwd: str, environ: dict[str, str] | None = None) -> Path | None:
-    """Write one entry; a build record that cannot be written never fails the build."""
+def ready(cwd: str, environ: dict[str, str] | None = None) -> Path | None:
+    """The record folder, made if it is not there yet. The launcher asks before it builds:
+    the folder made after the command's whole-command entry was stored would change the stat
+    of the folder it sits in, and each later hit would look at that folder's names again."""
     folder = record_dir(cwd, environ)
-    name = f"{int(entry.started * 1e6):017d}-{os.getpid()}-{next(_counter)}.json"
     try:
         (folder / "tu").mkdir(parents=True, exist_ok=True)
         mark = folder / MARK
         if not mark.exists():
             mark.write_text(f"{SCHEMA}: one file per nvcc command under tu/\n")
+    except OSError:
+        return None
+    return folder
+
+
+def add(entry: Entry, cwd: str, environ: dict[str, str] | None = None) -> Path | None:
+    """Write one entry; a build record that cannot be written never fails the build."""
+    folder = ready(cwd, environ)
+    if folder is None:
+        return None
+    name = f"{int(entry.started * 1e6):017d}-{os.getpid()}-{next(_counter)}.json"
+    try:
         write_json_atomic(folder / "tu" / name, entry.to_json())
     except OSError:
         return None

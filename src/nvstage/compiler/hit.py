@@ -306,7 +306,7 @@ def inputs_unchanged(meta: dict, entry: str | None = None) -> bool:
             return False
     # Where a new file would hide a header: a folder whose entries changed (its mtime and
     # ctime move when a name is made, removed or renamed in it) has its candidates looked at
-    # one by one; an unchanged folder cannot have gained or lost one.
+    # again (a listing per folder); an unchanged folder cannot have gained or lost one.
     cands = None
     for n, (d, st) in enumerate(meta["shadow"]):
         try:
@@ -319,7 +319,11 @@ def inputs_unchanged(meta: dict, entry: str | None = None) -> bool:
             if raw is None or _sha256(raw).hexdigest() != meta["shadow_sha"]:
                 return False
             cands = marshal.loads(raw)
-        if any(os.path.exists(c) != was for c, was in cands[n]):
+            from nvstage.compiler.cache.presence import Presence
+
+            presence = Presence()  # each folder listed once, not each name asked
+        there = presence.of(c for c, _ in cands[n])
+        if any(there[c] != was for c, was in cands[n]):
             return False
     for d, real in meta["layout"]:
         if (os.path.realpath(d) if os.path.isdir(d) else None) != real:
@@ -681,6 +685,7 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
 
     from nvstage.compiler.cache.headers import builtin_dirs, include_search, \
         shadow_candidates, search_layout
+    from nvstage.compiler.cache.presence import Presence
     from nvstage.compiler.cache.seal import secret as make_secret
     from nvstage.compiler.plan import StageKind
 
@@ -703,7 +708,7 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
     except Exception:  # no key, no entry: the stage cache said why already
         return None
     files: dict[str, None] = {}
-    shadow: dict[str, bool] = {}  # candidate -> present
+    cands: dict[str, None] = {}
     layout: list = []
     fixed = [build.toolkit.root]
     reads = seen.reads if seen is not None else {}
@@ -724,9 +729,7 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
         files.update(dict.fromkeys(names))
         builtin = builtin_dirs(s.argv, env)
         search = include_search(s.argv, cwd, env, builtin)
-        for cand in shadow_candidates(names, search, cwd, [*builtin, *fixed]):
-            if cand not in shadow:
-                shadow[cand] = os.path.exists(cand)
+        cands.update(dict.fromkeys(shadow_candidates(names, search, cwd, [*builtin, *fixed])))
         layout += [x for x in search_layout(search) if x not in layout]
     inputs = []
     for path in files:
@@ -754,9 +757,9 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
         executable = bool(os.stat(p).st_mode & 0o111)
         outs.append([rel, hashlib.sha256(data).hexdigest(), executable])
         blobs.append(data)
-    by_dir: dict[str, list] = {}
+    by_dir: dict[str, list[str]] = {}
     nearest: dict[str, str] = {}  # a candidate's folder -> the nearest one that exists
-    for cand, was in sorted(shadow.items()):
+    for cand in sorted(cands):
         parent = os.path.dirname(cand)
         d = nearest.get(parent)
         if d is None:
@@ -764,19 +767,22 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
             while not os.path.isdir(d) and os.path.dirname(d) != d:
                 d = os.path.dirname(d)  # a folder to be made is seen in its nearest parent
             nearest[parent] = d
-        by_dir.setdefault(d, []).append([cand, was])
-    shadow_dirs, shadow_cands = [], []
-    for d, cands in by_dir.items():
-        # The folder as it is now, outputs written: a later change is a new or removed name.
+        by_dir.setdefault(d, []).append(cand)
+    # The folders as they are now, outputs written (a later change is a new or removed name),
+    # and only then what is in them: a name made in between shows in the folder's stat.
+    shadow_dirs = []
+    for d in by_dir:
         try:
-            st = _stat(d)
+            shadow_dirs.append([d, _stat(d)])
         except OSError:
             return None
-        for cand, was in cands:
-            if was and max(_stat(cand)[1:3]) >= started_ns:
+    shadow = Presence().of(cands)
+    shadow_cands = []
+    for names in by_dir.values():
+        for cand in names:
+            if shadow[cand] and max(_stat(cand)[1:3]) >= started_ns:
                 return None  # a hiding file made while the compiler ran: seen or not?
-        shadow_dirs.append([d, st])
-        shadow_cands.append(cands)
+        shadow_cands.append([[cand, shadow[cand]] for cand in names])
     cands_blob = marshal.dumps(shadow_cands)
     meta = {"schema": SCHEMA, "argv": [nvcc, *args], "cwd": cwd, "inputs": inputs,
             "shadow": shadow_dirs, "shadow_sha": _sha256(cands_blob).hexdigest(),

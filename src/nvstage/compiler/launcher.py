@@ -150,6 +150,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"nvstage: cannot find the compiler {argv[0]!r}\n")
         return 127
     entry = buildlog.Entry([nvcc, *args], cwd, started, 0.0, "fallback", 0, os.getpid())
+    buildlog.ready(cwd)
     try:
         code = _staged(nvcc, args, cwd, entry)
     except NvstageError as e:

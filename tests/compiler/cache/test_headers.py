@@ -7,8 +7,9 @@ import shutil
 
 import pytest
 
-from nvstage.compiler.cache.headers import Existence, builtin_dirs, builtin_flags, include_search, \
-    parse_search_list, present, shadow_candidates
+from nvstage.compiler.cache.headers import builtin_dirs, builtin_flags, include_search, \
+    parse_search_list, shadow_candidates
+from nvstage.compiler.cache.presence import present
 
 GCC_V = """\
 ignoring nonexistent directory "/usr/local/include/x86_64-linux-gnu"
@@ -93,12 +94,6 @@ def test_the_shadow_state_changes_when_a_candidate_appears(tmp_path):
     assert present(cands) == before
     (tmp_path / "inc1/x.h").write_text("")
     assert present(cands) == [str(tmp_path / "inc1/x.h")]
-    # A build's memory answers from its first look (a folder that is not there: one stat).
-    seen = Existence()
-    assert present(cands, seen) == [str(tmp_path / "inc1/x.h")]
-    (tmp_path / "inc1/x.h").unlink()
-    assert present(cands, seen) == [str(tmp_path / "inc1/x.h")]
-    assert not Existence()(str(tmp_path / "nowhere/x.h"))
 
 
 def test_clean_keeps_dotdot_which_normpath_would_drop():

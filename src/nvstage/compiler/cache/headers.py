@@ -291,28 +291,3 @@ def uses_time_macros(paths: Iterable[str]) -> str | None:
         if reason is not None and reason.endswith("names a time macro"):
             return path
     return None
-
-
-class Existence:
-    """``os.path.exists`` with memory, shared by the stages of one build: a folder that is
-    not there answers for every name in it with one stat (most candidates sit in folders that
-    do not exist: ``include/thrust/...`` where thrust lives elsewhere)."""
-
-    def __init__(self):
-        self._dirs: dict[str, bool] = {}
-        self._files: dict[str, bool] = {}
-
-    def __call__(self, path: str) -> bool:
-        got = self._files.get(path)
-        if got is None:
-            parent = os.path.dirname(path)
-            there = self._dirs.get(parent)
-            if there is None:
-                there = self._dirs[parent] = os.path.isdir(parent)
-            got = self._files[path] = there and os.path.exists(path)
-        return got
-
-
-def present(candidates: Iterable[str], exists=os.path.exists) -> list[str]:
-    """The candidates that exist now, sorted: the shadow state of a header set."""
-    return sorted(c for c in candidates if exists(c))

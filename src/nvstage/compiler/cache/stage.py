@@ -40,8 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvstage.compiler.cache.headers import Existence, Trees, builtin_dirs, include_search, \
-    not_cacheable, present, search_layout, shadow_candidates
+from nvstage.compiler.cache.headers import Trees, builtin_dirs, include_search, not_cacheable, \
+    search_layout, shadow_candidates
+from nvstage.compiler.cache.presence import Presence, present
 from nvstage.compiler.cache.keys import HOST_COMPILER, Keys, parse_depfile
 from nvstage.compiler.cache.store import MAX_DOC_BYTES, Cache, Counters, Scratch, digest, \
     read_file
@@ -144,7 +145,7 @@ class StageCache:
                     stage.argv[1:] = [self.keys.place.word(a) for a in stage.argv[1:]]
         self._scratch: Scratch | None = None
         self._shadows: dict[tuple, str] = {}  # (headers, search folders) -> shadow digest
-        self._exists = Existence()
+        self._presence = Presence()
         self.local = TierStats()  # the local folder's figures for this build
         self.tiers: Tiers | None = None
         try:
@@ -356,7 +357,7 @@ class StageCache:
         if state is None:
             state = self._shadows[key] = digest(self.keys.place.tree([
                 search_layout(search),
-                present(shadow_candidates(files, search, self.cwd, fixed), self._exists)]))
+                present(shadow_candidates(files, search, self.cwd, fixed), self._presence)]))
         return state
 
     def _settled(self, reads: list[str], since_ns: int) -> bool:

@@ -1,0 +1,75 @@
+"""Which of many paths exist, asked folder by folder rather than name by name.
+
+The places where a new file would hide a header (``headers.shadow_candidates``) run to
+thousands of names for one source, almost none of which exist, spread over a few dozen
+folders. One listing of a folder answers for every name in it: a name it does not hold is not
+there. A listed name is still asked by stat (a link may dangle), as is a name that a listing
+holds in another case (a case-folding folder would find it) and every name in a folder that
+cannot be listed (searchable but not readable). Standard library only: the whole-command
+answer (``compiler/hit.py``) uses it when a watched folder changed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+_NOT_THERE = False  # a folder that does not exist (or is not a folder): nothing in it is
+
+
+class Presence:
+    """``os.path.exists`` for many paths, with memory: one build's stages ask about the same
+    places, and each folder is listed once. Make a new one to see the disk as it is now."""
+
+    def __init__(self):
+        self._files: dict[str, bool] = {}
+        self._dirs: dict[str, object] = {}  # folder -> (names, folded names | None),
+        # _NOT_THERE, or None (cannot be listed: its names are asked one by one)
+
+    def __call__(self, path: str) -> bool:
+        return self.of((path,))[path]
+
+    def of(self, paths: Iterable[str]) -> dict[str, bool]:
+        """Each path -> whether it exists now (or when this memory first looked)."""
+        out: dict[str, bool] = {}
+        for p in paths:
+            got = self._files.get(p)
+            if got is None:
+                got = self._files[p] = self._look(p)
+            out[p] = got
+        return out
+
+    def _look(self, path: str) -> bool:
+        cut = path.rfind("/")  # os.path.split's answer, at a fraction of its cost
+        parent, name = path[:cut] or "/", path[cut + 1:]
+        if not name or not path.startswith("/"):
+            return os.path.exists(path)
+        listing = self._dirs.get(parent, self)
+        if listing is self:
+            listing = self._dirs[parent] = _listing(parent)
+        if listing is _NOT_THERE:
+            return False
+        if listing is not None:
+            names, folded = listing
+            if name not in names:
+                if folded is None:
+                    folded = {n.casefold() for n in names}
+                    self._dirs[parent] = (names, folded)
+                if name.casefold() not in folded:
+                    return False
+        return os.path.exists(path)
+
+
+def _listing(folder: str):
+    try:
+        return frozenset(os.listdir(folder)), None
+    except (FileNotFoundError, NotADirectoryError):
+        return _NOT_THERE
+    except (OSError, ValueError):  # not readable, or a name with a NUL: stat each name
+        return None
+
+
+def present(candidates: Iterable[str], presence: Presence | None = None) -> list[str]:
+    """The candidates that exist now, sorted: the shadow state of a header set."""
+    got = (presence or Presence()).of(candidates)
+    return sorted(c for c, there in got.items() if there)

@@ -1,0 +1,71 @@
+"""Presence answers as os.path.exists does, from one listing per folder."""
+
+import os
+
+from nvstage.compiler.cache.presence import Presence, present
+
+
+def _layout(tmp_path):
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "a.h").write_text("")
+    (tmp_path / "inc" / "sub").mkdir()
+    (tmp_path / "inc" / "dangling.h").symlink_to(tmp_path / "nowhere.h")
+    (tmp_path / "inc" / "linked.h").symlink_to(tmp_path / "inc" / "a.h")
+    (tmp_path / "file").write_text("")
+    names = ["inc/a.h", "inc/b.h", "inc/sub", "inc/sub/c.h", "inc/dangling.h", "inc/linked.h",
+             "missing/x.h", "missing/deeper/y.h", "file/z.h", "inc/../inc/a.h", "inc/./a.h",
+             "inc/sub/../a.h", "missing/../inc/a.h", "inc/"]
+    return [str(tmp_path / n) for n in names] + ["relative/a.h", "/"]
+
+
+def test_it_agrees_with_os_path_exists(tmp_path):
+    paths = _layout(tmp_path)
+    assert Presence().of(paths) == {p: os.path.exists(p) for p in paths}
+    assert present(paths) == sorted({p for p in paths if os.path.exists(p)})
+
+
+def test_one_listing_answers_for_a_folder(tmp_path, monkeypatch):
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "a.h").write_text("")
+    calls = []
+    real = os.stat
+    monkeypatch.setattr(os, "stat", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    got = Presence().of([str(tmp_path / "inc" / f"h{n}.h") for n in range(500)]
+                        + [str(tmp_path / "inc" / "a.h")])
+    assert sum(got.values()) == 1
+    assert len(calls) <= 2  # the listed name alone is asked by stat
+
+
+def test_memory_keeps_its_first_look_and_a_new_one_sees_the_disk(tmp_path):
+    (tmp_path / "inc").mkdir()
+    path = str(tmp_path / "inc" / "x.h")
+    seen = Presence()
+    assert not seen(path)
+    (tmp_path / "inc" / "x.h").write_text("")
+    assert not seen(path)  # one build's memory
+    assert Presence()(path)
+
+
+def test_a_name_in_another_case_is_asked_by_stat(tmp_path, monkeypatch):
+    # A case-folding folder finds "X.h" as "x.h": a listing that holds the other case must not
+    # settle it.
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "x.h").write_text("")
+    asked = []
+    real = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda p: asked.append(p) or real(p))
+    Presence().of([str(tmp_path / "inc" / "X.h"), str(tmp_path / "inc" / "y.h")])
+    assert asked == [str(tmp_path / "inc" / "X.h")]
+
+
+def test_a_folder_that_cannot_be_listed_is_asked_name_by_name(tmp_path, monkeypatch):
+    # Searchable but not readable (mode 0111): as root, which lists anything, it is simulated.
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "x.h").write_text("")
+
+    def refused(folder):
+        raise PermissionError(13, "Permission denied", folder)
+
+    monkeypatch.setattr(os, "listdir", refused)
+    got = Presence().of([str(tmp_path / "inc" / "x.h"), str(tmp_path / "inc" / "y.h")])
+    assert list(got.values()) == [True, False]
