@@ -149,6 +149,7 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
     runs: dict[int, StageRun] = {}
     try:
         failed = schedule(graph, stages.run, jobs, observer, runs, slots=slots)
+        stages.settle()
     except KeyboardInterrupt as e:  # Ctrl-C, or a signal under proc.handle_signals
         build.runs = [runs[i] for i in sorted(runs)]
         finish_interrupted(build, work, t_start, e)

@@ -97,6 +97,24 @@ class Graph:
                 out[d].add(i)
         return out
 
+    def rewrites(self) -> dict[int, set[int]]:
+        """The stages that write (or, as a cleanup, remove) a file an earlier stage wrote,
+        each with those earlier writers (a cleanup: every stage before it): what those wrote
+        must be read (into the cache) before it runs."""
+        writers: dict[str, int] = {}
+        out: dict[int, set[int]] = {}
+        for i in self.order:
+            s = self.stages[i]
+            if s.kind is StageKind.CLEANUP:
+                out[i] = {j for j in self.order if j < i}
+                continue
+            mine = [_key(p) for p in s.outputs]
+            earlier = {writers[p] for p in mine if p in writers}
+            if earlier:
+                out[i] = earlier
+            writers.update(dict.fromkeys(mine, i))
+        return out
+
     def reads(self, index: int) -> list[str]:
         s = self.stages[index]
         return list(s.inputs) + self.hidden.get(index, [])

@@ -626,9 +626,10 @@ class Pending:
     """An entry read while the build's work folder still exists, written by ``store``
     (the CLI adds what it prints first, ``view``)."""
 
-    def __init__(self, final: str, meta: dict, blobs: list[bytes], cands: bytes,
+    def __init__(self, root: str, k: str, meta: dict, blobs: list[bytes], cands: bytes,
                  build_doc, secret: bytes):
-        self.final, self.meta, self.blobs, self.cands = final, meta, blobs, cands
+        self.root, self.final = root, _entry_dir(root, k)
+        self.meta, self.blobs, self.cands = meta, blobs, cands
         self.build_doc, self.secret = build_doc, secret
 
     def store(self, view: dict | None = None) -> bool:
@@ -661,6 +662,10 @@ class Pending:
 
                 shutil.rmtree(final, ignore_errors=True)
             os.rename(tmp, final)
+            from nvstage.compiler.cache.store import note_stored
+
+            note_stored(self.root, sum(map(len, self.blobs)) + len(self.cands) + len(body)
+                        + len(doc or b""))
         except BaseException as e:  # a full disk, and an interrupted build (Ctrl-C) alike:
             import shutil  # a half-made folder is never an entry, and nothing evicts it
 
@@ -788,4 +793,4 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
             "shadow": shadow_dirs, "shadow_sha": _sha256(cands_blob).hexdigest(),
             "layout": layout, "outputs": outs, "stdout": stdout, "stderr": stderr,
             "hits": c.get("hits", 0) + c.get("misses", 0)}
-    return Pending(_entry_dir(root, k), meta, blobs, cands_blob, build_doc, secret)
+    return Pending(root, k, meta, blobs, cands_blob, build_doc, secret)

@@ -167,21 +167,22 @@ def test_signed_entries_and_read_only_jobs(redis_server, runners, workdir, dump,
 # -- faults mid-build ------------------------------------------------------------------------------
 @pytest.fixture
 def after_stages(monkeypatch):
-    """``after_stages(n, fault)``: run ``fault`` once n stages have really run."""
-    from nvstage.compiler import driver
+    """``after_stages(n, fault)``: run ``fault`` once n stages have been stored (locally and
+    in the tiers; stores happen beside the next stage's tool)."""
+    from nvstage.compiler.cache.stage import StageCache
 
-    real = driver.run_stage
+    real = StageCache._store
 
     def install(n: int, fault):
         count = [0]
 
-        def run_stage(*args, **kw):
+        def store(*args, **kw):
+            real(*args, **kw)
             count[0] += 1
-            if count[0] == n + 1:
+            if count[0] == n:
                 fault()
-            return real(*args, **kw)
 
-        monkeypatch.setattr(driver, "run_stage", run_stage)
+        monkeypatch.setattr(StageCache, "_store", store)
     return install
 
 

@@ -147,6 +147,33 @@ def test_least_recently_used_entries_go_first(tmp_path):
     assert keys[0] in left and keys[1] not in left and c.size() <= 3000
 
 
+def test_the_size_ledger_spares_builds_a_count_until_the_limit_is_passed(tmp_path,
+                                                                          monkeypatch):
+    c = Cache(tmp_path / "c", max_bytes=3500)
+    (tmp_path / "f").write_bytes(b"x" * 1000)
+    c.put("00" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+    assert c.evict() == 0  # no count yet: one is made, and written down
+    counted = []
+    real = Cache._listed
+    monkeypatch.setattr(Cache, "_listed", lambda *a: counted.append(1) or real(*a))
+    c.put("01" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+    assert c.evict() == 0 and not counted  # the ledger says 2 entries: under the limit
+    for n in (2, 3):
+        c.put(f"{n:02d}" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+    assert c.evict() >= 1 and counted  # passed: counted, and the oldest removed
+    assert c.size() <= 3500
+    counted.clear()
+    assert c.evict() == 0 and not counted
+    # A damaged or stale ledger is never believed: it is counted again.
+    (c.root / "size").write_bytes(b"= 10 nonsense\n")
+    c.evict()
+    assert counted
+    counted.clear()
+    (c.root / "size").write_bytes(b"= 10 1000.0\n")  # counted long ago
+    c.evict()
+    assert counted
+
+
 def test_racing_writers_of_one_key_both_succeed(tmp_path):
     c = Cache(tmp_path / "c")
     (tmp_path / "f").write_bytes(os.urandom(1 << 20))

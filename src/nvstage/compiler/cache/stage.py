@@ -36,7 +36,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,6 +157,12 @@ class StageCache:
             self.tiers.local = self.local
         self._remote_sets: dict[str, list] = {}  # direct key -> the sets the tiers held
         self._reads: dict[int, list[str]] = {}  # host-compiler stage -> the files it read
+        # What follows a miss (hashing what it read, storing what it wrote) is done on a
+        # thread of its own while the next stage's tool runs, not between the two; a stage
+        # that overwrites or removes an earlier stage's output waits for it (``settle``).
+        self._after: dict[int, Future] = {}  # stage index -> its bookkeeping
+        self._bookkeeper: ThreadPoolExecutor | None = None
+        self._rewrites = graph.rewrites()
 
     def seen(self) -> Seen:
         return Seen(dict(self._reads), self._digest)
@@ -164,7 +171,24 @@ class StageCache:
         look = self.keys.hasher.look(path)
         return look.digest if look is not None and not look.inside else None
 
+    def _later(self, stage: Stage, fn: Callable[..., None], *args) -> None:
+        with self._lock:
+            if self._bookkeeper is None:
+                self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="nvstage-store")
+            self._after[stage.index] = self._bookkeeper.submit(_quietly, fn, stage, *args)
+
+    def settle(self, stages: Iterable[int] | None = None) -> None:
+        """Wait for the bookkeeping of the stages that ran (of ``stages``, when given); a bug
+        in it is raised here."""
+        with self._lock:
+            pending = [self._after.pop(i) for i in (list(self._after) if stages is None
+                                                    else stages) if i in self._after]
+        for fut in pending:
+            fut.result()
+
     def close(self) -> None:
+        if self._bookkeeper is not None:  # an interrupted build: what was begun is finished
+            self._bookkeeper.shutdown(wait=True)
         if self._scratch:
             self._scratch.close()
         if self.tiers is not None:
@@ -185,6 +209,8 @@ class StageCache:
                 setattr(self.counters, k, getattr(self.counters, k) + v)
 
     def run(self, stage: Stage) -> StageRun:
+        if stage.index in self._rewrites:
+            self.settle(self._rewrites[stage.index])
         if self.cache is None or stage.kind not in _CACHEABLE or not stage.outputs:
             return self._uncached(stage)
         if stage.kind in HOST_COMPILER and self._unwatched(stage):
@@ -240,19 +266,24 @@ class StageCache:
         else:
             run = self._uncached(stage)
         self._missed()
-        if run.ok and self._settled(reads, since):
+        if run.ok:
             # The stub's marker naming itself is the path's own doing only while nothing the
             # stage read spelt the path (a marker copied from an input is the input's).
-            self._store(stage, keys, run, own_markers=stage.kind in _STUB_WRITERS and
+            self._later(stage, self._store_settled, keys, run, reads, since,
+                        stage.kind in _STUB_WRITERS and
                         not any(look is not None and look.mentions for look in looks))
         return run
+
+    def _store_settled(self, stage: Stage, keys: tuple[str, ...], run: StageRun,
+                       reads: list[str], since: int, own_markers: bool) -> None:
+        if self._settled(reads, since):
+            self._store(stage, keys, run, own_markers=own_markers)
 
     def _direct(self, stage: Stage, dkey: str, reads: list[str], started: float,
                 t: float) -> StageRun:
         """A host-compiler stage: found through the headers it read last time, or run with
         ``-MD`` and stored under the headers it reads now (ccache's direct mode). A header set
         matches only while no new file would hide one of its headers (``headers.py``)."""
-        paths, hasher = self.keys.paths, self.keys.hasher
         builtin = builtin_dirs(stage.argv, self.env, self.cache)
         search = include_search(stage.argv, self.cwd, self.env, builtin)
         fixed = [*builtin, self.toolkit.root]
@@ -270,13 +301,21 @@ class StageCache:
         since = time.time_ns()
         run, warned = self._run_host(stage, ("-MD", "-MF", depfile))
         self._missed()
-        if not run.ok or warned:
-            return run
+        if run.ok and not warned:
+            self._later(stage, self._record_direct, dkey, depfile, reads, since, search,
+                        fixed, run)
+        return run
+
+    def _record_direct(self, stage: Stage, dkey: str, depfile: str, reads: list[str],
+                       since: int, search: list[str], fixed: list[str], run: StageRun) -> None:
+        """A direct-mode stage that ran: stored under the headers its dependency list names,
+        with the state of the places where a file would hide one of them."""
+        paths, hasher = self.keys.paths, self.keys.hasher
         try:
             names = parse_depfile(  # names round-trip, as the plan's do
                 read_file(depfile, MAX_DOC_BYTES).decode(errors="surrogateescape"))
         except OSError:
-            return run
+            return
         looks = [hasher.look(paths.abs(n)) for n in names]
         headers = {paths.name(n): look and look.digest for n, look in zip(names, looks)}
         # The places a hiding file could be, as they are now (not the build's memory): one
@@ -302,7 +341,6 @@ class StageCache:
                     held = self.tiers.fetch_sets(dkey)
                 both = [(headers, shadow), *self.cache.header_sets(dkey), *held]
                 self.tiers.push_sets(dkey, [s for n, s in enumerate(both) if s not in both[:n]])
-        return run
 
     def _match_sets(self, stage: Stage, dkey: str, sets: list, search: list[str],
                     fixed: list[str], started: float, t: float,
@@ -457,3 +495,12 @@ class StageCache:
                     bytes_written=sum(a.size for a in run.artifacts))
         if self.tiers is not None:
             self.tiers.push_entry(key)
+
+
+def _quietly(fn: Callable[..., None], *args) -> None:
+    """Bookkeeping that meets a full disk or a vanished file stores nothing: the build
+    itself is fine."""
+    try:
+        fn(*args)
+    except OSError:
+        pass

@@ -86,6 +86,12 @@ _NAMES = ("entries", "direct", "notes", "tmp", "stats.json", "tiers.json", "lock
 _NVSTAGE_OWN = ("tools",)
 _MARKING = ".nvstage-mark-"  # a mark being written, renamed to MARK when whole
 _DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header state seen)
+# The size ledger: the bytes the last full count found (and when), and a line per entry stored
+# since. A build reads it rather than counting every entry (400 ms at 10,000 entries), and
+# counts again once it says the limit is passed, or the count is an hour old.
+LEDGER = "size"
+_LEDGER_MAX = 1 << 20
+_RECOUNT_S = 3600
 _STALE_SCRATCH_S = 24 * 3600  # an unlocked scratch folder this old was left by a killed build
 # The most the cache reads from one of its small documents (meta.json, a header set, a note,
 # the counters): what a tool printed is in meta.json, and ptxas -v over thousands of kernels is
@@ -628,12 +634,14 @@ class Cache:
         meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": printed[0],
                 "stderr": printed[1], "seconds": seconds, "created": time.time(),
                 "about": about}
-        (tmp / "meta.json").write_bytes(self._seal(meta))
+        sealed = self._seal(meta)
+        (tmp / "meta.json").write_bytes(sealed)
         self._dir("entries", key[:2])
         try:
             os.rename(tmp, final)
         except OSError:
             return False
+        note_stored(self.root, len(sealed) + sum(i["size"] for i in infos))
         return True
 
     def _held_dir(self, prefix: str) -> tuple[str, int]:
@@ -859,27 +867,50 @@ class Cache:
         folders killed builds left behind. Only in a folder nvstage marked as its own."""
         if not self.marked():
             return 0
+        limit = self.max_bytes if max_bytes is None else max_bytes
+        if max_bytes is None:
+            known = self._ledger()
+            if known is not None and known <= limit:
+                return 0
         self._sweep(_STALE_SCRATCH_S)
         self._sweep_whole_command_temps(_STALE_SCRATCH_S)
-        limit = self.max_bytes if max_bytes is None else max_bytes
         # Stage entries and whole-command entries (which hold their outputs too) share the limit.
         entries = [(d, t, n, False) for d, t, n in self.entries()]
         entries += [(d, t, n, True) for d, t, n in self.whole_commands()]
         total = sum(e[2] for e in entries)
         removed = 0
-        if total <= limit:
-            return 0
-        target = limit * 0.9  # a little room, so the next build does not evict again
-        for d, _, n, whole in sorted(entries, key=lambda e: e[1]):
-            if total <= target:
-                break
-            if whole:
-                _remove(d, self.root)
-            else:
-                self.discard(d.name)
-            total -= n
-            removed += 1
+        if total > limit:
+            target = limit * 0.9  # a little room, so the next build does not evict again
+            for d, _, n, whole in sorted(entries, key=lambda e: e[1]):
+                if total <= target:
+                    break
+                if whole:
+                    _remove(d, self.root)
+                else:
+                    self.discard(d.name)
+                total -= n
+                removed += 1
+        with contextlib.suppress(OSError):
+            _write_atomic(self.root / LEDGER, b"= %d %.3f\n" % (total, time.time()), self._tmp())
         return removed
+
+    def _ledger(self) -> int | None:
+        """The bytes held, as the size ledger tells them; None when a full count is due (no
+        ledger, a damaged one, or a count over an hour old)."""
+        try:
+            lines = read_file(self.root / LEDGER, _LEDGER_MAX).split(b"\n")
+            mark, total, when = lines[0].split()
+            total, age = int(total), time.time() - float(when)
+            if mark != b"=" or total < 0 or not 0 <= age < _RECOUNT_S:
+                return None
+            for line in lines[1:]:
+                if line:
+                    if not line.startswith(b"+"):
+                        return None
+                    total += int(line[1:])
+        except (OSError, ValueError):
+            return None
+        return total
 
     def _sweep_whole_command_temps(self, min_age_s: float) -> None:
         """A whole-command entry is written as ``inv/xx/KEY.tmp-PID`` and renamed: one a killed
@@ -917,7 +948,8 @@ class Cache:
             if not left:
                 return False
             self.open()  # the XDG folder's cache from before the mark: adopted, then cleared
-        for name in ("entries", "direct", "notes", "stats.json", "tiers.json", "inv", "plans"):
+        for name in ("entries", "direct", "notes", "stats.json", "tiers.json", "inv", "plans",
+                     LEDGER):
             _remove(self.root / name, self.root)
         for p in self.root.glob(".trash-*"):  # left by a clear that was killed
             _remove(p, self.root)
@@ -1006,6 +1038,22 @@ def _remove_at(dir_fd: int | None, name: str, root: Path) -> None:
     except OSError:
         return
     shutil.rmtree(trash, ignore_errors=True)
+
+
+def note_stored(root: str | os.PathLike, nbytes: int) -> None:
+    """Add an entry's bytes to the size ledger (``LEDGER``): one appended line, no lock."""
+    try:
+        fd = os.open(os.path.join(root, LEDGER), os.O_WRONLY | os.O_APPEND | os.O_CREAT |
+                     os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.write(fd, b"+%d\n" % nbytes)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _write_atomic(path: Path, data: bytes, tmpdir: Path) -> None:
