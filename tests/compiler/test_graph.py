@@ -106,6 +106,23 @@ def test_cleanup_comes_before_whoever_writes_what_it_removes(version):
 
 
 @pytest.mark.parametrize("version", ["13.0", "13.5"])
+def test_rewrites_name_who_overwrites_or_removes_an_earlier_stages_output(version):
+    # What a stage wrote is stored beside later stages' tools: a stage that overwrites it
+    # (cicc rewrites the stub cudafe++ wrote) or removes it must wait for that store.
+    plan = load(f"cuda{version}-c-gencodes.txt")
+    rw = build_graph(plan).rewrites()
+    cudafe, = by_kind(plan, K.CUDAFE)
+    assert rw
+    for i in rw:
+        assert plan.stages[i - 1].kind is K.CICC and cudafe in rw[i]
+    nokeep = load(f"cuda{version}-exe-nokeep.txt")
+    rw2 = build_graph(nokeep).rewrites()
+    for s in nokeep.stages:
+        if s.kind is K.CLEANUP:
+            assert rw2[s.index] == set(range(1, s.index))
+
+
+@pytest.mark.parametrize("version", ["13.0", "13.5"])
 def test_critical_path_of_two_arch_build(version):
     plan = load(f"cuda{version}-c-gencodes.txt")
     g = build_graph(plan)
