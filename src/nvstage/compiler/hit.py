@@ -732,10 +732,14 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
         # The outputs of earlier stages (the work folder) are nvstage's own, not inputs.
         names = [n for n in names if not n.startswith(work + os.sep)]
         files.update(dict.fromkeys(names))
-        builtin = builtin_dirs(s.argv, env)
-        search = include_search(s.argv, cwd, env, builtin)
-        cands.update(dict.fromkeys(shadow_candidates(names, search, cwd, [*builtin, *fixed])))
-        layout += [x for x in search_layout(search) if x not in layout]
+        known = seen.shadow.get(s.index) if seen is not None else None
+        if known is None:
+            builtin = builtin_dirs(s.argv, env)
+            search = include_search(s.argv, cwd, env, builtin)
+            known = (shadow_candidates(names, search, cwd, [*builtin, *fixed]),
+                     search_layout(search))
+        cands.update(dict.fromkeys(c for c in known[0] if not c.startswith(work + os.sep)))
+        layout += [x for x in known[1] if x not in layout]
     inputs = []
     for path in files:
         try:

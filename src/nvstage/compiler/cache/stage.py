@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage.compiler.cache.headers import Trees, builtin_dirs, include_search, not_cacheable, \
@@ -117,11 +117,14 @@ class Seen:
     """What one build's preprocessing read, as the stage cache learnt it: the files each
     host-compiler stage read (stage index -> absolute paths, from the compiler's own
     dependency list), and ``digest(path)``, a file's SHA-256 as hashed for the keys (hashed
-    again only when its stat moved). The whole-command entry (``hit.py``) is made from it
-    rather than reading and hashing every header a second time."""
+    again only when its stat moved), and ``shadow``: each such stage's places where a new
+    file would hide a header it read, and its search folders' layout (``headers.py``). The
+    whole-command entry (``hit.py``) is made from it rather than reading and hashing every
+    header, and working out every hiding place, a second time."""
 
     reads: dict[int, list[str]]
     digest: Callable[[str], str | None]
+    shadow: dict[int, tuple[list[str], list]] = field(default_factory=dict)
 
 
 class StageCache:
@@ -157,6 +160,7 @@ class StageCache:
             self.tiers.local = self.local
         self._remote_sets: dict[str, list] = {}  # direct key -> the sets the tiers held
         self._reads: dict[int, list[str]] = {}  # host-compiler stage -> the files it read
+        self._shadow_of: dict[int, tuple[list[str], list]] = {}  # and its hiding places
         # What follows a miss (hashing what it read, storing what it wrote) is done on a
         # thread of its own while the next stage's tool runs, not between the two; a stage
         # that overwrites or removes an earlier stage's output waits for it (``settle``).
@@ -165,7 +169,7 @@ class StageCache:
         self._rewrites = graph.rewrites()
 
     def seen(self) -> Seen:
-        return Seen(dict(self._reads), self._digest)
+        return Seen(dict(self._reads), self._digest, dict(self._shadow_of))
 
     def _digest(self, path: str) -> str | None:
         look = self.keys.hasher.look(path)
@@ -325,14 +329,17 @@ class StageCache:
         # use neither.
         files = [paths.abs(n) for n in names]
         self._reads[stage.index] = files
-        shown = present(shadow_candidates(files, search, self.cwd, fixed))
+        cands = sorted(shadow_candidates(files, search, self.cwd, fixed))
+        layout = search_layout(search)
+        self._shadow_of[stage.index] = (cands, layout)
+        shown = present(cands)
         trees = Trees(fixed)
         if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \
                 not not_cacheable([f for f in files if f not in trees],
                                   assembles="-c" in stage.argv):
             self._store(stage, self.keys.candidates([dkey, sorted(headers.items())],
                                                     self.keys.pinned(stage, looks)), run)
-            shadow = digest(self.keys.place.tree([search_layout(search), shown]))
+            shadow = digest(self.keys.place.tree([layout, shown]))
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
                 self.cache.add_header_set(dkey, headers, shadow)
             if self.tiers is not None:
