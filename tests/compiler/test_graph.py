@@ -110,13 +110,13 @@ def test_rewrites_name_who_overwrites_or_removes_an_earlier_stages_output(versio
     # What a stage wrote is stored beside later stages' tools: a stage that overwrites it
     # (cicc rewrites the stub cudafe++ wrote) or removes it must wait for that store.
     plan = load(f"cuda{version}-c-gencodes.txt")
-    rw = build_graph(plan).rewrites()
+    rw = build_graph(plan).rewrites
     cudafe, = by_kind(plan, K.CUDAFE)
     assert rw
     for i in rw:
         assert plan.stages[i - 1].kind is K.CICC and cudafe in rw[i]
     nokeep = load(f"cuda{version}-exe-nokeep.txt")
-    rw2 = build_graph(nokeep).rewrites()
+    rw2 = build_graph(nokeep).rewrites
     for s in nokeep.stages:
         if s.kind is K.CLEANUP:
             assert rw2[s.index] == set(range(1, s.index))

@@ -30,12 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage.artifacts import write_json_atomic
+from nvstage.compiler.hit import RECORD_ENV, RECORD_FOLDER, RECORD_MARK, RECORD_SCHEMA, \
+    ready_record, record_folder
 from nvstage.errors import ArtifactError, UsageError
 
-ENV = "NVSTAGE_BUILD_RECORD"
-FOLDER = ".nvstage-build"
-MARK = "NVSTAGE_BUILD_RECORD"
-SCHEMA = "nvstage.build-record/1"
+ENV, FOLDER, MARK, SCHEMA = RECORD_ENV, RECORD_FOLDER, RECORD_MARK, RECORD_SCHEMA
 MAX_ENTRIES = 100_000  # a build of this many translation units is far beyond the largest
 MAX_ENTRY_BYTES = 64 << 20
 # All entries together (a real one is 20 to 40 KB): past this the older ones are left unread.
@@ -57,9 +56,7 @@ def printable(text: str, *, lines: bool = False) -> str:
 
 
 def record_dir(cwd: str, environ: dict[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    given = env.get(ENV, "").strip()
-    return Path(os.path.abspath(os.path.join(cwd, given))) if given else Path(cwd, FOLDER)
+    return Path(record_folder(cwd, os.environ if environ is None else environ))
 
 
 @dataclass
@@ -298,14 +295,7 @@ def ready(cwd: str, environ: dict[str, str] | None = None) -> Path | None:
     the folder made after the command's whole-command entry was stored would change the stat
     of the folder it sits in, and each later hit would look at that folder's names again."""
     folder = record_dir(cwd, environ)
-    try:
-        (folder / "tu").mkdir(parents=True, exist_ok=True)
-        mark = folder / MARK
-        if not mark.exists():
-            mark.write_text(f"{SCHEMA}: one file per nvcc command under tu/\n")
-    except OSError:
-        return None
-    return folder
+    return folder if ready_record(str(folder)) else None
 
 
 def add(entry: Entry, cwd: str, environ: dict[str, str] | None = None) -> Path | None:

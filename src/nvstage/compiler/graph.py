@@ -85,6 +85,10 @@ class Graph:
     stages: dict[int, Stage]
     deps: dict[int, set[int]]
     hidden: dict[int, list[str]] = field(default_factory=dict)
+    # The stages that write (or, as a cleanup, remove) a file an earlier stage wrote, each
+    # with those earlier writers (a cleanup: every stage before it): what those wrote must be
+    # read (into the cache) before it runs.
+    rewrites: dict[int, set[int]] = field(default_factory=dict)
 
     @property
     def order(self) -> list[int]:
@@ -95,24 +99,6 @@ class Graph:
         for i, ds in self.deps.items():
             for d in ds:
                 out[d].add(i)
-        return out
-
-    def rewrites(self) -> dict[int, set[int]]:
-        """The stages that write (or, as a cleanup, remove) a file an earlier stage wrote,
-        each with those earlier writers (a cleanup: every stage before it): what those wrote
-        must be read (into the cache) before it runs."""
-        writers: dict[str, int] = {}
-        out: dict[int, set[int]] = {}
-        for i in self.order:
-            s = self.stages[i]
-            if s.kind is StageKind.CLEANUP:
-                out[i] = {j for j in self.order if j < i}
-                continue
-            mine = [_key(p) for p in s.outputs]
-            earlier = {writers[p] for p in mine if p in writers}
-            if earlier:
-                out[i] = earlier
-            writers.update(dict.fromkeys(mine, i))
         return out
 
     def reads(self, index: int) -> list[str]:
@@ -173,6 +159,7 @@ def build_graph(plan: Plan) -> Graph:
     last_writer: dict[str, int] = {}
     readers: dict[str, list[int]] = {}
     deps: dict[int, set[int]] = {}
+    rewrites: dict[int, set[int]] = {}
     for s in plan.stages:
         mine: set[int] = set()
         reads = [] if s.kind is StageKind.CLEANUP else list(s.inputs) + hidden.get(s.index, [])
@@ -180,10 +167,10 @@ def build_graph(plan: Plan) -> Graph:
         for p in map(_key, reads):
             if p in last_writer:
                 mine.add(last_writer[p])
+        earlier = {last_writer[p] for p in map(_key, writes) if p in last_writer}
         for p in map(_key, writes):
-            if p in last_writer:
-                mine.add(last_writer[p])
             mine.update(readers.get(p, []))
+        mine |= earlier
         for p in map(_key, reads):
             readers.setdefault(p, []).append(s.index)
         for p in map(_key, writes):
@@ -193,6 +180,9 @@ def build_graph(plan: Plan) -> Graph:
             # A removal may hit a file a tool wrote without naming it (nvcc's temporary
             # .fatbin): let it wait for everything before it, as in nvcc's serial order.
             mine.update(deps)
+            earlier = set(deps)
+        if earlier:
+            rewrites[s.index] = earlier
         mine.discard(s.index)
         deps[s.index] = mine
-    return Graph({s.index: s for s in plan.stages}, deps, hidden)
+    return Graph({s.index: s for s in plan.stages}, deps, hidden, rewrites)

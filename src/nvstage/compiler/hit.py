@@ -411,16 +411,26 @@ def _answer(nvcc: str, args: list[str], cwd: str, env, root: str, secret: bytes,
 
 def _count(root: str, hits: int) -> None:
     """The stage hits a whole answer stands for, added to the cache's totals (``nvstage
-    cache``): one appended line, no lock (``Cache.totals`` adds them up)."""
+    cache``; ``Cache.totals`` adds them up)."""
     try:
-        fd = os.open(os.path.join(root, "inv", HITS), os.O_WRONLY | os.O_APPEND | os.O_CREAT
-                     | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        append_line(os.path.join(root, "inv", HITS), b"%d" % int(hits))
+    except (ValueError, TypeError):
+        pass
+
+
+def append_line(path: str, line: bytes) -> None:
+    """``line`` appended to the regular file ``path`` (made if missing), with no lock: one
+    small O_APPEND write is never interleaved with another. A link, a FIFO or a full disk
+    leaves it unwritten."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError:
         return
     try:
         if stat.S_ISREG(os.fstat(fd).st_mode):
-            os.write(fd, b"%d\n" % int(hits))
-    except (OSError, ValueError, TypeError):
+            os.write(fd, line + b"\n")
+    except OSError:
         pass
     finally:
         os.close(fd)
@@ -547,32 +557,57 @@ def log(argv: list[str]) -> None:
     if not _served:
         return
     s = _served
-    rec_dir = s["env"].get("NVSTAGE_BUILD_RECORD", "").strip()
-    folder = os.path.abspath(os.path.join(s["cwd"], rec_dir)) if rec_dir else \
-        os.path.join(s["cwd"], ".nvstage-build")
+    folder = record_folder(s["cwd"], s["env"])
     from _json import encode_basestring_ascii as q  # the C encoder: the json package is not
 
     # Only the manifest the sealed entry names (a shared cache's folder is not trusted).
     build = _read_regular(os.path.join(s["dir"], "build.json"), MAX_META)
     if build is None or _sha256(build).hexdigest() != s.get("build_sha"):
         build = b"null"
-    text = ('{"schema":"nvstage.build-record/1","argv":[' + ",".join(map(q, s["argv"]))
+    text = (f'{{"schema":"{RECORD_SCHEMA}","argv":[' + ",".join(map(q, s["argv"]))
             + f'],"cwd":{q(s["cwd"])},"started":{s["started"]!r},'
             f'"seconds":{round(time.perf_counter() - s["t0"], 6)!r},"status":"ok",'
             f'"exit_code":0,"pid":{os.getpid()},"reason":null,"hit":true').encode()
     name = f"{int(s['started'] * 1e6):017d}-{os.getpid()}-h.json"
+    if not ready_record(folder):
+        return
     try:
-        os.makedirs(os.path.join(folder, "tu"), exist_ok=True)
-        mark = os.path.join(folder, "NVSTAGE_BUILD_RECORD")
-        if not os.path.exists(mark):
-            with open(mark, "w") as f:
-                f.write("nvstage.build-record/1: one file per nvcc command under tu/\n")
         tmp = os.path.join(folder, "tu", f".{name}.tmp")
         with open(tmp, "wb") as f:
             f.write(text + b',"build":' + build + b"}")
         os.replace(tmp, os.path.join(folder, "tu", name))
     except OSError:
         pass  # a build record that cannot be written never fails the build
+
+
+# The build record's folder (``buildlog`` reads and writes the record; these are here, light,
+# for a hit's entry).
+RECORD_ENV = "NVSTAGE_BUILD_RECORD"
+RECORD_FOLDER = ".nvstage-build"
+RECORD_MARK = "NVSTAGE_BUILD_RECORD"
+RECORD_SCHEMA = "nvstage.build-record/1"
+
+
+def record_folder(cwd: str, env) -> str:
+    """Where the build record is: ``$NVSTAGE_BUILD_RECORD`` (relative to ``cwd``), else
+    ``.nvstage-build`` in ``cwd``."""
+    given = env.get(RECORD_ENV, "").strip()
+    return os.path.abspath(os.path.join(cwd, given)) if given else \
+        os.path.join(cwd, RECORD_FOLDER)
+
+
+def ready_record(folder: str) -> bool:
+    """The record folder, its ``tu/`` and its mark, made if missing; False when they cannot
+    be (a build record that cannot be written never fails the build)."""
+    try:
+        os.makedirs(os.path.join(folder, "tu"), exist_ok=True)
+        mark = os.path.join(folder, RECORD_MARK)
+        if not os.path.exists(mark):
+            with open(mark, "w") as f:
+                f.write(f"{RECORD_SCHEMA}: one file per nvcc command under tu/\n")
+    except OSError:
+        return False
+    return True
 
 
 # -- recording (after a miss, from the launcher or the CLI: the full library may be imported) --

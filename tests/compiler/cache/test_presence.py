@@ -40,10 +40,10 @@ def test_memory_keeps_its_first_look_and_a_new_one_sees_the_disk(tmp_path):
     (tmp_path / "inc").mkdir()
     path = str(tmp_path / "inc" / "x.h")
     seen = Presence()
-    assert not seen(path)
+    assert not seen.of([path])[path]
     (tmp_path / "inc" / "x.h").write_text("")
-    assert not seen(path)  # one build's memory
-    assert Presence()(path)
+    assert not seen.of([path])[path]  # one build's memory
+    assert Presence().of([path])[path]
 
 
 def test_a_name_in_another_case_is_asked_by_stat(tmp_path, monkeypatch):

@@ -26,9 +26,6 @@ class Presence:
         self._dirs: dict[str, object] = {}  # folder -> (names, folded names | None),
         # _NOT_THERE, or None (cannot be listed: its names are asked one by one)
 
-    def __call__(self, path: str) -> bool:
-        return self.of((path,))[path]
-
     def of(self, paths: Iterable[str]) -> dict[str, bool]:
         """Each path -> whether it exists now (or when this memory first looked)."""
         out: dict[str, bool] = {}

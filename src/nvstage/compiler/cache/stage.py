@@ -166,7 +166,6 @@ class StageCache:
         # that overwrites or removes an earlier stage's output waits for it (``settle``).
         self._after: dict[int, Future] = {}  # stage index -> its bookkeeping
         self._bookkeeper: ThreadPoolExecutor | None = None
-        self._rewrites = graph.rewrites()
 
     def seen(self) -> Seen:
         return Seen(dict(self._reads), self._digest, dict(self._shadow_of))
@@ -185,8 +184,9 @@ class StageCache:
         """Wait for the bookkeeping of the stages that ran (of ``stages``, when given); a bug
         in it is raised here."""
         with self._lock:
-            pending = [self._after.pop(i) for i in (list(self._after) if stages is None
-                                                    else stages) if i in self._after]
+            which = list(self._after) if stages is None else \
+                [i for i in stages if i in self._after]
+            pending = [self._after.pop(i) for i in which]
         for fut in pending:
             fut.result()
 
@@ -213,8 +213,8 @@ class StageCache:
                 setattr(self.counters, k, getattr(self.counters, k) + v)
 
     def run(self, stage: Stage) -> StageRun:
-        if stage.index in self._rewrites:
-            self.settle(self._rewrites[stage.index])
+        if stage.index in self.graph.rewrites:
+            self.settle(self.graph.rewrites[stage.index])
         if self.cache is None or stage.kind not in _CACHEABLE or not stage.outputs:
             return self._uncached(stage)
         if stage.kind in HOST_COMPILER and self._unwatched(stage):

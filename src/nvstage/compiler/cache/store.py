@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage.compiler.cache import seal
+from nvstage.compiler.hit import append_line
 from nvstage.errors import CacheError
 from nvstage.paths import ENV_CACHE_DIR, cache_dir, cache_dir_label, default_cache_dir
 
@@ -584,9 +585,7 @@ class Cache:
         it goes under the place's key (``pinned``, when bound to the work folder too, binds
         the place as well).
         """
-        tmp, held = self._held_dir(f"{key[:16]}-")
-        tmp = Path(tmp)
-        try:
+        with self._staging(key) as tmp:
             infos, bound, placed = [], False, False
             for i, f in enumerate(files):
                 with open(f, "rb") as fh:
@@ -620,12 +619,24 @@ class Cache:
                 return None
             if not self._commit(tmp, final, key, infos, printed, seconds, about or {}):
                 return None
-            tmp = None
             return key
+
+    @contextlib.contextmanager
+    def _staging(self, key: str) -> Iterator[Path]:
+        """A held folder in tmp/ to make an entry in: ``_commit`` renames it into place, and
+        what is left of it on the way out (a refusal, a full disk, Ctrl-C) is removed."""
+        tmp, held = self._held_dir(f"{key[:16]}-")
+        try:
+            yield Path(tmp)
         finally:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
-            os.close(held)
+            try:  # still the folder the descriptor holds: not renamed into place
+                a, b = os.stat(tmp), os.fstat(held)
+                if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                    shutil.rmtree(tmp, ignore_errors=True)
+            except OSError:
+                pass
+            finally:
+                os.close(held)
 
     def _commit(self, tmp: Path, final: Path, key: str, infos: list, printed: list,
                 seconds: float, about: dict) -> bool:
@@ -728,19 +739,10 @@ class Cache:
         final = self._entry_dir(key)
         if os.path.lexists(final):
             return False
-        tmp, held = self._held_dir(f"{key[:16]}-")
-        tmp = Path(tmp)
-        try:
+        with self._staging(key) as tmp:
             for i, data in enumerate(blobs):
                 (tmp / str(i)).write_bytes(data)
-            if not self._commit(tmp, final, key, infos, printed, seconds, about):
-                return False
-            tmp = None
-            return True
-        finally:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
-            os.close(held)
+            return self._commit(tmp, final, key, infos, printed, seconds, about)
 
     # -- direct mode ------------------------------------------------------------------------
     def header_sets(self, direct_key: str) -> list[tuple[dict[str, str], str]]:
@@ -1042,18 +1044,7 @@ def _remove_at(dir_fd: int | None, name: str, root: Path) -> None:
 
 def note_stored(root: str | os.PathLike, nbytes: int) -> None:
     """Add an entry's bytes to the size ledger (``LEDGER``): one appended line, no lock."""
-    try:
-        fd = os.open(os.path.join(root, LEDGER), os.O_WRONLY | os.O_APPEND | os.O_CREAT |
-                     os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
-    except OSError:
-        return
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            os.write(fd, b"+%d\n" % nbytes)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    append_line(os.path.join(root, LEDGER), b"+%d" % nbytes)
 
 
 def _write_atomic(path: Path, data: bytes, tmpdir: Path) -> None:
