@@ -41,6 +41,21 @@ def test_the_tools_are_asked_together_and_remembered(tmp_path, monkeypatch):
     assert _cached_versions(paths) == dict.fromkeys(paths, "13.5.37")
 
 
+def test_one_tool_by_two_spellings_is_asked_once(tmp_path, monkeypatch):
+    # nvcc as given (under a linked folder, as /usr/local/cuda) and as found from its root.
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path / "cache"))
+    tool = tmp_path / "cuda-13.5" / "bin" / "nvcc"
+    tool.parent.mkdir(parents=True)
+    asked = tmp_path / "asked"
+    tool.write_text(f"#!/bin/sh\necho x >> '{asked}'\n"
+                    "echo 'Cuda compilation tools, release 13.5, V13.5.37'\n")
+    tool.chmod(0o755)
+    (tmp_path / "cuda").symlink_to(tmp_path / "cuda-13.5")
+    both = [str(tmp_path / "cuda" / "bin" / "nvcc"), str(tool)]
+    assert _cached_versions(both) == dict.fromkeys(both, "13.5.37")
+    assert asked.read_text() == "x\n"
+
+
 def test_a_mixed_toolkit_is_still_refused_when_asked_together(tmp_path, monkeypatch):
     monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path / "cache"))
     meet = tmp_path / "meet"

@@ -242,7 +242,7 @@ def _cached_versions(paths: list[str]) -> dict[str, str | None]:
     from nvstage.compiler.cache.store import set_tool_note, tool_note
 
     out: dict[str, str | None] = {}
-    ask: dict[str, str] = {}  # path -> note name
+    ask: dict[str, list[str]] = {}  # note name -> the paths that name it (one tool)
     for path in dict.fromkeys(paths):
         try:
             st = os.stat(path)
@@ -254,13 +254,17 @@ def _cached_versions(paths: list[str]) -> dict[str, str | None]:
         key = hashlib.sha256(f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}:"
                              f"{st.st_ino}:{st.st_ctime_ns}".encode())
         name = key.hexdigest()[:24]
+        if name in ask:  # the same tool by another spelling (a linked folder): asked once
+            ask[name].append(path)
+            continue
         note = tool_note(name)
         if isinstance(note, dict) and isinstance(note.get("version"), str) and \
                 _VERSION_ONLY.fullmatch(note["version"]):
             out[path] = note["version"]
         else:
-            ask[path] = name
-    if len(ask) > 1:
+            ask[name] = [path]
+    firsts = [same[0] for same in ask.values()]
+    if len(firsts) > 1:
         import contextvars
         import threading
 
@@ -274,7 +278,7 @@ def _cached_versions(paths: list[str]) -> dict[str, str | None]:
 
         # Each in this thread's context: proc's tool scope ends them with the command.
         threads = [threading.Thread(target=contextvars.copy_context().run, args=(probe, p),
-                                    daemon=True) for p in ask]
+                                    daemon=True) for p in firsts]
         for th in threads:
             th.start()
         for th in threads:
@@ -282,10 +286,12 @@ def _cached_versions(paths: list[str]) -> dict[str, str | None]:
         if failed:
             raise failed[0]
     else:
-        out.update((p, tool_version(p)) for p in ask)
-    for path, name in ask.items():
-        if out.get(path) is not None:
-            set_tool_note(name, {"path": path, "version": out[path]})
+        out.update((p, tool_version(p)) for p in firsts)
+    for name, same in ask.items():
+        version = out[same[0]]
+        out.update(dict.fromkeys(same, version))
+        if version is not None:
+            set_tool_note(name, {"path": same[0], "version": version})
     return out
 
 
