@@ -126,26 +126,31 @@ def _host_compilers(words: list[str], env) -> list[str | None]:
 # then are they split (shlex costs a hit the re module).
 _ENV_FILE_WORDS = ("optf", "options-file", "ccbin", "compiler-bindir")
 # gcc writes its dependency file as a side effect where these name one: no entry restores it.
-_SIDE_ENV = ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES")
+SIDE_ENV = ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES")
+
+
+def env_flags(env, name: str) -> list[str]:
+    """The words of ``$NVCC_PREPEND_FLAGS`` or ``$NVCC_APPEND_FLAGS`` (``name``), as nvcc reads
+    them: shell words, or plain blanks where the quoting does not parse."""
+    import shlex
+
+    value = env.get(name) or ""
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
 
 
 def _env_words(env, name: str) -> list[str]:
     value = env.get(name) or ""
-    if not any(w in value for w in _ENV_FILE_WORDS):
-        return []
-    import shlex
-
-    try:
-        return shlex.split(value)  # as the launcher reads them
-    except ValueError:
-        return value.split()
+    return env_flags(env, name) if any(w in value for w in _ENV_FILE_WORDS) else []
 
 
 def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
     """The command's key; None when it cannot be keyed without reading what a miss reads
     (a tool is missing, an options file that names another or is no small regular file) or
     when what it writes is more than the entry holds (gcc's $DEPENDENCIES_OUTPUT)."""
-    if any(env.get(v) for v in _SIDE_ENV):
+    if any(env.get(v) for v in SIDE_ENV):
         return None
     h = _sha256(SCHEMA.encode())
     # The words nvcc reads, for the files they name: the environment's flags around the
@@ -721,8 +726,6 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
     stage read and their digests, known already; without it they are read from the
     preprocessed outputs' line markers and hashed here. ``build_doc``: the manifest kept
     beside the entry (the launcher's build record). None when nothing may be stored."""
-    import hashlib
-
     from nvstage.compiler.cache.headers import builtin_dirs, include_search, \
         shadow_candidates, search_layout
     from nvstage.compiler.cache.presence import Presence
@@ -783,12 +786,9 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
             return None
         if max(st[1], st[2]) >= started_ns:
             return None  # changed while the command ran: what it read is not known
-        sha = seen.digest(path) if seen is not None else None
+        sha = (seen.digest(path) if seen is not None else None) or _sha256_file(path)
         if sha is None:
-            data = _read_regular(path, MAX_OUTPUT, follow=True)
-            if data is None:
-                return None
-            sha = hashlib.sha256(data).hexdigest()
+            return None
         settled = max(st[1], st[2]) < started_ns - _SETTLE_NS
         inputs.append([path, st, settled, sha])
     outs = []
@@ -799,7 +799,7 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
         if data is None:
             return None
         executable = bool(os.stat(p).st_mode & 0o111)
-        outs.append([rel, hashlib.sha256(data).hexdigest(), executable])
+        outs.append([rel, _hexdigest(data), executable])
         blobs.append(data)
     by_dir: dict[str, list[str]] = {}
     nearest: dict[str, str] = {}  # a candidate's folder -> the nearest one that exists

@@ -20,12 +20,12 @@ message and exit status are nvcc's exactly).
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import sys
 import time
 from dataclasses import dataclass
 
+from nvstage.compiler.hit import SIDE_ENV, env_flags, unwatched_word
 from nvstage.compiler.nvcc_args import Arg, Grammar, expand_options_files, last_value
 
 # What the launcher stages: one CUDA source compiled to an object, PTX, cubin or fatbin.
@@ -70,8 +70,8 @@ def understand(args: list[str], grammar: Grammar, cwd: str,
     """Whether the staged driver can run this command line (``args`` without nvcc)."""
     from nvstage.errors import UsageError
 
-    words = [*_env_flags(environ, "NVCC_PREPEND_FLAGS"), *args,
-             *_env_flags(environ, "NVCC_APPEND_FLAGS")]
+    words = [*env_flags(environ, "NVCC_PREPEND_FLAGS"), *args,
+             *env_flags(environ, "NVCC_APPEND_FLAGS")]
     try:
         parsed = expand_options_files(grammar.parse(words), grammar, cwd)
     except UsageError as e:
@@ -88,15 +88,13 @@ def understand(args: list[str], grammar: Grammar, cwd: str,
     # What gcc is told that makes it read or write a file no cache follows (a response file,
     # profile data; coverage notes, stack usage, its own dependency file): plain nvcc's, so
     # that those files are read and written every time.
-    from nvstage.compiler.hit import unwatched_word
-
     host = [p for a in parsed if a.is_("--compiler-options") and a.value
             for p in a.value.split(",")] + [w for a in parsed if a.is_unknown for w in a.words]
     word = unwatched_word(host)
     if word is not None:
         return Fallback(f"the host compiler is given {word}: it reads or writes a file "
                         "nvstage does not follow")
-    for var in ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES"):
+    for var in SIDE_ENV:
         if environ.get(var):
             return Fallback(f"${var}: gcc writes a dependency file of its own")
     inputs = [a.words[0] for a in parsed if a.is_input]
@@ -106,14 +104,6 @@ def understand(args: list[str], grammar: Grammar, cwd: str,
     if not (inputs[0].endswith(_CUDA_SUFFIXES) or lang == "cu") or lang in ("c", "c++"):
         return Fallback(f"{inputs[0]} is not compiled as CUDA")
     return Plan(inputs[0], depfile_options(parsed, inputs[0]))
-
-
-def _env_flags(environ: dict[str, str], name: str) -> list[str]:
-    value = environ.get(name, "")
-    try:
-        return shlex.split(value)
-    except ValueError:
-        return value.split()
 
 
 def depfile_options(args: list[Arg], source: str) -> tuple[str, bool, bool] | None:

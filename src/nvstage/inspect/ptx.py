@@ -154,10 +154,15 @@ def parse_ptx(text: str, *, demangle: bool = True) -> PtxModule:
 
 def read_ptx(path) -> PtxModule:
     """A PTX file: a regular file of at most ``MAX_ARTIFACT_BYTES``; errors name it."""
+    return read_ptx_text(path)[0]
+
+
+def read_ptx_text(path) -> tuple[PtxModule, str]:
+    """``read_ptx``'s module, and the text it was read from (read once)."""
     from nvstage.artifacts import read_regular
 
     text = read_regular(path, what="PTX file").decode("utf-8", errors="replace")
     try:
-        return parse_ptx(text)
+        return parse_ptx(text), text
     except ArtifactError as e:  # the parser knows no file name
         raise ArtifactError(f"{path}: {e.message}", hint=e.hint) from None

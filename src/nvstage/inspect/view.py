@@ -38,7 +38,6 @@ def parse_sections(text: str | None, kind: str) -> tuple[str, ...]:
 
 _ENTRY_AT = re.compile(r"^[ \t]*(?:\.(?:visible|weak|extern)[ \t]+)*\.entry[ \t]+"
                        r"([A-Za-z_$%][\w$%.]*)", re.M)
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
 
 
 @dataclass(frozen=True)
@@ -76,20 +75,16 @@ def entry_spans(text: str) -> tuple[tuple[str, int, int], ...]:
     ``.entry`` line to the ``}`` that closes its body. Comments are blanked first (their
     length kept), so a brace or ``.entry`` inside one counts for nothing. Pure; an entry cut
     short (no body, not closed) runs to the end."""
-    code = _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    from nvstage.errors import ArtifactError
+    from nvstage.inspect.ptx import _COMMENT, _block_end
+
+    code = _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
     out, pos = [], 0
     while (m := _ENTRY_AT.search(code, pos)) is not None:
-        depth, end, i = 0, len(code), code.find("{", m.end())
-        if i >= 0:
-            for j in range(i, len(code)):  # one pass: entries never nest
-                c = code[j]
-                if c == "{":
-                    depth += 1
-                elif c == "}":
-                    depth -= 1
-                    if depth == 0:
-                        end = j + 1
-                        break
+        try:
+            end = _block_end(code, m.end(), m.group(1))
+        except ArtifactError:  # no body, or not closed
+            end = len(code)
         first = code.count("\n", 0, m.start()) + 1
         out.append((m.group(1), first, first + code.count("\n", m.start(), max(end - 1,
                                                                              m.start()))))
@@ -118,6 +113,7 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
                  kernel: str | None = None, lineinfo: bool = False) -> dict:
     """The records for each section, for a ptx/cubin/fatbin/object/executable file."""
     from nvstage.inspect.fatbin import inventory
+    from nvstage.inspect.ptx import read_ptx_text
     from nvstage.inspect.resources import resources_of
     from nvstage.inspect.sass import disassemble
 
@@ -126,7 +122,7 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
         if kind != "ptx":
             out["ptx"], out["ptx_text"] = _ptx_in(path, toolkit)
         else:
-            module, text = _read_ptx(path)
+            module, text = read_ptx_text(path)
             out["ptx"] = [module]
             out["ptx_text"] = [ptx_text(text, _ptx_arch(module.target), Path(path).name,
                                         module.version)]
@@ -138,19 +134,6 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
     if "fatbin" in sections and kind in ("fatbin", "object", "executable"):
         out["fatbin"] = inventory(path, toolkit)
     return _filter_ptx(out, kernel)
-
-
-def _read_ptx(path) -> tuple:
-    """(``PtxModule``, text) of a PTX file, read once (``ptx.read_ptx``'s bound and errors)."""
-    from nvstage.artifacts import read_regular
-    from nvstage.errors import ArtifactError
-    from nvstage.inspect.ptx import parse_ptx
-
-    text = read_regular(path, what="PTX file").decode("utf-8", errors="replace")
-    try:
-        return parse_ptx(text), text
-    except ArtifactError as e:  # the parser knows no file name
-        raise ArtifactError(f"{path}: {e.message}", hint=e.hint) from None
 
 
 def _ptx_in(path, toolkit) -> tuple[list, list]:
@@ -192,6 +175,7 @@ def collect_build(build, sections, toolkit, *, kernel: str | None = None,
     """The same records for a finished ``Build`` (its kept artifacts must still exist for
     SASS and the fatbin; resources fall back to what the stages printed)."""
     from nvstage.inspect.fatbin import inventory, kind_of_file
+    from nvstage.inspect.ptx import read_ptx_text
     from nvstage.inspect.resources import build_resources
     from nvstage.inspect.sass import build_sass
 
@@ -200,7 +184,7 @@ def collect_build(build, sections, toolkit, *, kernel: str | None = None,
         out["ptx"], out["ptx_text"] = [], []
         for a in build.artifacts:
             if a.kind == "ptx" and os.path.isfile(a.path):
-                module, text = _read_ptx(a.path)
+                module, text = read_ptx_text(a.path)
                 out["ptx"].append(module)
                 out["ptx_text"].append(ptx_text(text, a.arch or _ptx_arch(module.target),
                                                 Path(a.path).name, module.version))

@@ -18,8 +18,8 @@ from pathlib import Path
 from nvstage import __version__
 from nvstage.inspect.build_view import BuildView, TranslationUnit
 from nvstage.report.build_trace import stage_rows
-from nvstage.report.html import STAGE_COLORS, esc, page
-from nvstage.report.units import fmt_time
+from nvstage.report.html import STAGE_COLORS, clip, esc, page
+from nvstage.report.units import fmt_known, fmt_share, fmt_time
 
 STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3"}
 OTHER_STAGE = "#bab0ac"
@@ -28,18 +28,6 @@ MAX_TIMELINE_UNITS = 5000  # beyond this the timeline shows the slowest; the tab
 # its length written on it: a record that holds two build runs a day apart stays readable.
 IDLE_GAP_S = 30.0
 CHART_W = 1280
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.0%}"
-
-
-def _n(v) -> str:
-    return "?" if v is None else str(v)
-
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 # -- the timeline -----------------------------------------------------------------------
@@ -103,10 +91,11 @@ def timeline_svg(view: BuildView) -> str:
            f'style="width:100%;height:auto" role="img" '
            f'aria-label="build timeline: {len(units)} commands in {lanes} rows">']
     # Ticks in real build time, where the axis is not cut.
-    step = _nice_step(max((u.end for u in units), default=1.0))
+    end = max((u.end for u in units), default=1.0)
+    step = _nice_step(end)
     t = 0.0
     last_x = -100.0
-    while units and t <= max(u.end for u in units) + 1e-9 and t / step < 400:
+    while units and t <= end + 1e-9 and t / step < 400:
         if not any(g0 < t < g1 for g0, g1 in axis.breaks):
             x = left + axis.x(t)
             if x - last_x >= 60:
@@ -158,7 +147,7 @@ def timeline_svg(view: BuildView) -> str:
                        f'</title></rect>')
         if w > 70:
             out.append(f'<text class="unit-label" x="{x0 + 4:.1f}" y="{y + row_h - 6}" '
-                       f'>{esc(_clip(u.name, int(w / 7)))}</text>')
+                       f'>{esc(clip(u.name, int(w / 7)))}</text>')
         out.append("</g>")
     out.insert(1, '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
                   'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fafafa"/>'
@@ -218,7 +207,7 @@ def _kinds_table(view: BuildView) -> str:
                     + _cell(t.ran, num=True, sort=t.ran)
                     + _cell(t.cached, num=True, sort=t.cached)
                     + _cell(t.whole, num=True, sort=t.whole)
-                    + _cell(_pct(t.hit_rate), num=True, sort=t.hit_rate or 0)
+                    + _cell(fmt_share(t.hit_rate), num=True, sort=t.hit_rate or 0)
                     + _cell(fmt_time(t.seconds), num=True, sort=t.seconds)
                     + _cell(bar + f" {t.seconds / spent:.0%}", raw=True, sort=t.seconds)
                     + _cell(fmt_time(t.max_seconds), num=True, sort=t.max_seconds) + "</tr>")
@@ -297,14 +286,15 @@ def _kernels_table(view: BuildView) -> str:
             + _cell(r.name, cls="wrap kname", sort=r.name)
             + _cell(r.arch, sort=r.arch)
             + _cell(_unit_link(u), raw=True, sort=u.name)
-            + _cell(_n(r.registers), num=True, sort=r.registers if r.registers is not None else -1)
-            + _cell(_n(r.spill_stores), num=True, sort=r.spill_stores or 0)
-            + _cell(_n(r.spill_loads), num=True, sort=r.spill_loads or 0)
+            + _cell(fmt_known(r.registers), num=True,
+                    sort=r.registers if r.registers is not None else -1)
+            + _cell(fmt_known(r.spill_stores), num=True, sort=r.spill_stores or 0)
+            + _cell(fmt_known(r.spill_loads), num=True, sort=r.spill_loads or 0)
             + _cell(r.stack_frame, num=True, sort=r.stack_frame)
             + _cell(r.shared_bytes, num=True, sort=r.shared_bytes)
-            + _cell(_n(r.constant_bytes) if r.constant_bytes is not None else "-", num=True,
+            + _cell(fmt_known(r.constant_bytes) if r.constant_bytes is not None else "-", num=True,
                     sort=r.constant_bytes or 0)
-            + _cell(_n(r.barriers), num=True, sort=r.barriers or 0)
+            + _cell(fmt_known(r.barriers), num=True, sort=r.barriers or 0)
             + _cell(occ_text, num=True, sort=-1 if occ is None else occ.occupancy)
             + _cell(", ".join(occ.limiters) if occ else (k.why_none or ""), cls="wrap small")
             + _cell(best, num=True, sort=0 if k.best is None else k.best.occupancy)
@@ -330,10 +320,10 @@ def _cards(view: BuildView) -> str:
              ("parallelism", "-" if view.parallelism is None else f"{view.parallelism:.1f}x",
               False),
              ("command cache hits", f"{cache['command_hits']} of {cache['commands']}", False),
-             ("stage cache hit rate", _pct(cache["stage_hit_rate"]), False),
+             ("stage cache hit rate", fmt_share(cache["stage_hit_rate"]), False),
              ("kernels (per arch)", str(len(view.kernels)), False)]
     if top is not None:
-        cards.append((f"max registers ({_clip(top.record.name, 22)})",
+        cards.append((f"max registers ({clip(top.record.name, 22)})",
                       str(top.record.registers), False))
     cards.append(("kernels that spill", str(len(spilling)), bool(spilling)))
     if counts.get("fallback"):

@@ -316,7 +316,7 @@ def stage_graph_svg(build, run: RunReport | None) -> str:
     return "\n".join(out)
 
 
-def _clip(text: str, n: int) -> str:
+def clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
@@ -480,7 +480,7 @@ def trace_svg(run: RunReport | dict | None, trace: dict | None) -> str | None:
                    f'{fmt_time(span_us * k / 4 * 1e-6, "us")}</text>')
     for n, lane in enumerate(lanes):
         out.append(f'<text x="{label_w - 8}" y="{top + n * row_h + 16}" class="label" '
-                   f'text-anchor="end"><title>{esc(lane)}</title>{esc(_clip(lane, 60))}</text>')
+                   f'text-anchor="end"><title>{esc(lane)}</title>{esc(clip(lane, 60))}</text>')
     for lane, name, ts, dur, kind in spans:
         n = lane_row[lane]
         x = label_w + chart_w * (ts - t0) / span_us
@@ -736,7 +736,7 @@ def _summary(inp: ReportInputs) -> str:
         spilling = {r.demangled for r in inp.resources if r.spills}
         cards += [("kernels", str(len(kernels)), False),
                   ("arches", ", ".join(sorted({r.arch for r in inp.resources})), False),
-                  (f"max registers ({_clip(display_name(top.demangled), 60)})",
+                  (f"max registers ({clip(display_name(top.demangled), 60)})",
                    str(top.registers), False),
                   ("kernels that spill", str(len(spilling)), bool(spilling))]
     sizes = [a.size for a in b.artifacts if a.kind == "fatbin"]

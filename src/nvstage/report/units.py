@@ -15,6 +15,16 @@ def fmt_bytes(n: int | float | None) -> str:
     return f"{n:.1f} GiB"
 
 
+def fmt_share(x: float | None) -> str:
+    """A fraction as a whole percentage (a hit rate); None reads "-"."""
+    return "-" if x is None else f"{x:.0%}"
+
+
+def fmt_known(v) -> str:
+    """A figure that may be unknown (a kernel's registers, say): "?" when it is."""
+    return "?" if v is None else str(v)
+
+
 _SCALE = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 

@@ -50,12 +50,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 
+from nvstage.compiler.cache.tiers import ENV_PASSWORD, ENV_REMOTE, ENV_TOKEN, ENV_USER
 from nvstage.errors import RemoteCacheError
-
-ENV_REMOTE = "NVSTAGE_REMOTE_CACHE"
-ENV_USER = "NVSTAGE_REMOTE_USER"
-ENV_PASSWORD = "NVSTAGE_REMOTE_PASSWORD"
-ENV_TOKEN = "NVSTAGE_REMOTE_TOKEN"
 
 DEFAULT_CONNECT_S = 1.0
 DEFAULT_OPERATION_S = 5.0

@@ -53,14 +53,16 @@ def message(kind: str, name: str, body: bytes) -> bytes:
 
 
 def _read_key_file(path: str, what: str) -> bytes:
+    """A key file's bytes, read as every file nvstage is given is (a regular file within a
+    bound: a FIFO or a device named by mistake is refused, not waited on)."""
+    from nvstage.artifacts import read_regular
+    from nvstage.errors import NvstageError
+
     try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_KEY_FILE + 1)
-    except OSError as e:
-        raise RemoteCacheError(f"cannot read the {what} {path}: {e.strerror or e}") from None
-    if len(data) > _MAX_KEY_FILE:
-        raise RemoteCacheError(f"the {what} {path} is over {_MAX_KEY_FILE} bytes: not a key")
-    return data
+        return read_regular(path, limit=_MAX_KEY_FILE, limit_name="a key file's bound",
+                            what=what)
+    except NvstageError as e:
+        raise RemoteCacheError(f"the {what}: {e.message}") from None
 
 
 class Signer:

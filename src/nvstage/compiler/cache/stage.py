@@ -149,6 +149,7 @@ class StageCache:
                     stage.argv[1:] = [self.keys.place.word(a) for a in stage.argv[1:]]
         self._scratch: Scratch | None = None
         self._shadows: dict[tuple, str] = {}  # (headers, search folders) -> shadow digest
+        self._places_of: dict[tuple, tuple[list[str], list]] = {}  # and its places, layout
         self._presence = Presence()
         self.local = TierStats()  # the local folder's figures for this build
         self.tiers: Tiers | None = None
@@ -158,7 +159,6 @@ class StageCache:
             self.tiers = None  # a remote tier never fails a build
         if self.tiers is not None:
             self.tiers.local = self.local
-        self._remote_sets: dict[str, list] = {}  # direct key -> the sets the tiers held
         self._reads: dict[int, list[str]] = {}  # host-compiler stage -> the files it read
         self._shadow_of: dict[int, tuple[list[str], list]] = {}  # and its hiding places
         # What follows a miss (hashing what it read, storing what it wrote) is done on a
@@ -229,10 +229,10 @@ class StageCache:
     def _unwatched(self, stage: Stage) -> bool:
         """gcc reads or writes a file the cache neither keys nor restores (a response file,
         --coverage's .gcno, -fstack-usage's .su, $DEPENDENCIES_OUTPUT): run it every time."""
-        from nvstage.compiler.hit import unwatched_word
+        from nvstage.compiler.hit import SIDE_ENV, unwatched_word
 
         return unwatched_word(stage.argv[1:]) is not None or any(
-            self.env.get(v) for v in ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES"))
+            self.env.get(v) for v in SIDE_ENV)
 
     def _uncached(self, stage: Stage, extra_args: tuple[str, ...] = ()) -> StageRun:
         return self._run_stage(stage, self.env, self.cwd, self.t0, extra_args)
@@ -295,8 +295,9 @@ class StageCache:
         hit = self._match_sets(stage, dkey, local_sets, search, fixed, started, t)
         if hit is not None:
             return hit
+        held: list = []  # the sets the tiers hold for this direct key
         if self.tiers is not None:
-            held = self._remote_sets[dkey] = self.tiers.fetch_sets(dkey)
+            held = self.tiers.fetch_sets(dkey)
             hit = self._match_sets(stage, dkey, [s for s in held if s not in local_sets],
                                    search, fixed, started, t, remember=True)
             if hit is not None:
@@ -307,11 +308,12 @@ class StageCache:
         self._missed()
         if run.ok and not warned:
             self._later(stage, self._record_direct, dkey, depfile, reads, since, search,
-                        fixed, run)
+                        fixed, run, held)
         return run
 
     def _record_direct(self, stage: Stage, dkey: str, depfile: str, reads: list[str],
-                       since: int, search: list[str], fixed: list[str], run: StageRun) -> None:
+                       since: int, search: list[str], fixed: list[str], run: StageRun,
+                       held: list) -> None:
         """A direct-mode stage that ran: stored under the headers its dependency list names,
         with the state of the places where a file would hide one of them."""
         paths, hasher = self.keys.paths, self.keys.hasher
@@ -343,9 +345,6 @@ class StageCache:
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
                 self.cache.add_header_set(dkey, headers, shadow)
             if self.tiers is not None:
-                held = self._remote_sets.get(dkey)
-                if held is None:  # a local set matched: what the tiers hold is not known
-                    held = self.tiers.fetch_sets(dkey)
                 both = [(headers, shadow), *self.cache.header_sets(dkey), *held]
                 self.tiers.push_sets(dkey, [s for n, s in enumerate(both) if s not in both[:n]])
 
@@ -370,6 +369,7 @@ class StageCache:
                 hit = self._restore(stage, keys, started, t)
                 if hit is not None:
                     self._reads[stage.index] = files
+                    self._shadow_of[stage.index] = self._places(files, search, fixed)
                     self.count(direct_hits=1)
                     if remember:
                         with contextlib.suppress(OSError):
@@ -394,15 +394,27 @@ class StageCache:
         run.stderr = plain
         return run, True
 
+    def _places(self, files: list[str], search: list[str],
+                fixed: list[str]) -> tuple[list[str], list]:
+        """The places where a new file would hide one of these headers, and the search
+        folders' layout, once per build for a header set: every arch's preprocessing asks
+        about the same ones."""
+        key = (tuple(files), tuple(search))
+        got = self._places_of.get(key)
+        if got is None:
+            got = self._places_of[key] = (sorted(shadow_candidates(files, search, self.cwd,
+                                                                   fixed)),
+                                          search_layout(search))
+        return got
+
     def _shadow(self, files: list[str], search: list[str], fixed: list[str]) -> str:
-        """The digest of the places where a new file would hide one of these headers, once
-        per build for a header set: every arch's preprocessing asks about the same ones."""
+        """The digest of those places' state, as this build first saw it."""
         key = (tuple(files), tuple(search))
         state = self._shadows.get(key)
         if state is None:
+            cands, layout = self._places(files, search, fixed)
             state = self._shadows[key] = digest(self.keys.place.tree([
-                search_layout(search),
-                present(shadow_candidates(files, search, self.cwd, fixed), self._presence)]))
+                layout, present(cands, self._presence)]))
         return state
 
     def _settled(self, reads: list[str], since_ns: int) -> bool:

@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage.compiler.cache import seal
-from nvstage.compiler.hit import append_line
+from nvstage.compiler.hit import HITS, append_line
 from nvstage.errors import CacheError
 from nvstage.paths import ENV_CACHE_DIR, cache_dir, cache_dir_label, default_cache_dir
 
@@ -820,7 +820,7 @@ class Cache:
             total = Counters()
         # The stages whole-command answers (``hit.py``) stood for: one line per answer.
         try:
-            lines = read_file(self.root / "inv" / "hits", 64 << 20).split()
+            lines = read_file(self.root / "inv" / HITS, 64 << 20).split()
             total.hits += sum(int(n) for n in lines if n.isdigit())
         except (OSError, CacheError):
             pass

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
     from nvstage.compiler.cache import remote
 
 ENV_REMOTE = "NVSTAGE_REMOTE_CACHE"  # the tiers (``remote.py``, imported only when set)
+ENV_USER = "NVSTAGE_REMOTE_USER"  # a server's credentials (``remote.py`` reads them)
+ENV_PASSWORD = "NVSTAGE_REMOTE_PASSWORD"
+ENV_TOKEN = "NVSTAGE_REMOTE_TOKEN"
 ENV_READ_ONLY = "NVSTAGE_REMOTE_READ_ONLY"
 ENV_SIGNING_KEY = "NVSTAGE_REMOTE_SIGNING_KEY"
 ENV_VERIFY_KEY = "NVSTAGE_REMOTE_VERIFY_KEY"
@@ -59,8 +62,8 @@ ENV_REQUIRE_SIGNATURE = "NVSTAGE_REMOTE_REQUIRE_SIGNATURE"
 ENV_BACKOFF = "NVSTAGE_REMOTE_BACKOFF"
 DEFAULT_BACKOFF_S = 60.0
 # Every variable that decides the tiers: a change makes new tiers (tests, long processes).
-_ENV = (ENV_REMOTE, "NVSTAGE_REMOTE_USER", "NVSTAGE_REMOTE_PASSWORD", "NVSTAGE_REMOTE_TOKEN",
-        ENV_READ_ONLY, ENV_SIGNING_KEY, ENV_VERIFY_KEY, ENV_REQUIRE_SIGNATURE)
+_ENV = (ENV_REMOTE, ENV_USER, ENV_PASSWORD, ENV_TOKEN, ENV_READ_ONLY, ENV_SIGNING_KEY,
+        ENV_VERIFY_KEY, ENV_REQUIRE_SIGNATURE)
 
 SCHEMA = "nvstage.remote/1"
 MAGIC = b"NVSTAGE-REMOTE/1\n"
@@ -465,7 +468,7 @@ class Tiers:
                 imported = self.cache.import_entry(key, doc, blobs)
             except OSError:
                 imported = False
-            if not imported and not os.path.isdir(self.cache.root / "entries" / key[:2] / key):
+            if not imported and not os.path.isdir(self.cache._entry_dir(key)):
                 stats.rejected += 1
                 continue
             stats.hits += 1

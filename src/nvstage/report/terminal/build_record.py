@@ -5,15 +5,7 @@ kernel with its figures and occupancy."""
 from __future__ import annotations
 
 from nvstage.report.terminal.console import notes, plain_table
-from nvstage.report.units import fmt_time
-
-
-def _pct(x) -> str:
-    return "-" if x is None else f"{x:.0%}"
-
-
-def _n(v) -> str:
-    return "?" if v is None else str(v)
+from nvstage.report.units import fmt_known, fmt_share, fmt_time
 
 
 def render_view(view, con) -> None:
@@ -29,7 +21,7 @@ def render_view(view, con) -> None:
               f"{fmt_time(view.wall_seconds)}, {fmt_time(view.unit_seconds)} in all"
               + (f" ({view.parallelism:.1f}x parallel)" if view.parallelism else "")
               + f"; command cache hits {cache['command_hits']}/{cache['commands']}, "
-              f"stage cache hit rate {_pct(cache['stage_hit_rate'])}; record {view.folder}",
+              f"stage cache hit rate {fmt_share(cache['stage_hit_rate'])}; record {view.folder}",
               markup=False, soft_wrap=True)
     t = plain_table(title="slowest translation units", title_justify="left", pad_edge=False)
     for col in ("unit", "status", "time", "stages", "kernels"):
@@ -42,7 +34,7 @@ def render_view(view, con) -> None:
         t.add_column(col, justify="left" if col == "kind" else "right")
     for k in view.kind_totals():
         t.add_row(k.kind, str(k.stages), str(k.ran), str(k.cached), str(k.whole),
-                  _pct(k.hit_rate), fmt_time(k.seconds), fmt_time(k.max_seconds))
+                  fmt_share(k.hit_rate), fmt_time(k.seconds), fmt_time(k.max_seconds))
     con.print(t)
     others = [u for u in view.units if u.status != "ok"]
     if others:
@@ -62,9 +54,9 @@ def render_view(view, con) -> None:
         t.columns[0].overflow, t.columns[0].max_width = "ellipsis", 48
         for k in view.kernels:
             r = k.record
-            t.add_row(r.name, r.arch, view.units[k.unit].name, _n(r.registers),
-                      f"{_n(r.spill_stores)}/{_n(r.spill_loads)}"
-                      + (" SPILLS" if r.spills else ""), str(r.shared_bytes), _n(r.barriers),
+            t.add_row(r.name, r.arch, view.units[k.unit].name, fmt_known(r.registers),
+                      f"{fmt_known(r.spill_stores)}/{fmt_known(r.spill_loads)}"
+                      + (" SPILLS" if r.spills else ""), str(r.shared_bytes), fmt_known(r.barriers),
                       "-" if k.occupancy is None else f"{k.occupancy.occupancy:.0%}",
                       "-" if k.best is None else f"{k.best.block_size}")
         con.print(t)

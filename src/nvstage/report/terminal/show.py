@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from nvstage.report.terminal.console import notes, plain_table, say
-from nvstage.report.units import fmt_bytes
+from nvstage.report.units import fmt_bytes, fmt_known
 
 
 def render_shown(shown, con, *, listing: bool = False) -> None:
@@ -82,10 +82,6 @@ def _fatbin(images, con, _listing) -> None:
     con.print(t)
 
 
-def _n(v) -> str:
-    return "?" if v is None else str(v)
-
-
 def _resources(rows, con, _listing) -> None:
     # Per-file (-rdc) numbers are the exception: the column appears only when one is present.
     show_final = any(not r.final for r in rows)
@@ -96,11 +92,12 @@ def _resources(rows, con, _listing) -> None:
         c.no_wrap = True
     t.columns[0].overflow, t.columns[0].max_width = "ellipsis", 48
     for r in rows:
-        spill = f"{_n(r.spill_stores)}/{_n(r.spill_loads)}"
+        spill = f"{fmt_known(r.spill_stores)}/{fmt_known(r.spill_loads)}"
         if r.spills:
             spill += " SPILLS"
         cells = [r.name, r.arch, str(r.registers), spill, str(r.stack_frame),
-                 str(r.shared_bytes), _n(r.constant_bytes), _n(r.local_bytes), _n(r.barriers),
+                 str(r.shared_bytes), fmt_known(r.constant_bytes), fmt_known(r.local_bytes),
+                 fmt_known(r.barriers),
                  "" if r.compile_ms is None else f"{r.compile_ms:.2f}"]
         t.add_row(*cells, *(["yes" if r.final else "no (per file)"] if show_final else []))
     sources = sorted({r.source for r in rows if r.source})
