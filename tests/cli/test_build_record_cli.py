@@ -148,8 +148,8 @@ def test_show_lists_the_units_when_several_built_the_kernel(cli, cuproject_recor
 
 def test_a_crafted_source_is_never_an_annotation(cli, cuproject_record, tmp_path, monkeypatch):
     """An entry naming /etc/passwd (or any file that is no source) as its unit's source:
-    check reads it only as a bounded, regular-file source would be read, and points no
-    annotation at it; show and report only print the name."""
+    check never reads it, and points no annotation at it; show and report only print the
+    name."""
     rec = tmp_path / "rec"
     shutil.copytree(cuproject_record[1] / buildlog.FOLDER, rec)
     base = next(json.loads(p.read_text()) for p in (rec / "tu").glob("*.json")
@@ -166,7 +166,13 @@ def test_a_crafted_source_is_never_an_annotation(cli, cuproject_record, tmp_path
         (rec / "tu" / f"9999999999999999{n}-1-0.json").write_text(json.dumps(doc))
     (tmp_path / "budgets.toml").write_text(OVER)
     monkeypatch.chdir(tmp_path)
+    from nvstage.check import metrics
+
+    looked, real = [], metrics.locate_kernel
+    monkeypatch.setattr(metrics, "locate_kernel",
+                        lambda path, *a, **k: looked.append(str(path)) or real(path, *a, **k))
     r = cli("check", rec, "--config", tmp_path / "budgets.toml", "--format", "github")
+    assert looked and not any("passwd" in p or "secret" in p or "/dev/" in p for p in looked)
     assert r.exit_code == 1, r.output
     errors = [x for x in r.stdout.splitlines() if x.startswith("::error")]
     assert errors and not any("passwd" in x or "secret" in x or "/dev/" in x for x in errors)

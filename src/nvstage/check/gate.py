@@ -99,14 +99,15 @@ def fmt_value(v) -> str:
 
 
 def check(manifest_or_build, budgets: Budgets, *, toolkit=None, run_report=None,
-          baseline=None) -> CheckResult:
+          baseline=None, locate: bool = True) -> CheckResult:
     """Check one build (a ``Build``, keep folder or stages.json) against ``budgets``, and
-    against ``baseline`` (an earlier check report or manifest: path or parsed dict)."""
+    against ``baseline`` (an earlier check report or manifest: path or parsed dict).
+    ``locate``: as ``metrics.measure``'s."""
     from nvstage.compiler.record import toolkit_note
     from nvstage.check.metrics import load_build_from
 
     build = load_build_from(manifest_or_build)
-    m = measure(build, toolkit=toolkit, run_report=run_report)
+    m = measure(build, toolkit=toolkit, run_report=run_report, locate=locate)
     c = _Checker()
     notes = []
     if toolkit is not None and (note := toolkit_note(build, toolkit)):

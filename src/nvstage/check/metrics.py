@@ -240,8 +240,11 @@ def _image_arches(build, toolkit) -> tuple[list[str], str]:
     return sorted(found), "the build's cubin and PTX files"
 
 
-def measure(manifest_or_build, *, toolkit=None, run_report=None) -> Measurements:
-    """The numbers of one build (and run report, when given)."""
+def measure(manifest_or_build, *, toolkit=None, run_report=None,
+            locate: bool = True) -> Measurements:
+    """The numbers of one build (and run report, when given). ``locate``: each kernel's line
+    looked for in the build's source (not for a source named by a document nvstage may not
+    read: ``check.target.readable_source``)."""
     from nvstage.inspect.resources import build_resources
 
     from nvstage.compiler.record import reading_toolkit
@@ -259,7 +262,7 @@ def measure(manifest_or_build, *, toolkit=None, run_report=None) -> Measurements
                                  "the one nvstage wrote?")
     kernels = []
     for r in sorted(rows, key=lambda r: (r.demangled, r.arch)):
-        line = locate_kernel(build.source, r.demangled)
+        line = locate_kernel(build.source, r.demangled) if locate else None
         kernels.append(replace(r, file=build.source if line else None, line=line))
     arches, arches_from = _image_arches(build, toolkit)
     cubins: dict[str, int] = {}

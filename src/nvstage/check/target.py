@@ -182,14 +182,14 @@ def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -
         if u.status != "ok" or u.entry.build is None:
             unchecked.append(f"{label} ({u.state}{': ' + u.reason if u.reason else ''})")
             continue
+        read = readable_source(u.source)  # decided before anything reads it
         try:
             build = recorded_build(u.entry, u.build)
             build.source = u.source or build.source
-            result = check(build, budgets, toolkit=toolkit)
+            result = check(build, budgets, toolkit=toolkit, locate=read)
         except NvstageError as e:
             unchecked.append(f"{label} ({e.message})")
             continue
-        read = readable_source(u.source)
         if not read and u.source:
             notes.append(f"{label}: {u.source} is not read for kernel lines (not a regular "
                          "file with a C, C++ or CUDA source's name)")
