@@ -248,6 +248,11 @@ def _read_regular(path: str, limit: int, follow: bool = False) -> bytes | None:
         os.close(fd)
 
 
+def _sealed(secret: bytes, body: bytes) -> bytes:
+    """A sealed document's bytes: its HMAC, a newline, the body (``read_sealed`` checks)."""
+    return _hmac(secret, body) + b"\n" + body
+
+
 def read_sealed(path: str, secret: bytes, limit: int):
     """What ``write_sealed`` wrote to ``path`` under ``secret``; None when the file is missing,
     too large, not a regular file, or its seal does not hold (marshal is no format for
@@ -269,8 +274,7 @@ def read_sealed(path: str, secret: bytes, limit: int):
 def write_sealed(path: str, secret: bytes, value) -> None:
     """``value`` marshalled and sealed, written atomically; a failure writes nothing (these
     notes only save work: never a reason to fail a build)."""
-    body = marshal.dumps(value)
-    data = _hmac(secret, body) + b"\n" + body
+    data = _sealed(secret, marshal.dumps(value))
     if _read_regular(path, len(data)) == data:
         return
     tmp = f"{path}.tmp-{os.getpid()}"
@@ -696,7 +700,7 @@ class Pending:
                 with open(os.path.join(tmp, "build.json"), "wb") as f:
                     f.write(doc)
             with open(os.path.join(tmp, "meta"), "wb") as f:
-                f.write(_hmac(self.secret, body) + b"\n" + body)
+                f.write(_sealed(self.secret, body))
             if os.path.isdir(final):  # an older entry for the same command: replaced
                 import shutil
 

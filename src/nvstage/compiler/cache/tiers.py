@@ -83,8 +83,7 @@ _sink: Callable[[str], None] | None = None
 
 def set_notice_sink(sink: Callable[[str], None] | None) -> None:
     """Where a tier's one line goes (a tier going off, a setting that cannot be used): None
-    for stderr (the default). The launcher passes a sink that keeps stderr nvcc's own unless
-    ``NVSTAGE_LAUNCHER_VERBOSE`` is set; every line is in the build's record either way."""
+    for stderr (the default); the tests pass a sink that collects the lines."""
     global _sink
     _sink = sink
 
