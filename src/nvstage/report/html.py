@@ -48,6 +48,7 @@ class ReportInputs:
     build: object  # pipeline.Build
     resources: list = field(default_factory=list)  # KernelRecord
     fatbin: list = field(default_factory=list)  # FatbinImage
+    names: dict[str, str] = field(default_factory=dict)  # the fatbin's kernels, demangled
     sass: list = field(default_factory=list)  # SassKernel
     ptx: list[tuple[str, str]] = field(default_factory=list)  # (file name, text)
     run: RunReport | None = None  # an nvstage.run/1 document, read
@@ -78,7 +79,11 @@ def gather(build, *, toolkit=None, run: RunReport | dict | None = None,
             try:
                 from nvstage.inspect.fatbin import inventory
 
+                from nvstage.inspect.names import demangle_all
+
                 inp.fatbin = inventory(a.path, toolkit)
+                # As the resources table shows them (c++filt runs here: render is pure).
+                inp.names = demangle_all(k for im in inp.fatbin for k in im.kernels)
                 break
             except (NvstageError, OSError) as e:
                 inp.notes.append(f"fatbin inventory of {a.name}: {getattr(e, 'message', e)}")
@@ -639,12 +644,9 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
                            {2, 3, 4, 5, 6, 7}, wrap={0, 9}, flag=_spills)
                     if rows else '<p class="note">no resource figures</p>') + "</section>")
     if inp.fatbin:
-        from nvstage.inspect.names import demangle_all
-
-        # Demangled as the resources table shows them, one a line (signatures hold commas).
-        names = demangle_all(k for im in inp.fatbin for k in im.kernels)
+        # One kernel a line (signatures hold commas).
         frows = [[im.name, im.kind, im.arch, im.size, im.section, im.role,
-                  "\n".join(names.get(k, k) for k in im.kernels)] for im in inp.fatbin]
+                  "\n".join(inp.names.get(k, k) for k in im.kernels)] for im in inp.fatbin]
         parts.append('<section id="fatbin-section"><h2>Fatbin inventory</h2>'
                      + _table("fatbin", ["image", "kind", "arch", "bytes", "section", "role",
                                          "kernels"], frows, {3}, wrap={6})

@@ -432,8 +432,7 @@ class Tiers:
         backoff = _backoff()
         for tier in self.remotes:
             mark = down.get(tier.label) if isinstance(down, dict) else None
-            if backoff and isinstance(mark, dict) and isinstance(mark.get("until"), (int, float)) \
-                    and mark["until"] > now and not tier.off:
+            if backoff and _down(mark, now) and not tier.off:
                 self.skipped[tier.label] = f"found down by an earlier command: {mark.get('why')}"
             tier.on_down = self._mark_down
 
@@ -577,16 +576,26 @@ def record(cache: Cache, tiers: Tiers | None, local: TierStats | None = None) ->
         if not isinstance(stats, dict):
             stats = doc["stats"] = {}
         for row in rows:
-            total = TierStats()
-            old = stats.get(row["tier"])
-            if isinstance(old, dict):
-                total.add(old)
+            total, builds = _recorded(stats.get(row["tier"]))
             total.add({k: v for k, v in row.items() if k != "tier"})
-            d = total.to_json()
-            d["builds"] = int(old.get("builds", 0)) + 1 if isinstance(old, dict) and \
-                isinstance(old.get("builds"), int) else 1
-            stats[row["tier"]] = d
+            stats[row["tier"]] = {**total.to_json(), "builds": builds + 1}
     cache.update_tier_doc(change)
+
+
+def _recorded(old) -> tuple[TierStats, int]:
+    """A tier's figures as the cache folder keeps them, and the builds they cover (what is
+    malformed counts as nothing)."""
+    total = TierStats()
+    if not isinstance(old, dict):
+        return total, 0
+    total.add(old)
+    return total, old["builds"] if isinstance(old.get("builds"), int) else 0
+
+
+def _down(mark, now: float) -> bool:
+    """Whether a tier's recorded down mark (``Tiers._mark_down``) still holds at ``now``."""
+    return isinstance(mark, dict) and isinstance(mark.get("until"), (int, float)) and \
+        mark["until"] > now
 
 
 def describe(cache: Cache, environ=None) -> list[dict] | None:
@@ -614,10 +623,8 @@ def describe(cache: Cache, environ=None) -> list[dict] | None:
         row = {"tier": label, **TierStats().to_json()}
         old = stats.get(label)
         if isinstance(old, dict):
-            total = TierStats()
-            total.add(old)
+            total, row["builds"] = _recorded(old)
             row.update(total.to_json())
-            row["builds"] = old.get("builds", 0) if isinstance(old.get("builds"), int) else 0
         if label == "local":
             row["dir"] = str(cache.root)
             base, why = base_dir(), base_dir_problem()
@@ -631,10 +638,8 @@ def describe(cache: Cache, environ=None) -> list[dict] | None:
             row["signing"] = config.signing
             if tier.why_read_only:
                 row["read_only"] = tier.why_read_only
-            mark = down.get(label)
-            if isinstance(mark, dict) and isinstance(mark.get("until"), (int, float)) and \
-                    mark["until"] > time.time():
-                row["down"] = str(mark.get("why"))
+            if _down(down.get(label), time.time()):
+                row["down"] = str(down[label].get("why"))
         else:
             row["configured"] = False
         out.append(row)
