@@ -14,7 +14,7 @@ def _layout(tmp_path):
     (tmp_path / "file").write_text("")
     names = ["inc/a.h", "inc/b.h", "inc/sub", "inc/sub/c.h", "inc/dangling.h", "inc/linked.h",
              "missing/x.h", "missing/deeper/y.h", "file/z.h", "inc/../inc/a.h", "inc/./a.h",
-             "inc/sub/../a.h", "missing/../inc/a.h", "inc/"]
+             "inc/sub/../a.h", "missing/../inc/a.h", "inc/", "inc/sub/..", "inc/.", "inc/sub/."]
     return [str(tmp_path / n) for n in names] + ["relative/a.h", "/"]
 
 

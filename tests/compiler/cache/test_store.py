@@ -172,6 +172,27 @@ def test_the_size_ledger_spares_builds_a_count_until_the_limit_is_passed(tmp_pat
     (c.root / "size").write_bytes(b"= 10 1000.0\n")  # counted long ago
     c.evict()
     assert counted
+    counted.clear()
+    (c.root / "size").write_bytes(b"= 0 %.3f\n+-100000000\n" % __import__("time").time())
+    c.evict()  # a negative line: written by hand, never by nvstage
+    assert counted
+
+
+def test_header_sets_and_plans_count_against_the_limit(tmp_path):
+    # One header-set file per source and one plan per command: small each, unbounded together.
+    c = Cache(tmp_path / "c", max_bytes=20_000)
+    (tmp_path / "f").write_bytes(b"x")
+    c.put("00" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)  # marks the folder
+    for n in range(20):
+        c.add_header_set(f"{n:02d}" * 32, {f"/inc/h{i}.h": "ab" * 32 for i in range(40)},
+                         "cd" * 32)
+    plan = c.root / "plans" / "ee" / ("ee" * 32)
+    plan.parent.mkdir(parents=True)
+    plan.write_bytes(b"p" * 5000)
+    held = sum(f.stat().st_size for f in (c.root / "direct").rglob("*.json")) + 5000
+    assert held > 20_000 and c.size() >= held
+    assert c.evict() >= 1
+    assert c.size() <= 20_000
 
 
 def test_racing_writers_of_one_key_both_succeed(tmp_path):

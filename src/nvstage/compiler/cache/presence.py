@@ -39,7 +39,7 @@ class Presence:
     def _look(self, path: str) -> bool:
         cut = path.rfind("/")  # os.path.split's answer, at a fraction of its cost
         parent, name = path[:cut] or "/", path[cut + 1:]
-        if not name or not path.startswith("/"):
+        if name in ("", ".", "..") or not path.startswith("/"):  # names no listing holds
             return os.path.exists(path)
         listing = self._dirs.get(parent, self)
         if listing is self:

@@ -760,7 +760,9 @@ class Cache:
             sets = [{"headers": h, "shadow": sh} for h, sh in self.header_sets(direct_key)]
             doc = {"sets": ([new] + [s for s in sets if s != new])[:_DIRECT_SETS]}
             folder = self._dir("direct", direct_key[:2])
-            _write_atomic(folder / f"{direct_key}.json", self._seal(doc), self._tmp())
+            sealed = self._seal(doc)
+            _write_atomic(folder / f"{direct_key}.json", sealed, self._tmp())
+        note_stored(self.root, len(sealed))  # a rewrite counts whole: the next count corrects
 
     # -- notes: facts about tools, kept between builds ---------------------------------------
     def note(self, key: str, folder: str = "notes"):
@@ -861,8 +863,39 @@ class Cache:
                 out.append((d, used, size))
         return out
 
+    def small_files(self) -> list[tuple[Path, float, int]]:
+        """(file, when written, bytes) for every header-set file (``direct/``) and remembered
+        plan (``plans/``): a few KB each, but one per source and command, so they count."""
+        out = []
+        for folder in ("direct", "plans"):
+            base = self.root / folder
+            if not _is_dir(base):
+                continue
+            try:
+                subs = [d for d in base.iterdir() if len(d.name) == 2 and _is_dir(d)]
+            except OSError:
+                continue
+            for sub in subs:
+                try:
+                    found = list(sub.iterdir())
+                except OSError:
+                    continue
+                for f in found:
+                    try:
+                        st = os.lstat(f)
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        out.append((f, st.st_mtime, st.st_size))
+        return out
+
+    def _held(self) -> list[tuple[Path, float, int, bool]]:
+        """What counts against the size limit: (path, last use, bytes, a stage entry?)."""
+        return [(d, t, n, True) for d, t, n in self.entries()] + \
+            [(d, t, n, False) for d, t, n in (*self.whole_commands(), *self.small_files())]
+
     def size(self) -> int:
-        return sum(n for _, _, n in self.entries())
+        return sum(n for _, _, n, _ in self._held())
 
     def evict(self, max_bytes: int | None = None) -> int:
         """Remove least recently used entries until the cache is under the limit, and scratch
@@ -876,20 +909,20 @@ class Cache:
                 return 0
         self._sweep(_STALE_SCRATCH_S)
         self._sweep_whole_command_temps(_STALE_SCRATCH_S)
-        # Stage entries and whole-command entries (which hold their outputs too) share the limit.
-        entries = [(d, t, n, False) for d, t, n in self.entries()]
-        entries += [(d, t, n, True) for d, t, n in self.whole_commands()]
+        # Stage entries, whole-command entries (which hold their outputs too), header sets
+        # and plans share the limit.
+        entries = self._held()
         total = sum(e[2] for e in entries)
         removed = 0
         if total > limit:
             target = limit * 0.9  # a little room, so the next build does not evict again
-            for d, _, n, whole in sorted(entries, key=lambda e: e[1]):
+            for d, _, n, stage_entry in sorted(entries, key=lambda e: e[1]):
                 if total <= target:
                     break
-                if whole:
-                    _remove(d, self.root)
-                else:
+                if stage_entry:
                     self.discard(d.name)
+                else:
+                    _remove(d, self.root)
                 total -= n
                 removed += 1
         with contextlib.suppress(OSError):
@@ -907,9 +940,10 @@ class Cache:
                 return None
             for line in lines[1:]:
                 if line:
-                    if not line.startswith(b"+"):
+                    added = int(line[1:]) if line.startswith(b"+") else -1
+                    if added < 0:
                         return None
-                    total += int(line[1:])
+                    total += added
         except (OSError, ValueError):
             return None
         return total
@@ -1002,7 +1036,7 @@ class Cache:
         folder nvstage did not make (never "an empty cache")."""
         self.state()
         entries = self.entries()
-        return {"dir": str(self.root), "size": sum(n for _, _, n in entries),
+        return {"dir": str(self.root), "size": self.size(),
                 "max_size": self.max_bytes, "entries": len(entries),
                 "stats": self.totals().to_json()}
 
