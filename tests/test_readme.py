@@ -138,3 +138,63 @@ def test_every_readme_command_runs_in_order(tmp_path):
             assert not missing, (f"{where}: `{c['cmd']}` no longer prints what the README "
                                  f"shows: {missing}\n--- printed:\n{cp.stdout}{cp.stderr}")
     assert ran >= 15
+
+
+def _exit_table() -> dict[str, str]:
+    """README's exit-code table ("Documents are data"): code -> meaning."""
+    text = README.read_text()
+    start = text.index("| exit | meaning |")
+    rows = {}
+    for line in text[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        code, meaning = (c.strip() for c in line.strip("|").split("|", 1))
+        rows[code] = meaning
+    return rows
+
+
+def _error_classes():
+    import nvstage.errors as errors
+
+    return [c for c in vars(errors).values()
+            if isinstance(c, type) and issubclass(c, errors.NvstageError)]
+
+
+def test_readme_exit_codes_are_the_codes():
+    """The table names every exit status the code can give, and no other: the errors'
+    ``exit_code``s, the literal exits of the commands, 0, and 128+N for a signal."""
+    import nvstage.errors as errors
+
+    table = _exit_table()
+    codes = {c.exit_code for c in _error_classes()}
+    src = ROOT / "src" / "nvstage" / "cli"
+    for f in src.glob("*.py"):
+        codes |= {int(n) for n in re.findall(r"typer\.Exit\((\d+)\)", f.read_text())}
+    assert set(table) == {str(c) for c in codes | {0}} | {"128+N"}
+    # each code's row names what gives it
+    assert "usage" in table[str(errors.UsageError.exit_code)]
+    assert "toolkit" in table[str(errors.ToolkitError.exit_code)]
+    assert "plan" in table[str(errors.PlanError.exit_code)]
+    assert "stage" in table[str(errors.StageFailed.exit_code)]
+    assert "NVRTC" in table[str(errors.RuntimeCompileFailed.exit_code)]
+    assert "artifact" in table[str(errors.ArtifactError.exit_code)]
+    assert "driver" in table[str(errors.NoDriver.exit_code)]
+    assert "GPU run" in table[str(errors.GpuRunFailed.exit_code)]
+    assert "`run`" in table[str(errors.CheckFailed.exit_code)]
+    assert "signal" in table["128+N"]
+    assert errors.Terminated(15).exit_code == 128 + 15
+
+
+def test_readme_exit_codes_of_the_checks(cli, workdir, kernels):
+    """The statuses CI scripts rely on, as the commands give them: a broken budget is 1 (not
+    the 9 of a run's failed result check), an unknown command 2."""
+    table = _exit_table()
+    assert "budget" in table["1"] and "budget" not in table["9"]
+    (workdir / "budgets.toml").write_text('[compile]\narchs = ["sm_90"]\n'
+                                          "[budgets]\nmax_registers = 1\n")
+    r = cli("check", kernels / "vadd.cu", "--config", workdir / "budgets.toml")
+    assert r.exit_code == 1, r.output
+    from nvstage.cli.check import check_cmd
+
+    assert "Exits 1 when any budget is broken" in check_cmd.__doc__
+    assert cli("frobnicate").exit_code == 2 and "unknown command" in table["2"]
