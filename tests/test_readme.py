@@ -198,3 +198,93 @@ def test_readme_exit_codes_of_the_checks(cli, workdir, kernels):
 
     assert "Exits 1 when any budget is broken" in check_cmd.__doc__
     assert cli("frobnicate").exit_code == 2 and "unknown command" in table["2"]
+
+
+# -- README's figures from deterministic commands: registers, spills, sizes (never times) --
+
+
+def _readme_flat() -> str:
+    return " ".join(README.read_text().split())
+
+
+def _shown(prefix: str) -> str:
+    """The output README shows for its ``$ COMMAND`` block that starts with ``prefix``."""
+    (c,) = [c for c in commands(README.read_text())
+            if c["cmd"] and c["cmd"].startswith(prefix) and c["shown"] is not None]
+    return c["shown"]
+
+
+def _flat(line: str) -> str:
+    return " ".join(line.split())
+
+
+def test_readme_lto_registers_are_what_diff_finds(toolkit, kernels):
+    from nvstage.inspect.compiler_paths import LTO, NVJITLINK, compare_paths
+
+    m = re.search(r"--lto` reports `lto_apply` at (\d+) registers when NVRTC's PTX is linked "
+                  r"by nvJitLink and (\d+) with LTO", _readme_flat())
+    assert m, "README's LTO sentence moved: keep this test pointed at it"
+    regs = compare_paths([kernels / "lto_a.cu", kernels / "lto_b.cu"], arch="sm_90",
+                         toolkit=toolkit, lto=True).registers("lto_apply")
+    assert (regs[NVJITLINK], regs[LTO]) == (int(m.group(1)), int(m.group(2)))
+
+
+def test_readme_fused_wide_figures_are_the_estimates():
+    import nvstage
+
+    m = re.search(r"keeps many values live: (\d+) registers and (\d+)% occupancy against the "
+                  r"plain fused kernel's (\d+) and (\d+)%", _readme_flat())
+    assert m, "README's chain_fused_wide sentence moved: keep this test pointed at it"
+    model = ROOT / "examples" / "model"
+    got = []
+    for name in ("chain_fused_wide", "chain_fused"):
+        facts = nvstage.estimate(model / f"{name}.toml", nvstage.gpu("h200")).launches[0].facts
+        got += [facts.registers, round(facts.occupancy * 100)]
+    assert got == [int(g) for g in m.groups()]
+
+
+def test_readme_diff_row_is_what_diff_prints(cli, workdir, kernels):
+    block = README.read_text().split("nvstage diff A B` answers", 1)[1]
+    builds = [ln for ln in block.split("```bash", 1)[1].split("```", 1)[0].splitlines()
+              if ln.startswith("nvstage compile")]
+    assert len(builds) == 2
+    (workdir / "kernels").mkdir()
+    shutil.copy(kernels / "spill.cu", workdir / "kernels")
+    import shlex
+
+    for ln in builds:
+        r = cli(*shlex.split(ln)[1:])
+        assert r.exit_code == 0, r.output
+    shown = _shown("nvstage diff a.nvstage b.nvstage").splitlines()
+    r = cli("diff", "a.nvstage", "b.nvstage")
+    assert r.exit_code == 0, r.output
+    printed = {_flat(ln) for ln in r.stdout.splitlines()}
+    for row in shown[1:]:  # the header wraps with the width; the rows are the figures
+        assert _flat(row) in printed, (row, r.stdout)
+
+
+def test_readme_fatbin_rows_are_what_show_prints(cli, workdir, kernels):
+    (workdir / "kernels").mkdir()
+    shutil.copy(kernels / "multi.cu", workdir / "kernels")
+    r = cli("compile", "kernels/multi.cu", "-c", "--gencode", "arch=compute_80,code=sm_80",
+            "--gencode", "arch=compute_90,code=[sm_90,compute_90]", "--keep")  # as README does
+    assert r.exit_code == 0, r.output
+    r = cli("show", "multi.nvstage", "--sections", "fatbin", "--gpu", "h200", "--driver", "13.0")
+    assert r.exit_code == 0, r.output
+    printed = {_flat(ln) for ln in r.stdout.splitlines()}
+    shown = _shown("nvstage show multi.nvstage --sections fatbin").splitlines()
+    for row in shown[1:]:  # image rows (sizes, PTX ISA, kernels) and the verdict
+        assert _flat(row) in printed, (row, r.stdout)
+
+
+def test_readme_nvrtc_sizes_are_what_compile_prints(cli, workdir, kernels):
+    (workdir / "kernels").mkdir()
+    shutil.copy(kernels / "templates.cu", workdir / "kernels")
+    r = cli("compile", "kernels/templates.cu", "--via", "nvrtc", "--arch", "sm_90",
+            "--name-expr", "scale<int>")
+    assert r.exit_code == 0, r.output
+    # The sizes and the names, in order (times differ, and rows wrap with the width).
+    size = re.compile(r"\d+(?:\.\d+)? [KMG]iB|\b\d+ B\b")
+    shown = _shown("nvstage compile kernels/templates.cu --via nvrtc")
+    assert size.findall(shown) == size.findall(r.output) and size.findall(shown)
+    assert "scale<int> _Z5scaleIiEvPT_S0_i" in {_flat(ln) for ln in r.output.splitlines()}
