@@ -190,6 +190,7 @@ def test_readme_exit_codes_of_the_checks(cli, workdir, kernels):
     the 9 of a run's failed result check), an unknown command 2."""
     table = _exit_table()
     assert "budget" in table["1"] and "budget" not in table["9"]
+    assert "`show --gpu`" in table["1"]  # tests/cli/test_show.py: will not run exits 1
     (workdir / "budgets.toml").write_text('[compile]\narchs = ["sm_90"]\n'
                                           "[budgets]\nmax_registers = 1\n")
     r = cli("check", kernels / "vadd.cu", "--config", workdir / "budgets.toml")

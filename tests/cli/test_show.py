@@ -86,6 +86,21 @@ def test_show_will_it_run(cli, built):
     assert "will_it_run" in json.loads(r.stdout)
 
 
+def test_will_not_run_exits_1_so_a_script_can_ask(cli, built):
+    # "Will not run on l4" used to exit 0: `nvstage show app --gpu l4 && deploy` deployed.
+    root, _ = built
+    cubin = root / "saxpy.sm_90.cubin"
+    r = cli("show", cubin, "--gpu", "l4")
+    assert r.exit_code == 1, r.output
+    assert "Will not run on l4" in r.stdout and "Traceback" not in r.output
+    r = cli("show", cubin, "--gpu", "l4", "--json")
+    assert r.exit_code == 1 and json.loads(r.stdout)["will_it_run"]["runs"] is False
+    r = cli("show", cubin, "--gpu", "h200")
+    assert r.exit_code == 0 and "Runs on h200" in r.stdout
+    assert "exits 0 when the artifact runs on that GPU, 1 when it will not" in " ".join(
+        cli("show", "--help").stdout.split())
+
+
 @pytest.mark.parametrize("args, words", [
     (["--gpu", "h300"], ["unknown GPU 'h300'"]),
     (["--gpu", "sm_90", "--driver", "580.65.06"], ["not a CUDA driver version"]),
@@ -106,7 +121,7 @@ def test_help_example_driver_is_accepted(cli, built):
     assert "--driver 13.0" in cli("show", "--help").stdout
     r = cli("show", root / "multi.o", "--sections", "fatbin", "--gpu", "b200", "--driver",
             "13.0", "--json")
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # will not run: a no, with the document still printed
     verdict = json.loads(r.stdout)["will_it_run"]
     assert verdict["runs"] is False and "9.5" in verdict["explain"]  # PTX 9.5 needs 13.5
 

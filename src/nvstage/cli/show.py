@@ -46,6 +46,9 @@ def show_cmd(
     ARTIFACT is anything the toolchain wrote, a keep folder (compile --keep), or a build
     folder whose nvcc commands ran through nvstage (the compiler launcher).
 
+    With --gpu it exits 0 when the artifact runs on that GPU, 1 when it will not (or, for a
+    build that stopped before its fatbin, when that cannot be told), after printing why.
+
     Examples:
 
           nvstage show vadd.nvstage
@@ -95,6 +98,10 @@ def show_cmd(
                      listing=listing or bool(kernel and wanted & {"sass", "ptx"}))
         if json_out:
             emit_json(shown.to_json())
+        # --gpu is a question a script asks: only "runs" is a yes (exit 0); "will not run"
+        # and "cannot tell" are a no (exit 1), as check's broken budget is.
+        if shown.will_it_run is not None and shown.will_it_run.runs is not True:
+            raise typer.Exit(1)
 
 
 def show_build(build, sections: str, console, *, toolkit, kernel: str | None = None) -> dict:
