@@ -337,3 +337,45 @@ def test_too_many_kernels_or_kernel_tables_are_one_line(cli, built, tmp_path):
         f'[budgets.kernels."k{i}*"]\nmax_registers = 1\n' for i in range(MAX_GLOB_TABLES + 1)))
     r = cli("check", root / "vadd.keep", "--config", cfg)
     assert r.exit_code == 2 and "MAX_GLOB_TABLES" in r.stderr, r.output
+
+
+def test_a_unit_whose_last_build_failed_is_unchecked_and_fails(cli, workdir, kernels, toolkit):
+    """A build record in which one unit's last entry failed (it built once, then an edit
+    broke it): that unit is listed as unchecked and the check fails (exit 1); it used to say
+    "nothing was checked: the build has no kernels" with a hint about budgets."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    nvstage = Path(__file__).resolve().parents[2] / "bin" / "nvstage"
+    env = dict(os.environ, NVSTAGE_BUILD_RECORD=str(workdir / "rec"))
+
+    def launch(source: str, out: str) -> int:
+        return subprocess.run([sys.executable, nvstage, toolkit.nvcc, "-c", "-arch=sm_90",
+                               source, "-o", out], cwd=workdir, env=env, capture_output=True,
+                              timeout=300).returncode
+
+    shutil.copy(kernels / "vadd.cu", workdir / "vadd.cu")
+    assert launch("vadd.cu", "vadd.o") == 0
+    (workdir / "vadd.cu").write_text("__global__ void vadd(float* x) { x[0] = 1 }\n")
+    assert launch("vadd.cu", "vadd.o") != 0  # its last entry: failed
+    (workdir / "budgets.toml").write_text("[budgets]\nmax_registers = 64\n")
+    r = cli("check", "rec", "--config", "budgets.toml")
+    assert r.exit_code == 1, r.output
+    assert "nothing was checked" not in r.output and "max_registers" not in r.stderr
+    assert "FAIL vadd.cu: not checked: its last build failed" in r.stdout
+    assert "1 translation unit not checked: its last build failed" in r.stderr
+    doc = json.loads(cli("check", "rec", "--config", "budgets.toml", "--json").stdout)
+    assert doc["passed"] is False
+    assert [(u["unit"], u["state"]) for u in doc["unchecked"]] == [("vadd.cu", "failed")]
+    # Beside a unit that built: its kernels are checked, and the failed one still fails it.
+    shutil.copy(kernels / "saxpy.cu", workdir / "saxpy.cu")
+    assert launch("saxpy.cu", "saxpy.o") == 0
+    r = cli("check", "rec", "--config", "budgets.toml", "--format", "github")
+    assert r.exit_code == 1, r.output
+    assert "::error file=vadd.cu,title=nvstage check%3A not checked::vadd.cu not checked: " \
+        "its last build failed" in r.stdout
+    r = cli("check", "rec", "--config", "budgets.toml")
+    assert "saxpy" in r.stdout and r.exit_code == 1

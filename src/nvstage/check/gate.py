@@ -53,6 +53,36 @@ class Unmatched:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Unchecked:
+    """A translation unit of a build record that was not checked. ``state``: "failed" (its
+    last build failed: no kernels to hold to the budgets, and the check fails), "fallback"
+    (plain nvcc ran it: a note), "hit" or "ok" with a record that could not be read."""
+
+    unit: str
+    state: str
+    reason: str | None
+    source: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.state == "failed"
+
+    @property
+    def why(self) -> str:
+        if self.failed:
+            return "not checked: its last build failed" + (f" ({self.reason})"
+                                                          if self.reason else "")
+        return f"not checked ({self.state}{': ' + self.reason if self.reason else ''})"
+
+    @property
+    def message(self) -> str:
+        return f"{self.unit} {self.why}"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
 @dataclass
 class CheckResult:
     measurements: Measurements
@@ -62,10 +92,17 @@ class CheckResult:
     baseline_path: str | None = None
     notes: list[str] = field(default_factory=list)
     unmatched: list[Unmatched] = field(default_factory=list)  # vs the baseline
+    unchecked: list[Unchecked] = field(default_factory=list)  # a build record's units
+
+    @property
+    def failed_units(self) -> list[Unchecked]:
+        return [u for u in self.unchecked if u.failed]
 
     @property
     def passed(self) -> bool:
-        return not self.violations
+        # A unit whose build failed has kernels nobody measured: a gate that passed it
+        # would pass a build it never saw.
+        return not self.violations and not self.failed_units
 
     def to_json(self) -> dict:
         return {
@@ -75,6 +112,7 @@ class CheckResult:
             "violations": [v.to_json() for v in self.violations],
             "measurements": self.measurements.to_json(), "notes": self.notes,
             "unmatched": [u.to_json() for u in self.unmatched],
+            "unchecked": [u.to_json() for u in self.unchecked],
         }
 
 

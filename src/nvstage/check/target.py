@@ -65,7 +65,13 @@ def check_build(target: str | os.PathLike | None = None, *,
         with build_of(Path(target), budgets, toolkit, keep_dir) as build:
             result = check(build, budgets, toolkit=toolkit, run_report=run_report,
                            baseline=baseline)
-    if result.checked == 0:
+    if result.checked == 0 and not result.failed_units:  # failed units fail it already
+        if result.unchecked and not result.measurements.kernels:
+            shown = "; ".join(u.message for u in result.unchecked[:NAMED])
+            raise UsageError(f"nothing was checked: no translation unit of "
+                             f"{result.measurements.source} could be: {shown}",
+                             hint="rebuild through nvstage (the compiler launcher) so that "
+                                  "its units are staged")
         why = f"the build of {result.measurements.source} has no kernels" \
             if not result.measurements.kernels else \
             f"{cfg} sets no limit that applies to this build"
@@ -168,11 +174,13 @@ def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -
     folder or its ``.nvstage-build``) against ``budgets``: the gate run on each unit's
     recorded build, the results joined. Commands plain nvcc ran, failed ones and damaged
     entries are named in the notes, unchecked."""
+    from nvstage.check.gate import Unchecked
     from nvstage.check.metrics import Measurements
     from nvstage.inspect.build_view import load_build_view
 
     view = load_build_view(record)
     violations, kernels, stages, notes, unchecked = [], [], [], list(view.notes), []
+    units: list[Unchecked] = []
     arches: set[str] = set()
     cubins: dict[str, int] = {}
     fatbin = None
@@ -181,6 +189,7 @@ def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -
         label = u.name
         if u.status != "ok" or u.entry.build is None:
             unchecked.append(f"{label} ({u.state}{': ' + u.reason if u.reason else ''})")
+            units.append(Unchecked(label, u.state, u.reason, u.source))
             continue
         read = readable_source(u.source)  # decided before anything reads it
         try:
@@ -189,6 +198,7 @@ def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -
             result = check(build, budgets, toolkit=toolkit, locate=read)
         except NvstageError as e:
             unchecked.append(f"{label} ({e.message})")
+            units.append(Unchecked(label, "unreadable", e.message, u.source))
             continue
         if not read and u.source:
             notes.append(f"{label}: {u.source} is not read for kernel lines (not a regular "
@@ -218,4 +228,5 @@ def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -
     m = Measurements(view.folder, kernels, sorted(arches),
                      f"the {staged} translation unit{'s' if staged != 1 else ''} of the build "
                      "record", cubins, fatbin, stages)
-    return CheckResult(m, violations, checked, budgets.path, None, list(dict.fromkeys(notes)))
+    return CheckResult(m, violations, checked, budgets.path, None, list(dict.fromkeys(notes)),
+                       unchecked=units)

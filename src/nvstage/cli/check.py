@@ -43,7 +43,8 @@ def check_cmd(
 
     Exits 1 when any budget is broken, naming each kernel (and its line, for GitHub), 0 when
     all hold. Given a build folder whose nvcc commands ran through nvstage, every kernel of
-    the project is checked, each violation at the kernel's line in its translation unit.
+    the project is checked, each violation at the kernel's line in its translation unit; a
+    unit whose last build failed is listed as not checked, and fails the check (exit 1).
     Budgets live in [tool.nvstage.budgets] of pyproject.toml, or in a TOML file given with
     --config that holds the same tables at its top level:
 

@@ -41,6 +41,10 @@ def github_annotations(result: CheckResult, *, base: str | None = None) -> str:
         props.append("title=" + _gh_prop(f"nvstage check: {v.metric}"
                                          + (" vs baseline" if v.against == "baseline" else "")))
         out.append(f"::error {','.join(props)}::{_gh_data(v.message)}")
+    for u in result.failed_units:
+        f = _rel(u.source, base)
+        where = f"file={_gh_prop(f)}," if f else ""
+        out.append(f"::error {where}title=nvstage check%3A not checked::{_gh_data(u.message)}")
     for u in result.unmatched:
         title = _gh_prop(f"nvstage check: {u.kind} vs baseline")
         out.append(f"::notice title={title}::{_gh_data(u.message)}")
@@ -50,10 +54,14 @@ def github_annotations(result: CheckResult, *, base: str | None = None) -> str:
 
 
 def summary_line(result: CheckResult) -> str:
-    n = len(result.violations)
-    if not n:
+    n, failed = len(result.violations), len(result.failed_units)
+    if result.passed:
         return f"passed: {result.checked} limits checked, no violations"
-    return f"failed: {n} violation{'s' if n != 1 else ''} of {result.checked} limits checked"
+    line = f"failed: {n} violation{'s' if n != 1 else ''} of {result.checked} limits checked"
+    if failed:
+        line += (f"; {failed} translation unit{'s' if failed != 1 else ''} not checked: "
+                 f"{'their' if failed != 1 else 'its'} last build failed")
+    return line
 
 
 def _md(text) -> str:
@@ -88,6 +96,11 @@ def markdown_summary(result: CheckResult, *, title: str = "nvstage check") -> st
             lines.append(f"| {_md(v.kernel or '(build)')} | {_md(v.arch or '')} | {v.metric} | "
                          f"{_md(fmt_value(v.value) if v.value is not None else '-')} | "
                          f"{_md(fmt_value(v.limit))} | {v.against} |")
+        lines.append("")
+    if result.failed_units:
+        lines += ["| not checked | why |", "|---|---|"]
+        for u in result.failed_units:
+            lines.append(f"| {_md_code(u.unit)} | {_md(u.message)} |")
         lines.append("")
     if m.kernels:
         lines += ["| kernel | arch | registers | spill bytes | static shared |",

@@ -72,8 +72,12 @@ def _text(result, con) -> None:
     for k in m.kernels:
         t.add_row(k.demangled, k.arch, str(k.registers),
                   "?" if k.spill_bytes is None else str(k.spill_bytes), str(k.shared_bytes))
-    con.print(t)
+    if m.kernels:
+        con.print(t)
     con.print(f"arches in {m.arches_from}: {', '.join(m.arches) or 'none'}", markup=False)
     for v in result.violations:
         where = f"{os.path.relpath(v.file)}:{v.line}: " if v.file and v.line else ""
         con.print(f"FAIL {where}{v.message}", markup=False)
+    for u in result.failed_units:
+        con.print(f"FAIL {os.path.relpath(u.source) if u.source else u.unit}: {u.why}",
+                  markup=False)
