@@ -35,7 +35,8 @@ import sys
 
 SCHEMA = f"nvstage.invocation/2 marshal {marshal.version}"
 # The environment nvcc, its tools and gcc read (gcc's include and locale variables; nvcc's own
-# flags): any change is another key.
+# flags): any change is another key. The variables nvcc's profile and binary name (INCLUDES,
+# PTXAS_FLAGS, OCG_FLAGS, ...) are keyed too, taken from the toolkit in use (``env_names``).
 ENV = ("PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CPATH",
        "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH",
        "LIBRARY_PATH", "SOURCE_DATE_EPOCH", "LANG", "LC_ALL", "LC_MESSAGES", "LC_CTYPE",
@@ -160,7 +161,8 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
     try:
         real = os.path.realpath(nvcc)
         root = os.path.dirname(os.path.dirname(real))
-        parts = [real, cwd, args, [[k, env.get(k)] for k in ENV]]
+        parts = [real, cwd, args, [[k, env.get(k)] for k in ENV],
+                 [[k, env[k]] for k in env_names(real, env) if k in env]]
         parts.append([[t, _stat(os.path.join(root, t))] for t in TOOLS
                       if os.path.exists(os.path.join(root, t))])
         files = []
@@ -189,6 +191,36 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
     # repr of lists of str, int and None: one spelling per value, as JSON would give.
     h.update(repr(parts).encode("utf-8", "surrogateescape"))
     return h.hexdigest()
+
+
+_env_memo: dict = {}
+
+
+def env_names(real_nvcc: str, env) -> tuple[str, ...]:
+    """The variables nvcc reads beside ``ENV`` (``nvcc_env``: from its profile and binary),
+    remembered per nvcc identity: in the process, and as a sealed note in the cache folder
+    (a hit reads one small file; working them out reads nvcc's 35 MB)."""
+    from nvstage.compiler import nvcc_env
+
+    ident = nvcc_env.identity(real_nvcc)
+    got = _env_memo.get(ident)
+    if got is not None:
+        return got
+    opened = _opened(env)
+    path = None
+    if opened is not None:
+        path = os.path.join(opened[0], "inv", "env",
+                            _sha256(ident.encode("utf-8", "surrogateescape")).hexdigest())
+        note = read_sealed(path, opened[1], 1 << 20)
+        if isinstance(note, list) and len(note) == 2 and note[0] == nvcc_env.SCHEMA \
+                and isinstance(note[1], tuple) and all(isinstance(n, str) for n in note[1]):
+            _env_memo[ident] = note[1]
+            return note[1]
+    got = nvcc_env.derive(real_nvcc)
+    if path is not None:
+        write_sealed(path, opened[1], [nvcc_env.SCHEMA, got])
+    _env_memo[ident] = got
+    return got
 
 
 def cache_root(env) -> str | None:

@@ -1,0 +1,97 @@
+"""The environment nvcc reads: the variables that can change what one of its commands builds.
+
+Taken from the toolkit in use, since a release may add one (a key over the command line and a
+fixed list returned stale objects when ``PTXAS_FLAGS`` or ``INCLUDES`` changed):
+
+- ``nvcc.profile`` (beside the real nvcc): a ``NAME += ...`` or ``NAME =+ ...`` line adds to
+  what the environment holds (``INCLUDES``, ``SYSTEM_INCLUDES``, ``LIBRARIES``,
+  ``CUDAFE_FLAGS``, ``PTXAS_FLAGS``, ``PATH``, ``LD_LIBRARY_PATH``); a plain ``NAME = ...``
+  line overrides it (``TOP``, ``CICC_PATH``): the environment's value never reaches the plan.
+- nvcc's own binary: the variables it reads that no profile names (``OCG_FLAGS`` to ptxas,
+  ``NVVM_FLAGS`` to cicc, ``NVLINK_FLAGS`` to nvlink, ``NV_NVVM_VERSION``) are NUL-terminated
+  identifiers in it. Every one with an underscore is keyed (about 50 in 13.5, most never set):
+  keying a name that changes nothing costs a miss when it changes, leaving one out a stale
+  object. ``TMPDIR`` alone is left out: it names nvcc's scratch files, never their contents.
+
+Scanning the binary (35 MB) takes about 90 ms, so the names are remembered per nvcc identity
+(its real path and the stat of it and its profile) in the cache folder, sealed like every note
+(``inv/env/``: ``hit.env_names``), and in the process. Standard library only: a hit reads one
+small sealed note.
+"""
+
+from __future__ import annotations
+
+import os
+
+SCHEMA = "nvstage.nvcc-env/1"
+# Scratch-file names only: plain nvcc's outputs are the same under any TMPDIR (tested).
+NEUTRAL = frozenset({"TMPDIR"})
+# Seen read by the 13.5 wheels' nvcc: keyed whatever the scan finds (an nvcc that is a wrapper
+# script has no profile beside it and no names in its bytes).
+KNOWN = frozenset({"INCLUDES", "SYSTEM_INCLUDES", "LIBRARIES", "CUDAFE_FLAGS", "PTXAS_FLAGS",
+                   "OCG_FLAGS", "NVVM_FLAGS", "NVLINK_FLAGS", "NV_NVVM_VERSION",
+                   "LD_LIBRARY_PATH"})
+_MAX_BINARY = 1 << 30
+
+
+def profile_names(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(added to, overridden): the names an nvcc.profile's lines append or prepend to from
+    the environment (``+=``, ``=+``), and the names it assigns outright (``=``)."""
+    added, assigned = set(), set()
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        head, _, _ = line.partition("=")
+        appends = head.endswith("+") or line[len(head) + 1:].startswith("+")
+        name = head.rstrip("+").strip()
+        if not name.replace("_", "").isalnum() or not name.isascii():
+            continue
+        (added if appends else assigned).add(name)
+    return frozenset(added), frozenset(assigned - added)
+
+
+def binary_names(data: bytes) -> frozenset[str]:
+    """The NUL-terminated upper-case identifiers with an underscore in an executable's bytes:
+    the environment variables it may read by name (and some other strings, harmless)."""
+    out = set()
+    end = data.find(b"\0")
+    start = 0
+    while end >= 0:
+        word = data[start:end]
+        if 4 <= len(word) <= 64 and b"_" in word.strip(b"_") and word[:1].isupper() \
+                and word.replace(b"_", b"").isalnum() and word.upper() == word:
+            out.add(word.decode("ascii"))
+        start = end + 1
+        end = data.find(b"\0", start)
+    return frozenset(out)
+
+
+def derive(real_nvcc: str) -> tuple[str, ...]:
+    """The variables keyed for this nvcc, worked out from its profile and binary."""
+    folder = os.path.dirname(real_nvcc)
+    try:
+        with open(os.path.join(folder, "nvcc.profile"), encoding="utf-8",
+                  errors="replace") as f:
+            added, assigned = profile_names(f.read(1 << 20))
+    except OSError:
+        added, assigned = frozenset(), frozenset()
+    try:
+        with open(real_nvcc, "rb") as f:
+            found = binary_names(f.read(_MAX_BINARY))
+    except OSError:
+        found = frozenset()
+    return tuple(sorted((added | found | KNOWN) - assigned - NEUTRAL))
+
+
+def identity(real_nvcc: str) -> str:
+    """What the names follow from: the real nvcc's path and the stat of it and its profile
+    (``hit`` remembers the names under it)."""
+    parts: list = [SCHEMA, real_nvcc]
+    for p in (real_nvcc, os.path.join(os.path.dirname(real_nvcc), "nvcc.profile")):
+        try:
+            st = os.stat(p)
+            parts.append([st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
+        except OSError:
+            parts.append(None)
+    return repr(parts)
