@@ -1,7 +1,7 @@
-"""--help as a newcomer reads it: what the source writes in <angle brackets> is on the screen
-(typer's Markdown drops an HTML-looking <name> from prose: write \\<name\\> there, or put it in
-an indented example), the examples run as shown after the README's first step, and options
-say what a file holds instead of naming a Python function."""
+"""--help as a newcomer reads it: what the source writes in <angle brackets> or [brackets] is
+on the screen as written (the help is plain text: no Markdown to eat them), indented examples
+keep their lines, the examples run as shown after the README's first step, and options say
+what a file holds instead of naming a Python function."""
 
 from __future__ import annotations
 
@@ -40,35 +40,16 @@ def test_angle_brackets_in_help_are_shown(cli, monkeypatch, name):
         assert _NOT_TEXT.sub("", f"<{inner}>") in shown, (name, inner)
 
 
-def test_the_escape_that_keeps_brackets_renders_them():
-    """The convention the test above holds the help to, shown on typer itself."""
-    import typer
-    from typer.testing import CliRunner
-
-    app = typer.Typer(rich_markup_mode="markdown")
-
-    @app.command()
-    def cmd(x: str = typer.Option("", help=r"kept in ./.nvstage \<name\> as written")) -> None:
-        r"""One line.
-
-        Files go to \<name\>.nvstage. (Typer dedents what follows the first paragraph as
-        one block: with no prose here, the examples would lose their indent, and so their
-        brackets.)
-
-        Example:
-
-              nvstage show <name>.nvstage
-        """
-
-    @app.command()
-    def other() -> None:
-        """A second command, so that cmd is one of a group as in nvstage."""
-
-    out = CliRunner().invoke(app, ["cmd", "--help"],
-                             env={"COLUMNS": "120", "NO_COLOR": "1"}).output
-    assert "kept in ./.nvstage <name> as written" in out
-    assert "Files go to <name>.nvstage." in out and "nvstage show <name>.nvstage" in out
-    assert "\\<" not in out
+def test_indented_blocks_keep_their_lines_and_brackets(cli, monkeypatch):
+    """Prose reflows; an indented block (check's TOML tables, every example) is printed line
+    for line, and [tool.nvstage] is shown as written."""
+    monkeypatch.setenv("COLUMNS", "100")
+    out = cli("check", "--help").stdout
+    lines = [ln.strip() for ln in out.splitlines()]
+    assert "max_registers = 64" in lines
+    assert any(ln.startswith("no_spills = true") for ln in lines)  # its own line, not joined
+    assert "[tool.nvstage.budgets]" in out and "\\[" not in out
+    assert "nvstage check kernels/saxpy.cu --config budgets.toml" in lines
 
 
 def _examples(name: str) -> list[list[str]]:

@@ -14,15 +14,15 @@ from nvstage.cli.options import nvcc_option
 
 def check_cmd(
     target: Annotated[Optional[Path], typer.Argument(
-        help="A .cu file (compiled first, with \\[tool.nvstage.compile] options), a keep "
+        help="A .cu file (compiled first, with [tool.nvstage.compile] options), a keep "
         "folder, or its stages.json; or a build folder built with nvstage as the compiler "
         "launcher (every kernel of every translation unit). Default: source in "
-        "\\[tool.nvstage].",
+        "[tool.nvstage].",
         show_default=False)
         ] = None,
     config: Annotated[Optional[Path], typer.Option("--config",
         help="pyproject.toml or a budgets TOML file (default: the nearest pyproject.toml "
-        "with \\[tool.nvstage]).")] = None,
+        "with [tool.nvstage]).")] = None,
     baseline: Annotated[Optional[Path], typer.Option("--baseline",
         help="An earlier check report (--write-baseline) or stages.json to compare with: "
         "kernels in both are compared, one added or removed since is a note.")] = None,

@@ -119,16 +119,27 @@ def run(argv: list[str]) -> int:
 
         if is_launcher_command(argv[0]):  # nvstage /path/to/nvcc ARGS: stand in front of it
             return _launch(argv)
+        # One line, as every other bad input gets, and before typer is imported.
+        what = "option" if argv[0].startswith("-") else "command"
+        sys.stderr.write(f"error: no such {what} {argv[0]!r} (nvstage --help lists them)\n")
+        return 2
     from nvstage.cli.common import drop_junk_columns
 
     drop_junk_columns()  # before typer reads $COLUMNS for --help
-    from nvstage.cli.app import app
+    from nvstage.cli.app import app, usage_error
 
     try:
-        app(argv, prog_name="nvstage", standalone_mode=True)
+        # Not standalone: click's usage errors come back here, to be said in one line.
+        code = app(argv, prog_name="nvstage", standalone_mode=False)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    return 0
+    except Exception as e:
+        said = usage_error(e)
+        if said is None:
+            raise
+        sys.stderr.write(said[0] + "\n")
+        return said[1]
+    return code if isinstance(code, int) else 0
 
 
 def _names_as_bytes() -> None:
