@@ -48,3 +48,28 @@ def test_printing_order_and_plain_lines(capsys):
     want = ["error: first", "error: second", "error: third", "hint: how to fix it"]
     assert err == want + want
     assert "more" not in UsageError("x").to_json()
+
+
+def test_with_json_an_error_is_said_once(cli, workdir, kernels):
+    """--json: the whole error is the JSON document on stdout, and stderr has one line, its
+    first (it used to repeat the message, the tool's output, the reproduce line and the
+    hint there); without --json, all of it is on stderr and stdout is empty."""
+    (workdir / "bad.cu").write_text("__global__ void k(float* x) { x[0] = 1 }\n")
+    cases = [("compile", "bad.cu", "-arch=sm_90", "-c"),  # StageFailed: many lines
+             ("show", "missing.cubin"),  # InputNotFound, with a hint
+             ("diff", "a.nvstage", "b.nvstage"),
+             ("run", "missing.toml")]
+    for args in cases:
+        json_args = ("--json", "-") if args[0] == "run" else ("--json",)
+        r = cli(*args, *json_args)
+        assert r.exit_code != 0, args
+        doc = json.loads(r.stdout)
+        assert set(doc) >= {"error", "message", "hint"}, (args, doc)
+        assert r.stderr.splitlines() == [f"error: {doc['message'].splitlines()[0]}"], \
+            (args, r.stderr)
+        plain = cli(*args)
+        assert plain.exit_code == r.exit_code and plain.stdout == ""
+        assert plain.stderr.startswith(f"error: {doc['message'].splitlines()[0]}")
+        if doc["hint"]:
+            assert f"hint: {doc['hint']}" in " ".join(plain.stderr.split()) or \
+                "hint:" in plain.stderr

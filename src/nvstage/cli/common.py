@@ -12,7 +12,7 @@ from contextlib import contextmanager, suppress
 from nvstage.errors import NvstageError, UsageError
 from nvstage.report.terminal.console import emit_json
 
-__all__ = ["drop_junk_columns", "emit_json", "handled"]
+__all__ = ["drop_junk_columns", "emit_json", "error_out", "handled"]
 
 
 def drop_junk_columns() -> None:
@@ -23,6 +23,22 @@ def drop_junk_columns() -> None:
     columns = os.environ.get("COLUMNS")
     if columns is not None and not columns_ok(columns.strip()):
         del os.environ["COLUMNS"]
+
+
+def error_out(e: NvstageError, json_mode: bool, *, plain: bool = False) -> None:
+    """Say an error once. With --json: the whole error (message, hint, further problems, a
+    tool's output) as the JSON document on stdout, and only its first line on stderr, so a
+    log shows what failed without a second copy. Without: the message, the further problems
+    and the hint on stderr. ``plain``: no console (a process about to end abruptly)."""
+    from nvstage.report.terminal.console import print_error, print_plain_error
+
+    if json_mode:
+        emit_json(e.to_json())
+        print_plain_error(e.message.split("\n", 1)[0])
+    elif plain:
+        print_plain_error(e.message, e.hint, e.more)
+    else:
+        print_error(e.message, e.hint, e.more)
 
 
 @contextmanager
@@ -38,11 +54,7 @@ def handled(json_mode: bool = False) -> Iterator[None]:
         with handle_signals():
             yield
     except NvstageError as e:
-        from nvstage.report.terminal.console import print_error
-
-        if json_mode:
-            emit_json(e.to_json())
-        print_error(e.message, e.hint, e.more)
+        error_out(e, json_mode)
         raise SystemExit(e.exit_code) from None
     except OSError as e:
         # A name the system cannot even look up (past 255 bytes a component) is the name
@@ -55,11 +67,7 @@ def handled(json_mode: bool = False) -> Iterator[None]:
 
         err = UsageError(f"cannot use {shown_path(e.filename or '?')}: {e.strerror}",
                          hint="a file or folder name is at most 255 bytes")
-        if json_mode:
-            emit_json(err.to_json())
-        from nvstage.report.terminal.console import print_plain_error
-
-        print_plain_error(err.message, err.hint)
+        error_out(err, json_mode, plain=True)
         raise SystemExit(err.exit_code) from None
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", None) or signal.SIGINT

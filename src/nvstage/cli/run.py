@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from nvstage.cli.common import emit_json, handled
+from nvstage.cli.common import error_out, handled
 from nvstage.cli.options import NvccOpt, svg_option
 from nvstage.errors import NvstageError
 
@@ -80,8 +80,9 @@ def run_cmd(
                  trace_file=trace_file, arch=arch, reps=reps, warmup=warmup, cupti=cupti,
                  dry_run=dry_run, nvcc=nvcc, svg=svg, emitted=emitted)
         except NvstageError as e:
-            if to_stdout and not emitted:  # stdout still carries one document
-                emit_json(e.to_json())
+            if to_stdout and not emitted:  # stdout still carries one document: this one
+                error_out(e, True)
+                raise typer.Exit(e.exit_code) from None
             if isinstance(e, NoDriver):  # exactly one line, never wrapped by the console
                 _say(e, hint=False)
                 raise typer.Exit(e.exit_code) from None
