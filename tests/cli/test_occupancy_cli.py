@@ -166,3 +166,24 @@ def test_json_error_is_json(cli):
     r = cli("occupancy", "--registers", "32", "--gpu", "h300", "--block", "64", "--json")
     assert r.exit_code == 2
     assert json.loads(r.stdout)["error"] == "UsageError"
+
+
+def test_sweeps_that_come_out_the_same_are_one_table(cli, built):
+    """multi.cu's five kernels (8 to 12 registers, 0 or 1 KiB of shared memory) sweep alike
+    on an H200: one 32-row table naming all five, not five copies of it."""
+    d, _ = built
+    r = cli("occupancy", d / "multi.cubin", "--gpu", "h200", "--sweep")
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.stdout.split())
+    assert flat.count("block size sweep") == 1, r.stdout
+    assert ("histogram, block_sum, scale<double>, scale<float>, apply_poly on sm_90: block "
+            "size sweep (the same for each)") in flat
+    assert flat.count("best: block") == 1
+    doc = json.loads(cli("occupancy", d / "multi.cubin", "--gpu", "h200", "--sweep",
+                         "--json").stdout)
+    assert len(doc["kernels"]) == 5 and all(k["sweep"] for k in doc["kernels"])  # JSON: each
+    # Sweeps that differ keep tables of their own: with 115200 bytes of dynamic shared memory
+    # an SM holds two blocks of the kernels without static shared memory, one of the others.
+    r = cli("occupancy", d / "multi.cubin", "--arch", "sm_90", "--sweep", "--smem", "115200")
+    tables = " ".join(r.stdout.split()).count("block size sweep")
+    assert tables == 2, r.stdout

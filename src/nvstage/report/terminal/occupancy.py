@@ -11,6 +11,13 @@ def _bar(fraction: float, width: int = 20) -> str:
     return "#" * n + "." * (width - n)
 
 
+def _sweep_key(sw) -> tuple:
+    """What a sweep's table shows: two sweeps with equal keys print the same rows."""
+    rows = tuple((r.arch, r.block_size, r.active_blocks, r.active_warps, r.max_warps,
+                  r.occupancy, tuple(r.limiters)) for r in sw.results)
+    return rows, None if sw.best is None else sw.best.block_size
+
+
 def render(report, con) -> None:
     """An ``inspect.occupancy.OccupancyReport``: its notes on stderr, then the tables."""
     notes(report.notes, soft_wrap=True)
@@ -38,17 +45,19 @@ def render(report, con) -> None:
             if not k.given and k.record.spills:
                 con.print(f"{k.record.demangled}: spills registers to local memory",
                           markup=False)
-    # Kernels with the same arch, registers, shared memory and barriers sweep alike: one table.
+    # Kernels whose sweeps come out the same (identical resources, or resources too small
+    # to limit anything) share one table that names them all: 32 rows each, repeated, hid
+    # the one that differed.
     groups: dict[tuple, list] = {}
     for k in report.kernels:
         if k.sweep is not None:
-            r = k.record
-            groups.setdefault((k.arch, r.registers, r.shared_bytes, r.barriers or 0),
-                              []).append(k)
+            groups.setdefault(_sweep_key(k.sweep), []).append(k)
     for members in groups.values():
-        first, sw = members[0], members[0].sweep
+        sw = members[0].sweep
         names = ", ".join(display_name(m.record.demangled) for m in members)
-        t = plain_table(pad_edge=False, title=f"{names} on {sw.results[0].arch}: block size sweep")
+        same = " (the same for each)" if len(members) > 1 else ""
+        t = plain_table(pad_edge=False,
+                        title=f"{names} on {sw.results[0].arch}: block size sweep{same}")
         for col in ("block", "blocks", "warps", "occupancy", "", "limited by"):
             t.add_column(col, justify="right" if col in ("block", "blocks", "warps",
                                                          "occupancy") else "left")
@@ -59,7 +68,7 @@ def render(report, con) -> None:
                       f"{r.occupancy:.0%}", _bar(r.occupancy), ", ".join(r.limiters) + mark)
         con.print(t)
         if sw.best is None:
-            con.print(f"{first.record.demangled}: no block size can launch", markup=False)
+            con.print(f"{names}: no block size can launch", markup=False)
         else:
             b = sw.best
             ties = [r.block_size for r in sw.results if r.occupancy == b.occupancy]
