@@ -1,0 +1,271 @@
+"""Source, SASS and live registers joined line by line: which line of yours raised the registers.
+
+nvdisasm gives the two halves in two listings that cannot be asked for at once: ``-gi`` marks
+each run of instructions with its source location and the chain of calls it was inlined
+through (``//## File "k.cu", line 2 inlined at "k.cu", line 9``, then the caller's own line),
+and ``--life-range-mode count`` (``-lrm count``) appends the live general, predicate and
+uniform registers at each instruction (with ``-lrm`` the line options are ignored). The two
+listings are joined on the instruction offset. A run of markers names the innermost location
+first and its callers after it: the instruction belongs to the first, and ``inlined_at``
+keeps the rest.
+
+Only the source a build's manifest names is ever read for its text (``sass.source_lines``:
+one regular file, bounded); every other location is shown by file and line alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nvstage import proc
+from nvstage.errors import ArtifactError, ToolkitError
+
+_SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
+_MARK = re.compile(r'^\s*//## File "(.*?)", line (\d+)(?: inlined at "(.*?)", line (\d+))?')
+_INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;?\s*(?://\s*\|(.*)\|\s*)?$")
+_HEADER = re.compile(r"^\s*//\s*\|((?:\s*[A-Z]+\s*\|)+)\s*$")
+_LABEL = re.compile(r"^\s*(\.L\w+):")
+_REGISTER_COUNT = "Invalid register count"
+COLUMNS = ("GPR", "PRED", "UGPR", "UPRED")
+
+
+@dataclass(frozen=True)
+class Located:
+    """One instruction of the ``-gi`` listing: where in the source it comes from."""
+    offset: int
+    text: str
+    file: str | None
+    line: int | None
+    inlined_at: tuple[tuple[str, int], ...] = ()
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class LineInstruction:
+    offset: int
+    text: str  # as nvdisasm prints it, predicate included
+    opcode: str  # "IMAD" for "IMAD.WIDE"
+    file: str | None
+    line: int | None
+    inlined_at: tuple[tuple[str, int], ...] = ()
+    label: str | None = None  # the branch-target label just before it (".L_x_2")
+    live: dict = field(default_factory=dict)  # "GPR" -> count, as -lrm count printed them
+
+    @property
+    def gpr(self) -> int | None:
+        return self.live.get("GPR")
+
+    def to_json(self) -> dict:
+        return {"offset": self.offset, "text": self.text, "opcode": self.opcode,
+                "file": self.file, "line": self.line,
+                "inlined_at": [{"file": f, "line": n} for f, n in self.inlined_at],
+                "label": self.label, "live_gpr": self.live.get("GPR"),
+                "live_pred": self.live.get("PRED"), "live_ugpr": self.live.get("UGPR"),
+                "live_upred": self.live.get("UPRED")}
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    file: str
+    line: int
+    text: str | None  # None where the file is not the build's own source, or unreadable
+    instructions: int
+    peak_gpr: int | None  # the most general registers live at one of its instructions
+    peak: bool = False  # holds the kernel's peak
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "line": self.line, "source_text": self.text,
+                "instructions": self.instructions, "peak_live_gpr": self.peak_gpr,
+                "peak": self.peak}
+
+
+@dataclass(frozen=True)
+class KernelLines:
+    name: str
+    arch: str
+    image: str
+    instructions: tuple[LineInstruction, ...]
+    lines: tuple[SourceLine, ...]  # by file, then line; lines with no SASS included
+    has_lineinfo: bool
+    demangled: str = ""
+    padding_nops: int = 0  # left out of ``instructions``: never issued
+
+    @property
+    def peak_gpr(self) -> int | None:
+        live = [i.gpr for i in self.instructions if i.gpr is not None]
+        return max(live) if live else None
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "demangled": self.demangled, "arch": self.arch,
+                "image": self.image, "has_lineinfo": self.has_lineinfo,
+                "peak_live_gpr": self.peak_gpr, "padding_nops": self.padding_nops,
+                "instructions": [i.to_json() for i in self.instructions],
+                "lines": [ln.to_json() for ln in self.lines]}
+
+
+def parse_located(text: str) -> dict[str, list[Located]]:
+    """nvdisasm ``-gi -c`` -> each function's instructions with their source location."""
+    out: dict[str, list[Located]] = {}
+    current: list[Located] | None = None
+    marks: list[tuple[str, int]] = []  # the run of markers before the next instruction
+    where: tuple[tuple[str, int], ...] = ()
+    label = None
+    for raw in text.splitlines():
+        m = _SECTION.match(raw)
+        if m:
+            current = out.setdefault(m.group(1), [])
+            marks, where, label = [], (), None
+            continue
+        m = _MARK.match(raw)
+        if m:
+            marks.append((m.group(1), int(m.group(2))))
+            continue
+        m = _LABEL.match(raw)
+        if m:
+            label = m.group(1)
+            continue
+        m = _INSN.match(raw)
+        if m and current is not None:
+            if marks:
+                where, marks = tuple(marks), []
+            body = m.group(2).strip().rstrip(";").strip()
+            if not body:
+                continue
+            file, line = where[0] if where else (None, None)
+            current.append(Located(int(m.group(1), 16), body, file, line, where[1:], label))
+            label = None
+    return out
+
+
+def parse_live(text: str) -> dict[str, dict[int, dict[str, int]]]:
+    """nvdisasm ``-lrm count -c`` -> each function's live register counts by offset (a blank
+    column is none live)."""
+    out: dict[str, dict[int, dict[str, int]]] = {}
+    current: dict[int, dict[str, int]] | None = None
+    names: list[str] = []
+    for raw in text.splitlines():
+        m = _SECTION.match(raw)
+        if m:
+            current, names = out.setdefault(m.group(1), {}), []
+            continue
+        m = _HEADER.match(raw)
+        if m and not names:
+            got = [c.strip() for c in m.group(1).split("|") if c.strip()]
+            if all(c in COLUMNS for c in got):
+                names = got
+            continue
+        m = _INSN.match(raw)
+        if m and current is not None and m.group(3) is not None and names:
+            cells = [c.strip() for c in m.group(3).split("|")]
+            counts = {}
+            for name, cell in zip(names, cells):
+                if cell and not cell.isdecimal():
+                    raise ArtifactError(f"nvdisasm's live-register column {name} reads "
+                                        f"{cell!r}: not a count")
+                counts[name] = int(cell) if cell else 0
+            current[int(m.group(1), 16)] = counts
+    return out
+
+
+def _opcode(text: str) -> str:
+    body = re.sub(r"^@!?U?P[T\d]+\s+", "", text)
+    return body.split(" ", 1)[0].split(".", 1)[0]
+
+
+def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, arch: str,
+         image: str, source_text=None, demangled: str = "") -> KernelLines:
+    """One function's two listings joined on the offset, with its per-line records.
+    ``source_text(file) -> list[str] | None``: the lines of a file whose text may be shown."""
+    # ptxas pads a function with NOPs to a 128-byte boundary after its last instruction:
+    # never issued, so no line's work (``sass.SassKernel.padding``, the same rule).
+    end = len(located)
+    while end > 0 and located[end - 1].text == "NOP":
+        end -= 1
+    end = end or len(located)
+    ins = tuple(LineInstruction(x.offset, x.text, _opcode(x.text), x.file, x.line,
+                                x.inlined_at, x.label, live.get(x.offset, {}))
+                for x in located[:end])
+    by_line: dict[tuple[str, int], list[LineInstruction]] = {}
+    for i in ins:
+        if i.file is not None and i.line is not None:
+            by_line.setdefault((i.file, i.line), []).append(i)
+    files: dict[str, list[str] | None] = {}
+    for f, _ in by_line:
+        if f not in files:
+            files[f] = source_text(f) if source_text else None
+    peak = max((i.gpr for i in ins if i.gpr is not None), default=None)
+    lines: list[SourceLine] = []
+    for f in sorted(files):
+        numbers = sorted(n for g, n in by_line if g == f)
+        text = files[f]
+        # The span the kernel covers in its file: lines in between with no SASS are shown too.
+        for n in range(numbers[0], numbers[-1] + 1):
+            got = by_line.get((f, n), [])
+            pk = max((i.gpr for i in got if i.gpr is not None), default=None)
+            src = text[n - 1] if text is not None and 1 <= n <= len(text) else None
+            lines.append(SourceLine(f, n, src, len(got), pk, pk is not None and pk == peak))
+    return KernelLines(name, arch, image, ins, tuple(lines), bool(by_line), demangled,
+                       len(located) - end)
+
+
+def _run(argv: list[str], what: str) -> str:
+    cp = proc.run(argv, timeout=300)
+    if cp.returncode != 0:
+        msg = (cp.stderr or cp.stdout).strip()
+        if "ELF" in msg:
+            raise ArtifactError(f"nvdisasm cannot read {what}: {msg}")
+        raise ToolkitError(f"nvdisasm failed on {what}: {msg}")
+    return cp.stdout
+
+
+def _function_symbols(cubin: Path) -> list[int]:
+    """The symbol indices of a cubin's functions, as nvdisasm's ``-fun`` takes them."""
+    from nvstage.inspect.elf import _elf
+    from nvstage.inspect.fatbin import read_bytes
+
+    elf = _elf(read_bytes(cubin), cubin.name)
+    table = elf.get_section_by_name(".symtab")
+    if table is None:
+        return []
+    return [n for n, sym in enumerate(table.iter_symbols())
+            if sym["st_info"]["type"] == "STT_FUNC"]
+
+
+def _listings(cubin: Path, toolkit) -> tuple[str, str]:
+    """(``-gi -c``, ``-lrm count -c``) listings of a cubin. nvdisasm has been seen to refuse
+    some whole cubins' live ranges (``Invalid register count``): then one function at a time,
+    and a function it still refuses keeps its instructions with no counts."""
+    nvd, path = toolkit.tool("nvdisasm"), os.path.abspath(cubin)
+    located = _run([nvd, "-gi", "-c", path], cubin.name)
+    try:
+        live = _run([nvd, "--life-range-mode", "count", "-c", path], cubin.name)
+    except ToolkitError as e:
+        if _REGISTER_COUNT not in str(e):
+            raise
+        parts = []
+        for index in _function_symbols(cubin):
+            try:
+                parts.append(_run([nvd, "--life-range-mode", "count", "-c", "-fun",
+                                   str(index), path], cubin.name))
+            except ToolkitError:
+                continue
+        live = "\n".join(parts)
+    return located, live
+
+
+def cubin_lines(cubin: str | os.PathLike, toolkit, *, arch: str = "", image: str = "",
+                source_text=None) -> list[KernelLines]:
+    """Every function of one cubin, joined line by line."""
+    from nvstage.inspect.names import demangle_all
+
+    cubin = Path(cubin)
+    located, live_text = _listings(cubin, toolkit)
+    where = parse_located(located)
+    live = parse_live(live_text)
+    names = demangle_all(where)
+    return [join(f, ins, live.get(f, {}), arch=arch, image=image or cubin.name,
+                 source_text=source_text, demangled=names[f])
+            for f, ins in where.items()]

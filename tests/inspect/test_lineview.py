@@ -1,0 +1,121 @@
+"""Source, SASS and live registers joined line by line: captured nvdisasm text, then real."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nvstage.inspect import lineview, mix
+
+CAPTURED = Path(__file__).parents[1] / "data" / "captured"
+SOURCE = (CAPTURED / "lineview-peak.cu").read_text().split("\n")
+
+
+def _kernel(arch: str) -> lineview.KernelLines:
+    located = lineview.parse_located(
+        (CAPTURED / f"cuda13.5-peak-{arch}-nvdisasm-gi.txt").read_text())
+    live = lineview.parse_live((CAPTURED / f"cuda13.5-peak-{arch}-nvdisasm-lrm.txt").read_text())
+    (name,) = located
+    return lineview.join(name, located[name], live[name], arch=arch, image="peak.cubin",
+                         source_text=lambda f: SOURCE)
+
+
+def _column(text: str) -> dict[int, int]:
+    """The GPR column of an ``-lrm count`` listing, read without the module's parser."""
+    out = {}
+    for line in text.splitlines():
+        if line.lstrip().startswith("/*") and "// |" in line:
+            offset = int(line.split("/*")[1].split("*/")[0], 16)
+            cell = line.split("// |")[1].split("|")[0].strip()
+            out[offset] = int(cell or 0)
+    return out
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_live_counts_are_nvdisasms_column_exactly(arch):
+    k = _kernel(arch)
+    want = _column((CAPTURED / f"cuda13.5-peak-{arch}-nvdisasm-lrm.txt").read_text())
+    # -lrm lists the code alone: the padding NOPs after it are in neither.
+    assert {i.offset: i.gpr for i in k.instructions} == want
+    assert k.padding_nops > 0
+
+
+def test_the_peak_line_holds_the_peak_instruction():
+    k = _kernel("sm_90")
+    assert k.peak_gpr == 14
+    peak_lines = {ln.line for ln in k.lines if ln.peak}
+    holders = {i.line for i in k.instructions if i.gpr == 14}
+    assert peak_lines == holders == {7, 8}
+    assert SOURCE[6].strip().startswith("float a0")
+
+
+def test_lines_without_sass_are_shown_as_such_and_inlined_code_keeps_its_caller():
+    k = _kernel("sm_90")
+    by = {ln.line: ln for ln in k.lines}
+    assert by[10].instructions == 0 and by[10].peak_gpr is None  # the blank line
+    assert by[3].instructions == 0  # mix2's closing brace
+    inlined = [i for i in k.instructions if i.line == 2]
+    assert inlined and all(i.inlined_at == (("/src/peak.cu", 9),) for i in inlined)
+    assert {i.opcode for i in inlined} == {"FFMA"}
+    assert by[2].text.strip() == "return a * b + 1.0f;"
+
+
+def test_labels_and_json_records():
+    k = _kernel("sm_90")
+    assert any(i.label == ".L_x_1" for i in k.instructions)
+    doc = k.to_json()
+    first = doc["instructions"][0]
+    assert set(first) >= {"offset", "text", "file", "line", "live_gpr", "live_pred",
+                          "live_ugpr"}
+    assert {"file", "line", "source_text", "instructions", "peak_live_gpr"} <= \
+        set(doc["lines"][0])
+
+
+def test_a_listing_with_a_bad_count_is_refused():
+    text = ("\t.section\t.text.k,\"ax\",@progbits\n"
+            "  // | GPR   | PRED   |\n"
+            "        /*0000*/   MOV R1, R2 ;   // |  x1   |        |\n")
+    from nvstage.errors import ArtifactError
+
+    with pytest.raises(ArtifactError, match="not a count"):
+        lineview.parse_live(text)
+
+
+def test_the_mix_counts_classes_and_widths():
+    m = mix.mix(_kernel("sm_90").instructions)
+    assert m.counts["global_load"] == 8 and m.memory_bytes["global_load"] == 32
+    assert m.counts["global_store"] == 1 and m.counts["fp32"] == 7
+    assert "other" not in m.counts
+    assert mix.classify("HFMA2", "HFMA2.MMA R0, -RZ, RZ, 0, 0") == "move"
+    assert mix.classify("HFMA2", "HFMA2 R0, R1, R2, R3") == "fp16"
+    assert mix.access_bits("LDG.E.128.CONSTANT") == 128
+    assert mix.access_bits("LDS.U8") == 8 and mix.access_bits("STG.E") == 32
+    assert mix.classify("WHATEVER") == "other"
+
+
+def test_every_opcode_is_in_one_class():
+    seen: dict[str, str] = {}
+    for cls, (_, ops) in mix.CLASSES.items():
+        for op in ops:
+            assert op not in seen, f"{op} in {seen.get(op)} and {cls}"
+            assert re.fullmatch(r"[A-Z0-9_]+", op), op
+            seen[op] = cls
+
+
+def test_real_nvdisasm_gives_the_same_join(toolkit, tmp_path):
+    src = tmp_path / "peak.cu"
+    src.write_text("\n".join(SOURCE))
+    cubin = tmp_path / "peak.cubin"
+    subprocess.run([toolkit.nvcc, "-cubin", "-arch", "sm_90", "-lineinfo", str(src), "-o",
+                    str(cubin)], check=True, capture_output=True)
+    (k,) = lineview.cubin_lines(cubin, toolkit, arch="sm_90")
+    assert k.has_lineinfo and k.peak_gpr == 14
+    assert {ln.line for ln in k.lines if ln.peak} == {7, 8}
+    nolines = tmp_path / "plain.cubin"
+    subprocess.run([toolkit.nvcc, "-cubin", "-arch", "sm_90", str(src), "-o", str(nolines)],
+                   check=True, capture_output=True)
+    (k,) = lineview.cubin_lines(nolines, toolkit, arch="sm_90")
+    assert not k.has_lineinfo and k.lines == () and k.peak_gpr == 14
