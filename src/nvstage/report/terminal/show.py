@@ -102,18 +102,33 @@ def _resources(rows, con, _listing) -> None:
         t.add_row(*cells, *(["yes" if r.final else "no (per file)"] if show_final else []))
     sources = sorted({r.source for r in rows if r.source})
     if sources:
-        unknown = any(r.spill_stores is None for r in rows)
         t.caption = ("from " + "; ".join(sources) + "; smem: static shared memory per block as "
-                     "ptxas counts it" + ("; ?: not in cuobjdump's report (ptxas' figures "
-                                          "come with a build by nvstage compile; NVRTC's "
-                                          "with --resource-usage)" if unknown
-                                          else ""))
+                     "ptxas counts it" + "".join(f"\n{line}" for line in _unknown_legend(rows)))
         t.caption_justify = "left"
     con.print(t)
     for r in rows:
         if r.spills:
             say(f"warning: {r.demangled} ({r.arch}) spills: {r.spill_stores} bytes stored, "
                 f"{r.spill_loads} bytes loaded from local memory")
+
+
+def _unknown_legend(rows) -> list[str]:
+    """What each "?" in the resources table means: which report lacks the figure. ptxas -v
+    and cuobjdump -res-usage each report some figures only; a row has both only when its
+    cubin was read after the build."""
+    legend = []
+    if any(r.spill_stores is None or r.spill_loads is None for r in rows):
+        legend.append("spill ?: not in cuobjdump's report (ptxas' figures come with a build by "
+                      "nvstage compile; NVRTC's with --resource-usage)")
+    if any(r.constant_bytes is None for r in rows):
+        legend.append("cmem[0] ?: ptxas -v omits it from sm_90 on, and no cubin was read "
+                      "here (cuobjdump -res-usage has it)")
+    if any(r.local_bytes is None for r in rows):
+        legend.append("lmem ?: ptxas -v does not report local memory, and no cubin was read "
+                      "here (cuobjdump -res-usage has it)")
+    if any(r.barriers is None for r in rows):
+        legend.append("bar ?: not in the report these figures come from")
+    return legend
 
 
 def _sass(kernels, con, listing) -> None:
