@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nvstage.errors import NvstageError
 from nvstage.inspect.resources import (build_resources, parse_ptxas_verbose, parse_res_usage,
-                                       resources_of)
+                                       resources_of, stage_resources)
 
 
 def test_ptxas_verbose_captured(captured):
@@ -72,7 +73,8 @@ def test_spilling_kernel_is_flagged(built, reference):
     rows = build_resources(builds["spill16"])
     (r,) = rows
     assert r.spills and r.final and r.registers <= 24
-    assert r.source == "ptxas -v + cuobjdump -res-usage"
+    # Read from the cubin; the user's own -v (resource_usage) gives the compile time.
+    assert r.source == "cubin (.nv.info, SASS) + ptxas -v" and r.spill_kind == "spill"
     # The figures are ptxas' own, and cuobjdump agrees on registers and stack.
     ptxas_stage = next(run for run in builds["spill16"].runs if run.stage.tool == "ptxas")
     assert f"{r.spill_stores} bytes spill stores" in ptxas_stage.stderr
@@ -83,16 +85,21 @@ def test_spilling_kernel_is_flagged(built, reference):
     assert not plain.spills and plain.registers > r.registers
 
 
-def test_build_without_resource_usage_has_ptxas_figures(built):
-    """ptxas ran with -v anyway and the build kept its report: spills are known, and
-    nothing is run again to learn them."""
+def test_build_without_resource_usage_has_ptxas_figures(built, monkeypatch):
+    """ptxas ran as nvcc runs it (no -v), and the build kept the figures it wrote into the
+    cubin: spills are known, and nothing is run again to learn them."""
+    from nvstage import proc
+
     _, builds = built
     (ptxas,) = [r for r in builds["vadd"].runs if r.stage.tool == "ptxas"]
-    assert "Used " in ptxas.resources and "Used " not in ptxas.stderr
-    rows = build_resources(builds["vadd"])
-    assert [(r.kernel, r.arch, r.spill_stores) for r in rows] == \
-        [("_Z4vaddPKfS0_Pfi", "sm_90", 0)]
-    assert rows[0].constant_bytes is not None  # from cuobjdump: ptxas omits it on sm_90
+    assert ptxas.resources == "" and "Used " not in ptxas.stderr and ptxas.figures
+    monkeypatch.setattr(proc, "run", lambda *a, **k: pytest.fail(f"ran {a[0]}"))
+    rows = stage_resources(ptxas, None)  # no toolkit: nothing could run
+    assert [(r.kernel, r.arch, r.spill_stores, r.spill_kind) for r in rows] == \
+        [("_Z4vaddPKfS0_Pfi", "sm_90", 0, "spill")]
+    assert rows[0].constant_bytes is not None  # the parameter bank: ptxas omits it on sm_90
+    monkeypatch.undo()
+    assert [r.kernel for r in build_resources(builds["vadd"])] == ["_Z4vaddPKfS0_Pfi"]
 
 
 @settings(max_examples=300, deadline=None)

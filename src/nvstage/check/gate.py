@@ -11,6 +11,7 @@ from nvstage.check.budgets import Budgets
 from nvstage.documents import load_json_doc
 from nvstage.errors import ArtifactError, BaselineError
 from nvstage.check.metrics import Measurements, locate_kernel, measure
+from nvstage.compiler.cubin_figures import SPILL_OR_LOCAL
 
 SCHEMA = "nvstage.check/1"
 # Growth smaller than this never fails a baseline, whatever the fraction: a 3 ms stage that
@@ -159,8 +160,11 @@ def check(manifest_or_build, budgets: Budgets, *, toolkit=None, run_report=None,
                        f"{lim.max_registers}")
         if lim.max_spill_bytes not in (None, math.inf) and k.spill_bytes is None:
             notes.append(f"{name} ({k.arch}): spills unknown (no ptxas -v numbers)")
+        moved = (f"stores and loads {k.spill_bytes} bytes of local memory, spills or a local "
+                 "array (ptxas marked no spills in it)" if k.spill_kind == SPILL_OR_LOCAL
+                 else f"spills {k.spill_bytes} bytes (stores + loads)")
         c.over(k.spill_bytes, lim.max_spill_bytes, metric="spill_bytes", **where,
-               message=f"{name} ({k.arch}) spills {k.spill_bytes} bytes (stores + loads); "
+               message=f"{name} ({k.arch}) {moved}; "
                        + ("no spills are allowed" if lim.max_spill_bytes == 0
                           else f"the budget is {lim.max_spill_bytes}"))
         c.over(k.shared_bytes, lim.max_shared_bytes, metric="shared_bytes", **where,

@@ -29,8 +29,8 @@ MAX_KERNELS = 20_000
 
 # A kernel in the check report: the record's figures that budgets bound, and where the source
 # defines it. Read back (a baseline), the spill total stands as stores, loads unknown.
-KERNEL_FIELDS = ("kernel", "demangled", "arch", "registers", "spill_bytes", "shared_bytes",
-                 "file", "line")
+KERNEL_FIELDS = ("kernel", "demangled", "arch", "registers", "spill_bytes", "spill_kind",
+                 "shared_bytes", "file", "line")
 
 
 def kernel_to_json(k: KernelRecord) -> dict:
@@ -84,6 +84,7 @@ class Measurements:
                 _count(k.get("registers"), f"{at}.registers"),
                 spill_stores=_count(k.get("spill_bytes"), f"{at}.spill_bytes", none=True),
                 spill_loads=None,
+                spill_kind=_shape(k.get("spill_kind"), (str, type(None)), f"{at}.spill_kind"),
                 shared_bytes=_count(k.get("shared_bytes"), f"{at}.shared_bytes"),
                 file=_shape(k.get("file"), (str, type(None)), f"{at}.file"),
                 line=_count(k.get("line"), f"{at}.line", none=True)))

@@ -18,16 +18,16 @@ import time
 from pathlib import Path
 
 from nvstage import proc
-from nvstage.artifacts import kind_of_mode, shown_path
+from nvstage.artifacts import kind_of_mode, read_regular, shown_path
 from nvstage.compiler.cache.stage import StageCache, open_cache
 from nvstage.compiler.cache.store import Cache
+from nvstage.compiler.cubin_figures import read_figures
 from nvstage.compiler.graph import build_graph
 from nvstage.compiler.observer import Observer
 from nvstage.compiler.options import CompileOptions, check_archs
 from nvstage.compiler.placeholders import Placeholders
 from nvstage.compiler.plan import Plan, Stage, StageKind, parse_dryrun
-from nvstage.compiler.record import MANIFEST, Artifact, Build, StageRun, stage_arch, \
-    user_verbose
+from nvstage.compiler.record import MANIFEST, Artifact, Build, StageRun, stage_arch
 from nvstage.compiler.scheduler import default_jobs, schedule
 from nvstage.compiler.toolkit import Toolkit, find_toolkit
 from nvstage.compiler.workdir import clear_planted, finish, finish_interrupted, work_folder
@@ -148,7 +148,8 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
     finish(build, work, t_start, running=True)
     runs: dict[int, StageRun] = {}
     try:
-        failed = schedule(graph, stages.run, jobs, observer, runs, slots=slots)
+        failed = schedule(graph, lambda stage: with_figures(stages.run(stage)), jobs,
+                          observer, runs, slots=slots)
         stages.settle()
     except KeyboardInterrupt as e:  # Ctrl-C, or a signal under proc.handle_signals
         build.runs = [runs[i] for i in sorted(runs)]
@@ -395,9 +396,9 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
     """Run one stage (a cleanup is done here, in-process) and record what it produced.
 
     ``extra_args`` go after the plan's arguments without becoming part of the stage (the
-    cache's ``-MD -MF`` for the host compiler). ptxas always gets ``-v``: its report is kept
-    in ``StageRun.resources`` (and shown only when the plan asked for it), so no reader ever
-    has to run a tool again from what a manifest says.
+    cache's ``-MD -MF`` for the host compiler). ptxas runs as the plan says: a ``-v`` of
+    nvstage's own would be written into the cubin's note of ptxas's options. Its figures are
+    read from the cubin instead (``with_figures``).
     """
     started = time.perf_counter() - t0
     if stage.kind is StageKind.DEPFILE:
@@ -418,8 +419,6 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
             return StageRun(stage, time.perf_counter() - t, 1, "", f"rm: {e}", started=started)
         return StageRun(stage, time.perf_counter() - t, 0, started=started)
     try:
-        if stage.kind is StageKind.PTXAS and not user_verbose(stage):
-            extra_args = (*extra_args, "-v")
         cp = proc.run([*stage.argv, *extra_args], cwd=cwd, env=env)
     except ToolMissing as e:
         return StageRun(stage, 0.0, 127, "", str(e), started=started)
@@ -427,6 +426,22 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
     if cp.returncode == 0:
         run.artifacts = [Artifact.of(Path(cwd, p), stage=stage.index, arch=stage_arch(stage))
                          for p in stage.outputs if Path(cwd, p).is_file()]
+    return run
+
+
+def with_figures(run: StageRun) -> StageRun:
+    """``run`` with what ptxas wrote into its cubins (a stage run or restored from the
+    cache alike), read now: the temporary cubin is gone once the plan's ``rm`` ran. A cubin
+    that cannot be read leaves the figures unknown (None): the build itself is fine."""
+    if run.stage.kind is StageKind.PTXAS and run.ok and run.figures is None:
+        figures = []
+        try:
+            for a in run.artifacts:
+                if a.kind == "cubin":
+                    figures += read_figures(read_regular(a.path), a.name)
+        except (OSError, NvstageError):
+            return run
+        run.figures = figures
     return run
 
 

@@ -27,6 +27,7 @@ from nvstage.artifacts import MAX_ARTIFACT_BYTES, open_regular, sha256_file, sho
     write_json_atomic
 from nvstage.errors import ArtifactError, InputNotFound, NotRegularFile, NvstageError, \
     ToolkitError
+from nvstage.compiler.cubin_figures import KernelFigures
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.toolkit import Toolkit, ToolInfo
@@ -126,9 +127,14 @@ class StageRun:
     artifacts: list[Artifact] = field(default_factory=list)
     started: float = 0.0  # seconds since the build started
     cached: bool = False
-    # A ptxas stage's -v report (nvstage always asks for it; ``stderr`` shows it only when the
-    # user did too). None when constructed: taken out of ``stderr`` then.
+    # ptxas's -v report, where the plan itself asked for one (-Xptxas -v, --resource-usage),
+    # or NVRTC's and nvJitLink's. None when constructed: taken out of ``stderr`` then.
+    # Manifests from before figures were read keep the report nvstage's own -v gave.
     resources: str | None = None
+    # What ptxas wrote into each cubin this stage produced (``cubin_figures``): registers,
+    # stack, spills, shared and constant memory, read after the stage ran (the driver).
+    # None: not read (not a ptxas stage, or a manifest from before).
+    figures: list[KernelFigures] | None = None
 
     def __post_init__(self):
         if self.resources is not None:
@@ -175,6 +181,8 @@ class StageRun:
             "stderr": self.stderr,
             "cached": self.cached,
             "resources": self.resources,
+            **({} if self.figures is None else
+               {"cubin_figures": [f.to_json() for f in self.figures]}),
             "artifacts": [a.to_json() for a in self.artifacts],
         }
 
@@ -603,11 +611,23 @@ def _run(d, where: str, files: _Files, stale: list[str], budget: list[int]) -> S
         else:
             arts.append(Artifact(found, art.kind, art.arch, art.size, art.sha256, art.stage))
     resources = _field(d, "resources", where, "str?", None)  # absent: written before it was
+    figures = None
+    if d.get("cubin_figures") is not None:  # absent: before nvstage read them, or no ptxas
+        figures = []
+        listed = _list(d, "cubin_figures", where, limit=MAX_STAGES)
+        budget[0] -= len(listed)
+        if budget[0] < 0:
+            raise _Bad(f"more than {MAX_STAGES} artifacts and kernels")
+        for i, f in enumerate(listed):
+            try:
+                figures.append(KernelFigures.from_json(f))
+            except ArtifactError as e:
+                raise _Bad(f"{where}.cubin_figures[{i}]: {e.message}") from None
     return StageRun(stage, _field(d, "seconds", where, "num"),
                     _field(d, "returncode", where, "int"), _field(d, "stdout", where, "str", ""),
                     _field(d, "stderr", where, "str", ""), arts,
                     _field(d, "started", where, "num", 0.0),
-                    _field(d, "cached", where, "bool", False), resources)
+                    _field(d, "cached", where, "bool", False), resources, figures)
 
 
 def _from_json(doc, folder: Path) -> Build:

@@ -411,6 +411,8 @@ def _demangle_ahead(builds) -> None:
 
     names = {m for b in builds if b is not None for run in b.runs
              for m in _ENTRY.findall(run.resources or "")}
+    names |= {f.kernel for b in builds if b is not None for run in b.runs
+              for f in run.figures or ()}
     if names:
         demangle_all(sorted(names))
 

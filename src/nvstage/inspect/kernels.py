@@ -180,6 +180,10 @@ class KernelRecord:
     # sm_90+ cubin it also holds the 1 KiB the system reserves per block, which shared_bytes
     # leaves out. None when only ptxas reported.
     shared_section_bytes: int | None = None
+    # What the spill figures count. None: ptxas -v's report said so. "spill": read from the
+    # cubin, where ptxas marks each spill and refill instruction. "spill or local array":
+    # every local-memory store and load of the kernel's SASS (``compiler.cubin_figures``).
+    spill_kind: str | None = None
     instructions: int | None = None  # SASS instructions, where the view disassembled it
     image: str | None = None  # the cubin's file name, where the view read one
     image_size: int | None = None  # that cubin's size, bytes

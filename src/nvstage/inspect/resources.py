@@ -1,9 +1,11 @@
 """Registers, spills, stack, shared and constant memory per kernel and arch.
 
-Two sources, joined: ptxas' ``-v`` report (spills, barriers, compile time; cmem[0] only up to
-sm_8x) and ``cuobjdump -res-usage`` on the cubin (registers, stack, shared, local, cmem[0] on
-every arch, but no spills). For ``-rdc`` builds the ptxas numbers are per file; the cubin from
-the device link holds the final ones.
+A build's ptxas stages: what ptxas wrote into each cubin, read at build time and kept in the
+build record (``compiler.cubin_figures``: every figure of ptxas -v but its compile time).
+Older manifests, NVRTC and nvJitLink: two sources, joined: ptxas' ``-v`` report (spills,
+barriers, compile time; cmem[0] only up to sm_8x) and ``cuobjdump -res-usage`` on the cubin
+(registers, stack, shared, local, cmem[0] on every arch, but no spills). For ``-rdc`` builds
+the ptxas numbers are per file; the cubin from the device link holds the final ones.
 
 ``shared_bytes`` is always the kernel's own static shared memory, as ptxas prints it. From
 sm_90 on, the ``.nv.shared.<kernel>`` section of a linked (loadable) cubin also holds the 1 KiB
@@ -137,13 +139,13 @@ USER_VERBOSE = ("-v", "--verbose")
 
 
 def split_ptxas_stderr(text: str, *, user_verbose: bool) -> tuple[str, str]:
-    """(what the user sees, the -v report) from the stderr of a ptxas run that had -v.
+    """(what the user sees, the -v report) from the stderr of a ptxas run.
 
-    nvstage always runs ptxas with -v and keeps the report in the build record, so nothing has
-    to run again later to learn a kernel's resources. The user sees what plain nvcc would have
-    shown: without their own -v, every -v line is taken out. Pure, line by line: the cache
-    keeps the text with the report in it (``StageRun.tool_stderr``), and a stage restored from
-    it splits into the same record.
+    ptxas runs with -v only where the plan asks for it (-Xptxas -v, --resource-usage): the
+    user sees all of it, and the report is kept in the build record too. Without their own
+    -v, every -v line is taken out (none comes from ptxas since nvstage stopped adding -v;
+    NVRTC's and nvJitLink's logs are split the same way). Pure, line by line: a stage
+    restored from the cache splits into the same record (``StageRun.tool_stderr``).
     """
     lines = text.splitlines(keepends=True)
     report = "".join(line for line in lines if _VERBOSE_LINE.match(line))
@@ -252,6 +254,30 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
     return out
 
 
+def from_figures(figures, *, arch: str | None = None, report: str = "") -> list[KernelRecord]:
+    """Records from what ptxas wrote into its cubins (``compiler.cubin_figures``), as a build
+    record keeps them: no tool runs. ``arch``: the arch the stage was asked for (the ELF
+    cannot say "f"). ``report``: the user's own ptxas -v report, for its compile times."""
+    from nvstage.compiler.cubin_figures import SOURCE
+    from nvstage.inspect.elf import refine_arch
+
+    times = {(r.kernel, r.arch): r.compile_ms
+             for r in parse_ptxas_verbose(report, arch=arch)} if report else {}
+    names = demangle_all(f.kernel for f in figures)
+    out = []
+    for f in figures:
+        a = refine_arch(f.arch, arch)
+        ms = times.get((f.kernel, a))
+        out.append(KernelRecord(
+            kernel=f.kernel, demangled=names[f.kernel], arch=a, registers=f.registers,
+            spill_stores=f.spill_stores, spill_loads=f.spill_loads, stack_frame=f.stack_frame,
+            shared_bytes=f.shared_bytes, constant_bytes=f.constant_bytes,
+            local_bytes=f.local_bytes, barriers=f.barriers, compile_ms=ms,
+            source=SOURCE + (" + ptxas -v" if ms is not None else ""), final=f.final,
+            shared_section_bytes=f.shared_section_bytes, spill_kind=f.spill_kind))
+    return out
+
+
 def _merge(p: KernelRecord, c: KernelRecord | None) -> KernelRecord:
     """ptxas' figures, completed by cuobjdump's (cmem[0] on sm_90+, local, the shared
     section)."""
@@ -264,8 +290,9 @@ def _merge(p: KernelRecord, c: KernelRecord | None) -> KernelRecord:
         source=f"{p.source} + {c.source}")
 
 
-# Stages whose cubins come with a ptxas -v report: ptxas (always, since nvstage asks), NVRTC
-# and nvJitLink (when --resource-usage asked; else cuobjdump's figures alone).
+# Stages whose cubins may come with a ptxas -v report: ptxas (in manifests from before the
+# figures were read from its cubins, nvstage asked for it), NVRTC and nvJitLink (when
+# --resource-usage asked; else cuobjdump's figures alone).
 _COMPILERS = {"ptxas": "ptxas -v", "nvrtc": "NVRTC -Xptxas=-v", "nvjitlink": "nvJitLink -verbose"}
 
 
@@ -290,6 +317,8 @@ def stage_resources(run, toolkit) -> list[KernelRecord]:
     if not run.ok:
         return []
     rows: list[KernelRecord] = []
+    if run.stage.kind is StageKind.PTXAS and run.figures is not None:
+        return from_figures(run.figures, arch=run.stage.arch, report=run.resources or "")
     if run.stage.kind.value in _COMPILERS:
         cubins, arches = [], []
         for a in run.artifacts:

@@ -379,8 +379,10 @@ class Keys:
 
     def base(self, stage: Stage, inputs: list[list]) -> list:
         """The parts of ``stage``'s key, its inputs' digests included."""
-        # stage/3: no text stands for the work folder any more; ptxas's -v report is in stderr.
-        return ["stage/3", self.toolkit.version, stage.kind.value,
+        # stage/3: no text stands for the work folder any more. ptxas/4: ptxas runs without
+        # nvstage's -v, which the cubins of older entries carry in their note of its options.
+        return ["ptxas/4" if stage.kind is StageKind.PTXAS else "stage/3",
+                self.toolkit.version, stage.kind.value,
                 tool_identity(stage.argv[0], self._tools),
                 key_args(stage, self.paths), self.env_part, inputs]
 

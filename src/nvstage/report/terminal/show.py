@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from nvstage.compiler.cubin_figures import SPILL_OR_LOCAL
 from nvstage.report.terminal.console import notes, plain_table, say
 from nvstage.report.units import fmt_bytes, fmt_known
 
@@ -93,8 +94,8 @@ def _resources(rows, con, _listing) -> None:
     t.columns[0].overflow, t.columns[0].max_width = "ellipsis", 48
     for r in rows:
         spill = f"{fmt_known(r.spill_stores)}/{fmt_known(r.spill_loads)}"
-        if r.spills:
-            spill += " SPILLS"
+        if r.spills:  # SASS alone cannot tell a spill from a local array's store
+            spill += " spill or local array" if r.spill_kind == SPILL_OR_LOCAL else " SPILLS"
         cells = [r.name, r.arch, str(r.registers), spill, str(r.stack_frame),
                  str(r.shared_bytes), fmt_known(r.constant_bytes), fmt_known(r.local_bytes),
                  fmt_known(r.barriers),
@@ -108,8 +109,11 @@ def _resources(rows, con, _listing) -> None:
     con.print(t)
     for r in rows:
         if r.spills:
-            say(f"warning: {r.demangled} ({r.arch}) spills: {r.spill_stores} bytes stored, "
-                f"{r.spill_loads} bytes loaded from local memory")
+            say(f"warning: {r.demangled} ({r.arch}) "
+                + ("stores and loads local memory, spills or a local array (ptxas marked "
+                   "no spills in it): " if r.spill_kind == SPILL_OR_LOCAL else "spills: ")
+                + f"{r.spill_stores} bytes stored, {r.spill_loads} bytes loaded from local "
+                "memory")
 
 
 def _unknown_legend(rows) -> list[str]:
