@@ -30,8 +30,9 @@ def show_cmd(
         help="Print the text too: each PTX module per arch (with --kernel, that entry's "
         "lines) and every SASS instruction, not just the tables.")] = False,
     lineinfo: Annotated[bool, typer.Option("--lineinfo",
-        help="Interleave source lines in the SASS listing (needs a -lineinfo build).")
-        ] = False,
+        help="Interleave source lines in the SASS listing (needs a -lineinfo build). With "
+        "--kernel: each source line with its SASS under it and the registers live at every "
+        "instruction, the peak lines flagged (the section 'lines').")] = False,
     gpu: Annotated[Optional[str], typer.Option("--gpu",
         help="Say whether it would run on this GPU (sm_90, h200, ...).")] = None,
     driver: Annotated[Optional[str], typer.Option("--driver",
@@ -60,6 +61,8 @@ def show_cmd(
           nvstage show vadd.nvstage --sections ptx --listing
 
           nvstage show build/ --kernel block_sum
+
+          nvstage show k.nvstage --kernel peak --lineinfo
     """
     from nvstage.compiler.buildlog import find
     from nvstage.errors import UsageError
@@ -94,8 +97,12 @@ def show_cmd(
             shown = show(artifact, sections=sections, kernel=kernel, lineinfo=lineinfo,
                          gpu=gpu, driver=driver, nvcc=nvcc)
         wanted = {s.strip().lower() for s in (sections or "").split(",")}
-        render_shown(shown, data_console(json_out),
-                     listing=listing or bool(kernel and wanted & {"sass", "ptx"}))
+        con = data_console(json_out)
+        render_shown(shown, con, listing=listing or bool(kernel and wanted & {"sass", "ptx"}))
+        if "lines" in shown.data:
+            from nvstage.report.terminal.lines import render_lines
+
+            render_lines(shown.data["lines"], con)
         if json_out:
             emit_json(shown.to_json())
         # --gpu is a question a script asks: only "runs" is a yes (exit 0); "will not run"

@@ -488,8 +488,8 @@ def show_kernel(record: str | os.PathLike | BuildView, kernel: str, *, unit: str
     from nvstage.compiler.record import partial_note
     from nvstage.compiler.toolkit import find_toolkit
     from nvstage.inspect.fatbin import kind_of_file
-    from nvstage.inspect.view import Shown, collect_build, collect_file, parse_sections, \
-        will_it_run
+    from nvstage.inspect.view import (LINES, Shown, collect_build, collect_file,
+                                      parse_sections, will_it_run)
 
     from nvstage.inspect.view import check_gpu
 
@@ -499,6 +499,8 @@ def show_kernel(record: str | os.PathLike | BuildView, kernel: str, *, unit: str
     wanted = parse_sections(sections, "build")
     if gpu and "fatbin" not in wanted:
         wanted = wanted + ("fatbin",)
+    if lineinfo and LINES not in wanted:
+        wanted = wanted + (LINES,)
     toolkit = toolkit or find_toolkit(nvcc)
     build = u.entry.manifest_build(files=True)
     shown = Shown(u.source or u.output or view.folder, "build", {})
@@ -512,11 +514,11 @@ def show_kernel(record: str | os.PathLike | BuildView, kernel: str, *, unit: str
         shown.notes.append(note)
     data = collect_build(build, wanted, toolkit, kernel=kernel, lineinfo=lineinfo or None)
     obj = build.output  # found only when still the recorded file
-    missing = tuple(s for s in wanted if s in ("ptx", "sass") and not data.get(s))
+    missing = tuple(s for s in wanted if s in ("ptx", "sass", LINES) and not data.get(s))
     if obj and kind_of_file(obj) in ("object", "fatbin", "executable"):
         if missing:
             data.update(collect_file(obj, kind_of_file(obj), missing, toolkit, kernel=kernel,
-                                     lineinfo=lineinfo))
+                                     lineinfo=lineinfo, source=build.source, cwd=build.cwd))
     elif missing or "fatbin" in wanted:
         shown.notes.append(f"{u.output or 'its output'} is gone or was rebuilt since this "
                            f"entry: only the figures the record kept are shown")

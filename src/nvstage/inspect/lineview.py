@@ -269,3 +269,79 @@ def cubin_lines(cubin: str | os.PathLike, toolkit, *, arch: str = "", image: str
     return [join(f, ins, live.get(f, {}), arch=arch, image=image or cubin.name,
                  source_text=source_text, demangled=names[f])
             for f, ins in where.items()]
+
+
+def lines_of(path: str | os.PathLike, toolkit, *, source_text=None) -> list[KernelLines]:
+    """Every function of a cubin, or of every cubin in a fatbin, object or executable (one
+    image at a time, as ``sass.disassemble`` unpacks them), joined line by line."""
+    import hashlib
+    import tempfile
+
+    from nvstage.inspect.elf import read_cubin, refine_arch
+    from nvstage.inspect.fatbin import image_bytes, kind_of_file, read_bytes
+
+    kind = kind_of_file(path)
+    if kind == "ptx":
+        raise ArtifactError(f"{path} is PTX: there is no SASS until ptxas compiles it",
+                            hint="nvstage compile it with --cubin")
+    if kind == "cubin":
+        arch = read_cubin(read_bytes(path), str(path)).arch
+        return cubin_lines(path, toolkit, arch=arch, source_text=source_text)
+    out: list[KernelLines] = []
+    stem = Path(path).name.split(".")[0]
+    seen: set[bytes] = set()
+    with tempfile.TemporaryDirectory(prefix="nvstage-lines-") as tmp:
+        for im, data in image_bytes(path, toolkit, "cubin"):
+            key = hashlib.sha256(data).digest()
+            if key in seen:
+                continue
+            seen.add(key)
+            arch = refine_arch(read_cubin(data, f"{path} image {im.index}").arch, im.arch_name)
+            name = f"{stem}.{im.index}.{arch}.cubin"  # the inventory's name
+            one = Path(tmp, name)
+            one.write_bytes(data)
+            out += cubin_lines(one, toolkit, arch=arch, image=name, source_text=source_text)
+            one.unlink()
+    return out
+
+
+def source_reader(source: str | None, cwd: str = ""):
+    """``source_text`` for the views: the lines of ``source`` (the one file a manifest or build
+    record names; relative against ``cwd``) for a location that names it, None for any other
+    file (a document chooses no file to read)."""
+    from nvstage.inspect.sass import source_lines
+
+    if not source:
+        return None
+    target = os.path.join(cwd or "", source)
+    cache: dict[str, list[str] | None] = {}
+
+    def text(f: str):
+        if f not in cache:
+            path = os.path.join(cwd or "", f)
+            same = os.path.normpath(path) == os.path.normpath(target)
+            if not same:
+                try:
+                    same = os.path.realpath(path) == os.path.realpath(target)
+                except (OSError, ValueError):
+                    same = False
+            cache[f] = source_lines(target) if same else None
+        return cache[f]
+
+    return text
+
+
+def build_lines(build, toolkit=None) -> list[KernelLines]:
+    """The line view of every cubin a build made, with the text of the source its manifest
+    names."""
+    from nvstage.inspect.elf import read_cubin, refine_arch
+    from nvstage.inspect.fatbin import read_bytes
+
+    toolkit = toolkit or build.toolkit
+    text = source_reader(build.source, build.cwd)
+    out: list[KernelLines] = []
+    for a in build.artifacts:
+        if a.kind == "cubin" and os.path.isfile(a.path):
+            arch = refine_arch(read_cubin(read_bytes(a.path), a.path).arch, a.arch)
+            out += cubin_lines(a.path, toolkit, arch=arch, source_text=text)
+    return out

@@ -10,6 +10,8 @@ from pathlib import Path
 from nvstage.errors import UsageError
 
 SECTIONS = ("ptx", "sass", "resources", "fatbin")
+# Asked for by name only (or by --lineinfo with --kernel): two more disassemblies per cubin.
+LINES = "lines"
 # What applies to each kind of file when no --sections is given.
 DEFAULTS = {
     "ptx": ("ptx",),
@@ -27,10 +29,10 @@ def parse_sections(text: str | None, kind: str) -> tuple[str, ...]:
     wanted = [s.strip().lower() for s in text.split(",") if s.strip()]
     if wanted == ["all"]:
         return SECTIONS
-    bad = [s for s in wanted if s not in SECTIONS]
+    bad = [s for s in wanted if s not in SECTIONS and s != LINES]
     if bad:
         raise UsageError(f"unknown section {', '.join(map(repr, bad))}",
-                         hint=f"choose from {', '.join(SECTIONS)} (or all)")
+                         hint=f"choose from {', '.join(SECTIONS)}, {LINES} (or all)")
     return tuple(dict.fromkeys(wanted))
 
 
@@ -110,8 +112,11 @@ def _filter(items, kernel, key=lambda x: (x.kernel, x.demangled)):
 
 
 def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
-                 kernel: str | None = None, lineinfo: bool = False) -> dict:
-    """The records for each section, for a ptx/cubin/fatbin/object/executable file."""
+                 kernel: str | None = None, lineinfo: bool = False, source: str | None = None,
+                 cwd: str = "") -> dict:
+    """The records for each section, for a ptx/cubin/fatbin/object/executable file.
+    ``source``: the one file a build record names as this file's source, whose lines the
+    line view may show (relative names against ``cwd``)."""
     from nvstage.inspect.fatbin import inventory
     from nvstage.inspect.ptx import read_ptx_text
     from nvstage.inspect.resources import resources_of
@@ -133,6 +138,13 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
                               key=lambda k: (k.name, k.demangled))
     if "fatbin" in sections and kind in ("fatbin", "object", "executable"):
         out["fatbin"] = inventory(path, toolkit)
+    if LINES in sections and kind != "ptx":
+        from nvstage.inspect.lineview import lines_of
+
+        from nvstage.inspect.lineview import source_reader
+
+        out[LINES] = _filter(lines_of(path, toolkit, source_text=source_reader(source, cwd)),
+                             kernel, key=lambda k: (k.name, k.demangled))
     return _filter_ptx(out, kernel)
 
 
@@ -199,6 +211,11 @@ def collect_build(build, sections, toolkit, *, kernel: str | None = None,
             if kind_of_file(p) in ("fatbin", "object", "executable"):
                 images += inventory(p, toolkit)
         out["fatbin"] = images
+    if LINES in sections:
+        from nvstage.inspect.lineview import build_lines
+
+        out[LINES] = _filter(build_lines(build, toolkit), kernel,
+                             key=lambda k: (k.name, k.demangled))
     return _filter_ptx(out, kernel)
 
 
@@ -259,6 +276,8 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
     wanted = parse_sections(sections, kind)
     if gpu and "fatbin" not in wanted and kind != "ptx":
         wanted = wanted + ("fatbin",)  # will-it-run reads the image list
+    if lineinfo and kernel and LINES not in wanted and kind != "ptx":
+        wanted = wanted + (LINES,)  # one kernel's source lines, SASS and live registers
     toolkit = toolkit or find_toolkit(nvcc)
     shown = Shown(str(artifact), kind, {})
     build = None
@@ -299,7 +318,7 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
 def _any_kernel(data: dict) -> bool:
     """Whether the --kernel filter left anything in a section that lists kernels."""
     ptx_entries = [e for m in data.get("ptx") or [] for e in m.entries]
-    return bool(ptx_entries or data.get("resources") or data.get("sass"))
+    return bool(ptx_entries or data.get("resources") or data.get("sass") or data.get(LINES))
 
 
 def check_gpu(gpu: str | None, driver: str | None) -> None:

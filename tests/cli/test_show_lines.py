@@ -1,0 +1,56 @@
+"""``nvstage show --kernel NAME --lineinfo``: source lines, their SASS and live registers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+PEAK = Path(__file__).parents[1] / "data" / "captured" / "lineview-peak.cu"
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory):
+    """lineview-peak.cu built with -lineinfo into a keep folder, and a cubin without it."""
+    import nvstage
+
+    folder = tmp_path_factory.mktemp("lines")
+    src = folder / "peak.cu"
+    src.write_text(PEAK.read_text())
+    nvstage.compile(src, nvstage.CompileOptions(archs=("sm_90",), lineinfo=True, stop="cubin",
+                                                output=str(folder / "peak.cubin")),
+                    keep=folder / "peak.nvstage", cwd=folder)
+    nvstage.compile(src, nvstage.CompileOptions(archs=("sm_90",), stop="cubin",
+                                                output=str(folder / "plain.cubin")), cwd=folder)
+    return folder
+
+
+def test_each_line_with_its_sass_and_the_peak_flagged(cli, kept):
+    r = cli("show", kept / "peak.nvstage", "--kernel", "peak", "--lineinfo")
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "peak 14 live registers at lines 7, 8" in out
+    assert "float a0 = x[i]" in out and "<- peak" in out
+    assert "no SASS" in out  # the blank line 10, mix2's closing brace
+    assert "(inlined at peak.cu:9)" in out
+    assert ".L_x_1:" in out
+
+
+def test_json_records_per_instruction_and_per_line(cli, kept):
+    r = cli("show", kept / "peak.nvstage", "--kernel", "peak", "--lineinfo", "--json")
+    assert r.exit_code == 0, r.output
+    (k,) = json.loads(r.stdout)["lines"]
+    assert k["peak_live_gpr"] == 14 and k["has_lineinfo"]
+    ins = k["instructions"][0]
+    assert {"offset", "text", "file", "line", "live_gpr", "live_pred", "live_ugpr"} <= set(ins)
+    lines = {ln["line"]: ln for ln in k["lines"]}
+    assert lines[7]["peak"] and lines[7]["source_text"].startswith("float a0")
+    assert lines[10]["instructions"] == 0
+
+
+def test_without_line_info_the_sass_and_its_live_registers_still_show(cli, kept):
+    r = cli("show", kept / "plain.cubin", "--kernel", "peak", "--lineinfo")
+    assert r.exit_code == 0, r.output
+    assert "no line info in this cubin" in r.stdout
+    assert "peak 14 live registers" in r.stdout
