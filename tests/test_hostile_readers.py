@@ -441,3 +441,76 @@ def test_an_image_arch_that_is_no_architecture_names_the_file(built, tmp_path):
     cp, _ = _nvstage("show", p, "--gpu", "h200", timeout=120)
     line = _one_error(cp, 6)  # was "not an architecture: 'compute_5'" with no file named
     assert f"{p}: image 0 is damaged: its arch field reads 5" in line
+
+
+# -- a NUL byte in a document's path or argument (no system call takes one) --------------
+
+_SAXPY_WORKLOAD = (ROOT / "examples" / "run" / "saxpy.toml").read_text().replace(
+    "../../kernels/saxpy.cu", str(KERNELS / "saxpy.cu"))
+
+
+@pytest.mark.parametrize("edit, where", [
+    (lambda t: t.replace(f'source = "{KERNELS / "saxpy.cu"}"', 'source = "k\\u0000.cu"'),
+     "[kernel] source: a file path cannot hold a NUL byte"),
+    (lambda t: t.replace(f'source = "{KERNELS / "saxpy.cu"}"', 'cubin = "k\\u0000.cubin"'),
+     "[kernel] cubin: a file path cannot hold a NUL byte"),
+    (lambda t: t.replace("[kernel]\n", '[kernel]\ninclude_dirs = ["inc\\u0000"]\n'),
+     "[kernel] include_dirs: a string here cannot hold a NUL byte"),
+    (lambda t: t.replace("[kernel]\n", '[kernel]\ndefines = ["N=1\\u0000"]\n'),
+     "[kernel] defines: a string here cannot hold a NUL byte"),
+    (lambda t: t.replace("init = { range = { start = 0.0, step = 0.5 } }",
+                         'init = { npy = "y\\u0000.npy" }'),
+     "init.npy: a file path cannot hold a NUL byte"),
+])
+def test_a_nul_in_a_workload_path_is_one_error(tmp_path, edit, where):
+    # `source = "k\u0000.cu"` was a traceback: ValueError: embedded null byte (os.stat).
+    text = edit(_SAXPY_WORKLOAD)
+    assert text != _SAXPY_WORKLOAD
+    p = tmp_path / "w.toml"
+    p.write_text(text)
+    cp, _ = _nvstage("run", "--dry-run", p)
+    assert where in _one_error(cp, 2)
+    cp, _ = _nvstage("model", p, "--gpu", "h200")  # the same reader
+    assert where in _one_error(cp, 2)
+
+
+@pytest.mark.parametrize("config, where", [
+    ('[tool.nvstage]\nsource = "k\\u0000.cu"\n[tool.nvstage.budgets]\nmax_registers = 64\n',
+     "source: a file path cannot hold a NUL byte"),
+    ('[tool.nvstage.compile]\ninclude_dirs = ["a\\u0000"]\n'
+     "[tool.nvstage.budgets]\nmax_registers = 64\n",
+     "compile.include_dirs: a string here cannot hold a NUL byte"),
+    ('[tool.nvstage.compile]\ndefines = ["A\\u0000B"]\n'
+     "[tool.nvstage.budgets]\nmax_registers = 64\n",
+     "compile.defines: a string here cannot hold a NUL byte"),
+])
+def test_a_nul_in_a_budgets_file_is_one_error(tmp_path, config, where):
+    (tmp_path / "pyproject.toml").write_text(config)
+    target = [] if "source" in config else [KERNELS / "saxpy.cu"]
+    cp, _ = _nvstage("check", *target, "--config", tmp_path / "pyproject.toml")
+    assert where in _one_error(cp, 2)
+
+
+def test_a_nul_in_a_manifest_path_is_never_a_traceback(toolkit, tmp_path):
+    """A kept build's stages.json naming its source, output or an artifact with a NUL."""
+    import nvstage
+    from nvstage.compiler.options import CompileOptions
+
+    keep = tmp_path / "k"
+    nvstage.compile(KERNELS / "saxpy.cu", CompileOptions(archs=("sm_90",), stop="cubin",
+                                                        output=str(tmp_path / "s.cubin")),
+                    toolkit=toolkit, keep=keep)
+    doc = json.loads((keep / "stages.json").read_text())
+    (tmp_path / "b.toml").write_text("[budgets]\nmax_registers = 64\n")
+    for key in ("source", "output", "cwd", "artifact"):
+        bad = json.loads(json.dumps(doc))
+        if key == "artifact":
+            bad["artifacts"][0]["path"] += "\0x"
+        else:
+            bad[key] = (bad[key] or "x") + "\0"
+        (keep / "stages.json").write_text(json.dumps(bad))
+        for args in (["show", keep], ["check", keep, "--config", tmp_path / "b.toml"],
+                     ["report", keep, "-o", tmp_path / "r.html"]):
+            cp, _ = _nvstage(*args)
+            assert "Traceback" not in cp.stderr and cp.returncode in (0, 1, 2, 6), \
+                (key, args, cp.stderr[-2000:])

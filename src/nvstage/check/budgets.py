@@ -331,6 +331,8 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
     src = root.get("source")
     if src is not None and not isinstance(src, str):
         raise BudgetConfigError(f"{where}: source must be a path (a string), not {src!r}")
+    if src is not None and "\0" in src:  # no system call takes one: stat would raise
+        raise BudgetConfigError(f"{where}: source: a file path cannot hold a NUL byte")
     if src is not None and path:
         src = str(Path(path).parent / src)
     return Budgets(
@@ -349,6 +351,8 @@ def _check_compile(comp: dict, where: str) -> None:
         if key in _COMPILE_LISTS:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise BudgetConfigError(f"{at} must be a list of strings, not {value!r:.60}")
+            if any("\0" in v for v in value):  # each becomes an nvcc argument or a path
+                raise BudgetConfigError(f"{at}: a string here cannot hold a NUL byte")
         elif key in _COMPILE_BOOLS:
             if not isinstance(value, bool):
                 raise BudgetConfigError(f"{at} must be true or false, not {value!r:.60}")

@@ -65,8 +65,10 @@ class Reader:
     def path(self, value, table: str, key: str) -> str:
         if not isinstance(value, str) or not value:
             raise self.err("must be a file path (a string)", table, key)
-        p = (self.base / value).resolve()
+        if "\0" in value:  # no system call takes one: os.stat would raise ValueError
+            raise self.err("a file path cannot hold a NUL byte", table, key)
         try:
+            p = (self.base / value).resolve()
             mode = os.stat(p).st_mode
         except FileNotFoundError:
             raise self.err(f"no such file: {shown_path(value)} (looked in "
@@ -228,6 +230,8 @@ class Reader:
     def str_list(self, v, table, key) -> tuple[str, ...]:
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise self.err("must be a list of strings", table, key)
+        if any("\0" in x for x in v):  # each becomes an nvcc argument, a path or a name
+            raise self.err("a string here cannot hold a NUL byte", table, key)
         return tuple(v)
 
     def positive_int(self, v, table, key, allow_zero=False) -> int:
