@@ -36,6 +36,16 @@ __global__ void heavy(float *out, const float *in) {
 }
 """
 ARGS = ["heavy.cu", "-c", "--arch", "sm_90"]
+# The signals these tests send. A suite started with them ignored (`nohup pytest &` ignores
+# SIGHUP, and a background job's SIGINT) would hand SIG_IGN to each build it starts, which
+# nvstage keeps on purpose (a nohup'ed build survives a hangup): the builds here are started
+# as from a terminal instead.
+SENT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _as_from_a_terminal() -> None:
+    for s in SENT:
+        signal.signal(s, signal.SIG_DFL)
 
 
 class Build:
@@ -53,7 +63,8 @@ class Build:
     def start(self, *args: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "nvstage", "compile", *args],
                                 cwd=self.root, env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_as_from_a_terminal)
 
     def tools(self) -> list[tuple[int, str]]:
         """(pid, name) of every live process carrying this build's mark."""
@@ -97,6 +108,24 @@ def _sass(toolkit, path) -> str:
                          text=True, check=True).stdout
     return "\n".join(line for line in out.splitlines()
                      if not line.startswith(("Fatbin", "\tcode for")))
+
+
+def test_builds_here_take_signals_even_under_nohup(build):
+    """With SIGINT and SIGHUP ignored in the suite (as `nohup pytest &` starts it), the
+    builds these tests signal still take them: nothing is ignored in the build's process."""
+    before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGHUP)}
+    try:
+        p = build.start("--version")
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+    try:
+        status = Path(f"/proc/{p.pid}/status").read_text()  # after exec: Popen waited for it
+        ignored = int(next(ln for ln in status.splitlines()
+                           if ln.startswith("SigIgn:")).split()[1], 16)
+        assert not any(ignored & (1 << (s - 1)) for s in SENT), hex(ignored)
+    finally:
+        p.communicate(timeout=60)
 
 
 @pytest.mark.slow

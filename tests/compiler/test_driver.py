@@ -285,10 +285,25 @@ def _children(name: str | None = None) -> list[int]:
     return found
 
 
+@pytest.fixture
+def signals_as_from_a_terminal():
+    """SIGINT raising KeyboardInterrupt, SIGTERM and SIGHUP not ignored, for one test: a
+    suite started with them ignored (`nohup pytest &`) has no handler to raise it, and
+    handle_signals leaves an ignored signal ignored, as a nohup'ed build wants."""
+    import signal
+
+    wanted = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL,
+              signal.SIGHUP: signal.SIG_DFL}
+    before = {s: signal.signal(s, h) for s, h in wanted.items()}
+    yield
+    for s, h in before.items():
+        signal.signal(s, h)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["handle_signals", "plain KeyboardInterrupt"])
 def test_a_library_build_stopped_mid_stage_ends_its_tools_and_marks_the_folder(
-        how, toolkit, workdir, tmp_path_factory, monkeypatch):
+        how, toolkit, workdir, tmp_path_factory, monkeypatch, signals_as_from_a_terminal):
     import signal
     import threading
     import time
