@@ -119,3 +119,23 @@ def test_real_nvdisasm_gives_the_same_join(toolkit, tmp_path):
                    check=True, capture_output=True)
     (k,) = lineview.cubin_lines(nolines, toolkit, arch="sm_90")
     assert not k.has_lineinfo and k.lines == () and k.peak_gpr == 14
+
+
+@pytest.mark.parametrize("arch, kernel, want", [
+    ("sm_80", "_Z6wmma_kPK6__halfS1_Pf", {"tensor": 2}),
+    ("sm_90a", "_Z2wgPfyy", {"tensor": 1, "sync": 2}),  # HGMMA and its WARPGROUP fences
+    ("sm_100a", "_Z6wmma_kPK6__halfS1_Pf", {"tensor": 2}),
+    ("sm_80", "_Z4miscPKdPdPfi", {"fp64": 1, "sfu": 1, "atomic": 1, "shared_load": 1,
+                                 "shared_store": 1, "shuffle": 1, "sync": 1}),
+])
+def test_the_mix_on_captured_sass_of_three_arches(arch, kernel, want):
+    """mix-kernels.cu through the 13.5 nvdisasm: every opcode classified, none 'other'."""
+    from nvstage.inspect.sass import parse_nvdisasm
+
+    kernels = parse_nvdisasm((CAPTURED / f"cuda13.5-mix-{arch}-nvdisasm.txt").read_text(),
+                             demangle=False)
+    for k in kernels:
+        assert "other" not in mix.mix(k.code).counts, (k.name, mix.mix(k.code).opcodes)
+    (k,) = [k for k in kernels if k.name == kernel]
+    m = mix.mix(k.code)
+    assert {c: m.counts.get(c, 0) for c in want} == want, m.opcodes

@@ -48,7 +48,7 @@ CLASSES: dict[str, tuple[str, frozenset[str]]] = {
     "async_copy": ("asynchronous and bulk copies (cp.async, TMA)", frozenset({
         "LDGSTS", "UBLKCP", "UBLKRED", "UTMALDG", "UTMASTG", "UTMAPF", "UTMAREDG", "UTMACCTL",
         "UTMACMDFLUSH", "UBLKPF"})),
-    "constant": ("loads from constant memory", frozenset({"LDC", "ULDC"})),
+    "constant": ("loads from constant memory", frozenset({"LDC", "ULDC", "LDCU"})),
     "texture": ("texture and surface access", frozenset({
         "TEX", "TLD", "TLD4", "TMML", "TXD", "TXQ", "SULD", "SUST", "SUATOM", "SURED"})),
     "shuffle": ("warp shuffles, votes and matches", frozenset({
@@ -64,7 +64,7 @@ CLASSES: dict[str, tuple[str, frozenset[str]]] = {
         "UIADD3", "UIMAD", "ULOP3", "ULOP", "ULOP32I", "USHF", "USEL", "UMOV", "UISETP", "ULEA",
         "UPRMT", "UFLO", "UPOPC", "UBREV", "UBMSK", "UPLOP3", "UP2UR", "UR2UP", "USETMAXREG",
         "UIMNMX", "USGXT", "UVIADD", "UVIMNMX", "UFADD", "UFFMA", "UFMUL", "UFSETP", "UFMNMX",
-        "UF2F", "UI2F", "UF2I", "UF2FP", "UMEMSETS", "USTGR", "ULDCU", "UGETNEXTWORKID",
+        "UF2F", "UI2F", "UF2I", "UF2FP", "UMEMSETS", "USTGR", "UGETNEXTWORKID",
         "UCLEA", "S2UR", "R2UR"})),
     "move": ("moves, predicates and special registers", frozenset({
         "MOV", "MOV32I", "S2R", "CS2R", "PLOP3", "P2R", "R2P", "PSETP", "PSET", "SGXT", "NOP",
