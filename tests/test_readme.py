@@ -289,3 +289,30 @@ def test_readme_nvrtc_sizes_are_what_compile_prints(cli, workdir, kernels):
     shown = _shown("nvstage compile kernels/templates.cu --via nvrtc")
     assert size.findall(shown) == size.findall(r.output) and size.findall(shown)
     assert "scale<int> _Z5scaleIiEvPT_S0_i" in {_flat(ln) for ln in r.output.splitlines()}
+
+
+def test_readme_limits_are_the_codes_limits():
+    """The bounds README lists ("Documents are data") are the constants the readers use."""
+    from nvstage import artifacts, documents
+    from nvstage.compiler import buildlog, record
+    from nvstage.inspect import fatbin
+    from nvstage.run.workload import expr, spec
+
+    text = _readme_flat()
+    mib, gib = 1 << 20, 1 << 30
+    for shown in (
+            f"{documents.MAX_DOCUMENT_BYTES // mib} MiB per manifest or document "
+            "(`MAX_DOCUMENT_BYTES`)",
+            f"{artifacts.MAX_ARTIFACT_BYTES // gib} GiB per artifact (`MAX_ARTIFACT_BYTES`)",
+            f"{record.MAX_HASHED_BYTES // gib} GiB hashed per manifest, "
+            f"{record.MAX_STAGES:,} stages",
+            f"at most {expr.MAX_EXPR_CHARS:,} characters, {expr.MAX_EXPR_DEPTH} levels deep "
+            f"and integers of {expr.MAX_INT_BITS} bits",
+            f"at most {spec.MAX_LAUNCH_ENTRIES:,} launch entries, {spec.MAX_OPERATIONS:,} "
+            f"operations per repetition and {spec.MAX_TOTAL_OPERATIONS:,} in all",
+            f"unpack at most {fatbin.MAX_UNPACKED:,} images and "
+            f"{fatbin.MAX_UNPACKED_BYTES // gib} GiB",
+            f"a build record at most {buildlog.MAX_ENTRIES:,} entries of "
+            f"{buildlog.MAX_ENTRY_BYTES // mib} MiB and {buildlog.MAX_RECORD_BYTES // gib} GiB "
+            "in all"):
+        assert shown in text, shown
