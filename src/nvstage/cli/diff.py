@@ -20,12 +20,20 @@ def diff_cmd(
         "linked with the first.", show_default=False)] = None,
     via: Annotated[Optional[str], typer.Option("--via",
         help="Compare compiler paths for ONE .cu file instead: nvcc,nvrtc.")] = None,
-    arch: Annotated[Optional[str], typer.Option("--arch", help="With --via: the arch (sm_90).")
+    arch: Annotated[Optional[str], typer.Option("--arch", help="With --via: the arch (sm_90); "
+        "with --lineinfo: the arch to compare where a build has several.")
         ] = None,
     lto: Annotated[bool, typer.Option("--lto", help="With --via: link-time optimisation.")
         ] = False,
     all_rows: Annotated[bool, typer.Option("--all",
-        help="Show unchanged kernels too.")] = False,
+        help="Show unchanged kernels (with --lineinfo: lines) too.")] = False,
+    kernel: Annotated[Optional[str], typer.Option("--kernel", "-k", metavar="NAME[,NAME_B]",
+        help="With --lineinfo: the kernel to compare; NAME_A,NAME_B for two kernels (of one "
+        "build when B is A or not given).")] = None,
+    lineinfo: Annotated[bool, typer.Option("--lineinfo",
+        help="Compare --kernel source line by source line: instructions and peak live "
+        "registers per line, and the lines where they rose (needs -lineinfo builds).")
+        ] = False,
     nvcc: nvcc_option("Use this nvcc's toolkit.") = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -41,6 +49,10 @@ def diff_cmd(
           nvstage diff kernels/saxpy.cu --via nvcc,nvrtc --arch sm_90
 
           nvstage diff kernels/lto_a.cu kernels/lto_b.cu --via nvcc,nvrtc --arch sm_90 --lto
+
+          nvstage diff r64.nvstage r32.nvstage --kernel spill --lineinfo
+
+          nvstage diff chain.nvstage --kernel fused,fused_wide --lineinfo
     """
     from nvstage.compiler.toolkit import find_toolkit
     from nvstage.errors import UsageError
@@ -59,6 +71,18 @@ def diff_cmd(
             result = compare_paths(str(a) if b is None else [str(a), str(b)], arch=arch,
                                    toolkit=find_toolkit(nvcc), lto=lto)
             terminal.render_paths(result, data_console(json_out))
+        elif lineinfo or kernel:
+            if not (lineinfo and kernel):
+                raise UsageError("--kernel and --lineinfo go together: diff A B --kernel NAME "
+                                 "--lineinfo")
+            if b is None and "," not in kernel:
+                raise UsageError("one build and one kernel: nothing to compare",
+                                 hint="give two builds, or two kernels: --kernel A,B")
+            from nvstage.inspect.line_diff import diff_lines
+
+            result = diff_lines(a, a if b is None else b, kernel, find_toolkit(nvcc),
+                                arch=arch)
+            terminal.render_lines(result, data_console(json_out), all_rows=all_rows)
         else:
             if b is None:
                 raise UsageError("diff needs two builds", hint="nvstage diff A B (keep folders "

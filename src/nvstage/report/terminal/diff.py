@@ -128,3 +128,35 @@ def _short_name(name: str, result) -> str:
         if k is not None:
             return k.demangled
     return name
+
+
+def render_lines(result, con, *, all_rows: bool = False) -> None:
+    """A ``line_diff.LinesDiff``: the lines whose instructions or live registers changed (all
+    with ``all_rows``), A beside B, and the lines where the live registers rose."""
+    ka, kb = result.kernels
+    names = ka if ka == kb else f"{ka} / {kb}"
+    arch = result.archs[0] if result.archs[0] == result.archs[1] else " / ".join(result.archs)
+    t = plain_table(title=f"{names} ({arch}) line by line: A = {result.a}, B = {result.b}; "
+                    f"peak live registers {_fmt(result.peak_gpr[0], '')} -> "
+                    f"{_fmt(result.peak_gpr[1], '')}, instructions {result.instructions[0]} -> "
+                    f"{result.instructions[1]}", title_justify="left", pad_edge=False)
+    for c in ("file:line", "source", "instr A", "instr B", "peak A", "peak B", ""):
+        t.add_column(c, justify="right" if c.startswith(("instr", "peak")) else "left",
+                     overflow="fold")
+    for r in result.rows:
+        if not (all_rows or r.changed):
+            continue
+        mark = ("rose" if r.rose else "fell" if r.fell else
+                f"only {r.side.upper()}" if r.side else "")
+        t.add_row(f"{r.file}:{r.line}", (r.text or "")[:60], str(r.instructions[0]),
+                  str(r.instructions[1]), _fmt(r.peak_gpr[0], ""), _fmt(r.peak_gpr[1], ""),
+                  mark)
+    con.print(t)
+    rose = result.rose
+    if rose:
+        con.print("live registers rose at " + ", ".join(f"{r.file}:{r.line}" for r in rose),
+                  markup=False, soft_wrap=True)
+    else:
+        con.print("no line both have: live registers rose nowhere" if not any(
+            r.peak_gpr[0] is not None and r.peak_gpr[1] is not None for r in result.rows)
+            else "no line's live registers rose", markup=False)
