@@ -164,7 +164,7 @@ def test_artifacts_outside_the_folder_are_used_only_when_unchanged(cli, honest, 
     assert f"note: {target} is gone or was rewritten" in r.stderr
 
 
-# --- what the build keeps instead: ptxas -v at build time -------------------------------------
+# --- what the build keeps instead: what ptxas wrote into its cubins, read at build time ------
 
 def _ptxas_runs(build):
     return [r for r in build.runs if r.stage.kind is StageKind.PTXAS]
@@ -175,34 +175,35 @@ def _without_times(text: str) -> list[str]:
 
 
 def test_recorded_resources_are_what_ptxas_v_prints(toolkit, kernels, workdir):
-    """The report kept for a build without --resource-usage is what plain nvcc -Xptxas -v
-    prints for the same source and arches (compile times apart)."""
+    """The figures kept for a build without --resource-usage (ptxas ran as nvcc runs it,
+    without -v) are what plain nvcc -Xptxas -v prints for the same source and arches."""
     import nvstage
+    from nvstage.inspect.resources import from_figures
 
     shutil.copy(kernels / "multi.cu", workdir)
     b = nvstage.compile("multi.cu", CompileOptions(gencodes=(
         "arch=compute_80,code=sm_80", "arch=compute_90,code=sm_90"), compile_only=True,
         output="mine.o"), toolkit=toolkit, cache=False)
     runs = _ptxas_runs(b)
-    assert len(runs) == 2 and all(r.resources for r in runs)
+    assert len(runs) == 2 and all(r.figures and not r.resources for r in runs)
+    assert not any("-v" in r.stage.argv for r in runs)
     plain = subprocess.run([toolkit.nvcc, "-c", "-gencode", "arch=compute_80,code=sm_80",
                             "-gencode", "arch=compute_90,code=sm_90", "-Xptxas", "-v",
                             "multi.cu", "-o", "ref.o"], cwd=workdir, capture_output=True,
                            text=True, check=True).stderr
-    mine = "".join(r.resources for r in runs)
-    assert _without_times(mine) == _without_times(plain)
 
-    def figures(text):
-        return sorted((r.kernel, r.arch, r.registers, r.spill_stores, r.shared_bytes,
-                       r.barriers) for r in parse_ptxas_verbose(text))
+    def figures(rows):
+        return sorted((r.kernel, r.arch, r.registers, r.spill_stores, r.spill_loads,
+                       r.stack_frame, r.shared_bytes, r.barriers) for r in rows)
 
-    assert figures(mine) == figures(plain) and len(figures(mine)) == 10
+    mine = [k for r in runs for k in from_figures(r.figures, arch=r.stage.arch)]
+    assert figures(mine) == figures(parse_ptxas_verbose(plain)) and len(mine) == 10
 
 
 def test_stderr_without_user_v_is_plain_nvccs(toolkit, kernels, workdir):
-    """-maxrregcount=16 makes ptxas warn; the user sees that warning, as with plain nvcc, and
-    none of the -v lines nvstage added. With --resource-usage they see those too, as nvcc
-    --resource-usage shows them."""
+    """-maxrregcount=16 makes ptxas warn; the user sees that warning, as with plain nvcc (no
+    -v lines: nvstage adds no -v). With --resource-usage they see those too, as nvcc
+    --resource-usage shows them, and the build record keeps that report."""
     import nvstage
 
     shutil.copy(kernels / "multi.cu", workdir)
@@ -218,7 +219,8 @@ def test_stderr_without_user_v_is_plain_nvccs(toolkit, kernels, workdir):
         assert "adjusting per thread register count of 16" in run.stderr
         assert _without_times(run.stderr) == _without_times(plain)
         assert ("Used " in run.stderr) is verbose
-        assert "Overriding maximum register limit" in run.resources
+        assert ("Overriding maximum register limit" in run.resources) is verbose
+        assert run.figures and run.figures[0].max_registers == 24  # ptxas raised the 16
 
 
 def test_a_cached_ptxas_stage_gives_the_same_record(toolkit, kernels, workdir, tmp_path):
@@ -231,8 +233,8 @@ def test_a_cached_ptxas_stage_gives_the_same_record(toolkit, kernels, workdir, t
     again = nvstage.compile("spill.cu", opts, toolkit=toolkit, cache=cache)
     (a,), (b,) = _ptxas_runs(first), _ptxas_runs(again)
     assert not a.cached and b.cached
-    assert (b.stderr, b.resources) == (a.stderr, a.resources)
-    assert "spill stores" in b.resources and "Used " not in b.stderr
+    assert (b.stderr, b.resources, b.figures) == (a.stderr, a.resources, a.figures)
+    assert b.figures[0].spill_stores > 0 and "Used " not in b.stderr
 
 
 def test_the_manifest_keeps_the_report_and_reads_it_back(toolkit, kernels, workdir):
@@ -244,10 +246,12 @@ def test_the_manifest_keeps_the_report_and_reads_it_back(toolkit, kernels, workd
                         toolkit=toolkit, keep="k", cache=False)
     doc = json.loads((workdir / "k" / "stages.json").read_text())
     (ptxas,) = [s for s in doc["stages"] if s["kind"] == "ptxas"]
-    assert "Used " in ptxas["resources"] and "Used " not in ptxas["stderr"]
+    assert ptxas["resources"] == "" and "Used " not in ptxas["stderr"]
+    assert [f["kernel"] for f in ptxas["cubin_figures"]] == ["_Z4vaddPKfS0_Pfi"]
     (back,) = _ptxas_runs(load_build(workdir / "k"))
-    assert (back.stderr, back.resources) == (_ptxas_runs(b)[0].stderr,
-                                             _ptxas_runs(b)[0].resources)
+    (made,) = _ptxas_runs(b)
+    assert (back.stderr, back.resources, back.figures) == (made.stderr, made.resources,
+                                                           made.figures)
 
 
 # --- the split itself, on captured text ---------------------------------------------------------
@@ -306,22 +310,29 @@ def test_nvrtc_log_frame_lines_are_read():
 def test_markup_in_a_manifest_is_printed_not_interpreted(cli, honest, tmp_path):
     """A kernel named "[/x]" in a recorded ptxas report ended show, diff and check with rich's
     MarkupError (a traceback), and "[red]" restyled their tables."""
-    keep = tmp_path / "markup.keep"
-    shutil.copytree(honest, keep)
-    doc = json.loads((keep / "stages.json").read_text())
-    (ptxas,) = [s for s in doc["stages"] if s["kind"] == "ptxas"]
-    ptxas["resources"] = ("ptxas info    : Compiling entry function '[/x][red]k' for 'sm_90'\n"
-                          "ptxas info    : Function properties for [/x][red]k\n"
-                          "    0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
-                          "ptxas info    : Used 3 registers, used 0 barriers\n")
-    (keep / "stages.json").write_text(json.dumps(doc))
     cfg = tmp_path / "b.toml"
     cfg.write_text(BUDGETS)
-    for args in (["show", keep, "--sections", "resources"], ["diff", honest, keep],
-                 ["check", keep, "--config", cfg]):
-        r = cli(*args)
-        assert r.exit_code in (0, 1), (args, r.output)  # check fails: the kernel spills
-        assert "[/x][red]k" in r.stdout + r.stderr and "Traceback" not in r.output
+    for figures in (True, False):  # the name in the cubin's figures, or in an old -v report
+        keep = tmp_path / f"markup{figures}.keep"
+        shutil.copytree(honest, keep)
+        doc = json.loads((keep / "stages.json").read_text())
+        (ptxas,) = [s for s in doc["stages"] if s["kind"] == "ptxas"]
+        if figures:
+            ptxas["cubin_figures"][0].update(kernel="[/x][red]k", spill_stores=8,
+                                             spill_loads=8)
+        else:
+            ptxas.pop("cubin_figures")
+            ptxas["resources"] = (
+                "ptxas info    : Compiling entry function '[/x][red]k' for 'sm_90'\n"
+                "ptxas info    : Function properties for [/x][red]k\n"
+                "    0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+                "ptxas info    : Used 3 registers, used 0 barriers\n")
+        (keep / "stages.json").write_text(json.dumps(doc))
+        for args in (["show", keep, "--sections", "resources"], ["diff", honest, keep],
+                     ["check", keep, "--config", cfg]):
+            r = cli(*args)
+            assert r.exit_code in (0, 1), (args, r.output)  # check fails: the kernel spills
+            assert "[/x][red]k" in r.stdout + r.stderr and "Traceback" not in r.output
 
 
 def test_a_trace_of_many_lanes_is_drawn_in_bounded_time(honest, toolkit):

@@ -203,16 +203,28 @@ def test_instruction_words_captured():
     """STL/LDL words as cuobjdump -sass printed them (sm_90, CUDA 13.5): opcode and size."""
     from nvstage.compiler.cubin_figures import _local_traffic
 
-    words = [(0x0000980301007387, 0x0001e80000100800, 4),     # STL [R1+0x98], R3
-             (0x0000700801007387, 0x0001e20000100c00, 16),    # STL.128
-             (0x0000000001007983, 0x000ea20000100800, 4),     # LDL R0, [R1]
-             (0x0000000a02007983, 0x000ea20000100a00, 8),     # LDL.64
-             (0x0000000201007983, 0x000ea20000100200, 1),     # LDL.S8
-             (0x0000000201007983, 0x000ea20000100600, 2),     # LDL.S16
-             (0x000fe40000000f00, 0x0000000000017a02, 0)]     # MOV: neither
-    text = b"".join(struct.pack("<QQ", lo, hi) for lo, hi, _ in words)
-    stores, loads, spilled_st, spilled_ld = _local_traffic(text, {0})
-    assert (stores, loads) == (4 + 16, 4 + 8 + 1 + 2)
-    assert (spilled_st, spilled_ld) == (4, 0)
-    # A word whose opcode bytes sit off the 16-byte grid is no instruction.
+    words = [(0x0000000825007387, 0x000fe40000100000, "st", 1),   # STL.U8 [R37], R8
+             (0x0000400817007387, 0x000fe20000100400, "st", 2),   # STL.U16 [R23+0x40], R8
+             (0x0000c0080b007387, 0x0003e20000100800, "st", 4),   # STL [R11+0xc0], R8
+             (0x0001c00609007387, 0x0011e20000100a00, "st", 8),   # STL.64 [R9+0x1c0], R6
+             (0x0004800801007387, 0x0001e20000100c00, "st", 16),  # STL.128 [R1+0x480], R8
+             (0x0000000003037983, 0x000ea80000100200, "ld", 1),   # LDL.S8 R3, [R3]
+             (0x000040000a0a7983, 0x000ea80000100600, "ld", 2),   # LDL.S16 R10, [R10+0x40]
+             (0x0000c0000b0b7983, 0x000ea80000100800, "ld", 4),   # LDL R11, [R11+0xc0]
+             (0x0001c00008087983, 0x000ee20000100a00, "ld", 8),   # LDL.64 R8, [R8+0x1c0]
+             (0x0003c00000007983, 0x000f240000100000, "ld", 1),   # LDL.U8 R0, [R0+0x3c0]
+             (0x000400000e067983, 0x000f680000100400, "ld", 2),   # LDL.U16 R6, [R14+0x400]
+             (0x0003c00004047983, 0x000ee80000100c00, "ld", 16),  # LDL.128 R4, [R4+0x3c0]
+             (0x0000140001057983, 0x002ea40000300800, "ld", 4),   # LDL.LU R5, [R1+0x14]
+             (0x0000900001047983, 0x0003680000300a00, "ld", 8),   # LDL.LU.64 R4, [R1+0x90]
+             (0x00000003080e7824, 0x040fe400078e02ff, "", 0),     # IMAD R14, R8.reuse, 0x3, RZ
+             (0x000000ffff167224, 0x000fe400078e0a16, "", 0),     # IMAD.MOV R22, RZ, RZ, -R22
+             (0x0000000404047825, 0x010fca00078e0010, "", 0)]     # IMAD.WIDE.U32 R4, R4, 0x4
+    text = b"".join(struct.pack("<QQ", lo, hi) for lo, hi, _, _ in words)
+    spilled = {0, 16 * 12}  # the STL.U8 and the LDL.LU marked as spills
+    stores, loads, spilled_st, spilled_ld = _local_traffic(text, spilled)
+    assert stores == sum(n for *_, kind, n in words if kind == "st") == 31
+    assert loads == sum(n for *_, kind, n in words if kind == "ld") == 46
+    assert (spilled_st, spilled_ld) == (1, 4)
+    # The same words off the 16-byte grid are no instructions.
     assert _local_traffic(b"\x00" * 8 + text[:-8], set())[:2] == (0, 0)

@@ -26,7 +26,7 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nvstage.artifacts import write_json_atomic
@@ -226,6 +226,8 @@ class Entry:
                 printable(run.stderr, lines=True)
             if run.resources:
                 run.resources = printable(run.resources, lines=True)
+            if run.figures:  # kernel names are shown too
+                run.figures = [replace(f, kernel=printable(f.kernel)) for f in run.figures]
         return build
 
 

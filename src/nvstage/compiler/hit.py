@@ -33,7 +33,8 @@ import sys
 # no hashlib or hmac (OpenSSL); the builtin SHA-256 and marshal, whose bytes are only read
 # after their HMAC checks out (marshal is no format for untrusted data).
 
-SCHEMA = f"nvstage.invocation/2 marshal {marshal.version}"
+# /3: entries from before hold objects whose cubins note a -v nvstage gave ptxas.
+SCHEMA = f"nvstage.invocation/3 marshal {marshal.version}"
 # The environment nvcc, its tools and gcc read (gcc's include and locale variables; nvcc's own
 # flags): any change is another key. The variables nvcc's profile and binary name (INCLUDES,
 # PTXAS_FLAGS, OCG_FLAGS, ...) are keyed too, taken from the toolkit in use (``env_names``).
