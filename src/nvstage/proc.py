@@ -18,12 +18,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nvstage.errors import Terminated, ToolMissing, ToolTimeout
 
-# Seconds a group gets between SIGTERM and SIGKILL, to tidy up as a tool does on SIGTERM.
+# Seconds a group gets between its stop signal (SIGTERM, or ``call``'s) and SIGKILL, to tidy up.
 GRACE = 2.0
 # How often a waiting thread looks whether its tool should be ended (a signal or a scope).
 _POLL = 0.2
@@ -161,12 +161,22 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def _ask_to_end(p: subprocess.Popen) -> None:
+    """Ask ``p``'s group to end, once, with the signal it tidies up on (``call``'s ``stop``;
+    SIGTERM for the rest): a second one could cut its tidying short."""
+    with _lock:
+        if getattr(p, "nvstage_asked", False):
+            return
+        p.nvstage_asked = True
+    _signal_group(p.pid, getattr(p, "nvstage_stop", signal.SIGTERM))
+
+
 def _end(p: subprocess.Popen) -> None:
-    """End ``p``'s whole group: SIGTERM, ``GRACE`` seconds to clean up, then SIGKILL.
+    """End ``p``'s whole group: its stop signal, ``GRACE`` seconds to clean up, then SIGKILL.
 
     Only the thread that started ``p`` calls this (it alone reaps ``p``)."""
     try:
-        _signal_group(p.pid, signal.SIGTERM)
+        _ask_to_end(p)
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(GRACE)
     finally:
@@ -177,9 +187,9 @@ def _end(p: subprocess.Popen) -> None:
 
 
 def _end_groups(groups) -> None:
-    """SIGTERM to each group; the threads waiting for them finish the job (``_end``)."""
+    """Each group asked to end; the threads waiting for them finish the job (``_end``)."""
     for p in groups:
-        _signal_group(p.pid, signal.SIGTERM)
+        _ask_to_end(p)
 
 
 @contextlib.contextmanager
@@ -253,20 +263,25 @@ def output(argv: Sequence[str], **kw) -> str:
 
 
 def call(argv: Sequence[str], *, cwd: str | os.PathLike | None = None,
-         env: Mapping[str, str] | None = None) -> int:
+         env: Mapping[str, str] | None = None, stop: int = signal.SIGTERM,
+         leftovers: Callable[[int, int], None] | None = None) -> int:
     """Run ``argv`` with this process's stdin, stdout and stderr (what it prints goes out as
     it prints it, byte for byte) and return its exit status: the launcher's plain nvcc.
 
-    Its own group too, ended with nvstage's tools on a signal. Raises ToolMissing when it
-    cannot start."""
+    Its own group too, ended with nvstage's tools on a signal: asked with ``stop`` (nvcc
+    removes its temporary files on SIGINT only), then SIGKILL. Once a group nvstage ended is
+    gone, ``leftovers(pid, started_ns)`` may remove what it left (its $TMPDIR is the user's,
+    not one of nvstage's as ``run`` gives). Raises ToolMissing when it cannot start."""
     argv = [os.fspath(a) for a in argv]
     scope = _scope.get()
     _check(scope)
+    started_ns = time.time_ns()
     try:
         p = subprocess.Popen(argv, cwd=cwd, env=dict(env) if env is not None else None,
                              shell=False, start_new_session=True)
     except OSError as e:
         raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
+    p.nvstage_stop = stop  # before it is listed: a signal handler may end it from then on
     _track(p, scope)
     try:
         while True:
@@ -275,7 +290,11 @@ def call(argv: Sequence[str], *, cwd: str | os.PathLike | None = None,
             except subprocess.TimeoutExpired:
                 _check(scope)
     except BaseException:
-        _end(p)
+        try:
+            _end(p)
+        finally:
+            if leftovers is not None:
+                leftovers(p.pid, started_ns)
         raise
     finally:
         _untrack(p, scope)

@@ -7,8 +7,9 @@ The command is read with the grammar of that nvcc (``nvcc_args``: options files,
 ``NVCC_PREPEND_FLAGS``/``NVCC_APPEND_FLAGS`` included) and, when nvstage can follow it, run
 through nvstage's pipeline: nvcc's own plan, its stages (cached, and in parallel when the
 build lends job slots), the dependency file nvcc would write. It behaves as that nvcc: the
-same output files, what the tools print on stderr in plan order, exit 0, and nothing of
-nvstage's own. Every command adds an entry to the build record (``buildlog``).
+same output files, nvcc's own warnings and what the tools print on stderr in plan order,
+exit 0, and nothing of nvstage's own. Every command adds an entry to the build record
+(``buildlog``).
 
 Where it cannot follow a command line (a mode it does not stage, an option nvcc does not
 know, a failing stage), the unchanged command runs with plain nvcc, its output and exit
@@ -160,11 +161,24 @@ def main(argv: list[str]) -> int:
     return code
 
 
+def said_while_planning(build) -> str:
+    """What nvcc itself said while it planned ("nvcc warning : incompatible redefinition for
+    option 'gpu-architecture'"): in its --dryrun output, so in the plan (remembered ones too),
+    and printed by plain nvcc on stderr before any tool runs."""
+    return "".join(f"{m}\n" for m in build.plan.messages)
+
+
 def _replay_output(build) -> None:
-    """What the tools printed, in plan order, as nvcc passes it through (bytes as decoded)."""
+    """nvcc's own warnings, then what the tools printed, in plan order, as nvcc passes it
+    through (bytes as decoded)."""
     import locale
 
     enc = locale.getpreferredencoding(False)
+    said = said_while_planning(build)
+    if said:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stderr.buffer.write(said.encode(enc, "replace"))
     for run in build.runs:
         for text, stream in ((run.stdout, sys.stdout), (run.stderr, sys.stderr)):
             if text:
@@ -175,9 +189,40 @@ def _replay_output(build) -> None:
 
 
 def _plain(nvcc: str, args: list[str], cwd: str) -> int:
+    import signal
+
     from nvstage import proc
 
-    return proc.call([nvcc, *args], cwd=cwd)
+    # nvcc removes its temporary files when interrupted (SIGINT), not on SIGTERM or SIGHUP
+    # (seen, 13.5: tmpxft_* stay in $TMPDIR): ended by nvstage, it is interrupted, and what
+    # it still leaves (SIGKILLed after the grace time) is removed.
+    return proc.call([nvcc, *args], cwd=cwd, stop=signal.SIGINT, leftovers=remove_nvcc_temps)
+
+
+# The clock file times are set from runs up to a tick behind time.time_ns().
+_TICK_NS = 50_000_000
+
+
+def remove_nvcc_temps(pid: int, started_ns: int) -> None:
+    """The temporary files the nvcc ``pid`` left in $TMPDIR (``tmpxft_<pid: 8 hex digits>_*``,
+    nvcc's own naming) once nvstage has ended it: only those changed since it started, when
+    that pid was this nvcc's alone (an older leftover of the same number is not ours)."""
+    import stat
+
+    folder = os.environ.get("TMPDIR") or "/tmp"  # where nvcc puts them
+    prefix = f"tmpxft_{pid:08x}_"
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_ctime_ns >= started_ns - _TICK_NS:
+                os.unlink(path)
+        except OSError:
+            pass
 
 
 def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
@@ -205,7 +250,7 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
         from nvstage.compiler import hit
 
         out = "".join(r.stdout for r in build.runs)
-        err = "".join(r.stderr for r in build.runs)
+        err = said_while_planning(build) + "".join(r.stderr for r in build.runs)
         entry.build = build.to_json()
         hit.record(nvcc, args, cwd, dict(os.environ), build, work,
                    hit.outputs_of(build, cwd, work), out, err, started_ns, seen=seen,

@@ -266,23 +266,43 @@ def _cached_versions(paths: list[str]) -> dict[str, str | None]:
     firsts = [same[0] for same in ask.values()]
     if len(firsts) > 1:
         import contextvars
+        import signal
         import threading
 
         failed: list[BaseException] = []
+        finished = {p: threading.Event() for p in firsts}
 
         def probe(p: str) -> None:
             try:
                 out[p] = tool_version(p)
             except BaseException as e:  # a timeout or a signal: raised here as when serial
                 failed.append(e)
+            finally:
+                finished[p].set()
 
         # Each in this thread's context: proc's tool scope ends them with the command.
         threads = [threading.Thread(target=contextvars.copy_context().run, args=(probe, p),
                                     daemon=True) for p in firsts]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        # A signal raised in this thread ends the probes' tools; waiting for the probes then
+        # lets each remove its scratch folder (a daemon thread cut off at exit left
+        # nvstage-tool-* in $TMPDIR). So the signals wait while the threads start (one
+        # raised inside Thread.start left a started probe unwaited for), and the waits are
+        # on events (an interrupted Thread.join takes the thread for finished: Python 3.11,
+        # bpo-45274). A later signal raises nothing (``proc``).
+        started: list[str] = []
+        try:
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, proc.SIGNALS)
+            try:
+                for th, p in zip(threads, firsts):
+                    th.start()
+                    started.append(p)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            for p in started:
+                finished[p].wait()
+        finally:
+            for p in started:
+                finished[p].wait()
         if failed:
             raise failed[0]
     else:
