@@ -514,3 +514,11 @@ def test_a_nul_in_a_manifest_path_is_never_a_traceback(toolkit, tmp_path):
             cp, _ = _nvstage(*args)
             assert "Traceback" not in cp.stderr and cp.returncode in (0, 1, 2, 6), \
                 (key, args, cp.stderr[-2000:])
+
+
+def test_a_nul_in_a_library_compiles_source_is_one_usage_error():
+    import nvstage
+    from nvstage.errors import UsageError
+
+    with pytest.raises(UsageError, match="NUL"):
+        nvstage.compile("k\0.cu")

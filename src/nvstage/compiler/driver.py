@@ -207,6 +207,9 @@ def check_source(src: Path, given) -> None:
     except OSError as e:  # too long, a loop of links, no access to a folder above
         raise UsageError(f"cannot use the source {shown_path(given)}: {e.strerror or e}"
                          ) from None
+    except ValueError:  # a NUL in the name: no file can have it (a library call's string)
+        raise UsageError(f"the source name {shown_path(given)!r} holds a NUL byte",
+                         hint="no file name can hold one: check how it was made") from None
     if stat.S_ISDIR(mode):
         raise UsageError(f"{shown_path(given)} is a folder, not a source file",
                          hint="give the .cu file to compile")
