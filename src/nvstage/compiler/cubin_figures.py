@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections import namedtuple
 from dataclasses import asdict, dataclass, fields
 
 from nvstage.errors import ArtifactError
@@ -102,13 +103,8 @@ class KernelFigures:
         return cls(**kw)
 
 
-@dataclass(frozen=True)
-class _Section:
-    name: str
-    type: int
-    offset: int
-    size: int
-    link: int
+# A tuple, not a dataclass: this module is imported on every build's cold path.
+_Section = namedtuple("_Section", "name type offset size link")
 
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
