@@ -44,6 +44,8 @@ def _crafted(base: dict, folder, text: str):
         for s in b["stages"]:
             if s.get("resources"):
                 s["resources"] = s["resources"].replace("_Z1kPf", "_Z1kPf" + text)
+            for f in s.get("cubin_figures") or []:  # the figures read from the cubin
+                f["kernel"] = f["kernel"].replace("_Z1kPf", "_Z1kPf" + text)
         doc.update(argv=["nvcc", text, "-c", f"k{n}{text}.cu"], reason=text, status=status,
                    cwd="/x" + text, started=doc["started"] + n)
         (rec / "tu" / f"0000000000000000{n}-1-{text[:3]}.json").write_text(json.dumps(doc))

@@ -34,6 +34,8 @@ def test_two_kernels_of_one_build_name_the_lines_whose_registers_rose(cli, chain
     rose = {(x["file"], x["line"]) for x in doc["rose_at"]}
     # gelu, inlined into both: its one line holds 11 live registers in fused, 80 in fused_wide
     assert rose == {("fusion_chain.cu", 17)}
+    (gelu,) = [x for x in doc["lines"] if x["line"] == 17]
+    assert gelu["peak_live_gpr"] == {"a": 11, "b": 80}  # README's figures
     only_b = [x for x in doc["lines"] if x["only_in"] == "b"]
     assert any("xv[k]" in (x["source_text"] or "") for x in only_b)
     text = cli("diff", chain / "fc.nvstage", "--kernel", "fused,fused_wide", "--lineinfo")

@@ -30,7 +30,9 @@ def test_each_line_with_its_sass_and_the_peak_flagged(cli, kept):
     r = cli("show", kept / "peak.nvstage", "--kernel", "peak", "--lineinfo")
     assert r.exit_code == 0, r.output
     out = r.stdout
-    assert "peak 14 live registers at lines 7, 8" in out
+    # README's figures (its show section)
+    assert "39 instructions, peak 14 live registers at lines 7, 8" in out
+    assert "14  0  2  ########################  LDG.E.CONSTANT R10, desc[UR4][R10.64]" in out
     assert "float a0 = x[i]" in out and "<- peak" in out
     assert "no SASS" in out  # the blank line 10, mix2's closing brace
     assert "(inlined at peak.cu:9)" in out
