@@ -14,27 +14,7 @@ from pathlib import Path
 
 import pytest
 
-# Slow enough in cicc (about a second here) to be caught running.
-HEAVY = """
-template <int N> struct Step {
-    __device__ static float apply(float x) {
-        return Step<N - 1>::apply(x) * 1.0001f + __sinf(x + N);
-    }
-};
-template <> struct Step<0> {
-    __device__ static float apply(float x) { return x; }
-};
-template <int N> __device__ float chain(float x) {
-    float acc = 0.f;
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc += Step<N>::apply(x + i);
-    return acc;
-}
-__global__ void heavy(float *out, const float *in) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    out[i] = chain<150>(in[i]) + chain<149>(in[i] * 2.f);
-}
-"""
+HEAVY = (Path(__file__).parents[1] / "data" / "heavy.cu").read_text()  # slow in cicc, ptxas
 ARGS = ["heavy.cu", "-c", "--arch", "sm_90"]
 # The signals these tests send. A suite started with them ignored (`nohup pytest &` ignores
 # SIGHUP, and a background job's SIGINT) would hand SIG_IGN to each build it starts, which

@@ -20,27 +20,7 @@ from nvstage import proc
 from nvstage.compiler.launcher import remove_nvcc_temps
 from nvstage.errors import Terminated
 
-# Slow enough in cicc and ptxas (seconds here) to be caught running.
-HEAVY = """
-template <int N> struct Step {
-    __device__ static float apply(float x) {
-        return Step<N - 1>::apply(x) * 1.0001f + __sinf(x + N);
-    }
-};
-template <> struct Step<0> {
-    __device__ static float apply(float x) { return x; }
-};
-template <int N> __device__ float chain(float x) {
-    float acc = 0.f;
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc += Step<N>::apply(x + i);
-    return acc;
-}
-__global__ void heavy(float *out, const float *in) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    out[i] = chain<150>(in[i]) + chain<149>(in[i] * 2.f);
-}
-"""
+HEAVY = (Path(__file__).parents[1] / "data" / "heavy.cu").read_text()  # slow in cicc, ptxas
 GENCODES = ["-gencode", "arch=compute_90,code=sm_90", "-gencode", "arch=compute_80,code=sm_80"]
 # The launcher as a build starts it, whatever the test runner ignores (a background job's
 # SIGINT, nohup's SIGHUP): those signals must reach it.
