@@ -9,7 +9,7 @@ listings are joined on the instruction offset. A run of markers names the innerm
 first and its callers after it: the instruction belongs to the first, and ``inlined_at``
 keeps the rest.
 
-Only the source a build's manifest names is ever read for its text (``sass.source_lines``:
+Only the source a build's manifest names is ever read for its text (``sass.source_reader``:
 one regular file, bounded); every other location is shown by file and line alone.
 """
 
@@ -305,37 +305,12 @@ def lines_of(path: str | os.PathLike, toolkit, *, source_text=None) -> list[Kern
     return out
 
 
-def source_reader(source: str | None, cwd: str = ""):
-    """``source_text`` for the views: the lines of ``source`` (the one file a manifest or build
-    record names; relative against ``cwd``) for a location that names it, None for any other
-    file (a document chooses no file to read)."""
-    from nvstage.inspect.sass import source_lines
-
-    if not source:
-        return None
-    target = os.path.join(cwd or "", source)
-    cache: dict[str, list[str] | None] = {}
-
-    def text(f: str):
-        if f not in cache:
-            path = os.path.join(cwd or "", f)
-            same = os.path.normpath(path) == os.path.normpath(target)
-            if not same:
-                try:
-                    same = os.path.realpath(path) == os.path.realpath(target)
-                except (OSError, ValueError):
-                    same = False
-            cache[f] = source_lines(target) if same else None
-        return cache[f]
-
-    return text
-
-
 def build_lines(build, toolkit=None) -> list[KernelLines]:
     """The line view of every cubin a build made, with the text of the source its manifest
     names."""
     from nvstage.inspect.elf import read_cubin, refine_arch
     from nvstage.inspect.fatbin import read_bytes
+    from nvstage.inspect.sass import source_reader
 
     toolkit = toolkit or build.toolkit
     text = source_reader(build.source, build.cwd)

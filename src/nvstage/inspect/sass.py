@@ -226,20 +226,18 @@ def _location(source: str) -> tuple[str, int] | None:
     return (file, int(line)) if file and line.isdecimal() else None
 
 
-def with_source_text(kernels: list[SassKernel], source: str | None, cwd: str = ""
-                     ) -> list[SassKernel]:
-    """``kernels`` with the text of each instruction's source line, where the location names
-    ``source`` (the file a build's manifest names; relative names against ``cwd``). Only that
-    file is read, once and bounded (``source_lines``); a header's location, a line past the
-    end, or a source that cannot be read keep the location alone."""
-    from dataclasses import replace
+def source_reader(source: str | None, cwd: str = ""):
+    """``source_text`` for the views: the lines of ``source`` (the one file a manifest or build
+    record names; relative against ``cwd``) for a location that names it, None for any other
+    file (a document chooses no file to read). The file is read once, when first named."""
+    if not source:
+        return None
+    target = os.path.join(cwd or "", source)
+    named: dict[str, bool] = {}
+    read: list = []  # [lines or None] once read
 
-    if not source or not any(i.source for k in kernels for i in k.instructions):
-        return kernels
-    target = os.path.join(cwd, source)
-
-    def same(path: str) -> bool:
-        path = os.path.join(cwd, path)
+    def same(f: str) -> bool:
+        path = os.path.join(cwd or "", f)
         if os.path.normpath(path) == os.path.normpath(target):
             return True
         try:
@@ -247,18 +245,35 @@ def with_source_text(kernels: list[SassKernel], source: str | None, cwd: str = "
         except (OSError, ValueError):
             return False
 
-    lines: list[str] | None = None
-    named: dict[str, bool] = {}
+    def text(f: str):
+        if not named.setdefault(f, same(f)):
+            return None
+        if not read:
+            read.append(source_lines(target))
+        return read[0]
+
+    return text
+
+
+def with_source_text(kernels: list[SassKernel], source: str | None, cwd: str = ""
+                     ) -> list[SassKernel]:
+    """``kernels`` with the text of each instruction's source line, where the location names
+    ``source`` (the file a build's manifest names; relative names against ``cwd``). Only that
+    file is read, once and bounded (``source_reader``); a header's location, a line past the
+    end, or a source that cannot be read keep the location alone."""
+    from dataclasses import replace
+
+    text = source_reader(source, cwd)
+    if text is None or not any(i.source for k in kernels for i in k.instructions):
+        return kernels
     out = []
     for k in kernels:
         ins = []
         for i in k.instructions:
             loc = _location(i.source) if i.source else None
-            if loc is not None and named.setdefault(loc[0], same(loc[0])):
-                if lines is None:
-                    lines = source_lines(target) or []
-                if 1 <= loc[1] <= len(lines):
-                    i = replace(i, source_text=lines[loc[1] - 1])
+            lines = text(loc[0]) if loc is not None else None
+            if lines and 1 <= loc[1] <= len(lines):
+                i = replace(i, source_text=lines[loc[1] - 1])
             ins.append(i)
         out.append(replace(k, instructions=tuple(ins)))
     return out

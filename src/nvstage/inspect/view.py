@@ -141,7 +141,7 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
     if LINES in sections and kind != "ptx":
         from nvstage.inspect.lineview import lines_of
 
-        from nvstage.inspect.lineview import source_reader
+        from nvstage.inspect.sass import source_reader
 
         out[LINES] = _filter(lines_of(path, toolkit, source_text=source_reader(source, cwd)),
                              kernel, key=lambda k: (k.name, k.demangled))
