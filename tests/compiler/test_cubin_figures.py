@@ -167,7 +167,8 @@ def test_a_ptxas_that_marks_no_spill_leaves_them_undecided(corpus):
     instruction is unmarked, the figures are every local store and load, called "spill or
     local array"."""
     data = next(d for label, _, d in corpus if label == "locals32 sm_90")
-    unknown = data.replace(b"Cuda compilation tools, release 13.", b"Cuda compilation tools, release 99.")
+    unknown = data.replace(b"Cuda compilation tools, release 13.",
+                           b"Cuda compilation tools, release 99.")
     by_name = {f.kernel: f for f in read_figures(unknown)}
     kept = {f.kernel: f for f in read_figures(data)}
     arrays = by_name["_Z6localsPKiPi"]
