@@ -54,8 +54,15 @@ def test_the_cmake_build_as_a_whole(cuproject_record):
             assert u.start - 1e-9 <= s.start and s.start + s.seconds <= u.end + 1e-6
         assert u.wall_seconds is not None and 0 < u.wall_seconds <= u.seconds
         assert 0 <= u.overhead_seconds < u.seconds
-    # -j2: at most two rows, and the units of one row never overlap.
-    assert 1 <= view.lanes <= 2
+    # -j2: as many rows as units ever ran at once (at most two), and the units of one row
+    # never overlap.
+    edges = sorted([(u.start, 1) for u in view.units] + [(u.end, -1) for u in view.units],
+                   key=lambda e: (e[0], e[1]))
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    assert view.lanes == peak and peak <= 2
     for lane in range(view.lanes):
         row = sorted((u for u in view.units if u.lane == lane), key=lambda u: u.start)
         assert all(a.end <= b.start + 1e-9 for a, b in zip(row, row[1:]))

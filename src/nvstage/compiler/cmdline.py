@@ -130,7 +130,7 @@ def parse(argv: list[str], grammar: Grammar) -> CompileRequest:
     return _build(req, own, grammar.parse(nvcc_words))
 
 
-_EXAMPLE = {"jobs": "4", "show": "resources", "via": "nvrtc", "nvcc": "/usr/local/cuda/bin/nvcc",
+_EXAMPLE = {"jobs": "4", "show": "resources", "via": "nvrtc", "nvcc": "$CUDA_HOME/bin/nvcc",
             "keep_dir": "build.nvstage", "output": "out.o", "archs": "sm_90",
             "gencodes": "arch=compute_90,code=sm_90", "name_exprs": "'scale<float>'"}
 
