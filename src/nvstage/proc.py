@@ -47,6 +47,7 @@ def run(
     timeout: float | None = None,
     input_text: str | None = None,
     errors: str = "replace",
+    tmpdir: str | None = None,
 ) -> Completed:
     """Run ``argv`` to completion and capture its output (text, undecodable bytes replaced).
 
@@ -54,6 +55,8 @@ def run(
     --dryrun plan): each undecodable byte then comes back as itself when the name is given
     to a tool or opened (``os.fsdecode``'s rule), where "replace" turns it into U+FFFD and so
     names another file. Text only shown to people keeps "replace".
+
+    ``tmpdir``: the tool's $TMPDIR (else one of its own, removed with the run).
 
     Raises ToolMissing when it cannot start, ToolTimeout when it ran past ``timeout``, and
     Terminated when a signal or its ``tool_scope`` ended it; its group is ended each time.
@@ -65,12 +68,13 @@ def run(
     p = tmp = None
     try:
         # A $TMPDIR of its own, removed with the run: what an ended tool leaves there (cicc's
-        # *.lgenfe.bc) goes too. No plan names it (nvcc plans with --keep-dir), and no cache
-        # key includes it.
-        with contextlib.suppress(OSError):  # an unwritable $TMPDIR: the tool may not need one
-            tmp = tempfile.mkdtemp(prefix="nvstage-tool-")
-        if tmp is not None:
-            env = {**(os.environ if env is None else env), "TMPDIR": tmp}
+        # *.lgenfe.bc) goes too. No plan names it (nvcc plans in the build's work folder), and
+        # no cache key includes it.
+        if tmpdir is None:
+            with contextlib.suppress(OSError):  # unwritable $TMPDIR: the tool may not need one
+                tmp = tempfile.mkdtemp(prefix="nvstage-tool-")
+        if tmp is not None or tmpdir is not None:
+            env = {**(os.environ if env is None else env), "TMPDIR": tmpdir or tmp}
         try:
             # Its own session: the terminal's Ctrl-C and hangup reach nvstage alone, which
             # ends the tool's whole group itself, and a tool never stops on terminal I/O.

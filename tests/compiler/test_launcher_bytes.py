@@ -4,13 +4,12 @@ plain nvcc runs of one command differ in.
 Two plain runs are compared first, byte for byte with only nvcc's per-run tokens masked (the
 temporary files' pid and the module id's names, each the same length in both), to prove the
 mask hides nvcc's own nondeterminism and nothing else. The launcher's object is then compared
-section by section: every section's bytes, every fatbin image (each cubin's sections, its
-note of ptxas's options among them: an added ``-v`` shows there), every symbol. One more
-difference is known and masked there alone: nvstage's intermediates are named as ``nvcc
---keep`` names them (``vadd.cudafe1.cpp``), where a plain run names them
-``tmpxft_<pid>_00000000-6_vadd.cudafe1.cpp``; the host object's file symbol and, with ``-G``,
-ptxas's note of its options carry the name, and the strict whole-file comparison fails on it
-(``test_whole_file_is_plain_nvccs``, expected to fail until the names follow nvcc's).
+whole, with the same mask, and section by section: every section's bytes, every fatbin image
+(each cubin's sections, its note of ptxas's options among them: an added ``-v`` shows there),
+every symbol. The launcher plans as plain nvcc does (its temporary names, pid ``00000000``):
+gcc writes the name of the file it compiles into the host object's file symbol, and ptxas,
+with ``-G``, the PTX and cubin names into the cubin. A ``-G`` fatbin is compressed, so the pid
+inside changes its size: there the images are compared unpacked, as two plain runs' are.
 """
 
 from __future__ import annotations
@@ -52,16 +51,10 @@ CASES = {
 _RUN_TOKENS = re.compile(rb"tmpxft_[0-9a-f]{8}_|\d*_INTERNAL_[0-9a-f]{8}_\d+_\w+?_[0-9a-f]{8}"
                          rb"(?:_\d+)?|\d*_GLOBAL__N__[0-9a-f]{8}_\d+_\w+?_[0-9a-f]{8}(?:_\d+)?"
                          rb"|__nv_module_id_\w+")
-# What nvstage's intermediates lack: nvcc's temporary-name prefix (the name after it is kept).
-_TEMP_PREFIX = re.compile(rb"(?:/tmp/)?tmpxft_[0-9a-f]{8}_[0-9a-f]{8}-\d+_")
 
 
 def _mask(data: bytes) -> bytes:
     return _RUN_TOKENS.sub(b"<run>", data)
-
-
-def _mask_names(data: bytes) -> bytes:
-    return _mask(_TEMP_PREFIX.sub(b"", data))
 
 
 def _launcher() -> list[str]:
@@ -103,22 +96,21 @@ def objects(toolkit, kernels, tmp_path_factory):
     return built
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_two_plain_runs_differ_only_in_run_tokens(objects, case, toolkit, tmp_path):
-    one, two, _, _ = objects[case]
-    assert len(one) == len(two)
+def _same_but_run_tokens(one: bytes, two: bytes, toolkit, tmp_path: Path) -> None:
+    """``one`` and ``two`` are the same file but for nvcc's per-run tokens: byte for byte
+    once masked, or, where a compressed fatbin (``-G``) holds them, every other section so
+    and each of its images unpacked so."""
     if _mask(one) == _mask(two):
         return
-    # -G fatbins are compressed: the pid in their names is inside. Every other section, and
-    # each image unpacked, still differs only in the masked tokens.
     from elftools.elf.elffile import ELFFile
 
     from nvstage.inspect.fatbin import image_bytes
 
     a, b = ELFFile(io.BytesIO(one)), ELFFile(io.BytesIO(two))
     fatbins = {".nv_fatbin", "__nv_relfatbin"}
-    for x, y in zip(a.iter_sections(), b.iter_sections()):
-        assert x.name == y.name and x.header == y.header
+    assert any(s.name in fatbins for s in a.iter_sections()), "not only a fatbin differs"
+    for x, y in zip(a.iter_sections(), b.iter_sections(), strict=True):
+        assert x.name == y.name
         if x.name not in fatbins:
             assert _mask(x.data()) == _mask(y.data()), x.name
     (tmp_path / "one.o").write_bytes(one)
@@ -130,6 +122,21 @@ def test_two_plain_runs_differ_only_in_run_tokens(objects, case, toolkit, tmp_pa
             assert len(x) == len(y) and _mask(x) == _mask(y)
 
 
+@pytest.mark.parametrize("case", list(CASES))
+def test_two_plain_runs_differ_only_in_run_tokens(objects, case, toolkit, tmp_path):
+    one, two, _, _ = objects[case]
+    assert len(one) == len(two)
+    _same_but_run_tokens(one, two, toolkit, tmp_path)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_whole_file_is_plain_nvccs(objects, case, toolkit, tmp_path):
+    plain, _, nvstage, _ = objects[case]
+    if case != "debug":  # uncompressed: the whole file, masked, byte for byte
+        assert _mask(plain) == _mask(nvstage)
+    _same_but_run_tokens(plain, nvstage, toolkit, tmp_path)
+
+
 def _sections(data: bytes) -> list[tuple]:
     """(name, type, flags, masked contents) of each section, the symbol table as symbols
     with masked names (its string table's offsets move with a name's length)."""
@@ -139,7 +146,7 @@ def _sections(data: bytes) -> list[tuple]:
     out = []
     for s in elf.iter_sections():
         if s["sh_type"] == "SHT_SYMTAB":
-            body = [(_mask_names(sym.name.encode()), sym["st_info"]["type"],
+            body = [(_mask(sym.name.encode()), sym["st_info"]["type"],
                      sym["st_info"]["bind"], sym["st_other"]["visibility"], sym["st_shndx"],
                      sym["st_value"], sym["st_size"]) for sym in s.iter_symbols()]
         elif s.name == ".strtab":
@@ -151,9 +158,9 @@ def _sections(data: bytes) -> list[tuple]:
             # options moves the sizes, offsets and padding alone.
             note = s.data()
             body = (note[:4], note[8:32],
-                    [_mask_names(t) for t in note[48:].rstrip(b"\0").split(b"\0")])
+                    [_mask(t) for t in note[48:].rstrip(b"\0").split(b"\0")])
         else:
-            body = _mask_names(b"" if s["sh_type"] == "SHT_NOBITS" else s.data())
+            body = _mask(b"" if s["sh_type"] == "SHT_NOBITS" else s.data())
         out.append((s.name, s["sh_type"], s["sh_flags"], s["sh_size"]
                      if s["sh_type"] == "SHT_NOBITS" else None, body))
     return out
@@ -166,7 +173,7 @@ def _images(path: Path, toolkit) -> list[tuple]:
     for kind in ("cubin", "ptx"):
         for im, data in image_bytes(path, toolkit, kind):
             out.append((kind, im.arch_name, im.section,
-                        _sections(data) if kind == "cubin" else _mask_names(data)))
+                        _sections(data) if kind == "cubin" else _mask(data)))
     return out
 
 
@@ -211,9 +218,25 @@ def test_an_added_ptxas_option_is_caught(objects, toolkit, tmp_path):
         _compare(plain, verbose, toolkit, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="nvstage names its intermediates as nvcc --keep does "
-                   "(vadd.cudafe1.cpp, not tmpxft_<pid>_00000000-6_vadd.cudafe1.cpp): the "
-                   "host object's file symbol has the shorter name")
-def test_whole_file_is_plain_nvccs(objects):
-    plain, _, nvstage, _ = objects["single"]
-    assert _mask(plain) == _mask(nvstage)
+def test_compile_is_plain_nvccs_and_kept_is_nvcc_keeps(toolkit, kernels, tmp_path):
+    """``nvstage.compile`` plans as plain nvcc does without a keep folder (its object is plain
+    nvcc's), and as ``nvcc -keep`` does with one (its object is ``nvcc -keep``'s)."""
+    from nvstage.compiler.driver import compile
+    from nvstage.compiler.options import CompileOptions
+
+    shutil.copy(kernels / "vadd.cu", tmp_path)
+
+    def nvcc(*extra: str, out: str) -> bytes:
+        cp = proc.run([toolkit.nvcc, *extra, "-c", "-arch=sm_90", "vadd.cu", "-o", out],
+                      cwd=tmp_path, timeout=600)
+        assert cp.returncode == 0, cp.stderr
+        return (tmp_path / out).read_bytes()
+
+    def ours(out: str, keep: str | None) -> bytes:
+        compile("vadd.cu", CompileOptions(archs=("sm_90",), compile_only=True, output=out),
+                toolkit=toolkit, cwd=tmp_path, keep=keep, cache=False)
+        return (tmp_path / out).read_bytes()
+
+    (tmp_path / "k").mkdir()
+    assert _mask(ours("a.o", None)) == _mask(nvcc(out="b.o"))
+    assert ours("c.o", "kept") == nvcc("-keep", "-keep-dir", "k", out="d.o")

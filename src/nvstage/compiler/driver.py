@@ -1,8 +1,10 @@
 """Run nvcc's own plan stage by stage: time each stage, record every artifact, keep or clean.
 
-nvcc is asked for its plan with ``--dryrun --keep --keep-dir DIR`` and the user's flags, so the
-intermediate files get readable names (``vadd.ptx``, ``vadd.sm_90.cubin``) instead of
-``/tmp/tmpxft_...``. Without ``--keep``, DIR is a temporary folder removed afterwards.
+nvcc is asked for its plan with the user's flags and ``--dryrun``. For a kept folder, with
+``--keep --keep-dir DIR`` too, so the intermediate files get the names people read
+(``vadd.ptx``, ``vadd.sm_90.cubin``). Otherwise as plain nvcc plans (``tmpxft_...`` names) in
+a temporary folder removed afterwards: the names reach the object, which is then plain nvcc's
+byte for byte.
 The stages then run as a graph (``scheduler``), through the stage cache (``cache.stage``),
 in a locked work folder (``workdir``), and make one ``Build`` record (``record``).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shutil
 import stat
 import time
@@ -76,7 +79,8 @@ def compile(  # noqa: A001 - the verb users expect
 
     with work_folder(keep, cwd) as work:
         plan, dryrun_argv, plan_seconds = make_plan(os.fspath(source), options, toolkit, work,
-                                                    cwd, remember=store is not None)
+                                                    cwd, remember=store is not None,
+                                                    kept=keep is not None)
         return _build(plan, dryrun_argv, plan_seconds, source=str(src), options=options,
                       toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
                       jobs=jobs, store=store, t_start=t_start, on_built=on_built,
@@ -98,8 +102,8 @@ def compile_command(
     on_built=None,
 ) -> Build:
     """Run an nvcc command line (``args``, as a build system gave it, without nvcc) stage by
-    stage: the launcher's build. nvcc plans it with its words unchanged (and
-    ``--dryrun --keep --keep-dir`` a temporary folder); ``source`` is its one input, and
+    stage: the launcher's build. nvcc plans it with its words unchanged (and ``--dryrun``, its
+    $TMPDIR a temporary folder); ``source`` is its one input, and
     ``depfile`` ``(target, -MMD, -MP)`` how to write a ``-MD`` dependency file.
     ``slots``: job slots lent by the build (``jobserver.JobServer``), up to ``jobs``.
     ``on_built(build, work, seen)`` is called after a successful build, while the work folder
@@ -114,7 +118,7 @@ def compile_command(
     store = open_cache(cache)
     with work_folder(None, cwd) as work:
         plan, dryrun_argv, plan_seconds = _plan_words(list(args), toolkit, work, cwd,
-                                                      remember=store is not None)
+                                                      remember=store is not None, kept=False)
         build = _build(plan, dryrun_argv, plan_seconds, source=str(Path(cwd, source)),
                        options=CompileOptions(extra=tuple(args)), toolkit=toolkit, cwd=cwd,
                        work=work, keep=None, observer=observer, jobs=jobs, store=store,
@@ -265,7 +269,8 @@ def check_outputs(plan: Plan, cwd: str) -> None:
 
 
 def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path,
-              cwd: str, *, remember: bool = False) -> tuple[Plan, list[str], float]:
+              cwd: str, *, remember: bool = False,
+              kept: bool = True) -> tuple[Plan, list[str], float]:
     """Ask nvcc for its plan with the same flags, and parse it.
 
     ``source`` is passed as the user wrote it (relative stays relative): nvcc derives
@@ -281,46 +286,70 @@ def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path
     source, output = (os.path.join(os.curdir, p) if p and p.startswith("-") else p
                       for p in (source, output))
     words = [*options.nvcc_args(), source, *(["-o", output] if output else [])]
-    return _plan_words(words, toolkit, work, cwd, remember=remember)
+    return _plan_words(words, toolkit, work, cwd, remember=remember, kept=kept)
 
 
 def _plan_words(words: list[str], toolkit: Toolkit, work: Path, cwd: str, *,
-                remember: bool = False) -> tuple[Plan, list[str], float]:
+                remember: bool = False, kept: bool = True) -> tuple[Plan, list[str], float]:
     """nvcc's plan for ``words`` (its arguments, in order), in ``work``; with ``remember``,
-    from the plan cache when nvcc printed it before (``plancache``)."""
+    from the plan cache when nvcc printed it before (``plancache``).
+
+    ``kept``: the intermediates are named as ``nvcc --keep`` names them (``vadd.cudafe1.cpp``),
+    for a folder people read. Otherwise as a plain nvcc run names them, with its $TMPDIR the
+    work folder and its pid a fixed ``00000000`` (``tmpxft_00000000_00000000-6_vadd.cudafe1.cpp``):
+    gcc writes the name into the object's file symbol, and ptxas, with ``-G``, into the cubin,
+    so an object is plain nvcc's byte for byte only with plain nvcc's names (and its plan: no
+    ``--keep`` means no standalone .fatbin, and a cleanup stage)."""
     from nvstage.compiler import plancache
 
     ph = Placeholders()
     shown_work = ph.sub(str(work))
-    argv = [toolkit.nvcc, "--dryrun", "--keep", "--keep-dir", shown_work]
+    kept = kept or shown_work != str(work)  # $TMPDIR cannot be a placeholder
+    argv = [toolkit.nvcc, "--dryrun", *(["--keep", "--keep-dir", shown_work] if kept else [])]
     argv += ph.sub_words(words)
-    k = plancache.key(toolkit.nvcc, words, cwd, os.environ) if remember else None
+    k = plancache.key(toolkit.nvcc, ["keep" if kept else "tmpxft", *words], cwd,
+                      os.environ) if remember else None
     t0 = time.perf_counter()
     text = plancache.lookup(k, shown_work, os.environ)
-    if text is not None:
-        plan = ph.restore_plan(parse_dryrun(text))
-        _resolve_tools(plan)
-        _check_fatbinary_names(plan)
-        return plan, [ph.restore(a) for a in argv], time.perf_counter() - t0
-    try:
-        # The plan's names must come back as the bytes they are: "replace" made a name with
-        # a byte that is not UTF-8 another file's name (U+FFFD), which was then compiled.
-        cp = proc.run(argv, cwd=cwd, timeout=120, errors="surrogateescape")
-    except ToolMissing as e:
-        raise ToolkitError(str(e), hint="check --nvcc / $NVSTAGE_NVCC") from e
-    if cp.returncode != 0:
-        msg = "\n".join(line for line in (cp.stderr + cp.stdout).splitlines()
-                        if not line.startswith("#$ ")).strip()
-        said = ph.restore(msg) or f"exit {cp.returncode}"
-        raise PlanError(f"nvcc rejected the build: {said}",
-                        hint="check the flags; nvcc's own message is above")
-    plan = ph.restore_plan(parse_dryrun(cp.stderr))
+    if text is None:
+        try:
+            # The plan's names must come back as the bytes they are: "replace" made a name
+            # with a byte that is not UTF-8 another file's name (U+FFFD), which was then
+            # compiled.
+            cp = proc.run(argv, cwd=cwd, timeout=120, errors="surrogateescape",
+                          tmpdir=None if kept else str(work))
+        except ToolMissing as e:
+            raise ToolkitError(str(e), hint="check --nvcc / $NVSTAGE_NVCC") from e
+        if cp.returncode != 0:
+            msg = "\n".join(line for line in (cp.stderr + cp.stdout).splitlines()
+                            if not line.startswith("#$ ")).strip()
+            said = ph.restore(msg) or f"exit {cp.returncode}"
+            raise PlanError(f"nvcc rejected the build: {said}",
+                            hint="check the flags; nvcc's own message is above")
+        text = cp.stderr if kept else _fixed_pid(cp.stderr)
+        if k is not None:
+            plancache.store(k, text, shown_work, os.environ)
+        seconds = cp.seconds
+    else:
+        seconds = time.perf_counter() - t0
+    plan = ph.restore_plan(parse_dryrun(text))
     _resolve_tools(plan)
     _check_fatbinary_names(plan)
-    if k is not None:
-        plancache.store(k, cp.stderr, shown_work, os.environ)
     shown = [ph.restore(a) for a in argv]
-    return plan, shown, cp.seconds
+    return plan, shown if kept else ["env", f"TMPDIR={work}", *shown], seconds
+
+
+# nvcc's temporary names: tmpxft_<its pid>_<a count>-<a number per kind>_<the input's name>.
+_TMPXFT = re.compile(r"(?<![\w.-])tmpxft_([0-9a-f]{8})_[0-9a-f]{8}-\d+_")
+
+
+def _fixed_pid(text: str) -> str:
+    """The plan with nvcc's pid in its temporary names made ``00000000``: the same names each
+    time (stage cache keys and the plan cache see them), as long as plain nvcc's."""
+    pids = set(_TMPXFT.findall(text))
+    if len(pids) != 1:
+        return text
+    return text.replace(f"tmpxft_{pids.pop()}_", "tmpxft_00000000_")
 
 
 def _resolve_tools(plan: Plan) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from nvstage.compiler.record import Build, StageRun
 from nvstage.report.terminal.console import plain_table
@@ -52,12 +53,17 @@ def stage_table(build: Build, width: int | None = None):
     return t
 
 
+# A build with no keep folder names its intermediates as plain nvcc does (the names reach the
+# object): the table shows them without nvcc's temporary prefix, as a kept folder names them.
+_TMPXFT = re.compile(r"tmpxft_00000000_[0-9a-f]{8}-\d+_")
+
+
 def _row(run: StageRun, build: Build, narrow: bool = False) -> list[str]:
     s = run.stage
     base = build.keep_dir or build.cwd
-    ins = [_short(p if os.path.isabs(p) else os.path.join(build.cwd, p), base)
+    ins = [_TMPXFT.sub("", _short(p if os.path.isabs(p) else os.path.join(build.cwd, p), base))
            for p in s.inputs] or ["-"]
-    outs = [a.name for a in run.artifacts] or ["-"]
+    outs = [_TMPXFT.sub("", a.name) for a in run.artifacts] or ["-"]
     if narrow:
         io = ",\n".join(ins) + "\n-> " + ",\n   ".join(outs)
     else:
@@ -92,6 +98,8 @@ def summary_line(build: Build) -> str:
         text += f"; output {os.path.relpath(build.output, build.cwd)}"
     if build.keep_dir:
         text += f"; kept in {os.path.relpath(build.keep_dir, build.cwd)}"
+    elif any(_TMPXFT.search(a.name) for r in build.runs for a in r.artifacts):
+        text += "; intermediates removed (named as plain nvcc names them: tmpxft_..._NAME)"
     return text + f"\ntoolkit: {build.toolkit.describe()}"
 
 
