@@ -56,7 +56,8 @@ def test_a_repeated_compile_is_answered_whole_with_the_same_object(folder):
     assert (folder / "k.o").read_bytes() == cold
     rows = [line for line in out.splitlines() if line.strip()[:1].isdigit()]
     assert [r.split()[1] for r in rows] == ["host-preprocess", "cudafe++", "device-preprocess",
-                                            "cicc", "ptxas", "fatbinary", "host-compile"]
+                                            "cicc", "ptxas", "fatbinary", "cleanup",
+                                            "host-compile"]
     assert all(r.rstrip().endswith("(cached)") for r in rows)
     assert "cache 7 hits, 0 misses (the whole command at once); output k.o\ntoolkit: CUDA" in err
 
