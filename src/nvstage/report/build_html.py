@@ -18,7 +18,8 @@ from pathlib import Path
 from nvstage import __version__
 from nvstage.inspect.build_view import BuildView, TranslationUnit
 from nvstage.report.build_trace import stage_rows
-from nvstage.report.html import STAGE_COLORS, clip, esc, page
+from nvstage.report.page import BASE_CSS, cards, clip, esc, page
+from nvstage.report.stage_charts import STAGE_COLORS
 from nvstage.report.units import fmt_known, fmt_share, fmt_time
 
 STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3"}
@@ -314,7 +315,7 @@ def _cards(view: BuildView) -> str:
     spilling = {(k.record.kernel) for k in view.kernels if k.record.spills}
     regs = [k for k in view.kernels if k.record.registers is not None]
     top = max(regs, key=lambda k: k.record.registers) if regs else None
-    cards = [("translation units", str(counts["units"]), False),
+    items = [("translation units", str(counts["units"]), False),
              ("build wall time", fmt_time(view.wall_seconds), False),
              ("time in nvcc commands", fmt_time(view.unit_seconds), False),
              ("parallelism", "-" if view.parallelism is None else f"{view.parallelism:.1f}x",
@@ -323,56 +324,28 @@ def _cards(view: BuildView) -> str:
              ("stage cache hit rate", fmt_share(cache["stage_hit_rate"]), False),
              ("kernels (per arch)", str(len(view.kernels)), False)]
     if top is not None:
-        cards.append((f"max registers ({clip(top.record.name, 22)})",
+        items.append((f"max registers ({clip(top.record.name, 22)})",
                       str(top.record.registers), False))
-    cards.append(("kernels that spill", str(len(spilling)), bool(spilling)))
+    items.append(("kernels that spill", str(len(spilling)), bool(spilling)))
     if counts.get("fallback"):
-        cards.append(("ran by plain nvcc", str(counts["fallback"]), True))
+        items.append(("ran by plain nvcc", str(counts["fallback"]), True))
     if counts.get("failed"):
-        cards.append(("failed", str(counts["failed"]), True))
-    return '<div class="cards" id="summary">' + "".join(
-        f'<div class="card{" bad" if bad else ""}"><div class="v">{esc(v)}</div>'
-        f'<div class="k">{esc(k)}</div></div>' for k, v, bad in cards) + "</div>"
+        items.append(("failed", str(counts["failed"]), True))
+    return cards(items)
 
 
-_CSS = """
-:root{--fg:#1d1d1f;--dim:#6e6e73;--line:#d2d2d7;--bg:#f5f5f7;--bad:#c5221f}
-*{box-sizing:border-box}
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);
- background:var(--bg);margin:0 auto;padding:24px 32px 48px;max-width:1440px}
-h1{font-size:24px;margin:0 0 4px;overflow-wrap:anywhere} h2{font-size:18px;margin:32px 0 10px}
-h3{font-size:13px;margin:18px 0 6px;color:var(--dim);text-transform:uppercase;
- letter-spacing:.04em}
-a{color:#0b57d0;text-decoration:none} a:hover{text-decoration:underline}
-.dim,.note{color:var(--dim)} .meta{color:var(--dim);margin:0 0 12px;overflow-wrap:anywhere}
-nav{display:flex;flex-wrap:wrap;gap:6px;margin:14px 0 0}
-nav a{font-size:12px;color:var(--fg);background:#fff;border:1px solid var(--line);
- border-radius:12px;padding:2px 10px}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(150px,1fr));gap:10px}
-.card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:10px 12px}
-.card .v{font-size:20px;font-weight:600;font-variant-numeric:tabular-nums;
- overflow-wrap:anywhere}
-.card .k{font-size:12px;color:var(--dim)} .card.bad{border-color:var(--bad)}
-.card.bad .v{color:var(--bad)}
-.scroll,.table-frame{overflow-x:auto;background:#fff;border:1px solid var(--line);
- border-radius:8px;max-width:100%}
-.scroll{padding:8px}
+# This page's own style, after the shared one (``page.BASE_CSS``).
+_CSS = BASE_CSS + """
 .two{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:16px}
-table{border-collapse:collapse;font-size:13px;width:100%}
 caption{caption-side:bottom;text-align:left;color:var(--dim);font-size:12px;padding:6px 8px}
-th,td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;white-space:nowrap;
- vertical-align:top}
-tbody tr:last-child td{border-bottom:none} tbody tr:hover{background:#f7f7fa}
-th{background:#f0f0f3;font-weight:600;position:sticky;top:0}
+th,td{vertical-align:top}
 table.sortable th{cursor:pointer;user-select:none}
 th[aria-sort=ascending]::after{content:" ▲";font-size:10px}
 th[aria-sort=descending]::after{content:" ▼";font-size:10px}
-th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.wrap{white-space:normal;overflow-wrap:anywhere;min-width:140px}
 td.kname{font-family:ui-monospace,monospace;font-size:12px;max-width:360px}
 td.small{font-size:12px;min-width:80px}
 td.reason{max-width:320px}
-tr.flagged td{background:#fdecea} tr.flagged td:first-child{box-shadow:inset 3px 0 var(--bad)}
 tr.state-fallback td{background:#fdf6e3} tr.state-failed td{background:#fdecea}
 details.unit-stages summary{cursor:pointer;font-family:ui-monospace,monospace}
 details.unit-stages .path,details.unit-stages .cmd{font:11px/1.3 ui-monospace,monospace;
@@ -384,12 +357,9 @@ table.stages{width:auto;margin:4px 0 6px} table.stages td,table.stages th{paddin
 .legend{font-size:12px;color:var(--dim);display:flex;flex-wrap:wrap;gap:4px 12px}
 .legend .key i{display:inline-block;width:12px;height:10px;margin-right:4px;
  vertical-align:middle;border:1px solid #aaa}
-svg text{font:12px system-ui,sans-serif;fill:var(--fg)}
-svg .axis{fill:var(--dim);font-size:11px} svg .grid{stroke:#e5e5ea;stroke-width:1}
 svg .unit-label{font-size:11px;fill:#1d1d1f;pointer-events:none;paint-order:stroke;
  stroke:#fff;stroke-width:3px;stroke-linejoin:round}
 #kernels th{white-space:normal;vertical-align:bottom}
-section{scroll-margin-top:12px}
 """
 
 # Sorting by any column of a table.sortable (numbers as numbers: each cell's data-v), and the
