@@ -5,9 +5,9 @@ cicc writes ``.loc FILE LINE COLUMN`` before the instructions of a line, and for
 ``.loc 1 4 3, function_name $L__info_string1, inlined_at 1 8 3``: the inlined function's line
 and the call it came through. A run of ``.loc`` lines before one instruction goes outermost
 first (the caller's line, then the inlined body's): the instruction belongs to the last, and
-its chain of calls is followed back through the latest ``.loc`` lines. ``function_name`` points at a string of
-``.debug_str`` written as ``.b8`` bytes (the mangled name). The ``.file`` table comes after
-the functions, so the text is read in two passes. Line 0 is code no line owns.
+its chain of calls is followed back through the latest ``.loc`` lines. ``function_name``
+points at a string of ``.debug_str`` written as ``.b8`` bytes (the mangled name). The
+``.file`` table comes after the functions, so the text is read in two passes. Line 0 is code no line owns.
 
 Pure: text in, records out; every loop is bounded by the text's length.
 """
@@ -32,8 +32,8 @@ _BYTES = re.compile(r"^[ \t]*\.b8[ \t]+([\d, \t]+)$")
 _LABEL = re.compile(r"^([\w$]+):$")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
 _HISTORY = 32  # .locs remembered to follow an inlined_at back to its call
-_MAX_NAME = 4096
-_MAX_STATEMENT = 65536  # characters of one statement kept: a crafted one never ends  # bytes of one function_name string; real ones are under a few hundred
+_MAX_NAME = 4096  # bytes of one function_name string; real ones are under a few hundred
+_MAX_STATEMENT = 65536  # characters of one statement kept: a crafted one never ends
 
 
 @dataclass(frozen=True)
