@@ -7,7 +7,8 @@ and the call it came through. A run of ``.loc`` lines before one instruction goe
 first (the caller's line, then the inlined body's): the instruction belongs to the last, and
 its chain of calls is followed back through the latest ``.loc`` lines. ``function_name``
 points at a string of ``.debug_str`` written as ``.b8`` bytes (the mangled name). The
-``.file`` table comes after the functions, so the text is read in two passes. Line 0 is code no line owns.
+``.file`` table comes after the functions, so the text is read in two passes. Line 0 is
+code no line owns.
 
 Pure: text in, records out; every loop is bounded by the text's length.
 """
