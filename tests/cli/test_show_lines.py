@@ -47,7 +47,8 @@ def test_json_records_per_instruction_and_per_line(cli, kept):
     ins = k["instructions"][0]
     assert {"offset", "text", "file", "line", "live_gpr", "live_pred", "live_ugpr"} <= set(ins)
     lines = {ln["line"]: ln for ln in k["lines"]}
-    assert lines[7]["peak"] and lines[7]["source_text"].startswith("float a0")
+    assert lines[7]["peak"] and lines[7]["source_text"] == "  float a0 = x[i], a1 = x[i + n], "\
+        "a2 = x[i + 2 * n], a3 = x[i + 3 * n];"  # indented as written
     assert lines[10]["instructions"] == 0
 
 

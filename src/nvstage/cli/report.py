@@ -67,7 +67,7 @@ def report_cmd(
             from nvstage.report.build_html import write_build_report
 
             page = write_build_report(build, output, build_trace=build_trace, block=block,
-                                      title=title)
+                                      title=title, nvcc=nvcc)
             notes(page.view.notes)
         else:
             if build_trace is not None:

@@ -74,7 +74,8 @@ class LineInstruction:
 class SourceLine:
     file: str
     line: int
-    text: str | None  # None where the file is not the build's own source, or unreadable
+    text: str | None  # indented as written; None where the file is not the build's own
+    # source, or unreadable
     instructions: int
     peak_gpr: int | None  # the most general registers live at one of its instructions
     peak: bool = False  # holds the kernel's peak
@@ -386,7 +387,7 @@ def build_lines(build, toolkit=None) -> list[KernelLines]:
     from nvstage.inspect.sass import source_reader
 
     toolkit = toolkit or build.toolkit
-    text = source_reader(build.source, build.cwd)
+    text = source_reader(build.source, build.cwd, indent=True)
     kept = []
     for a in build.artifacts:
         if a.kind == "ptx" and os.path.isfile(a.path):

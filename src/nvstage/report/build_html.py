@@ -18,6 +18,9 @@ from pathlib import Path
 from nvstage import __version__
 from nvstage.inspect.build_view import BuildView, TranslationUnit
 from nvstage.report.build_trace import stage_rows
+from nvstage.report.lines_html import CSS as LINES_CSS
+from nvstage.report.lines_html import JS as LINES_JS
+from nvstage.report.lines_html import kernel_view, missing_view
 from nvstage.report.page import BASE_CSS, cards, clip, esc, page
 from nvstage.report.stage_charts import STAGE_COLORS
 from nvstage.report.units import fmt_known, fmt_share, fmt_time
@@ -275,16 +278,19 @@ def _units_table(view: BuildView) -> str:
                             ("kernels", True), ("why not staged / failed", False)], rows)
 
 
-def _kernels_table(view: BuildView) -> str:
+def _kernels_table(view: BuildView, linked: bool = False) -> str:
+    """``linked``: each kernel's name links to its code view below the table."""
     rows = []
-    for k in view.kernels:
+    for n, k in enumerate(view.kernels):
         r, u, occ = k.record, view.units[k.unit], k.occupancy
         spill = r.spills
         occ_text = "-" if occ is None else f"{occ.occupancy:.0%}"
         best = "-" if k.best is None else f"{k.best.block_size} ({k.best.occupancy:.0%})"
         rows.append(
             f'<tr{" class=flagged" if spill else ""}>'
-            + _cell(r.name, cls="wrap kname", sort=r.name)
+            + (_cell(f'<a class="kv-link" href="#kv-{n}" title="source and SASS">'
+                     f"{esc(r.name)}</a>", raw=True, cls="wrap kname", sort=r.name)
+               if linked else _cell(r.name, cls="wrap kname", sort=r.name))
             + _cell(r.arch, sort=r.arch)
             + _cell(_unit_link(u), raw=True, sort=u.name)
             + _cell(fmt_known(r.registers), num=True,
@@ -335,7 +341,7 @@ def _cards(view: BuildView) -> str:
 
 
 # This page's own style, after the shared one (``page.BASE_CSS``).
-_CSS = BASE_CSS + """
+_CSS = BASE_CSS + LINES_CSS + """
 .two{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:16px}
 caption{caption-side:bottom;text-align:left;color:var(--dim);font-size:12px;padding:6px 8px}
 th,td{vertical-align:top}
@@ -399,8 +405,36 @@ _JS = """
 """
 
 
-def render_build(view: BuildView, *, title: str | None = None) -> str:
-    """The whole page as one string. Pure: everything comes from ``view``."""
+def _root(view: BuildView) -> str:
+    """The folder paths are shown from: the one that holds the build folder and the sources
+    (a CMake build beside its project), unless that is the file system's root."""
+    paths = [os.path.abspath(view.folder)] + [u.source for u in view.units
+                                              if u.source and os.path.isabs(u.source)]
+    try:
+        root = os.path.commonpath(paths)
+    except ValueError:
+        return ""
+    return "" if root == os.path.dirname(root) else root
+
+
+def _code_views(view: BuildView, views: dict) -> str:
+    out = []
+    root = _root(view)
+    for n, row in enumerate(view.kernels):
+        got = views.get(n, "not read")
+        u = view.units[row.unit]
+        if isinstance(got, str):
+            out.append(missing_view(f"kv-{n}", f"{row.record.name} ({row.record.arch}, "
+                                    f"{u.name})", got))
+        else:
+            out.append(kernel_view(got, f"kv-{n}", root=root, where=u.name))
+    return "".join(out)
+
+
+def render_build(view: BuildView, *, title: str | None = None,
+                 views: dict | None = None) -> str:
+    """The whole page as one string. Pure: everything comes from ``view``, and ``views``
+    (``inspect.record_lines``: each kernel row's code, or why there is none)."""
     folder = os.path.abspath(view.folder)
     name = os.path.basename(os.path.dirname(folder) if os.path.basename(folder) ==
                             ".nvstage-build" else folder) or folder
@@ -413,6 +447,8 @@ def render_build(view: BuildView, *, title: str | None = None) -> str:
              "<nav>" + "".join(f'<a href="#{i}">{esc(t)}</a>' for i, t in (
                  ("timeline", "timeline"), ("slowest", "slowest"), ("kinds", "stage kinds"),
                  ("units-section", "translation units"), ("kernels-section", "kernels"))
+                 + ((("code-section", "kernel code"),) if views is not None and view.kernels
+                    else ())
                  + ((("notes", "notes"),) if view.notes else ())) + "</nav>"]
     if view.units:
         parts.append('<section id="timeline"><h2>Timeline</h2>'
@@ -437,14 +473,19 @@ def render_build(view: BuildView, *, title: str | None = None) -> str:
                  '<p class="note">open a unit for its stages and command</p>'
                  + _units_table(view) + "</section>")
     parts.append('<section id="kernels-section"><h2>Kernels</h2>'
-                 + (_kernels_table(view) if view.kernels else
+                 + (_kernels_table(view, linked=views is not None) if view.kernels else
                     '<p class="note">no kernel figures in this record</p>') + "</section>")
+    if views is not None and view.kernels:
+        parts.append('<section id="code-section"><h2>Kernel code</h2>'
+                     '<p class="note">each kernel\'s source beside its SASS, read from the '
+                     "object its unit wrote; a kernel's name in the table opens it</p>"
+                     + _code_views(view, views) + "</section>")
     if view.notes:
         parts.append('<section id="notes"><h2>Notes</h2><ul>'
                      + "".join(f"<li>{esc(n)}</li>" for n in view.notes) + "</ul></section>")
     data = {"schema": "nvstage.build-report/1", "units": len(view.units),
             "kernels": len(view.kernels), "lanes": view.lanes}
-    return page(title, _CSS, "\n".join(parts), data, _JS)
+    return page(title, _CSS, "\n".join(parts), data, LINES_JS + _JS)
 
 
 @dataclass
@@ -464,10 +505,13 @@ class BuildReport:
 
 def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
                        build_trace=None, block: int | None = None,
-                       title: str | None = None) -> BuildReport:
+                       title: str | None = None, code: bool = True, toolkit=None,
+                       nvcc: str | None = None) -> BuildReport:
     """Read the build record at ``record`` (a build folder or its ``.nvstage-build``; or a
     ``BuildView`` already read) and write the page to ``output`` (default: report.html in
-    the record folder), and with ``build_trace`` the timeline as a Chrome trace there."""
+    the record folder), and with ``build_trace`` the timeline as a Chrome trace there.
+    ``code``: each kernel's source and SASS too, read from the objects the units wrote with
+    ``toolkit`` (else ``nvcc``'s, else the pip wheels')."""
     from nvstage.artifacts import is_folder, write_atomic
     from nvstage.errors import UsageError, WriteError
     from nvstage.inspect.build_view import DEFAULT_BLOCK, load_build_view
@@ -481,8 +525,20 @@ def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
             raise UsageError(f"{option} {path} is a folder",
                              hint=f"give a file: {option} {Path(path) / 'build.html'}"
                              if option == "-o" else f"give a file: {option} build-trace.json")
+    views = None
+    if code and view.kernels:
+        from nvstage.compiler.toolkit import find_toolkit
+        from nvstage.inspect.record_lines import record_lines
+
+        from nvstage.errors import NvstageError
+
+        try:
+            views = record_lines(view, toolkit or find_toolkit(nvcc))
+        except NvstageError as e:  # no toolkit to read them with: the figures still show
+            views = dict.fromkeys(range(len(view.kernels)), f"not read: {e.message}")
     try:
-        write_atomic(out, render_build(view, title=title), in_document_folder=output is None)
+        write_atomic(out, render_build(view, title=title, views=views),
+                     in_document_folder=output is None)
         if build_trace is not None:
             # Compact: a big build's trace is megabytes, and only tools read it.
             write_atomic(build_trace, json.dumps(chrome_build_trace(view), allow_nan=False,

@@ -17,6 +17,9 @@ from nvstage import __version__
 from nvstage.artifacts import read_regular
 from nvstage.errors import NvstageError
 from nvstage.inspect.kernels import display_name
+from nvstage.report.lines_html import CSS as LINES_CSS
+from nvstage.report.lines_html import JS as LINES_JS
+from nvstage.report.lines_html import kernel_view
 from nvstage.report.page import BASE_CSS, cards, clip, esc, page
 from nvstage.report.run_charts import decomposition_svg, run_report, trace_svg
 from nvstage.report.stage_charts import gantt_svg, restored, stage_graph_svg, wall_words
@@ -35,7 +38,7 @@ class ReportInputs:
     resources: list = field(default_factory=list)  # KernelRecord
     fatbin: list = field(default_factory=list)  # FatbinImage
     names: dict[str, str] = field(default_factory=dict)  # the fatbin's kernels, demangled
-    sass: list = field(default_factory=list)  # SassKernel
+    lines: list = field(default_factory=list)  # KernelLines: source, SASS, PTX, live registers
     ptx: list[tuple[str, str]] = field(default_factory=list)  # (file name, text)
     run: RunReport | None = None  # an nvstage.run/1 document, read
     trace: dict | None = None  # Chrome trace
@@ -73,11 +76,11 @@ def gather(build, *, toolkit=None, run: RunReport | dict | None = None,
                 break
             except (NvstageError, OSError) as e:
                 inp.notes.append(f"fatbin inventory of {a.name}: {getattr(e, 'message', e)}")
-    if sass:
+    if sass:  # two nvdisasm listings per cubin, joined line by line (inspect.lineview)
         try:
-            from nvstage.inspect.sass import build_sass
+            from nvstage.inspect.lineview import build_lines
 
-            inp.sass = list(build_sass(build, toolkit))
+            inp.lines = build_lines(build, toolkit)
         except (NvstageError, OSError, ImportError) as e:
             inp.notes.append(f"SASS: {getattr(e, 'message', e)}")
     for a in build.artifacts:
@@ -126,7 +129,7 @@ def _code(title: str, text: str, cls: str) -> str:
 
 
 # This page's own style, after the shared one (``page.BASE_CSS``).
-_CSS = BASE_CSS + """
+_CSS = BASE_CSS + LINES_CSS + """
 td.wrap{white-space:pre-line;min-width:160px;overflow-wrap:anywhere}
 svg .box-title{font-weight:600} svg .box-sub{fill:var(--dim);font-size:11px}
 svg .artifact{font:11px ui-monospace,monospace;fill:#333} svg .size{fill:var(--dim)}
@@ -205,19 +208,17 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
                      + _table("fatbin", ["image", "kind", "arch", "bytes", "section", "role",
                                          "kernels"], frows, {3}, wrap={6})
                      + "</section>")
-    if inp.sass or inp.ptx:
-        parts.append('<section id="code"><h2>SASS and PTX</h2>'
-                     '<p class="note">click a listing to open it</p>')
-        for k in inp.sass:
-            text = "\n".join(f"/*{i.offset:04x}*/ {i.text}"
-                             + (f"    // {i.source}" if i.source else "")
-                             + (f"  {i.source_text}" if i.source_text else "")
-                             for i in k.code)
-            if k.padding:
-                text += (f"\n/*{k.instructions[len(k.code)].offset:04x}*/ NOP x{k.padding}"
-                         "    // padding to the 128-byte boundary, never issued")
-            parts.append(_code(f"SASS {k.demangled or k.name} ({k.arch}, "
-                               f"{k.instruction_count} instructions)", text, "sass"))
+    if inp.lines:
+        parts.append('<section id="code"><h2>Source and SASS</h2>'
+                     '<p class="note">each kernel on each arch; open one to see its source '
+                     "beside its SASS</p>")
+        root = b.cwd or os.path.dirname(os.path.abspath(b.source))
+        for n, k in enumerate(inp.lines):
+            parts.append(kernel_view(k, f"kv-{n}", root=root, open_=n == 0))
+        parts.append("</section>")
+    if inp.ptx:
+        parts.append('<section id="ptx"><h2>PTX</h2>'
+                     '<p class="note">click a module to open it</p>')
         for name, text in inp.ptx:
             parts.append(_code(f"PTX {name}", text, "ptx"))
         parts.append("</section>")
@@ -260,7 +261,8 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
     data = {"schema": "nvstage.report/1", "source": b.source, "stages": len(b.runs),
             "kernels": sorted({r.demangled for r in inp.resources}),
             "run": inp.run is not None}
-    return page(title, _CSS, "\n".join(parts) + '<div id="tip"></div>', data, _JS)
+    return page(title, _CSS, "\n".join(parts) + '<div id="tip"></div>', data,
+                LINES_JS + _JS)
 
 
 def _spills(row) -> bool:
@@ -306,8 +308,10 @@ def _nav(inp: ReportInputs) -> str:
              ("resources-section", "resources")]
     if inp.fatbin:
         links.append(("fatbin-section", "fatbin"))
-    if inp.sass or inp.ptx:
-        links.append(("code", "SASS and PTX"))
+    if inp.lines:
+        links.append(("code", "source and SASS"))
+    if inp.ptx:
+        links.append(("ptx", "PTX"))
     if inp.run is not None or inp.trace is not None:
         links.append(("run", "GPU run"))
     if inp.notes:
@@ -332,7 +336,7 @@ class HtmlReport:
     def to_json(self) -> dict:
         inp = self.inputs
         return {"output": self.path, "notes": inp.notes,
-                "sections": {"resources": len(inp.resources), "sass": len(inp.sass),
+                "sections": {"resources": len(inp.resources), "sass": len(inp.lines),
                              "ptx": len(inp.ptx), "fatbin": len(inp.fatbin),
                              "run": inp.run is not None}}
 

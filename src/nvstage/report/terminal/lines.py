@@ -70,7 +70,7 @@ def render_lines(kernels, con, _listing=True) -> None:
                 stats += f", ptx {ln.ptx_instructions}"
             if ln.mix:
                 stats += " | " + ", ".join(f"{c} {n}" for c, n in ln.mix.items())
-            text = ln.text if ln.text is not None else ""
+            text = ln.text.strip() if ln.text is not None else ""
             line = Text(f"{ln.line:>5} | {text}", style="bold" if ln.peak else None)
             line.append(f"   [{stats}]{mark}", style="cyan" if ln.instructions else "dim")
             con.print(line, soft_wrap=True)
