@@ -259,7 +259,8 @@ CSS = highlight.CSS + """
 .ai{display:grid;grid-template-columns:3.6em 52px 2.2em minmax(0,1fr);cursor:pointer}
 .pi{display:grid;grid-template-columns:3.6em minmax(0,1fr);cursor:pointer}
 .ai:not([data-l]),.pi:not([data-l]){cursor:default}
-.cd{white-space:pre-wrap;overflow-wrap:anywhere;min-width:0;padding:0 6px}
+.cd{white-space:pre-wrap;overflow-wrap:anywhere;min-width:0;padding:0 6px 0 calc(6px + 2ch);
+ text-indent:-2ch}
 .ln,.off,.lc,.ct{color:#8a8f98;text-align:right;padding-right:6px;user-select:none}
 .sl .ln{border-right:1px solid var(--line)} .sl.peak .ln{color:var(--bad);font-weight:700}
 .ct{color:#6e6e73;font-size:11px}
