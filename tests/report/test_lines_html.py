@@ -42,12 +42,13 @@ def test_each_sass_row_links_to_the_source_line_it_came_from():
     assert keys == {f"0:{ln.line}" for ln in k.lines if ln.instructions}
     colour = {key: re.search(r"c\d", c).group(0) for c, key in src if key}
     for cls, key in sass:
-        if key:
-            assert key in keys and colour[key] in cls.split()
+        if key:  # its own line first (its colour), then the call it was inlined through
+            own, *calls = key.split()
+            assert own in keys and colour[own] in cls.split() and set(calls) <= keys
     by_line = {}
     for i in k.instructions:
         by_line[f"0:{i.line}"] = by_line.get(f"0:{i.line}", 0) + 1
-    assert {key: sum(1 for _, s in sass if s == key) for key in keys} == by_line
+    assert {key: sum(1 for _, s in sass if s.split()[0] == key) for key in keys} == by_line
     # adjacent lines with code never share a colour
     ordered = [colour[key] for _, key in src if key]
     assert all(a != b for a, b in zip(ordered, ordered[1:]))
@@ -72,8 +73,9 @@ def test_the_path_once_labels_peak_lines_and_live_bars():
 
 def test_inlined_code_says_where_it_was_called():
     html = kernel_view(_kernel(), "kv-0")
-    assert re.search(r'class="ai c\d" data-l="0:2" title="[^"]*peak.cu:2 inlined at peak.cu:9',
-                     html)
+    # mix2's body (line 2) names its call (line 9): hovering line 9 lights it too
+    assert re.search(r'class="ai c\d" data-l="0:2 0:9" title="[^"]*peak.cu:2 inlined at '
+                     r'peak.cu:9', html)
 
 
 def test_without_line_info_one_line_and_the_sass_with_live_registers():

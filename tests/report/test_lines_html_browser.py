@@ -99,13 +99,15 @@ def test_source_and_sass_linked_both_ways_without_clipping(pages, browser, width
     got = tab.evaluate(_SIDEWAYS)
     assert got["page"][0] <= got["page"][1] == width, got["page"]
     assert got["clipped"] == [], got["clipped"]
-    # The loop body, line 22: hover it and its SASS lights up, and nothing else does.
+    # The loop body, line 22: hover it and its SASS lights up (with clamp01's and smooth's,
+    # inlined into it), and nothing else does.
     line = view.locator('.kv-src .sl[data-l="0:22"]')
     assert "for" not in line.inner_text() and "clamp01" in line.inner_text()
     line.hover()
-    sass = view.locator('.kv-sass .ai[data-l="0:22"]')
+    sass = view.locator('.kv-sass .ai[data-l~="0:22"]')
     n = sass.count()
-    assert n > 0 and all("hl" in c for c in _classes(view, '.kv-sass .ai[data-l="0:22"]'))
+    own = view.locator('.kv-sass .ai[data-l="0:22"]').count()
+    assert n > own > 0 and all("hl" in c for c in _classes(view, '.kv-sass .ai[data-l~="0:22"]'))
     assert view.locator(".kv-sass .ai.hl").count() == n
     assert "hl" in line.get_attribute("class")
     # A click pins it; the SASS pane scrolls to the first of them.
@@ -114,17 +116,20 @@ def test_source_and_sass_linked_both_ways_without_clipping(pages, browser, width
     assert sass.first.is_visible()
     shots = _shots(tmp_path)
     tab.locator("#code").screenshot(path=str(shots / f"stencil-{width}.png"))
-    # The other way: a SASS instruction of line 4 (smooth, inlined twice) lights its line.
-    ins = view.locator('.kv-sass .ai[data-l="0:4"]').first
+    # The other way: a SASS instruction of line 4 (smooth, inlined into clamp01 at line 8,
+    # inlined into the kernel at 22) lights its line and the two calls it came through.
+    ins = view.locator('.kv-sass .ai[data-l^="0:4 "]').first
+    assert ins.get_attribute("data-l") == "0:4 0:8 0:22"
     ins.scroll_into_view_if_needed()
     ins.hover()
     src4 = view.locator('.kv-src .sl[data-l="0:4"]')
     assert "hl" in src4.get_attribute("class") and "0.25f * a" in src4.inner_text()
-    assert view.locator(".kv-src .sl.hl").count() == 1
+    lit = view.locator(".kv-src .sl.hl").evaluate_all("e => e.map(x => x.dataset.l)")
+    assert lit == ["0:4", "0:8", "0:22"]
     ins.click()
     assert "sel" in src4.get_attribute("class")
     assert view.locator(".kv-sass .ai.sel").count() == \
-        view.locator('.kv-sass .ai[data-l="0:4"]').count()
+        view.locator('.kv-sass .ai[data-l~="0:4"]').count()
     # The PTX tab: its statements link to the same lines (line 9 has PTX and no SASS).
     view.locator('.kv-tab[data-pane="ptx"]').click()
     assert view.locator(".kv-ptx").is_visible() and not view.locator(".kv-sass").is_visible()
@@ -154,7 +159,7 @@ def test_a_wide_fused_kernel_fits(pages, browser, width, tmp_path):
     line = view.locator('.kv-src .sl.peak').first
     line.click()
     assert view.locator(".kv-sass .ai.sel").count() == \
-        view.locator(f'.kv-sass .ai[data-l="{line.get_attribute("data-l")}"]').count() > 0
+        view.locator(f'.kv-sass .ai[data-l~="{line.get_attribute("data-l")}"]').count() > 0
     view.screenshot(path=str(_shots(tmp_path) / f"fused_wide-{width}.png"))
     tab.close()
     assert errors == []

@@ -108,15 +108,26 @@ def _source_pane(k, keys: dict, colour: dict, root: str) -> str:
     return "".join(out)
 
 
+def _link(keys: dict, file, line, inlined_at, same_file) -> tuple[str | None, str]:
+    """(its line's key, the ``data-l`` attribute) of an instruction: the line it came from
+    first (its colour), then the lines of the calls it was inlined through, so a call's line
+    lights up the code inlined into it too (a header's atomicAdd under the line calling it)."""
+    where = [(same_file(file), line)] + [(same_file(f), n) for f, n in inlined_at]
+    found = [keys[w] for w in where if w[1] is not None and w in keys]
+    own = keys.get(where[0]) if line is not None else None
+    if not found:
+        return None, ""
+    return own, f' data-l="{" ".join(dict.fromkeys(found))}"'
+
+
 def _sass_pane(k, keys: dict, colour: dict) -> str:
     out = []
     peak = k.peak_gpr
     for i in k.instructions[:MAX_VIEW_ROWS]:
         if i.label:
             out.append(f'<div class="lb">{esc(i.label)}:</div>')
-        key = keys.get((i.file, i.line)) if i.line is not None else None
+        key, attr = _link(keys, i.file, i.line, i.inlined_at, lambda f: f)
         cls = "ai" + (f" c{colour[key]}" if key else "")
-        attr = f' data-l="{key}"' if key else ""
         live = i.live
         tip = (f"{live.get('GPR', 0)} general, {live.get('PRED', 0)} predicate, "
                f"{live.get('UGPR', 0)} uniform registers live" if live else
@@ -149,10 +160,8 @@ def _ptx_pane(k, keys: dict, colour: dict) -> str:
     for p in k.ptx.instructions[:MAX_VIEW_ROWS]:
         if p.label:
             out.append(f'<div class="lb">{esc(p.label)}:</div>')
-        f = match_file(p.file, files)
-        key = keys.get((f, p.line)) if p.line is not None else None
+        key, attr = _link(keys, p.file, p.line, p.inlined_at, lambda f: match_file(f, files))
         cls = "pi" + (f" c{colour[key]}" if key else "")
-        attr = f' data-l="{key}"' if key else ""
         tip = f"PTX line {p.number}" + (f"; {os.path.basename(p.file or '?')}:{p.line}"
                                          if p.line is not None else "")
         if p.function:
@@ -272,27 +281,41 @@ CSS = highlight.CSS + """
 """ + "".join(f".c{n}{{background:{c}}}" for n, c in enumerate(_PALETTE)) + "\n"
 
 # Linking both ways: hover marks a line's rows on every pane (``hl``); a click pins them
-# (``sel``) and scrolls the other panes to the first; tabs switch SASS and PTX; a link to a
-# view's id opens it.
+# (``sel``) and scrolls the other panes to the first. An instruction's ``data-l`` lists its own
+# line and the calls it was inlined through: a call's line marks the code inlined into it.
+# Tabs switch SASS and PTX; a link to a view's id opens it.
 JS = """
 (function(){
   document.querySelectorAll('.kview').forEach(function(view){
-    var rows = {}, hovered = null, selected = null;
+    var rows = {}, lit = {hl: [], sel: []}, ids = {hl: null, sel: null};
     view.querySelectorAll('[data-l]').forEach(function(el){
-      var k = el.getAttribute('data-l'); (rows[k] = rows[k] || []).push(el);
+      el.getAttribute('data-l').split(' ').forEach(function(k){
+        (rows[k] = rows[k] || []).push(el); });
     });
-    function mark(key, cls, on){
-      (rows[key] || []).forEach(function(el){ el.classList.toggle(cls, on); });
+    // A source line: every row naming it. An instruction: the rows of its own line, and
+    // the source lines of the calls it was inlined through.
+    function targets(el){
+      var keys = el.getAttribute('data-l').split(' ');
+      var out = (rows[keys[0]] || []).slice();
+      if (!el.classList.contains('sl')) keys.slice(1).forEach(function(k){
+        (rows[k] || []).forEach(function(r){ if (r.classList.contains('sl')) out.push(r); });
+      });
+      return out;
     }
-    function hover(key){
-      if (key === hovered) return;
-      if (hovered) mark(hovered, 'hl', false);
-      hovered = key; if (key) mark(key, 'hl', true);
+    function light(cls, el){
+      var id = el ? (el.classList.contains('sl') ? 's ' : 'i ') + el.getAttribute('data-l')
+                  : null;
+      if (cls === 'sel' && id === ids.sel) id = el = null;  // a second click lets go
+      if (id === ids[cls]) return null;
+      lit[cls].forEach(function(r){ r.classList.remove(cls); });
+      ids[cls] = id; lit[cls] = el ? targets(el) : [];
+      lit[cls].forEach(function(r){ r.classList.add(cls); });
+      return el;
     }
     view.addEventListener('mouseover', function(ev){
-      var el = ev.target.closest('[data-l]'); hover(el ? el.getAttribute('data-l') : null);
+      light('hl', ev.target.closest('[data-l]'));
     });
-    view.addEventListener('mouseleave', function(){ hover(null); });
+    view.addEventListener('mouseleave', function(){ light('hl', null); });
     view.addEventListener('click', function(ev){
       var tab = ev.target.closest('.kv-tab');
       if (tab){
@@ -303,15 +326,11 @@ JS = """
           c.hidden = c.getAttribute('data-pane') !== tab.getAttribute('data-pane'); });
         return;
       }
-      var el = ev.target.closest('[data-l]'); if (!el) return;
-      var key = el.getAttribute('data-l');
-      if (selected) mark(selected, 'sel', false);
-      selected = selected === key ? null : key;
-      if (!selected) return;
-      mark(selected, 'sel', true);
+      var el = light('sel', ev.target.closest('[data-l]'));
+      if (!el) return;
       view.querySelectorAll('.kv-code').forEach(function(code){
         if (code.contains(el) || code.hidden) return;
-        var first = (rows[key] || []).filter(function(r){ return code.contains(r); })[0];
+        var first = lit.sel.filter(function(r){ return code.contains(r); })[0];
         if (first) code.scrollTop = first.offsetTop - code.clientHeight / 3;
       });
     });
