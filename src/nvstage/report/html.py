@@ -342,12 +342,14 @@ class HtmlReport:
 
 
 def write_report(build, output=None, *, toolkit=None, run=None, trace=None,
-                 title: str | None = None, nvcc: str | None = None) -> HtmlReport:
+                 title: str | None = None, nvcc: str | None = None,
+                 code: bool = True) -> HtmlReport:
     """Gather, render and write the page atomically. ``build``: a ``Build``, keep folder or
     stages.json; ``output``: default report.html in the keep folder (a link planted there is
     replaced, never written through); ``run`` and ``trace``: a run document and a Chrome
     trace, as paths or loaded. Read with ``toolkit``, else ``nvcc``'s, else the pip wheels':
-    never the toolkit the manifest names (a document does not choose programs)."""
+    never the toolkit the manifest names (a document does not choose programs). ``code``:
+    each kernel's source beside its SASS (two nvdisasm runs per cubin)."""
     from nvstage.artifacts import is_folder, write_atomic
     from nvstage.compiler.record import Build, load_build, manifest_path
     from nvstage.compiler.toolkit import find_toolkit
@@ -365,7 +367,7 @@ def write_report(build, output=None, *, toolkit=None, run=None, trace=None,
     run_doc = load_run_doc(run, "run document") if run is not None else None
     trace_doc = load_trace_doc(trace) if trace is not None and not isinstance(trace, dict) \
         else trace
-    inp = gather(b, toolkit=toolkit, run=run_doc, trace=trace_doc)
+    inp = gather(b, toolkit=toolkit, run=run_doc, trace=trace_doc, sass=code)
     try:
         write_atomic(out, render(inp, title=title), in_document_folder=output is None)
     except WriteError as e:  # its message names the file and what is wrong with it
