@@ -11,6 +11,10 @@ keeps the rest.
 
 Only the source a build's manifest names is ever read for its text (``sass.source_reader``:
 one regular file, bounded); every other location is shown by file and line alone.
+
+Each line also gets its instruction mix (``inspect.mix``'s one table) and, where the build kept
+the PTX the cubin was made from, the PTX instructions its ``.loc`` directives give the line
+(``inspect.ptx_lines``; a line may have PTX and no SASS of its own).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ _HEADER = re.compile(r"^\s*//\s*\|((?:\s*[A-Z]+\s*\|)+)\s*$")
 _LABEL = re.compile(r"^\s*(\.L\w+):")
 _REGISTER_COUNT = "Invalid register count"
 COLUMNS = ("GPR", "PRED", "UGPR", "UPRED")
+MAX_SPAN = 20_000  # source lines listed between a kernel's first and last line with code
 
 
 @dataclass(frozen=True)
@@ -226,8 +231,12 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
     for f in sorted(files):
         numbers = sorted({n for g, n in by_line if g == f} | {n for g, n in ptx_count if g == f})
         text = files[f]
-        # The span the kernel covers in its file: lines in between with no SASS are shown too.
-        for n in range(numbers[0], numbers[-1] + 1):
+        # The span the kernel covers in its file: lines in between with no SASS are shown too,
+        # unless the line numbers are spread too far to list (a crafted cubin or PTX may
+        # name line 1 and line 999,999,999): then the lines with code alone.
+        span = numbers if numbers[-1] - numbers[0] > MAX_SPAN else \
+            range(numbers[0], numbers[-1] + 1)
+        for n in span:
             got = by_line.get((f, n), [])
             pk = max((i.gpr for i in got if i.gpr is not None), default=None)
             src = text[n - 1] if text is not None and 1 <= n <= len(text) else None

@@ -88,7 +88,8 @@ def _source_pane(k, keys: dict, colour: dict, root: str) -> str:
         out.append(f'<div class="kv-file" title="{esc(f)}">{esc(_rel(f, root))}'
                    + ("" if readable else ' <span class="dim">(text not shown: only the '
                       "build's own source is read)</span>") + "</div>")
-        if not readable:  # a header's lines: only those with code, the gaps marked
+        if not readable or len(lines) > MAX_VIEW_ROWS:  # a header's lines, or too many to
+            # draw: only those with code, the gaps marked
             lines = [ln for ln in lines if ln.instructions or ln.ptx_instructions]
         texts = highlight.cuda_lines([ln.text if ln.text is not None else "" for ln in lines])
         last = None
