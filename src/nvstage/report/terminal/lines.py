@@ -40,7 +40,7 @@ def render_lines(kernels, con, _listing=True) -> None:
         con.print(Text(head, style="bold"), soft_wrap=True)
         if k.instructions:
             con.print(f"mix: {mix_words(k.mix)}", markup=False, soft_wrap=True)
-        if k.ptx is not None:
+        if k.ptx is not None and k.ptx.has_lineinfo and k.has_lineinfo:
             con.print(f"ptx: {k.ptx.module} ({k.ptx.arch}), {len(k.ptx.instructions)} "
                       "instructions, counted per line from its .loc directives", markup=False,
                       soft_wrap=True)
