@@ -48,8 +48,8 @@ def report_cmd(
     NVCC="nvstage nvcc"), the page is the whole build's: every translation unit with its
     stages and times, a timeline of the build across processes, the slowest units and
     stages, cache hits per stage kind, and every kernel with registers, spills, shared memory
-    and occupancy (a table that sorts), each linked to its source beside its SASS. The page needs no network: styles, charts (SVG) and
-    script are inline. Prints its path.
+    and occupancy (a table that sorts), each linked to its source beside its SASS. The page
+    needs no network: styles, charts (SVG) and script are inline. Prints its path.
 
     Examples:
 
