@@ -340,7 +340,8 @@ def test_a_trace_of_many_lanes_is_drawn_in_bounded_time(honest, toolkit):
     import time
 
     from nvstage.compiler.record import load_build
-    from nvstage.report.html import MAX_TRACE_LANES, gather, render
+    from nvstage.report.html import gather, render
+    from nvstage.report.run_charts import MAX_TRACE_LANES
 
     events = [{"ph": "X", "pid": i, "tid": [i], "ts": i, "dur": 1.0, "name": f"k{i}",
                "cat": ["kernel"], "args": [1]} for i in range(100_000)]

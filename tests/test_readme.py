@@ -316,3 +316,31 @@ def test_readme_limits_are_the_codes_limits():
             f"{buildlog.MAX_ENTRY_BYTES // mib} MiB and {buildlog.MAX_RECORD_BYTES // gib} GiB "
             "in all"):
         assert shown in text, shown
+
+
+def test_readme_view_figures_are_what_report_writes(cli, workdir, kernels):
+    """The source and SASS view's figures for fused_wide and fused, as `nvstage report`
+    writes them into the page."""
+    import html
+
+    m = re.search(r"fused_wide's view reads `(\d+) instructions · peak (\d+) live registers at "
+                  r"line (\d+)` \(`(.+?)`.*?against fused's `(\d+) instructions · peak (\d+) "
+                  r"live registers at line (\d+)`", _readme_flat())
+    assert m, "README's view sentence moved: keep this test pointed at it"
+    shutil.copy(kernels / "fusion_chain.cu", workdir / "fusion_chain.cu")
+    r = cli("compile", "fusion_chain.cu", "--arch", "sm_90", "-lineinfo", "--cubin", "-o",
+            "fc.cubin", "--keep-dir", "fc.nvstage")
+    assert r.exit_code == 0, r.output
+    r = cli("report", "fc.nvstage", "-o", "fc.html")
+    assert r.exit_code == 0, r.output
+    page = (workdir / "fc.html").read_text()
+    facts = {html.unescape(name): html.unescape(f) for name, f in re.findall(
+        r'<span class="kv-name">([^<]*)</span> <span class="kv-facts">([^<]*)</span>', page)}
+    wide = facts["fused_wide(float const*, float const*, float*, float, int)"]
+    fused = facts["fused(float const*, float const*, float*, float, int)"]
+    assert f"{m.group(1)} instructions · peak {m.group(2)} live registers at line " \
+        f"{m.group(3)}" in wide
+    assert f"{m.group(5)} instructions · peak {m.group(6)} live registers at line " \
+        f"{m.group(7)}" in fused
+    source = (kernels / "fusion_chain.cu").read_text().splitlines()
+    assert source[int(m.group(3)) - 1].strip() == m.group(4)

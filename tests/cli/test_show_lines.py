@@ -37,6 +37,11 @@ def test_each_line_with_its_sass_and_the_peak_flagged(cli, kept):
     assert "no SASS" in out  # the blank line 10, mix2's closing brace
     assert "(inlined at peak.cu:9)" in out
     assert ".L_x_1:" in out
+    # the mix, per kernel and per line; the PTX the keep folder holds, counted per line
+    assert ("mix: int 12, global_load 8 (32 B), fp32 7, constant 6, branch 3, move 2, "
+            "global_store 1 (4 B)") in out
+    assert "ptx: peak.ptx (compute_90), 42 instructions, counted per line" in out
+    assert "[11 instr, peak 14, ptx 13 | int 5, global_load 4, constant 2]  <- peak" in out
 
 
 def test_json_records_per_instruction_and_per_line(cli, kept):
@@ -47,8 +52,15 @@ def test_json_records_per_instruction_and_per_line(cli, kept):
     ins = k["instructions"][0]
     assert {"offset", "text", "file", "line", "live_gpr", "live_pred", "live_ugpr"} <= set(ins)
     lines = {ln["line"]: ln for ln in k["lines"]}
-    assert lines[7]["peak"] and lines[7]["source_text"].startswith("float a0")
+    assert lines[7]["peak"] and lines[7]["source_text"] == "  float a0 = x[i], a1 = x[i + n], "\
+        "a2 = x[i + 2 * n], a3 = x[i + 3 * n];"  # indented as written
     assert lines[10]["instructions"] == 0
+    assert lines[7]["mix"] == {"int": 5, "global_load": 4, "constant": 2}
+    assert lines[7]["ptx_instructions"] == 13 and lines[10]["ptx_instructions"] == 0
+    assert k["mix"]["counts"]["global_load"] == 8 and k["mix"]["memory_bytes"] == \
+        {"global_load": 32, "global_store": 4}
+    assert k["mix"]["total"] == len(k["instructions"])
+    assert k["ptx"]["module"] == "peak.ptx" and k["ptx"]["instructions"][0]["line"] == 4
 
 
 def test_without_line_info_the_sass_and_its_live_registers_still_show(cli, kept):
@@ -56,3 +68,4 @@ def test_without_line_info_the_sass_and_its_live_registers_still_show(cli, kept)
     assert r.exit_code == 0, r.output
     assert "no line info in this cubin" in r.stdout
     assert "peak 14 live registers" in r.stdout
+    assert "mix: int 12, global_load 8 (32 B)" in r.stdout and "ptx:" not in r.stdout

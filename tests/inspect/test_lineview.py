@@ -139,3 +139,17 @@ def test_the_mix_on_captured_sass_of_three_arches(arch, kernel, want):
     (k,) = [k for k in kernels if k.name == kernel]
     m = mix.mix(k.code)
     assert {c: m.counts.get(c, 0) for c in want} == want, m.opcodes
+
+
+def test_line_numbers_spread_too_far_list_the_lines_with_code_alone():
+    """A crafted cubin naming line 1 and line 999,999,999: no billion rows."""
+    from dataclasses import replace
+
+    located = lineview.parse_located(
+        (CAPTURED / "cuda13.5-peak-sm_90-nvdisasm-gi.txt").read_text())
+    (name,) = located
+    far = [replace(x, line=999_999_999) if n == 3 else x
+           for n, x in enumerate(located[name])]
+    k = lineview.join(name, far, {}, arch="sm_90", image="peak.cubin")
+    assert len(k.lines) == len({(i.file, i.line) for i in k.instructions if i.line})
+    assert k.lines[-1].line == 999_999_999

@@ -178,7 +178,7 @@ def test_only_the_file_the_manifest_names_is_read(tmp_path, monkeypatch):
         SassInstruction(48, "EXIT", "EXIT", "./k.cu:1")))
     read = []
     real = sass.source_lines
-    monkeypatch.setattr(sass, "source_lines", lambda p: read.append(p) or real(p))
+    monkeypatch.setattr(sass, "source_lines", lambda p, **kw: read.append(p) or real(p, **kw))
     (out,) = with_source_text([k], "k.cu", str(tmp_path))
     assert [i.source_text for i in out.instructions] == ["line?[31m two", None, None,
                                                          "line one"]

@@ -170,6 +170,52 @@ def test_the_page_in_chromium(page, tmp_path):
     assert all(u.startswith(("file:", "data:", "about:")) for u in requests), requests
 
 
+@pytest.mark.parametrize("width", [1000, 1400])
+def test_a_kernel_row_opens_its_view(page, tmp_path, width):
+    """Every kernel row links to its source and SASS, read from the unit's object: app's
+    units were built with -lineinfo (their source beside the SASS), devlib's without (one
+    line saying so, and the SASS with live registers)."""
+    sync_api, chromium = _chromium()
+    view = page.view
+    html = Path(page.path).read_text()
+    assert html.count('class="kv-link"') == len(view.kernels) == html.count('class="kview"')
+    errors: list = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
+        try:
+            tab = browser.new_page(viewport={"width": width, "height": 1000})
+            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            tab.on("pageerror", lambda e: errors.append(str(e)))
+            tab.goto(Path(page.path).as_uri(), wait_until="load")
+            tab.wait_for_selector("body[data-ready='1']", timeout=10_000)
+            assert tab.locator("details.kview[open]").count() == 0
+            names = [k.record.name for k in view.kernels]
+            lined = names.index(next(n for n in names if n.startswith("block_sum")))
+            plain = names.index(next(n for n in names if n.startswith("squares")))
+            for n in (lined, plain):
+                link = tab.locator("table#kernels a.kv-link").nth(n)
+                assert link.get_attribute("href") == f"#kv-{n}"
+                link.click()
+                target = tab.locator(f"details.kview#kv-{n}")
+                assert target.get_attribute("open") is not None
+                assert target.locator(".kv-sass .ai").first.is_visible()
+                assert target.locator(".kv-sass .lc").first.inner_text().strip().isdigit()
+                box = target.bounding_box()
+                assert box and -2 <= box["y"] < 200  # scrolled to it
+            lined_view = tab.locator(f"details.kview#kv-{lined}")
+            assert lined_view.locator(".kv-file").inner_text() == "src/src/reduce.cu"
+            assert lined_view.locator(".kv-src .sl[data-l]").count() > 3
+            assert "no line info" in tab.locator(f"#kv-{plain}").inner_text()
+            widths = tab.evaluate("() => [document.documentElement.scrollWidth, "
+                                  "window.innerWidth]")
+            assert widths[0] <= widths[1], widths
+            shot = tmp_path / f"build-kernel-{width}.png"
+            lined_view.screenshot(path=str(shot))
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 10_000 and errors == []
+
+
 def test_stages_that_ran_at_once_get_rows_of_their_own():
     from nvstage.inspect.build_view import BuildView, StageTime, TranslationUnit
 

@@ -55,7 +55,7 @@ def page(kept, toolkit):
 
 def test_every_section_is_there(page, kept):
     for marker in ('id="stage-graph"', 'id="stage-gantt"', 'id="resources"', 'id="fatbin"',
-                   'class="code-view sass"', 'class="code-view ptx"',
+                   'class="kview"', 'class="code-view ptx"',
                    'id="decomposition-chart"', 'id="trace-chart"', 'id="operations"'):
         assert marker in page, marker
     assert page.count('class="gantt-bar"') == len(kept.runs)
@@ -188,12 +188,30 @@ def test_fatbin_table_names_kernels_as_the_resources_table_does(page):
     assert "_Z5scaleIfEvPT_S0_i" not in fatbin and "_Z9block_sum" not in fatbin
 
 
-def test_the_lineinfo_listing_shows_source_lines_and_no_padding(page, kept):
-    # kept is a -lineinfo build of multi.cu: its SASS names multi.cu's lines, with their text
+def test_each_source_line_sits_beside_its_sass_and_no_padding(page, kept):
+    # kept is a -lineinfo build of multi.cu: the view shows multi.cu's lines, indented as
+    # written, each linked (data-l) to the SASS it became
     source = open(kept.source).read().splitlines()
     line = next(n for n, text in enumerate(source, 1) if "atomicAdd" in text)
-    assert f"multi.cu:{line}  {esc_text(source[line - 1].strip())}" in page
+    m = re.search(rf'<div class="sl c\d[^"]*" data-l="(\d+:{line})"[^>]*>.*?'
+                  rf'<span class="ln">{line}</span><span class="cd">(.*?)</span>'
+                  r'<span class="ct">', page)
+    assert m and _shown(m.group(2)) == source[line - 1].rstrip()
+    # the atomic comes from a CUDA header's atomicAdd, inlined: it names this line as its call
+    sass = re.findall(rf'<div class="ai c\d" data-l="(?:[^"]* )?{m.group(1)}(?: [^"]*)?"[^>]*>.*?'
+                      r'<span class="cd">(.*?)</span></div>', page)
+    from nvstage.inspect.mix import classify
+
+    assert any(classify(_shown(t).split(" ")[0].split(".")[0]) == "atomic" for t in sass), \
+        [_shown(t) for t in sass]
     assert "padding to the 128-byte boundary" in page
+
+
+def _shown(fragment: str) -> str:
+    """What the browser shows of an HTML fragment: tags dropped, entities read."""
+    import html
+
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
 
 
 def esc_text(text: str) -> str:

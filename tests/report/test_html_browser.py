@@ -74,10 +74,14 @@ def test_report_renders_in_chromium(report_file, tmp_path):
             assert page.locator("svg#trace-chart rect.trace-span").count() >= 4
             # resources: one row per kernel and arch (5 kernels x 2 arches)
             assert page.locator("table#resources tbody tr").count() == 10
-            # the code views open on click
-            first = page.locator("details.code-view.sass").first
-            first.locator("summary").click()
-            assert first.locator("pre").is_visible()
+            # the first kernel's source and SASS are open; the others open on click
+            views = page.locator("details.kview")
+            assert views.count() == 10 and views.first.locator(".kv-sass").is_visible()
+            views.nth(1).locator("summary").click()
+            assert views.nth(1).locator(".kv-sass .ai").first.is_visible()
+            ptx = page.locator("details.code-view.ptx").first
+            ptx.locator("summary").click()
+            assert ptx.locator("pre").is_visible()
             # the tooltip follows the pointer over a bar
             page.locator("svg#stage-gantt rect.gantt-bar").first.hover()
             assert "took" in page.locator("#tip").inner_text()

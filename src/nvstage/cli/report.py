@@ -30,20 +30,26 @@ def report_cmd(
     block: Annotated[int, typer.Option("--block", min=1, max=1024,
         help="For a build record: the block size each kernel's occupancy is computed at.")
         ] = 256,
+    code: Annotated[bool, typer.Option("--code/--no-code",
+        help="Each kernel's source beside its SASS with its live registers (nvdisasm twice "
+        "per cubin; for a build record, read from the object each unit wrote). --no-code "
+        "leaves them out (a build record is then read alone).")
+        ] = True,
     title: Annotated[Optional[str], typer.Option("--title", help="The page title.")] = None,
     nvcc: nvcc_option("Read the build with the tools (cuobjdump, nvdisasm) of this nvcc's "
                       "toolkit.") = None,
     json_out: json_option("Print {\"output\": PATH, ...} as JSON instead of the bare path; for "
                           "a build record, the build's summary with it.") = False,
 ) -> None:
-    """Write one HTML file: the stage graph, stage times, resources, SASS, PTX, and the run.
+    """Write one HTML file: the stage graph, stage times, resources, each kernel's source
+    beside its SASS (live registers per instruction), PTX, and the run.
 
     Given a build folder whose nvcc commands ran through nvstage (CMAKE_CUDA_COMPILER_LAUNCHER,
     NVCC="nvstage nvcc"), the page is the whole build's: every translation unit with its
     stages and times, a timeline of the build across processes, the slowest units and
     stages, cache hits per stage kind, and every kernel with registers, spills, shared memory
-    and occupancy (a table that sorts). The page needs no network: styles, charts (SVG) and
-    script are inline. Prints its path.
+    and occupancy (a table that sorts), each linked to its source beside its SASS. The page
+    needs no network: styles, charts (SVG) and script are inline. Prints its path.
 
     Examples:
 
@@ -67,7 +73,7 @@ def report_cmd(
             from nvstage.report.build_html import write_build_report
 
             page = write_build_report(build, output, build_trace=build_trace, block=block,
-                                      title=title)
+                                      title=title, code=code, nvcc=nvcc)
             notes(page.view.notes)
         else:
             if build_trace is not None:
@@ -78,7 +84,8 @@ def report_cmd(
                                       "report's stage chart; for a run, --trace)")
             from nvstage.report.html import write_report
 
-            page = write_report(build, output, run=run, trace=trace, title=title, nvcc=nvcc)
+            page = write_report(build, output, run=run, trace=trace, title=title, nvcc=nvcc,
+                                code=code)
             notes(page.inputs.notes)
         if json_out:
             emit_json(page.to_json())

@@ -32,7 +32,9 @@ def show_cmd(
     lineinfo: Annotated[bool, typer.Option("--lineinfo",
         help="Interleave source lines in the SASS listing (needs a -lineinfo build). With "
         "--kernel: each source line with its SASS under it and the registers live at every "
-        "instruction, the peak lines flagged (the section 'lines').")] = False,
+        "instruction, the peak lines flagged, the instruction mix per kernel and per line, "
+        "and the PTX instructions of each line where the PTX was kept (the section "
+        "'lines').")] = False,
     gpu: Annotated[Optional[str], typer.Option("--gpu",
         help="Say whether it would run on this GPU (sm_90, h200, ...).")] = None,
     driver: Annotated[Optional[str], typer.Option("--driver",

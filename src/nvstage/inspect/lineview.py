@@ -11,6 +11,10 @@ keeps the rest.
 
 Only the source a build's manifest names is ever read for its text (``sass.source_reader``:
 one regular file, bounded); every other location is shown by file and line alone.
+
+Each line also gets its instruction mix (``inspect.mix``'s one table) and, where the build kept
+the PTX the cubin was made from, the PTX instructions its ``.loc`` directives give the line
+(``inspect.ptx_lines``; a line may have PTX and no SASS of its own).
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from pathlib import Path
 
 from nvstage import proc
 from nvstage.errors import ArtifactError, ToolkitError
+from nvstage.inspect.mix import Mix, classify
+from nvstage.inspect.mix import mix as mix_of
+from nvstage.inspect.ptx_lines import PtxFunction, match_file
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _MARK = re.compile(r'^\s*//## File "(.*?)", line (\d+)(?: inlined at "(.*?)", line (\d+))?')
@@ -30,6 +37,7 @@ _HEADER = re.compile(r"^\s*//\s*\|((?:\s*[A-Z]+\s*\|)+)\s*$")
 _LABEL = re.compile(r"^\s*(\.L\w+):")
 _REGISTER_COUNT = "Invalid register count"
 COLUMNS = ("GPR", "PRED", "UGPR", "UPRED")
+MAX_SPAN = 20_000  # source lines listed between a kernel's first and last line with code
 
 
 @dataclass(frozen=True)
@@ -71,15 +79,18 @@ class LineInstruction:
 class SourceLine:
     file: str
     line: int
-    text: str | None  # None where the file is not the build's own source, or unreadable
+    text: str | None  # indented as written; None where the file is not the build's own
+    # source, or unreadable
     instructions: int
     peak_gpr: int | None  # the most general registers live at one of its instructions
     peak: bool = False  # holds the kernel's peak
+    mix: dict = field(default_factory=dict)  # its SASS by class (``inspect.mix``): class -> n
+    ptx_instructions: int | None = None  # None where no PTX of the kernel was kept
 
     def to_json(self) -> dict:
         return {"file": self.file, "line": self.line, "source_text": self.text,
                 "instructions": self.instructions, "peak_live_gpr": self.peak_gpr,
-                "peak": self.peak}
+                "peak": self.peak, "mix": self.mix, "ptx_instructions": self.ptx_instructions}
 
 
 @dataclass(frozen=True)
@@ -92,18 +103,26 @@ class KernelLines:
     has_lineinfo: bool
     demangled: str = ""
     padding_nops: int = 0  # left out of ``instructions``: never issued
+    ptx: PtxFunction | None = None  # the kernel in the PTX the build kept, where it kept one
 
     @property
     def peak_gpr(self) -> int | None:
         live = [i.gpr for i in self.instructions if i.gpr is not None]
         return max(live) if live else None
 
+    @property
+    def mix(self) -> Mix:
+        """The kernel's instruction mix (``inspect.mix``: one table for every view)."""
+        return mix_of(self.instructions)
+
     def to_json(self) -> dict:
         return {"name": self.name, "demangled": self.demangled, "arch": self.arch,
                 "image": self.image, "has_lineinfo": self.has_lineinfo,
                 "peak_live_gpr": self.peak_gpr, "padding_nops": self.padding_nops,
+                "mix": self.mix.to_json(),
                 "instructions": [i.to_json() for i in self.instructions],
-                "lines": [ln.to_json() for ln in self.lines]}
+                "lines": [ln.to_json() for ln in self.lines],
+                "ptx": None if self.ptx is None else self.ptx.to_json()}
 
 
 def parse_located(text: str) -> dict[str, list[Located]]:
@@ -176,9 +195,11 @@ def _opcode(text: str) -> str:
 
 
 def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, arch: str,
-         image: str, source_text=None, demangled: str = "") -> KernelLines:
+         image: str, source_text=None, demangled: str = "",
+         ptx: PtxFunction | None = None) -> KernelLines:
     """One function's two listings joined on the offset, with its per-line records.
-    ``source_text(file) -> list[str] | None``: the lines of a file whose text may be shown."""
+    ``source_text(file) -> list[str] | None``: the lines of a file whose text may be shown;
+    ``ptx``: the function in the PTX the cubin was made from, counted per line too."""
     # ptxas pads a function with NOPs to a 128-byte boundary after its last instruction:
     # never issued, so no line's work (``sass.SassKernel.padding``, the same rule).
     end = len(located)
@@ -192,6 +213,15 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
     for i in ins:
         if i.file is not None and i.line is not None:
             by_line.setdefault((i.file, i.line), []).append(i)
+    # PTX names its files as cicc was given them: the same paths as nvdisasm's, or else
+    # matched by file name. Only files the SASS names: no PTX line widens the span elsewhere.
+    ptx_count: dict[tuple[str, int], int] = {}
+    if ptx is not None and by_line:
+        sass_files = {f for f, _ in by_line}
+        for (f, n), c in ptx.per_line().items():
+            g = match_file(f, sass_files)
+            if g in sass_files:
+                ptx_count[(g, n)] = ptx_count.get((g, n), 0) + c
     files: dict[str, list[str] | None] = {}
     for f, _ in by_line:
         if f not in files:
@@ -199,16 +229,26 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
     peak = max((i.gpr for i in ins if i.gpr is not None), default=None)
     lines: list[SourceLine] = []
     for f in sorted(files):
-        numbers = sorted(n for g, n in by_line if g == f)
+        numbers = sorted({n for g, n in by_line if g == f} | {n for g, n in ptx_count if g == f})
         text = files[f]
-        # The span the kernel covers in its file: lines in between with no SASS are shown too.
-        for n in range(numbers[0], numbers[-1] + 1):
+        # The span the kernel covers in its file: lines in between with no SASS are shown too,
+        # unless the line numbers are spread too far to list (a crafted cubin or PTX may
+        # name line 1 and line 999,999,999): then the lines with code alone.
+        span = numbers if numbers[-1] - numbers[0] > MAX_SPAN else \
+            range(numbers[0], numbers[-1] + 1)
+        for n in span:
             got = by_line.get((f, n), [])
             pk = max((i.gpr for i in got if i.gpr is not None), default=None)
             src = text[n - 1] if text is not None and 1 <= n <= len(text) else None
-            lines.append(SourceLine(f, n, src, len(got), pk, pk is not None and pk == peak))
+            classes: dict[str, int] = {}
+            for i in got:
+                c = classify(i.opcode, i.text)
+                classes[c] = classes.get(c, 0) + 1
+            lines.append(SourceLine(f, n, src, len(got), pk, pk is not None and pk == peak,
+                                    dict(sorted(classes.items(), key=lambda kv: -kv[1])),
+                                    ptx_count.get((f, n), 0) if ptx is not None else None))
     return KernelLines(name, arch, image, ins, tuple(lines), bool(by_line), demangled,
-                       len(located) - end)
+                       len(located) - end, ptx)
 
 
 def _run(argv: list[str], what: str) -> str:
@@ -256,9 +296,42 @@ def _listings(cubin: Path, toolkit) -> tuple[str, str]:
     return located, live
 
 
+def _arch_number(arch: str) -> int:
+    m = re.search(r"_(\d+)", arch or "")
+    return int(m.group(1)) if m else 0
+
+
+def pick_ptx(functions: list[PtxFunction], arch: str) -> dict[str, PtxFunction]:
+    """The PTX a cubin of ``arch`` was made from, by function name: the module of the same
+    arch (``compute_90`` for ``sm_90``), else the newest older one (``arch=compute_80,
+    code=sm_90`` compiles compute_80's PTX for sm_90)."""
+    want = _arch_number(arch)
+    exact = arch.replace("sm_", "compute_") if arch else ""
+    older = [f for f in functions if _arch_number(f.arch) <= want or not f.arch]
+    best = max(older, default=None, key=lambda f: (f.arch == exact, _arch_number(f.arch)))
+    if best is None:
+        return {}
+    return {f.name: f for f in older if f.arch == best.arch}
+
+
+def ptx_functions(texts) -> list[PtxFunction]:
+    """``(text, module name, arch)`` of each kept PTX module -> its functions, line by line
+    (a module that cannot be read is left out: the SASS view does not need it)."""
+    from nvstage.inspect.ptx_lines import parse_ptx_lines
+
+    out: list[PtxFunction] = []
+    for text, module, arch in texts:
+        try:
+            out += parse_ptx_lines(text, module=module, arch=arch)
+        except ArtifactError:
+            continue
+    return out
+
+
 def cubin_lines(cubin: str | os.PathLike, toolkit, *, arch: str = "", image: str = "",
-                source_text=None) -> list[KernelLines]:
-    """Every function of one cubin, joined line by line."""
+                source_text=None, ptx: list[PtxFunction] | None = None) -> list[KernelLines]:
+    """Every function of one cubin, joined line by line; ``ptx``: the PTX functions the build
+    kept, of which the cubin's arch picks its own (``pick_ptx``)."""
     from nvstage.inspect.names import demangle_all
 
     cubin = Path(cubin)
@@ -266,8 +339,9 @@ def cubin_lines(cubin: str | os.PathLike, toolkit, *, arch: str = "", image: str
     where = parse_located(located)
     live = parse_live(live_text)
     names = demangle_all(where)
+    mine = pick_ptx(ptx or [], arch)
     return [join(f, ins, live.get(f, {}), arch=arch, image=image or cubin.name,
-                 source_text=source_text, demangled=names[f])
+                 source_text=source_text, demangled=names[f], ptx=mine.get(f))
             for f, ins in where.items()]
 
 
@@ -290,6 +364,12 @@ def lines_of(path: str | os.PathLike, toolkit, *, source_text=None) -> list[Kern
     out: list[KernelLines] = []
     stem = Path(path).name.split(".")[0]
     seen: set[bytes] = set()
+    try:  # the PTX images beside the cubins, where the build embedded them
+        ptx = ptx_functions((data.decode("utf-8", "replace"),
+                             f"{stem}.{im.index}.{im.arch_name}.ptx", im.arch_name)
+                            for im, data in image_bytes(path, toolkit, "ptx"))
+    except ArtifactError:
+        ptx = []
     with tempfile.TemporaryDirectory(prefix="nvstage-lines-") as tmp:
         for im, data in image_bytes(path, toolkit, "cubin"):
             key = hashlib.sha256(data).digest()
@@ -300,23 +380,35 @@ def lines_of(path: str | os.PathLike, toolkit, *, source_text=None) -> list[Kern
             name = f"{stem}.{im.index}.{arch}.cubin"  # the inventory's name
             one = Path(tmp, name)
             one.write_bytes(data)
-            out += cubin_lines(one, toolkit, arch=arch, image=name, source_text=source_text)
+            out += cubin_lines(one, toolkit, arch=arch, image=name, source_text=source_text,
+                               ptx=ptx)
             one.unlink()
     return out
 
 
 def build_lines(build, toolkit=None) -> list[KernelLines]:
     """The line view of every cubin a build made, with the text of the source its manifest
-    names."""
+    names and the PTX it kept."""
+    from nvstage.artifacts import read_regular
+    from nvstage.errors import NvstageError
     from nvstage.inspect.elf import read_cubin, refine_arch
     from nvstage.inspect.fatbin import read_bytes
     from nvstage.inspect.sass import source_reader
 
     toolkit = toolkit or build.toolkit
-    text = source_reader(build.source, build.cwd)
+    text = source_reader(build.source, build.cwd, indent=True)
+    kept = []
+    for a in build.artifacts:
+        if a.kind == "ptx" and os.path.isfile(a.path):
+            try:
+                kept.append((read_regular(a.path, what="PTX file").decode("utf-8", "replace"),
+                             a.name, a.arch or ""))
+            except (NvstageError, OSError):
+                continue
+    ptx = ptx_functions(kept)
     out: list[KernelLines] = []
     for a in build.artifacts:
         if a.kind == "cubin" and os.path.isfile(a.path):
             arch = refine_arch(read_cubin(read_bytes(a.path), a.path).arch, a.arch)
-            out += cubin_lines(a.path, toolkit, arch=arch, source_text=text)
+            out += cubin_lines(a.path, toolkit, arch=arch, source_text=text, ptx=ptx)
     return out

@@ -202,9 +202,10 @@ MAX_SOURCE_LINE = 200
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # a line's own escapes stay text
 
 
-def source_lines(path: str | os.PathLike) -> list[str] | None:
-    """The lines of a source file, shown as text (control characters replaced, each cut to
-    ``MAX_SOURCE_LINE``), or None where it cannot be read: gone, not a regular file (a FIFO
+def source_lines(path: str | os.PathLike, *, indent: bool = False) -> list[str] | None:
+    """The lines of a source file, shown as text (control characters replaced, tabs as four
+    spaces, each cut to ``MAX_SOURCE_LINE``; ``indent``: the leading spaces kept, as the line
+    view shows the code), or None where it cannot be read: gone, not a regular file (a FIFO
     is never opened), larger than ``MAX_SOURCE_BYTES``, no permission."""
     from nvstage.artifacts import read_regular
     from nvstage.errors import NvstageError
@@ -216,7 +217,8 @@ def source_lines(path: str | os.PathLike) -> list[str] | None:
         return None
     out = []
     for line in data.decode("utf-8", "replace").split("\n"):
-        line = _CONTROL.sub("?", line.rstrip("\r").replace("\t", "    ")).strip()
+        line = _CONTROL.sub("?", line.rstrip("\r").replace("\t", "    ")).rstrip()
+        line = line if indent else line.lstrip()
         out.append(line if len(line) <= MAX_SOURCE_LINE else line[:MAX_SOURCE_LINE - 3] + "...")
     return out
 
@@ -226,10 +228,11 @@ def _location(source: str) -> tuple[str, int] | None:
     return (file, int(line)) if file and line.isdecimal() else None
 
 
-def source_reader(source: str | None, cwd: str = ""):
+def source_reader(source: str | None, cwd: str = "", *, indent: bool = False):
     """``source_text`` for the views: the lines of ``source`` (the one file a manifest or build
     record names; relative against ``cwd``) for a location that names it, None for any other
-    file (a document chooses no file to read). The file is read once, when first named."""
+    file (a document chooses no file to read). The file is read once, when first named.
+    ``indent``: keep each line's leading spaces (``source_lines``)."""
     if not source:
         return None
     target = os.path.join(cwd or "", source)
@@ -249,7 +252,7 @@ def source_reader(source: str | None, cwd: str = ""):
         if not named.setdefault(f, same(f)):
             return None
         if not read:
-            read.append(source_lines(target))
+            read.append(source_lines(target, indent=indent))
         return read[0]
 
     return text

@@ -143,7 +143,8 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
 
         from nvstage.inspect.sass import source_reader
 
-        out[LINES] = _filter(lines_of(path, toolkit, source_text=source_reader(source, cwd)),
+        text = source_reader(source, cwd, indent=True)
+        out[LINES] = _filter(lines_of(path, toolkit, source_text=text),
                              kernel, key=lambda k: (k.name, k.demangled))
     return _filter_ptx(out, kernel)
 

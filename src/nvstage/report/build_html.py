@@ -18,7 +18,11 @@ from pathlib import Path
 from nvstage import __version__
 from nvstage.inspect.build_view import BuildView, TranslationUnit
 from nvstage.report.build_trace import stage_rows
-from nvstage.report.html import STAGE_COLORS, clip, esc, page
+from nvstage.report.lines_html import CSS as LINES_CSS
+from nvstage.report.lines_html import JS as LINES_JS
+from nvstage.report.lines_html import kernel_view, missing_view
+from nvstage.report.page import BASE_CSS, cards, clip, esc, page
+from nvstage.report.stage_charts import STAGE_COLORS
 from nvstage.report.units import fmt_known, fmt_share, fmt_time
 
 STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3"}
@@ -274,16 +278,19 @@ def _units_table(view: BuildView) -> str:
                             ("kernels", True), ("why not staged / failed", False)], rows)
 
 
-def _kernels_table(view: BuildView) -> str:
+def _kernels_table(view: BuildView, linked: bool = False) -> str:
+    """``linked``: each kernel's name links to its code view below the table."""
     rows = []
-    for k in view.kernels:
+    for n, k in enumerate(view.kernels):
         r, u, occ = k.record, view.units[k.unit], k.occupancy
         spill = r.spills
         occ_text = "-" if occ is None else f"{occ.occupancy:.0%}"
         best = "-" if k.best is None else f"{k.best.block_size} ({k.best.occupancy:.0%})"
         rows.append(
             f'<tr{" class=flagged" if spill else ""}>'
-            + _cell(r.name, cls="wrap kname", sort=r.name)
+            + (_cell(f'<a class="kv-link" href="#kv-{n}" title="source and SASS">'
+                     f"{esc(r.name)}</a>", raw=True, cls="wrap kname", sort=r.name)
+               if linked else _cell(r.name, cls="wrap kname", sort=r.name))
             + _cell(r.arch, sort=r.arch)
             + _cell(_unit_link(u), raw=True, sort=u.name)
             + _cell(fmt_known(r.registers), num=True,
@@ -314,7 +321,7 @@ def _cards(view: BuildView) -> str:
     spilling = {(k.record.kernel) for k in view.kernels if k.record.spills}
     regs = [k for k in view.kernels if k.record.registers is not None]
     top = max(regs, key=lambda k: k.record.registers) if regs else None
-    cards = [("translation units", str(counts["units"]), False),
+    items = [("translation units", str(counts["units"]), False),
              ("build wall time", fmt_time(view.wall_seconds), False),
              ("time in nvcc commands", fmt_time(view.unit_seconds), False),
              ("parallelism", "-" if view.parallelism is None else f"{view.parallelism:.1f}x",
@@ -323,56 +330,28 @@ def _cards(view: BuildView) -> str:
              ("stage cache hit rate", fmt_share(cache["stage_hit_rate"]), False),
              ("kernels (per arch)", str(len(view.kernels)), False)]
     if top is not None:
-        cards.append((f"max registers ({clip(top.record.name, 22)})",
+        items.append((f"max registers ({clip(top.record.name, 22)})",
                       str(top.record.registers), False))
-    cards.append(("kernels that spill", str(len(spilling)), bool(spilling)))
+    items.append(("kernels that spill", str(len(spilling)), bool(spilling)))
     if counts.get("fallback"):
-        cards.append(("ran by plain nvcc", str(counts["fallback"]), True))
+        items.append(("ran by plain nvcc", str(counts["fallback"]), True))
     if counts.get("failed"):
-        cards.append(("failed", str(counts["failed"]), True))
-    return '<div class="cards" id="summary">' + "".join(
-        f'<div class="card{" bad" if bad else ""}"><div class="v">{esc(v)}</div>'
-        f'<div class="k">{esc(k)}</div></div>' for k, v, bad in cards) + "</div>"
+        items.append(("failed", str(counts["failed"]), True))
+    return cards(items)
 
 
-_CSS = """
-:root{--fg:#1d1d1f;--dim:#6e6e73;--line:#d2d2d7;--bg:#f5f5f7;--bad:#c5221f}
-*{box-sizing:border-box}
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);
- background:var(--bg);margin:0 auto;padding:24px 32px 48px;max-width:1440px}
-h1{font-size:24px;margin:0 0 4px;overflow-wrap:anywhere} h2{font-size:18px;margin:32px 0 10px}
-h3{font-size:13px;margin:18px 0 6px;color:var(--dim);text-transform:uppercase;
- letter-spacing:.04em}
-a{color:#0b57d0;text-decoration:none} a:hover{text-decoration:underline}
-.dim,.note{color:var(--dim)} .meta{color:var(--dim);margin:0 0 12px;overflow-wrap:anywhere}
-nav{display:flex;flex-wrap:wrap;gap:6px;margin:14px 0 0}
-nav a{font-size:12px;color:var(--fg);background:#fff;border:1px solid var(--line);
- border-radius:12px;padding:2px 10px}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(150px,1fr));gap:10px}
-.card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:10px 12px}
-.card .v{font-size:20px;font-weight:600;font-variant-numeric:tabular-nums;
- overflow-wrap:anywhere}
-.card .k{font-size:12px;color:var(--dim)} .card.bad{border-color:var(--bad)}
-.card.bad .v{color:var(--bad)}
-.scroll,.table-frame{overflow-x:auto;background:#fff;border:1px solid var(--line);
- border-radius:8px;max-width:100%}
-.scroll{padding:8px}
+# This page's own style, after the shared one (``page.BASE_CSS``).
+_CSS = BASE_CSS + LINES_CSS + """
 .two{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:16px}
-table{border-collapse:collapse;font-size:13px;width:100%}
 caption{caption-side:bottom;text-align:left;color:var(--dim);font-size:12px;padding:6px 8px}
-th,td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;white-space:nowrap;
- vertical-align:top}
-tbody tr:last-child td{border-bottom:none} tbody tr:hover{background:#f7f7fa}
-th{background:#f0f0f3;font-weight:600;position:sticky;top:0}
+th,td{vertical-align:top}
 table.sortable th{cursor:pointer;user-select:none}
 th[aria-sort=ascending]::after{content:" ▲";font-size:10px}
 th[aria-sort=descending]::after{content:" ▼";font-size:10px}
-th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.wrap{white-space:normal;overflow-wrap:anywhere;min-width:140px}
 td.kname{font-family:ui-monospace,monospace;font-size:12px;max-width:360px}
 td.small{font-size:12px;min-width:80px}
 td.reason{max-width:320px}
-tr.flagged td{background:#fdecea} tr.flagged td:first-child{box-shadow:inset 3px 0 var(--bad)}
 tr.state-fallback td{background:#fdf6e3} tr.state-failed td{background:#fdecea}
 details.unit-stages summary{cursor:pointer;font-family:ui-monospace,monospace}
 details.unit-stages .path,details.unit-stages .cmd{font:11px/1.3 ui-monospace,monospace;
@@ -384,12 +363,9 @@ table.stages{width:auto;margin:4px 0 6px} table.stages td,table.stages th{paddin
 .legend{font-size:12px;color:var(--dim);display:flex;flex-wrap:wrap;gap:4px 12px}
 .legend .key i{display:inline-block;width:12px;height:10px;margin-right:4px;
  vertical-align:middle;border:1px solid #aaa}
-svg text{font:12px system-ui,sans-serif;fill:var(--fg)}
-svg .axis{fill:var(--dim);font-size:11px} svg .grid{stroke:#e5e5ea;stroke-width:1}
 svg .unit-label{font-size:11px;fill:#1d1d1f;pointer-events:none;paint-order:stroke;
  stroke:#fff;stroke-width:3px;stroke-linejoin:round}
 #kernels th{white-space:normal;vertical-align:bottom}
-section{scroll-margin-top:12px}
 """
 
 # Sorting by any column of a table.sortable (numbers as numbers: each cell's data-v), and the
@@ -429,8 +405,36 @@ _JS = """
 """
 
 
-def render_build(view: BuildView, *, title: str | None = None) -> str:
-    """The whole page as one string. Pure: everything comes from ``view``."""
+def _root(view: BuildView) -> str:
+    """The folder paths are shown from: the one that holds the build folder and the sources
+    (a CMake build beside its project), unless that is the file system's root."""
+    paths = [os.path.abspath(view.folder)] + [u.source for u in view.units
+                                              if u.source and os.path.isabs(u.source)]
+    try:
+        root = os.path.commonpath(paths)
+    except ValueError:
+        return ""
+    return "" if root == os.path.dirname(root) else root
+
+
+def _code_views(view: BuildView, views: dict) -> str:
+    out = []
+    root = _root(view)
+    for n, row in enumerate(view.kernels):
+        got = views.get(n, "not read")
+        u = view.units[row.unit]
+        if isinstance(got, str):
+            out.append(missing_view(f"kv-{n}", f"{row.record.name} ({row.record.arch}, "
+                                    f"{u.name})", got))
+        else:
+            out.append(kernel_view(got, f"kv-{n}", root=root, where=u.name))
+    return "".join(out)
+
+
+def render_build(view: BuildView, *, title: str | None = None,
+                 views: dict | None = None) -> str:
+    """The whole page as one string. Pure: everything comes from ``view``, and ``views``
+    (``inspect.record_lines``: each kernel row's code, or why there is none)."""
     folder = os.path.abspath(view.folder)
     name = os.path.basename(os.path.dirname(folder) if os.path.basename(folder) ==
                             ".nvstage-build" else folder) or folder
@@ -443,6 +447,8 @@ def render_build(view: BuildView, *, title: str | None = None) -> str:
              "<nav>" + "".join(f'<a href="#{i}">{esc(t)}</a>' for i, t in (
                  ("timeline", "timeline"), ("slowest", "slowest"), ("kinds", "stage kinds"),
                  ("units-section", "translation units"), ("kernels-section", "kernels"))
+                 + ((("code-section", "kernel code"),) if views is not None and view.kernels
+                    else ())
                  + ((("notes", "notes"),) if view.notes else ())) + "</nav>"]
     if view.units:
         parts.append('<section id="timeline"><h2>Timeline</h2>'
@@ -467,14 +473,19 @@ def render_build(view: BuildView, *, title: str | None = None) -> str:
                  '<p class="note">open a unit for its stages and command</p>'
                  + _units_table(view) + "</section>")
     parts.append('<section id="kernels-section"><h2>Kernels</h2>'
-                 + (_kernels_table(view) if view.kernels else
+                 + (_kernels_table(view, linked=views is not None) if view.kernels else
                     '<p class="note">no kernel figures in this record</p>') + "</section>")
+    if views is not None and view.kernels:
+        parts.append('<section id="code-section"><h2>Kernel code</h2>'
+                     '<p class="note">each kernel\'s source beside its SASS, read from the '
+                     "object its unit wrote; a kernel's name in the table opens it</p>"
+                     + _code_views(view, views) + "</section>")
     if view.notes:
         parts.append('<section id="notes"><h2>Notes</h2><ul>'
                      + "".join(f"<li>{esc(n)}</li>" for n in view.notes) + "</ul></section>")
     data = {"schema": "nvstage.build-report/1", "units": len(view.units),
             "kernels": len(view.kernels), "lanes": view.lanes}
-    return page(title, _CSS, "\n".join(parts), data, _JS)
+    return page(title, _CSS, "\n".join(parts), data, LINES_JS + _JS)
 
 
 @dataclass
@@ -494,10 +505,13 @@ class BuildReport:
 
 def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
                        build_trace=None, block: int | None = None,
-                       title: str | None = None) -> BuildReport:
+                       title: str | None = None, code: bool = True, toolkit=None,
+                       nvcc: str | None = None) -> BuildReport:
     """Read the build record at ``record`` (a build folder or its ``.nvstage-build``; or a
     ``BuildView`` already read) and write the page to ``output`` (default: report.html in
-    the record folder), and with ``build_trace`` the timeline as a Chrome trace there."""
+    the record folder), and with ``build_trace`` the timeline as a Chrome trace there.
+    ``code``: each kernel's source and SASS too, read from the objects the units wrote with
+    ``toolkit`` (else ``nvcc``'s, else the pip wheels')."""
     from nvstage.artifacts import is_folder, write_atomic
     from nvstage.errors import UsageError, WriteError
     from nvstage.inspect.build_view import DEFAULT_BLOCK, load_build_view
@@ -511,8 +525,20 @@ def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
             raise UsageError(f"{option} {path} is a folder",
                              hint=f"give a file: {option} {Path(path) / 'build.html'}"
                              if option == "-o" else f"give a file: {option} build-trace.json")
+    views = None
+    if code and view.kernels:
+        from nvstage.compiler.toolkit import find_toolkit
+        from nvstage.inspect.record_lines import record_lines
+
+        from nvstage.errors import NvstageError
+
+        try:
+            views = record_lines(view, toolkit or find_toolkit(nvcc))
+        except NvstageError as e:  # no toolkit to read them with: the figures still show
+            views = dict.fromkeys(range(len(view.kernels)), f"not read: {e.message}")
     try:
-        write_atomic(out, render_build(view, title=title), in_document_folder=output is None)
+        write_atomic(out, render_build(view, title=title, views=views),
+                     in_document_folder=output is None)
         if build_trace is not None:
             # Compact: a big build's trace is megabytes, and only tools read it.
             write_atomic(build_trace, json.dumps(chrome_build_trace(view), allow_nan=False,

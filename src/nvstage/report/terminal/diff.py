@@ -148,7 +148,7 @@ def render_lines(result, con, *, all_rows: bool = False) -> None:
             continue
         mark = ("rose" if r.rose else "fell" if r.fell else
                 f"only {r.side.upper()}" if r.side else "")
-        t.add_row(f"{r.file}:{r.line}", (r.text or "")[:60], str(r.instructions[0]),
+        t.add_row(f"{r.file}:{r.line}", (r.text or "").strip()[:60], str(r.instructions[0]),
                   str(r.instructions[1]), _fmt(r.peak_gpr[0], ""), _fmt(r.peak_gpr[1], ""),
                   mark)
     con.print(t)

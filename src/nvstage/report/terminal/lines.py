@@ -38,6 +38,12 @@ def render_lines(kernels, con, _listing=True) -> None:
         if peaks:
             head += f" at line{'s' if len(peaks) > 1 else ''} {', '.join(map(str, peaks))}"
         con.print(Text(head, style="bold"), soft_wrap=True)
+        if k.instructions:
+            con.print(f"mix: {mix_words(k.mix)}", markup=False, soft_wrap=True)
+        if k.ptx is not None and k.ptx.has_lineinfo and k.has_lineinfo:
+            con.print(f"ptx: {k.ptx.module} ({k.ptx.arch}), {len(k.ptx.instructions)} "
+                      "instructions, counted per line from its .loc directives", markup=False,
+                      soft_wrap=True)
         if root:
             con.print(f"source: {root}{os.sep}", markup=False, soft_wrap=True)
         con.print("live: general, predicate, uniform registers at each instruction "
@@ -60,7 +66,11 @@ def render_lines(kernels, con, _listing=True) -> None:
             mark = "  <- peak" if ln.peak else ""
             stats = (f"{ln.instructions} instr, peak {ln.peak_gpr}" if ln.instructions
                      else "no SASS")
-            text = ln.text if ln.text is not None else ""
+            if ln.ptx_instructions:
+                stats += f", ptx {ln.ptx_instructions}"
+            if ln.mix:
+                stats += " | " + ", ".join(f"{c} {n}" for c, n in ln.mix.items())
+            text = ln.text.strip() if ln.text is not None else ""
             line = Text(f"{ln.line:>5} | {text}", style="bold" if ln.peak else None)
             line.append(f"   [{stats}]{mark}", style="cyan" if ln.instructions else "dim")
             con.print(line, soft_wrap=True)
@@ -71,6 +81,16 @@ def render_lines(kernels, con, _listing=True) -> None:
             con.print("      | (no source line)", markup=False)
             for i in elsewhere:
                 _instruction(con, i, k.peak_gpr)
+
+
+def mix_words(m) -> str:
+    """``int 12, fp32 7, global_load 8 (32 B), ...``: classes by count, the memory classes
+    with the bytes a thread moves through their instructions."""
+    words = []
+    for c, n in sorted(m.counts.items(), key=lambda kv: -kv[1]):
+        b = m.memory_bytes.get(c)
+        words.append(f"{c} {n}" + (f" ({b} B)" if b else ""))
+    return ", ".join(words)
 
 
 def _instruction(con, i, peak) -> None:
