@@ -12,6 +12,8 @@ workload unchanged::
     reads = ["x"]                 # buffers read once in full ...
     writes = { t1 = "n / 2" }     # ... or { buffer = "elements" } for part of one
     flops = "n"                   # floating-point operations of one launch (an expression)
+    trips = "k / 32"              # optional: how many times each loop of the kernel runs per
+                                  # thread, or a list with one per loop (in SASS order)
 
 A workload file may also carry the same keys in a ``[model]`` table; this reader takes it out
 before the workload is parsed (``nvstage run`` does not accept that table yet).
@@ -33,7 +35,8 @@ from nvstage.run.workload.reader import read_toml
 from nvstage.run.workload.spec import DTYPES
 
 HOST_MEMORY = ("pinned", "pageable")
-_LAUNCH_KEYS = ("kernel", "reads", "writes", "flops")
+_LAUNCH_KEYS = ("kernel", "reads", "writes", "flops", "trips")
+MAX_LOOPS = 64  # trip counts one launch may list
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class LaunchCost:
     reads: tuple[Touch, ...]
     writes: tuple[Touch, ...]
     flops: str | int | float
+    trips: tuple[str | int | float, ...] | str | int | float | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class LaunchCounts:
     reads: tuple[tuple[str, int], ...]  # (buffer, bytes)
     writes: tuple[tuple[str, int], ...]
     flops: float
+    trips: tuple[float, ...] | float | None = None  # None: not declared
 
     @property
     def bytes_read(self) -> int:
@@ -84,7 +89,8 @@ class LaunchCounts:
         return {"index": self.index, "kernel": self.kernel, "repeat": self.repeat,
                 "reads": dict(self.reads), "writes": dict(self.writes),
                 "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
-                "flops": self.flops}
+                "flops": self.flops,
+                "trips": list(self.trips) if isinstance(self.trips, tuple) else self.trips}
 
 
 def cost_path_for(workload_path: str | Path) -> Path:
@@ -175,8 +181,26 @@ def cost_from_dict(data: Any, w: Workload, *, origin: str) -> CostSpec:
             raise err("must be a number or an expression", f"{where} flops")
         if _number(flops, values, err, f"{where} flops") < 0:
             raise err("cannot be negative", f"{where} flops")
-        out.append(LaunchCost(lz.kernel, touches["reads"], touches["writes"], flops))
+        trips = _trips(t.get("trips"), values, err, f"{where} trips")
+        out.append(LaunchCost(lz.kernel, touches["reads"], touches["writes"], flops, trips))
     return CostSpec(tuple(out), host, origin)
+
+
+def _trips(v, values, err, where: str):
+    """A loop trip count (or a list of them): numbers or expressions, each at least 0."""
+    if v is None:
+        return None
+    many = isinstance(v, list)
+    items = v if many else [v]
+    if many and not 1 <= len(items) <= MAX_LOOPS:
+        raise err(f"a list of 1 to {MAX_LOOPS} trip counts, not {len(items)}", where)
+    for x in items:
+        if isinstance(x, bool) or not isinstance(x, (int, float, str)):
+            raise err("a trip count is a number or an expression", where,
+                      hint='e.g. trips = "k / 32", or trips = ["n / (blocks * block)", 8]')
+        if _number(x, values, err, where) < 0:
+            raise err("a trip count cannot be negative", where)
+    return tuple(items) if many else v
 
 
 def _touches(v, names: set[str], passed: set[str], err, where: str) -> tuple[Touch, ...]:
@@ -229,10 +253,14 @@ def launch_counts(w: Workload, spec: CostSpec) -> list[LaunchCounts]:
                 return w.element_count(b, values) * size
             return int(eval_int_expr(t.elements, values)) * size
 
+        trips = c.trips
+        if trips is not None:
+            trips = (tuple(float(eval_int_expr(x, values)) for x in trips)
+                     if isinstance(trips, tuple) else float(eval_int_expr(trips, values)))
         out.append(LaunchCounts(i, lz.kernel, lz.repeat,
                                 tuple((t.buffer, nbytes(t)) for t in c.reads),
                                 tuple((t.buffer, nbytes(t)) for t in c.writes),
-                                float(eval_int_expr(c.flops, values))))
+                                float(eval_int_expr(c.flops, values)), trips))
     return out
 
 
