@@ -35,7 +35,8 @@ def test_every_example_is_a_valid_workload_with_counts(toolkit):
     from nvstage.model.compiled import kernel_resources
 
     assert {p.stem for p in EXAMPLES} == {"chain_unfused", "chain_fused", "chain_fused_wide",
-                                          "reduce", "matmul_tiled", "transfer"}
+                                          "reduce", "matmul_tiled", "transfer", "fma_chain",
+                                          "gather_chain"}
     for p in EXAMPLES:
         w, spec = load_model_input(p)
         assert spec.file.endswith(f"{p.stem}.cost.toml")
@@ -67,6 +68,17 @@ def _emulate(name, w, init):
         d = init["data"].copy()
         d[:v["m"]] += 1
         out["data"] = d
+    elif name == "fma_chain":
+        y = init["x"].copy()
+        for _ in range(v["iters"]):
+            y = (y * np.float32(v["a"]) + np.float32(v["b"])).astype(np.float32)
+        out["y"] = y
+    elif name == "gather_chain":
+        mask = v["n"] - 1
+        i = np.arange(v["blocks"] * v["block"]) & mask
+        for _ in range(v["steps"]):
+            i = init["next"][i] & mask
+        out["out"] = i.astype(np.int32)
     return out
 
 
@@ -76,6 +88,8 @@ def test_each_check_accepts_the_right_answer_and_rejects_a_wrong_one(path):
 
     w, _ = load_model_input(path)
     small = {"n": {"transfer": 1 << 12, "reduce": 1 << 19}.get(path.stem, 1 << 16)}
+    if path.stem == "fma_chain":
+        small["iters"] = 64
     if path.stem == "matmul_tiled":
         small = {"m": 64, "n": 96, "k": 128}
     w = dataclasses.replace(w, params=tuple((k, small.get(k, v)) for k, v in w.params))
