@@ -90,7 +90,8 @@ def _profiles():
 @pytest.mark.parametrize("name", _profiles() or [None])
 def test_raw_profiles_saved_under_docs_measured(name, toolkit):
     """Per workload and per kernel, against what a device session saved
-    (scripts/device_session.sh copies every run --profile report there)."""
+    (scripts/device_session.sh packs every run --profile report as
+    docs/measured/GPU-DATE/NAME.run.json)."""
     if name is None:
         pytest.skip("no raw run --profile reports under docs/measured/ yet: the frozen "
                     "figures above stand in for them")
