@@ -51,7 +51,8 @@ def test_dram_latency_and_per_sm_arithmetic():
 
 def test_memory_is_dram_plus_latency_and_names_the_larger():
     # chain_fused on the H200: 201 MB, one round trip of 2 loads, 63 waves
-    kb = B.kernel_bounds(_shape(dram_bytes=201_326_592, round_trips=1, loads_per_trip=2), _machine())
+    kb = B.kernel_bounds(_shape(dram_bytes=201_326_592, round_trips=1, loads_per_trip=2),
+                         _machine())
     assert kb.time(B.DRAM) == pytest.approx(201_326_592 / H200_BW)
     assert kb.time(B.LATENCY) == pytest.approx(63 * LAT)
     assert kb.memory_s == kb.seconds == pytest.approx(201_326_592 / H200_BW + 63 * LAT)

@@ -44,6 +44,11 @@ def pipe_name(cls: str) -> str:
     return f"{cls} pipe"
 
 
+def count(n: float, what: str) -> str:
+    """``n`` and ``what``, plural unless ``n`` is one: "1 load", "2.5 loads"."""
+    return f"{n:.4g} {what}{'' if n == 1 else 's'}"
+
+
 @dataclass(frozen=True)
 class Bound:
     """One limiter's time for one launch, and its numbers in words."""
@@ -163,11 +168,10 @@ def kernel_bounds(s: LaunchShape, m: Machine) -> KernelBounds:
         in_flight = warps_sm * s.loads_per_trip * s.bytes_per_load * m.warp_size
         product = m.bandwidth * m.latency_s / m.sms
         bounds.append(Bound(LATENCY, t_lat, (
-            f"{s.loads_per_trip:.3g} loads in flight per warp x {warps_sm} warps per SM x "
-            f"{s.bytes_per_load * m.warp_size:.0f} B = {in_flight / 1024:.1f} KiB per SM "
+            f"{count(s.loads_per_trip, 'load')} in flight per warp x {warps_sm} warps per SM "
+            f"x {s.bytes_per_load * m.warp_size:.0f} B = {in_flight / 1024:.1f} KiB per SM "
             f"against {product / 1024:.1f} KiB (bandwidth x {m.latency_s * 1e9:.0f} ns); "
-            f"{s.round_trips:.4g} round trips per thread x {n_waves} wave"
-            f"{'s' if n_waves != 1 else ''}")))
+            f"{count(s.round_trips, 'round trip')} per thread x {count(n_waves, 'wave')}")))
     memory = t_dram + t_lat
     core = []
     if m.clock_hz:

@@ -145,10 +145,12 @@ def _sum(e: Estimate, f) -> float:
 def kernel_line(x) -> str:
     """One launch in the explanation's terms: registers, occupancy, loads in flight per warp,
     and its limiter with the limiter's numbers."""
+    from nvstage.model.bounds import count
+
     f = x.facts
-    loads = f"{x.code.loads_per_trip:.3g}" if x.code else "-"
+    loads = count(x.code.loads_per_trip, "load") if x.code else "no SASS: loads"
     return (f"{x.kernel}: {f.registers} regs, {f.occupancy:.0%} occupancy "
-            f"({f.active_blocks_per_sm * f.warps_per_block} warps/SM), {loads} loads in "
+            f"({f.active_blocks_per_sm * f.warps_per_block} warps/SM), {loads} in "
             f"flight per warp, limited by {x.bounds.limiter_detail}")
 
 

@@ -28,7 +28,6 @@ The rules, per term:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
@@ -39,7 +38,7 @@ from nvstage.model.bounds import KernelBounds, LaunchShape, Machine, kernel_boun
 from nvstage.model.compiled import LaunchFacts, kernel_code, kernel_facts, kernel_resources
 from nvstage.model.costfile import CostSpec, LaunchCounts, intermediates, launch_counts
 from nvstage.model.kernelcode import DynamicCode
-from nvstage.model.presets import DEFAULT_PRESETS, PRESET_SOURCES, Presets  # noqa: F401
+from nvstage.model.presets import DEFAULT_PRESETS, Presets
 from nvstage.run.workload import Workload
 
 LABEL = "estimate"
