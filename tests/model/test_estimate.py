@@ -243,12 +243,45 @@ def test_workload_without_counts_is_one_clear_error(tmp_path):
     ('[[launch]]\nreads = ["x"]\nwrites = ["y"]\nflops = "n * zz"\n', "cannot evaluate"),
     ('host_memory = "paged"\n[[launch]]\nreads = ["x"]\nwrites = ["y"]\nflops = 1\n',
      "pinned or pageable"),
+    ('[[launch]]\nreads = ["x"]\nwrites = ["y"]\nflops = 1\ntrips = -1\n',
+     "a trip count cannot be negative"),
+    ('[[launch]]\nreads = ["x"]\nwrites = ["y"]\nflops = 1\ntrips = []\n',
+     "a list of 1 to 64 trip counts, not 0"),
+    ('[[launch]]\nreads = ["x"]\nwrites = ["y"]\nflops = 1\ntrips = true\n',
+     "a trip count is a number or an expression"),
+    ('[[launch]]\nreads = ["x"]\nwrites = ["y"]\nflops = 1\ninstructions = 3\n',
+     "a table of instruction classes"),
+    ('[[launch]]\nreads = ["x"]\nwrites = ["y"]\nflops = 1\ninstructions = { fp99 = 1 }\n',
+     "no instruction class 'fp99'"),
+    ('[[launch]]\nreads = ["x"]\nwrites = ["y"]\nflops = 1\ninstructions = { fp32 = -2 }\n',
+     "a count cannot be negative"),
 ])
 def test_malformed_counts(tmp_path, cost, message):
     p = _copy(tmp_path, "chain_fused", cost)
     with pytest.raises(CostSpecError) as e:
         load_model_input(p)
     assert message in e.value.message and str(tmp_path) in e.value.message
+
+
+def test_declared_instructions_replace_the_sass_counts(tmp_path, toolkit):
+    base = estimate(MODEL / "chain_fused.toml", H200, toolkit=toolkit).launches[0]
+    p = _copy(tmp_path, "chain_fused", '[[launch]]\nreads = ["x", "b"]\nwrites = ["y"]\n'
+                                       'flops = "10 * n"\ninstructions = { fp32 = 4000 }\n')
+    x = estimate(p, H200, toolkit=toolkit).launches[0]
+    assert x.code.classes["fp32"] == 4000 and "fp32 declared" in x.code.trips_source
+    assert x.code.instructions == base.code.instructions - base.code.pipes["fp32"] + 4000
+    # 497 blocks of 8 warps on the busiest SM x about 4,000 instructions / 4 per clock: about
+    # 2 ms at 1980 MHz, far past memory's 75 us
+    assert x.limiter == "instruction issue"
+    assert x.t_kernel_s == pytest.approx(497 * 8 * x.code.instructions / (4 * 1.98e9))
+
+
+def test_trips_that_do_not_fit_the_loops(tmp_path, toolkit):
+    text = (MODEL / "matmul_tiled.cost.toml").read_text().replace('trips = "k / 32"',
+                                                                   "trips = [32, 8]")
+    p = _copy(tmp_path, "matmul_tiled", text)
+    with pytest.raises(ModelError, match="2 trip counts for 1 loop in its SASS"):
+        estimate(p, H200, toolkit=toolkit)
 
 
 def test_inline_model_table_and_pageable(tmp_path, toolkit):

@@ -14,6 +14,8 @@ workload unchanged::
     flops = "n"                   # floating-point operations of one launch (an expression)
     trips = "k / 32"              # optional: how many times each loop of the kernel runs per
                                   # thread, or a list with one per loop (in SASS order)
+    instructions = { fp32 = "2 * k" }  # optional: instructions per thread as the kernel runs,
+                                  # per class of inspect.mix, instead of the SASS's counts
 
 A workload file may also carry the same keys in a ``[model]`` table; this reader takes it out
 before the workload is parsed (``nvstage run`` does not accept that table yet).
@@ -35,7 +37,7 @@ from nvstage.run.workload.reader import read_toml
 from nvstage.run.workload.spec import DTYPES
 
 HOST_MEMORY = ("pinned", "pageable")
-_LAUNCH_KEYS = ("kernel", "reads", "writes", "flops", "trips")
+_LAUNCH_KEYS = ("kernel", "reads", "writes", "flops", "trips", "instructions")
 MAX_LOOPS = 64  # trip counts one launch may list
 
 
@@ -52,6 +54,7 @@ class LaunchCost:
     writes: tuple[Touch, ...]
     flops: str | int | float
     trips: tuple[str | int | float, ...] | str | int | float | None = None
+    instructions: tuple[tuple[str, str | int | float], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class LaunchCounts:
     writes: tuple[tuple[str, int], ...]
     flops: float
     trips: tuple[float, ...] | float | None = None  # None: not declared
+    instructions: dict | None = None  # class -> per thread, where declared
 
     @property
     def bytes_read(self) -> int:
@@ -90,7 +94,8 @@ class LaunchCounts:
                 "reads": dict(self.reads), "writes": dict(self.writes),
                 "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
                 "flops": self.flops,
-                "trips": list(self.trips) if isinstance(self.trips, tuple) else self.trips}
+                "trips": list(self.trips) if isinstance(self.trips, tuple) else self.trips,
+                "instructions": self.instructions}
 
 
 def cost_path_for(workload_path: str | Path) -> Path:
@@ -182,7 +187,9 @@ def cost_from_dict(data: Any, w: Workload, *, origin: str) -> CostSpec:
         if _number(flops, values, err, f"{where} flops") < 0:
             raise err("cannot be negative", f"{where} flops")
         trips = _trips(t.get("trips"), values, err, f"{where} trips")
-        out.append(LaunchCost(lz.kernel, touches["reads"], touches["writes"], flops, trips))
+        declared = _instructions(t.get("instructions"), values, err, f"{where} instructions")
+        out.append(LaunchCost(lz.kernel, touches["reads"], touches["writes"], flops, trips,
+                              declared))
     return CostSpec(tuple(out), host, origin)
 
 
@@ -201,6 +208,26 @@ def _trips(v, values, err, where: str):
         if _number(x, values, err, where) < 0:
             raise err("a trip count cannot be negative", where)
     return tuple(items) if many else v
+
+
+def _instructions(v, values, err, where: str):
+    """Instructions per thread per class, declared: {class = number or expression}."""
+    from nvstage.inspect.mix import CLASSES
+
+    if v is None:
+        return None
+    if not isinstance(v, Mapping) or not v:
+        raise err('a table of instruction classes, e.g. instructions = { fp32 = "2 * k" }',
+                  where)
+    for cls, x in v.items():
+        if cls not in CLASSES and cls != "other":
+            raise err(f"no instruction class {cls!r}", where,
+                      hint=f"classes: {', '.join(list(CLASSES) + ['other'])}")
+        if isinstance(x, bool) or not isinstance(x, (int, float, str)):
+            raise err("a count is a number or an expression", f"{where}.{cls}")
+        if _number(x, values, err, f"{where}.{cls}") < 0:
+            raise err("a count cannot be negative", f"{where}.{cls}")
+    return tuple(v.items())
 
 
 def _touches(v, names: set[str], passed: set[str], err, where: str) -> tuple[Touch, ...]:
@@ -257,10 +284,13 @@ def launch_counts(w: Workload, spec: CostSpec) -> list[LaunchCounts]:
         if trips is not None:
             trips = (tuple(float(eval_int_expr(x, values)) for x in trips)
                      if isinstance(trips, tuple) else float(eval_int_expr(trips, values)))
+        declared = None
+        if c.instructions is not None:
+            declared = {k: float(eval_int_expr(x, values)) for k, x in c.instructions}
         out.append(LaunchCounts(i, lz.kernel, lz.repeat,
                                 tuple((t.buffer, nbytes(t)) for t in c.reads),
                                 tuple((t.buffer, nbytes(t)) for t in c.writes),
-                                float(eval_int_expr(c.flops, values)), trips))
+                                float(eval_int_expr(c.flops, values)), trips, declared))
     return out
 
 

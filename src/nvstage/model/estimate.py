@@ -37,7 +37,7 @@ from nvstage.inspect.kernels import KernelRecord
 from nvstage.model.bounds import KernelBounds, LaunchShape, Machine, kernel_bounds
 from nvstage.model.compiled import LaunchFacts, kernel_code, kernel_facts, kernel_resources
 from nvstage.model.costfile import CostSpec, LaunchCounts, intermediates, launch_counts
-from nvstage.model.kernelcode import DynamicCode
+from nvstage.model.kernelcode import DynamicCode, declared_code
 from nvstage.model.presets import DEFAULT_PRESETS, Presets
 from nvstage.run.workload import Workload
 
@@ -265,7 +265,8 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
         if kc is not None:
             threads = f.grid_blocks * f.block_size
             try:
-                dyn = kc.dynamic(c.trips, flops_per_thread=c.flops / threads if threads else 0)
+                dyn = kc.dynamic(c.trips, flops_per_thread=c.flops / threads if threads else 0,
+                                 declared=c.instructions)
             except ValueError as e:  # a list of trips that does not fit the loops
                 raise ModelError(f"kernel {c.kernel}: {e} in its SASS",
                                  hint="give one trip count for every loop, or one per loop "
@@ -276,6 +277,10 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
             if dyn.classes.get("tensor"):
                 notes.append(f"{c.kernel}: tensor-core instructions take issue slots only "
                              "here (their pipe is not modelled)")
+        elif c.instructions:
+            dyn = declared_code(c.instructions)
+            notes.append(f"{c.kernel}: no SASS for {gpu.arch} (the workload is PTX): its "
+                         "declared instructions, no latency bound")
         else:
             notes.append(f"{c.kernel}: no SASS for {gpu.arch} (the workload is PTX): DRAM "
                          "and the floor only")

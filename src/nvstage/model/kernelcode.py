@@ -55,9 +55,11 @@ class KernelCode:
             return None
         return (flops_per_thread - outside) / inside
 
-    def dynamic(self, trips=None, *, flops_per_thread: float = 0.0) -> DynamicCode:
+    def dynamic(self, trips=None, *, flops_per_thread: float = 0.0,
+                declared: dict | None = None) -> DynamicCode:
         """Counts per thread as the kernel runs: ``trips`` as the cost file declares them
-        (None: derived from ``flops_per_thread``, else 1 per loop)."""
+        (None: derived from ``flops_per_thread``, else 1 per loop); ``declared``: instructions
+        per class the cost file gives directly, which replace the SASS's."""
         how = "no loop"
         if self.loops:
             if trips is not None:
@@ -74,11 +76,33 @@ class KernelCode:
         round_trips = fl.round_trips(per_loop)
         loads = fl.loads_per_round_trip(per_loop)
         per_load = fl.bytes_per_round_trip(per_loop) / loads if loads else 0.0
-        return DynamicCode(
-            per_loop, how, sum(m.counts.values()),
-            {c: m.counts[c] for c in PIPE_CLASSES if m.counts.get(c)},
-            sum(m.memory_bytes.get(c, 0) for c in SHARED_CLASSES if c in MEMORY),
-            round_trips, loads, per_load, fl.max_loads, dict(m.counts))
+        return _counted(dict(m.counts), dict(m.memory_bytes), declared, per_loop, how,
+                        round_trips, loads, per_load, fl.max_loads)
+
+
+def _counted(counts: dict, memory: dict, declared: dict | None, trips, how, round_trips,
+             loads, per_load, max_loads) -> DynamicCode:
+    """The dynamic record, with the classes the cost file declares put in place of the
+    SASS's (a declared shared class keeps the SASS's bytes per instruction, 4 where it has
+    none)."""
+    memory = dict(memory)
+    if declared:
+        for cls, n in declared.items():
+            if cls in SHARED_CLASSES:
+                per = memory.get(cls, 0) / counts[cls] if counts.get(cls) else 4
+                memory[cls] = per * n
+            counts[cls] = n
+        how += "; instructions of " + ", ".join(declared) + " declared in the cost file"
+    counts = {c: n for c, n in counts.items() if n}
+    return DynamicCode(trips, how, sum(counts.values()),
+                       {c: counts[c] for c in PIPE_CLASSES if counts.get(c)},
+                       sum(memory.get(c, 0) for c in SHARED_CLASSES if c in MEMORY),
+                       round_trips, loads, per_load, max_loads, counts)
+
+
+def declared_code(declared: dict) -> DynamicCode:
+    """Counts from the cost file alone, for a kernel with no SASS to read (PTX)."""
+    return _counted({}, {}, declared, (), "no SASS", 0.0, 0.0, 0.0, 0)
 
 
 @dataclass(frozen=True)
