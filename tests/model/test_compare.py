@@ -112,3 +112,23 @@ def test_estimate_verdict_thresholds(ta, tb, word):
 def test_measured_verdict_uses_the_spread(a, ia, b, ib, word):
     v = measured_verdict(a, ia, b, ib)
     assert v.word == word and v.basis == "measured"
+
+
+def test_each_kernel_beside_its_measurement(unfused_vs_fused):
+    """With --measure, each launch's estimate beside its measured median, in launch order."""
+    from nvstage.model.compare import kernels_measured
+    from nvstage.run.decompose import NoiseFloor, OpSamples, decompose
+
+    e = unfused_vs_fused.a
+    ops = [OpSamples(0, "h2d", "x", [1000.0] * 3, [5e5] * 3, nbytes=4 * N),
+           OpSamples(1, "h2d", "b", [1000.0] * 3, [5e5] * 3, nbytes=4 * N)]
+    ops += [OpSamples(2 + k, "launch", name, [4000.0] * 3, [t] * 3)
+            for k, (name, t) in enumerate((("scale", 50e3), ("add_bias", 70e3),
+                                           ("gelu_act", 60e3)))]
+    ops.append(OpSamples(5, "d2h", "y", [1000.0] * 3, [5e5] * 3, nbytes=4 * N))
+    dec = decompose(ops, [2e6] * 3, NoiseFloor(500.0, 2000.0, 1500.0, 50.0), "serialized")
+    got = kernels_measured(e, dec)
+    assert [k["kernel"] for k in got] == ["scale", "add_bias", "gelu_act"]
+    assert [k["measured_s"] for k in got] == pytest.approx([50e-6, 70e-6, 60e-6])
+    assert got[0]["error"] == pytest.approx(e.launches[0].t_kernel_s / 50e-6 - 1)
+    assert got[1]["limiter"] == "DRAM bandwidth"

@@ -122,6 +122,8 @@ class Comparison:
         measured = None
         if self.measured:
             measured = {k: d.to_json() for k, d in self.measured.items()}
+            for k, e in (("a", self.a), ("b", self.b)):
+                measured[k]["kernels_vs_estimate"] = kernels_measured(e, self.measured[k])
         return {
             "schema": "nvstage.compare/1",
             "gpu": self.a.gpu.name, "presets": self.a.presets.to_json(),
@@ -201,6 +203,20 @@ def explain(a: Estimate, b: Estimate) -> list[Term]:
                       f"{abs(dt) / 1e6:.1f} MB {'less' if dt < 0 else 'more'} copied"
                       if dt else "same copies"))
     return terms
+
+
+def kernels_measured(e: Estimate, dec) -> list[dict]:
+    """Each launch of a measured run beside its estimate (``dec``: the run's decomposition,
+    launches in the workload's order): kernel, limiter, estimated and measured median us."""
+    ops = [o for o in dec.ops if o.kind == "launch"]
+    order = [x for x in e.launches for _ in range(x.repeat)]
+    out = []
+    for x, o in zip(order, ops):
+        measured = o.gpu.median * 1e-9 if o.gpu else None
+        out.append({"kernel": x.kernel, "limiter": x.limiter, "estimate_s": x.t_kernel_s,
+                    "measured_s": measured,
+                    "error": (x.t_kernel_s - measured) / measured if measured else None})
+    return out
 
 
 def limiters(e: Estimate) -> list[str]:

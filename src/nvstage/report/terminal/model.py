@@ -154,6 +154,16 @@ def render_comparison(cmp, con) -> None:
 
     lines = ["each kernel's limiter (estimate):"]
     lines += [f"  A {line}" for line in limiters(a)] + [f"  B {line}" for line in limiters(b)]
+    if cmp.measured:
+        from nvstage.model.compare import kernels_measured
+
+        lines.append("each kernel, estimate against measured median:")
+        for side, e in (("A", a), ("B", b)):
+            for k in kernels_measured(e, cmp.measured[side.lower()]):
+                got = _us(k["measured_s"]) if k["measured_s"] else "-"
+                err = f" ({k['error']:+.1%})" if k["error"] is not None else ""
+                lines.append(f"  {side} {k['kernel']}: {_us(k['estimate_s'])} us estimated, "
+                             f"{got} us measured{err}; limited by {k['limiter']}")
     lines.append("difference B - A, term by term (estimate):")
     lines += [f"  {term.name:<24} {fmt_time(term.seconds, 'us', digits=2, sign=True):>13}  "
               f"{term.detail}" for term in cmp.terms]
