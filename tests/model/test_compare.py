@@ -132,3 +132,15 @@ def test_each_kernel_beside_its_measurement(unfused_vs_fused):
     assert [k["measured_s"] for k in got] == pytest.approx([50e-6, 70e-6, 60e-6])
     assert got[0]["error"] == pytest.approx(e.launches[0].t_kernel_s / 50e-6 - 1)
     assert got[1]["limiter"] == "DRAM bandwidth"
+
+
+def test_which_limiter_moved(unfused_vs_fused, toolkit):
+    from nvstage.model.compare import limiter_shift
+
+    assert limiter_shift(unfused_vs_fused.a, unfused_vs_fused.b).endswith(
+        "the main limiter unchanged")
+    c = compare(MODEL / "reduce.toml", MODEL / "chain_fused.toml", H200, toolkit=toolkit)
+    shift = limiter_shift(c.a, c.b)
+    assert shift.startswith("A [memory latency 93%, launch floor 7%] -> B [DRAM bandwidth 100%]")
+    assert shift.endswith("moved from memory latency to DRAM bandwidth")
+    assert c.to_json()["limiter_shift"] == shift

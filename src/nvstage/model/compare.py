@@ -130,6 +130,7 @@ class Comparison:
             "a": side(self.a), "b": side(self.b),
             "difference": [t.to_json() for t in self.terms],
             "delta_total_s": self.b.total_s - self.a.total_s,
+            "limiter_shift": limiter_shift(self.a, self.b),
             "verdict": self.verdict.to_json(),
             "device_verdict": self.device_verdict.to_json(),
             "measured": measured,
@@ -217,6 +218,25 @@ def kernels_measured(e: Estimate, dec) -> list[dict]:
                     "measured_s": measured,
                     "error": (x.t_kernel_s - measured) / measured if measured else None})
     return out
+
+
+def limiter_shift(a: Estimate, b: Estimate) -> str:
+    """Which limiter moved: the limiters of A's and B's kernels, by share of kernel time."""
+    def side(e: Estimate) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for x in e.launches:
+            out[x.limiter] = out.get(x.limiter, 0.0) + x.t_kernel_s * x.repeat
+        return out
+
+    def words(d: dict[str, float]) -> str:
+        total = sum(d.values()) or 1.0
+        return ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(d.items(),
+                                                                   key=lambda kv: -kv[1]))
+
+    sa, sb = side(a), side(b)
+    top = lambda d: max(d, key=d.get) if d else "-"  # noqa: E731
+    moved = "unchanged" if top(sa) == top(sb) else f"moved from {top(sa)} to {top(sb)}"
+    return f"A [{words(sa)}] -> B [{words(sb)}] of kernel time: the main limiter {moved}"
 
 
 def limiters(e: Estimate) -> list[str]:

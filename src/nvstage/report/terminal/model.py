@@ -150,9 +150,9 @@ def render_comparison(cmp, con) -> None:
                       f"{x.code.loads_per_trip:.3g}" if x.code else "-", _us(x.t_kernel_s),
                       x.limiter)
     con.print(k)
-    from nvstage.model.compare import limiters
+    from nvstage.model.compare import limiter_shift, limiters
 
-    lines = ["each kernel's limiter (estimate):"]
+    lines = [f"limiters (estimate): {limiter_shift(a, b)}", "each kernel's limiter (estimate):"]
     lines += [f"  A {line}" for line in limiters(a)] + [f"  B {line}" for line in limiters(b)]
     if cmp.measured:
         from nvstage.model.compare import kernels_measured
