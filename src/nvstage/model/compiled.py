@@ -131,9 +131,14 @@ def kernel_code(w: Workload, arch: str, *, toolkit=None) -> dict[str, KernelCode
         from nvstage.compiler.toolkit import find_toolkit
 
         toolkit = find_toolkit()
+    from nvstage.errors import ArtifactError, ToolkitError
+
     entry = _entry(w, arch, toolkit)
     prep = entry[0]
     if entry[1] is None:
-        entry[1] = workload_code(prep.image, prep.kind, arch, toolkit)
+        try:
+            entry[1] = workload_code(prep.image, prep.kind, arch, toolkit)
+        except (ArtifactError, ToolkitError):  # the estimate goes on without the code, noted
+            entry[1] = {}
     symbols = prep.mangled()
     return {lz.kernel: entry[1].get(symbols.get(lz.kernel, lz.kernel)) for lz in w.launches}

@@ -37,7 +37,7 @@ from nvstage.inspect.kernels import KernelRecord
 from nvstage.model.bounds import KernelBounds, LaunchShape, Machine, kernel_bounds
 from nvstage.model.compiled import LaunchFacts, kernel_code, kernel_facts, kernel_resources
 from nvstage.model.costfile import CostSpec, LaunchCounts, intermediates, launch_counts
-from nvstage.model.kernelcode import DynamicCode, declared_code
+from nvstage.model.kernelcode import DynamicCode, declared_code, finite
 from nvstage.model.presets import DEFAULT_PRESETS, Presets
 from nvstage.run.workload import Workload
 
@@ -272,6 +272,10 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
                                  hint="give one trip count for every loop, or one per loop "
                                       "in the order nvstage model --json lists them "
                                       "(per_launch[].code.loops)") from None
+            if not finite(dyn):
+                raise ModelError(f"kernel {c.kernel}: its trip counts multiply past any "
+                                 "number over its nested loops",
+                                 hint="give each loop's own trip count (trips = [...])")
             if dyn.trips_source.startswith("unknown"):
                 notes.append(f"{c.kernel}: loop trip counts {dyn.trips_source}")
             if dyn.classes.get("tensor"):
@@ -279,11 +283,12 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
                              "here (their pipe is not modelled)")
         elif c.instructions:
             dyn = declared_code(c.instructions)
-            notes.append(f"{c.kernel}: no SASS for {gpu.arch} (the workload is PTX): its "
-                         "declared instructions, no latency bound")
+            notes.append(f"{c.kernel}: no SASS for {gpu.arch} read: its declared "
+                         "instructions, no latency bound")
         else:
-            notes.append(f"{c.kernel}: no SASS for {gpu.arch} (the workload is PTX): DRAM "
-                         "and the floor only")
+            notes.append(f"{c.kernel}: no SASS for {gpu.arch} read (a PTX workload, or code "
+                         "nvdisasm could not read or too large to walk): DRAM and the floor "
+                         "only")
         b = kernel_bounds(launch_shape(c, f, dyn), m)
         launches.append(LaunchEstimate(c.index, c.kernel, c.repeat, c, f, dyn, b,
                                        presets.launch_cost_s))

@@ -18,6 +18,11 @@ from nvstage.inspect.inflight import InFlight, in_flight
 from nvstage.inspect.loops import Loop, multiplicities, trip_list
 from nvstage.inspect.mix import MEMORY, flops, mix
 
+# A kernel's SASS is read only up to these sizes (the walk costs instructions x loops): past
+# them the kernel is estimated without its code, and a note says so. Real kernels are far
+# smaller; a crafted cubin is not.
+MAX_INSTRUCTIONS = 100_000
+MAX_LOOPS = 256
 # Classes with a pipe of their own in the guide's throughput table (``hw.pipes``).
 PIPE_CLASSES = ("fp32", "fp16", "fp64", "int", "convert", "sfu", "shuffle")
 SHARED_CLASSES = ("shared_load", "shared_store")
@@ -33,9 +38,14 @@ class KernelCode:
     inflight: InFlight
 
     @classmethod
-    def of(cls, kernel) -> KernelCode:
-        """From an ``inspect.sass.SassKernel`` (its padding left out)."""
+    def of(cls, kernel) -> KernelCode | None:
+        """From an ``inspect.sass.SassKernel`` (its padding left out); None past the sizes
+        this reads."""
+        from nvstage.inspect.loops import find_loops
+
         code = tuple(kernel.code)
+        if len(code) > MAX_INSTRUCTIONS or len(find_loops(code)) > MAX_LOOPS:
+            return None
         fl = in_flight(code)
         return cls(kernel.name, code, fl.loops, fl)
 
@@ -148,3 +158,11 @@ def workload_code(image: bytes, kind: str, arch: str, toolkit) -> dict[str, Kern
         kernels = [k for k in disassemble(path, toolkit) if k.is_entry]
     mine = [k for k in kernels if k.arch.rstrip("af") == arch.rstrip("af")]
     return {k.name: KernelCode.of(k) for k in (mine or kernels)}
+
+
+def finite(d: DynamicCode) -> bool:
+    """Every count a finite number (trip counts multiplied over nested loops can overflow)."""
+    import math
+
+    return all(math.isfinite(v) for v in (d.instructions, d.shared_bytes, d.round_trips,
+                                          *d.pipes.values()))
