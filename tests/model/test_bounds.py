@@ -141,3 +141,12 @@ def test_the_memory_rule_follows_published_h200_streams():
             worst_max = max(worst_max, abs(m / rate - 1))
     assert worst_sum < 0.20
     assert worst_max > 0.50
+
+
+def test_a_grid_smaller_than_the_gpu_keeps_fewer_warps_in_flight():
+    # gather_chain: 132 blocks of 2 warps, one per SM though 32 could fit
+    kb = B.kernel_bounds(_shape(blocks=132, warps_per_block=2, blocks_per_sm=32,
+                                dram_bytes=8_650_752, round_trips=32, loads_per_trip=1),
+                         _machine())
+    assert kb.limiter == B.LATENCY and kb.time(B.LATENCY) == pytest.approx(32 * LAT)
+    assert "1 load in flight per warp x 2 warps per SM" in kb.bound(B.LATENCY).detail

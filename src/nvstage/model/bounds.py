@@ -164,7 +164,8 @@ def kernel_bounds(s: LaunchShape, m: Machine) -> KernelBounds:
     t_lat = 0.0
     if m.latency_s is not None and s.round_trips:
         t_lat = latency_time(n_waves, s.round_trips, m.latency_s)
-        warps_sm = s.blocks_per_sm * s.warps_per_block
+        # resident on an SM: what occupancy allows, or what the grid gives it when smaller
+        warps_sm = min(s.blocks_per_sm, busiest_sm_blocks(s.blocks, m.sms)) * s.warps_per_block
         in_flight = warps_sm * s.loads_per_trip * s.bytes_per_load * m.warp_size
         product = m.bandwidth * m.latency_s / m.sms
         bounds.append(Bound(LATENCY, t_lat, (
@@ -176,8 +177,9 @@ def kernel_bounds(s: LaunchShape, m: Machine) -> KernelBounds:
     core = []
     if m.clock_hz:
         busiest = busiest_sm_blocks(s.blocks, m.sms) * s.warps_per_block
-        tail = (f"{busiest} warps on the busiest SM ({busiest_sm_blocks(s.blocks, m.sms)} "
-                f"blocks of {s.blocks} over {m.sms} SMs)")
+        tail = (f"{busiest} warps on the busiest SM "
+                f"({count(busiest_sm_blocks(s.blocks, m.sms), 'block')} of {s.blocks} over "
+                f"{m.sms} SMs)")
         t = per_sm_time(busiest, s.instructions, m.issue_per_clock, m.clock_hz)
         core.append(Bound(ISSUE, t, f"{s.instructions:.4g} instructions per warp x {tail} / "
                                     f"{m.issue_per_clock:g} per clock"))
