@@ -117,3 +117,12 @@ def e_operations(path):
     from nvstage.model.costfile import load_model_input
 
     return load_model_input(path)[0].operations()
+
+
+def test_fitting_on_a_workload_not_measured_is_one_error(toolkit):
+    from nvstage.errors import CalibrationError
+
+    measured, fitted = load_frozen(FROZEN)
+    with pytest.raises(CalibrationError, match="no measurement of fma_chain to fit on"):
+        validate(measured, WORKLOADS, GPUS["h200"], fit_on="fma_chain", fitted=fitted,
+                 toolkit=toolkit)

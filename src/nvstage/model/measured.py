@@ -143,6 +143,9 @@ def validate(measured: Mapping[str, Measured], workloads: Mapping[str, Path], gp
     from nvstage.model.estimate import estimate
 
     names = [n for n in measured if n in workloads]
+    if fit_on not in names:
+        raise CalibrationError(f"no measurement of {fit_on} to fit on",
+                               hint=f"measured: {', '.join(sorted(measured)) or 'none'}")
     default = {n: estimate(workloads[n], gpu, toolkit=toolkit) for n in names}
     m = measured[fit_on]
     if m.source.endswith(".run.json"):
