@@ -29,9 +29,11 @@ import os
 import stat
 import sys
 
-# What this module imports is what a hit costs before it does anything: no json (re, enum),
-# no hashlib or hmac (OpenSSL); the builtin SHA-256 and marshal, whose bytes are only read
-# after their HMAC checks out (marshal is no format for untrusted data).
+from nvstage import fsio
+
+# What this module imports is what a hit costs before it does anything: the standard library
+# that ``fsio`` imports, and marshal, whose bytes are only read after their HMAC checks out
+# (marshal is no format for untrusted data).
 
 # /3: entries from before hold objects whose cubins note a -v nvstage gave ptxas.
 SCHEMA = f"nvstage.invocation/3 marshal {marshal.version}"
@@ -55,39 +57,6 @@ _SETTLE_NS = 2_000_000_000
 _ANSWERABLE = frozenset({"host-preprocess", "cudafe++", "device-preprocess", "cicc", "ptxas",
                          "fatbinary", "host-compile", "cleanup", "depfile"})
 HITS = "hits"  # under inv/: one line per whole answer, the stage hits it stands for
-_CHUNK = 1 << 20
-
-
-def _sha256(data: bytes = b""):
-    from _sha256 import sha256  # the builtin one: hashlib would load OpenSSL (2 ms)
-
-    return sha256(data)
-
-
-# Above this many bytes OpenSSL's SHA-256 (hashlib: 2 ms to load, four times the builtin's
-# speed) pays for itself.
-_OPENSSL_FROM = 1 << 20
-
-
-def _hexdigest(data: bytes) -> str:
-    if len(data) >= _OPENSSL_FROM:
-        import hashlib
-
-        return hashlib.sha256(data).hexdigest()
-    return _sha256(data).hexdigest()
-
-
-_X36 = bytes(x ^ 0x36 for x in range(256))
-_X5C = bytes(x ^ 0x5C for x in range(256))
-
-
-def _hmac(key: bytes, msg: bytes) -> bytes:
-    """HMAC-SHA256 (RFC 2104), hex: the same seal ``hmac.new(key, msg, "sha256")`` makes."""
-    if len(key) > 64:
-        key = _sha256(key).digest()
-    key = key.ljust(64, b"\0")
-    inner = _sha256(key.translate(_X36) + msg).digest()
-    return _sha256(key.translate(_X5C) + inner).hexdigest().encode()
 
 
 def _stat(path: str):
@@ -154,7 +123,7 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
     when what it writes is more than the entry holds (gcc's $DEPENDENCIES_OUTPUT)."""
     if any(env.get(v) for v in SIDE_ENV):
         return None
-    h = _sha256(SCHEMA.encode())
+    h = fsio.sha256(SCHEMA.encode())
     # The words nvcc reads, for the files they name: the environment's flags around the
     # command's (their text is keyed with the environment; the files they name, here).
     words = [*_env_words(env, "NVCC_PREPEND_FLAGS"), *args,
@@ -178,10 +147,10 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
                 for n in name.split(","):
                     # Whole, from a regular file only (a FIFO would block the hit; the
                     # launcher reads no options file over 1 MiB).
-                    data = _read_regular(os.path.join(cwd, n), 1 << 20, follow=True)
+                    data = fsio.read_or_none(os.path.join(cwd, n), 1 << 20, follow=True)
                     if data is None or b"-optf" in data or b"--options-file" in data:
                         return None  # one level is keyed by content; deeper is the miss path's
-                    files.append([n, _sha256(data).hexdigest()])
+                    files.append([n, fsio.sha256(data).hexdigest()])
                     if b"ccbin" in data or b"compiler-bindir" in data:
                         opt_words += data.decode("utf-8", "surrogateescape").split()
         parts.append(files)
@@ -211,15 +180,15 @@ def env_names(real_nvcc: str, env) -> tuple[str, ...]:
     path = None
     if opened is not None:
         path = os.path.join(opened[0], "inv", "env",
-                            _sha256(ident.encode("utf-8", "surrogateescape")).hexdigest())
-        note = read_sealed(path, opened[1], 1 << 20)
+                            fsio.sha256(ident.encode("utf-8", "surrogateescape")).hexdigest())
+        note = fsio.read_sealed(path, opened[1], 1 << 20)
         if isinstance(note, list) and len(note) == 2 and note[0] == nvcc_env.SCHEMA \
                 and isinstance(note[1], tuple) and all(isinstance(n, str) for n in note[1]):
             _env_memo[ident] = note[1]
             return note[1]
     got = nvcc_env.derive(real_nvcc)
     if path is not None:
-        write_sealed(path, opened[1], [nvcc_env.SCHEMA, got])
+        fsio.write_sealed(path, opened[1], [nvcc_env.SCHEMA, got])
     _env_memo[ident] = got
     return got
 
@@ -248,7 +217,7 @@ def _secret(env) -> bytes | None:
     """The cache's key as ``seal.py`` keeps it; None when there is none (nothing to trust)."""
     xdg = env.get("XDG_CONFIG_HOME", "")
     base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".config")
-    raw = _read_regular(os.path.join(base, "nvstage", "cache.key"), 4096)
+    raw = fsio.read_or_none(os.path.join(base, "nvstage", "cache.key"), 4096)
     raw = raw.strip() if raw is not None else b""
     return raw if len(raw) >= 16 else None  # the file's bytes are the key, as seal.py reads
 
@@ -257,81 +226,15 @@ def _entry_dir(root: str, k: str) -> str:
     return os.path.join(root, "inv", k[:2], k)
 
 
-def _read_regular(path: str, limit: int, follow: bool = False) -> bytes | None:
-    """A regular file's bytes, None when it is something else or over ``limit``. ``follow``:
-    through a link (the command's own files, as the compiler reads them; never the cache's)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        chunks, left = [], st.st_size + 1
-        while left > 0:
-            b = os.read(fd, min(left, _CHUNK))
-            if not b:
-                break
-            chunks.append(b)
-            left -= len(b)
-        data = b"".join(chunks)
-        return data if len(data) <= limit else None
-    finally:
-        os.close(fd)
-
-
-def _sealed(secret: bytes, body: bytes) -> bytes:
-    """A sealed document's bytes: its HMAC, a newline, the body (``read_sealed`` checks)."""
-    return _hmac(secret, body) + b"\n" + body
-
-
-def read_sealed(path: str, secret: bytes, limit: int):
-    """What ``write_sealed`` wrote to ``path`` under ``secret``; None when the file is missing,
-    too large, not a regular file, or its seal does not hold (marshal is no format for
-    untrusted data: it is read only after the HMAC checks out)."""
-    from _operator import _compare_digest
-
-    raw = _read_regular(path, limit)
-    if raw is None or b"\n" not in raw:
-        return None
-    seal, body = raw.split(b"\n", 1)
-    if not _compare_digest(seal, _hmac(secret, body)):
-        return None
-    try:
-        return marshal.loads(body)
-    except (ValueError, EOFError, TypeError):
-        return None
-
-
-def write_sealed(path: str, secret: bytes, value) -> None:
-    """``value`` marshalled and sealed, written atomically; a failure writes nothing (these
-    notes only save work: never a reason to fail a build)."""
-    data = _sealed(secret, marshal.dumps(value))
-    if _read_regular(path, len(data)) == data:
-        return
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
 def load(root: str, k: str, secret: bytes) -> dict | None:
     """The entry under ``k`` if its seal holds."""
-    meta = read_sealed(os.path.join(_entry_dir(root, k), "meta"), secret, MAX_META)
+    meta = fsio.read_sealed(os.path.join(_entry_dir(root, k), "meta"), secret, MAX_META)
     return meta if isinstance(meta, dict) and meta.get("schema") == SCHEMA else None
 
 
 def _sha256_file(path: str) -> str | None:
-    data = _read_regular(path, MAX_OUTPUT, follow=True)  # a header may be a link
-    return None if data is None else _hexdigest(data)
+    data = fsio.read_or_none(path, MAX_OUTPUT, follow=True)  # a header may be a link
+    return None if data is None else fsio.hexdigest(data)
 
 
 def inputs_unchanged(meta: dict, entry: str | None = None) -> bool:
@@ -357,8 +260,8 @@ def inputs_unchanged(meta: dict, entry: str | None = None) -> bool:
         except OSError:
             pass
         if cands is None:  # kept apart (thousands of names for a thrust source), sealed by sha
-            raw = _read_regular(os.path.join(entry or "", "shadow"), MAX_META)
-            if raw is None or _sha256(raw).hexdigest() != meta["shadow_sha"]:
+            raw = fsio.read_or_none(os.path.join(entry or "", "shadow"), MAX_META)
+            if raw is None or fsio.sha256(raw).hexdigest() != meta["shadow_sha"]:
                 return False
             cands = marshal.loads(raw)
             from nvstage.compiler.cache.presence import Presence
@@ -380,8 +283,8 @@ def restore(meta: dict, root: str, k: str, cwd: str) -> bool:
     mask = os.umask(0)
     os.umask(mask)
     for n, (rel, sha, executable) in enumerate(meta["outputs"]):
-        data = _read_regular(os.path.join(src, str(n)), MAX_OUTPUT)
-        if data is None or _hexdigest(data) != sha:
+        data = fsio.read_or_none(os.path.join(src, str(n)), MAX_OUTPUT)
+        if data is None or fsio.hexdigest(data) != sha:
             return False
         dest = os.path.join(cwd, rel)
         try:
@@ -455,27 +358,9 @@ def _count(root: str, hits: int) -> None:
     """The stage hits a whole answer stands for, added to the cache's totals (``nvstage
     cache``; ``Cache.totals`` adds them up)."""
     try:
-        append_line(os.path.join(root, "inv", HITS), b"%d" % int(hits))
+        fsio.append_line(os.path.join(root, "inv", HITS), b"%d" % int(hits))
     except (ValueError, TypeError):
         pass
-
-
-def append_line(path: str, line: bytes) -> None:
-    """``line`` appended to the regular file ``path`` (made if missing), with no lock: one
-    small O_APPEND write is never interleaved with another. A link, a FIFO or a full disk
-    leaves it unwritten."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-                     | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
-    except OSError:
-        return
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            os.write(fd, line + b"\n")
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _opened(env) -> tuple[str, bytes] | None:
@@ -536,7 +421,7 @@ def _choice_key(given: str | None, cwd: str, env) -> str:
                           else None])
         except OSError:
             parts.append([p, None])
-    return _sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
+    return fsio.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _choice_file(root: str, given: str | None, cwd: str, env) -> str:
@@ -550,12 +435,13 @@ def remember_nvcc(given: str | None, cwd: str, env, nvcc: str, source: str) -> N
     if opened is None:
         return
     root, secret = opened
-    write_sealed(_choice_file(root, given, cwd, env), secret, [SCHEMA, nvcc, source])
+    fsio.write_sealed(_choice_file(root, given, cwd, env), secret, [SCHEMA, nvcc, source])
 
 
 def _remembered_nvcc(root: str, secret: bytes, given: str | None, cwd: str, env):
     try:
-        schema, nvcc, source = read_sealed(_choice_file(root, given, cwd, env), secret, 1 << 16)
+        schema, nvcc, source = fsio.read_sealed(_choice_file(root, given, cwd, env), secret,
+                                                1 << 16)
     except (ValueError, TypeError):  # None, or not three values
         return None
     if schema != SCHEMA or not os.access(nvcc, os.X_OK):
@@ -603,8 +489,8 @@ def log(argv: list[str]) -> None:
     from _json import encode_basestring_ascii as q  # the C encoder: the json package is not
 
     # Only the manifest the sealed entry names (a shared cache's folder is not trusted).
-    build = _read_regular(os.path.join(s["dir"], "build.json"), MAX_META)
-    if build is None or _sha256(build).hexdigest() != s.get("build_sha"):
+    build = fsio.read_or_none(os.path.join(s["dir"], "build.json"), MAX_META)
+    if build is None or fsio.sha256(build).hexdigest() != s.get("build_sha"):
         build = b"null"
     text = (f'{{"schema":"{RECORD_SCHEMA}","argv":[' + ",".join(map(q, s["argv"]))
             + f'],"cwd":{q(s["cwd"])},"started":{s["started"]!r},'
@@ -614,10 +500,7 @@ def log(argv: list[str]) -> None:
     if not ready_record(folder):
         return
     try:
-        tmp = os.path.join(folder, "tu", f".{name}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(text + b',"build":' + build + b"}")
-        os.replace(tmp, os.path.join(folder, "tu", name))
+        fsio.replace(os.path.join(folder, "tu", name), text + b',"build":' + build + b"}")
     except OSError:
         pass  # a build record that cannot be written never fails the build
 
@@ -718,7 +601,7 @@ class Pending:
 
             doc = json.dumps(self.build_doc, separators=(",", ":")).encode(
                 "utf-8", "surrogateescape")
-            self.meta["build_sha"] = _sha256(doc).hexdigest()
+            self.meta["build_sha"] = fsio.sha256(doc).hexdigest()
         body = marshal.dumps(self.meta)
         final = self.final
         tmp = f"{final}.tmp-{os.getpid()}"
@@ -733,7 +616,7 @@ class Pending:
                 with open(os.path.join(tmp, "build.json"), "wb") as f:
                     f.write(doc)
             with open(os.path.join(tmp, "meta"), "wb") as f:
-                f.write(_sealed(self.secret, body))
+                f.write(fsio.seal(self.secret, body))
             if os.path.isdir(final):  # an older entry for the same command: replaced
                 import shutil
 
@@ -800,7 +683,7 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
         if names is None:  # not through the direct mode: the line markers say
             from nvstage.compiler.depfile import marked_files
 
-            data = _read_regular(os.path.join(cwd, s.outputs[0]), 1 << 31)
+            data = fsio.read_or_none(os.path.join(cwd, s.outputs[0]), 1 << 31)
             if data is None:
                 return None
             names = [os.path.join(cwd, n) for n, _ in marked_files(data)]
@@ -832,11 +715,11 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
     blobs = []
     for rel in outputs:
         p = os.path.join(cwd, rel)
-        data = _read_regular(p, MAX_OUTPUT)
+        data = fsio.read_or_none(p, MAX_OUTPUT)
         if data is None:
             return None
         executable = bool(os.stat(p).st_mode & 0o111)
-        outs.append([rel, _hexdigest(data), executable])
+        outs.append([rel, fsio.hexdigest(data), executable])
         blobs.append(data)
     by_dir: dict[str, list[str]] = {}
     nearest: dict[str, str] = {}  # a candidate's folder -> the nearest one that exists
@@ -866,7 +749,7 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
         shadow_cands.append([[cand, shadow[cand]] for cand in names])
     cands_blob = marshal.dumps(shadow_cands)
     meta = {"schema": SCHEMA, "argv": [nvcc, *args], "cwd": cwd, "inputs": inputs,
-            "shadow": shadow_dirs, "shadow_sha": _sha256(cands_blob).hexdigest(),
+            "shadow": shadow_dirs, "shadow_sha": fsio.sha256(cands_blob).hexdigest(),
             "layout": layout, "outputs": outs, "stdout": stdout, "stderr": stderr,
             "hits": c.get("hits", 0) + c.get("misses", 0)}
     return Pending(root, k, meta, blobs, cands_blob, build_doc, secret)

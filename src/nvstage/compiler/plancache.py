@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from nvstage import fsio
 from nvstage.compiler import hit
 
 SCHEMA = "nvstage.plan/1"
@@ -31,7 +32,7 @@ def lookup(k: str | None, work: str, env) -> str | None:
     root, secret = hit.cache_root(env), hit._secret(env)
     if k is None or root is None or secret is None:
         return None
-    doc = hit.read_sealed(_path(root, k), secret, _MAX)
+    doc = fsio.read_sealed(_path(root, k), secret, _MAX)
     try:
         pieces = doc["pieces"]
         if doc.get("schema") != SCHEMA or not all(isinstance(p, str) for p in pieces):
@@ -53,4 +54,4 @@ def store(k: str | None, text: str, work: str, env) -> None:
         key_bytes = secret()
     except Exception:
         return
-    hit.write_sealed(_path(root, k), key_bytes, {"schema": SCHEMA, "pieces": text.split(work)})
+    fsio.write_sealed(_path(root, k), key_bytes, {"schema": SCHEMA, "pieces": text.split(work)})

@@ -53,7 +53,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -66,14 +65,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nvstage import fsio
 from nvstage.compiler.cache import seal
-from nvstage.compiler.hit import HITS, append_line
+from nvstage.compiler.hit import HITS
 from nvstage.errors import CacheError
 from nvstage.paths import ENV_CACHE_DIR, cache_dir, cache_dir_label, default_cache_dir
 
 ENV_MAX = "NVSTAGE_CACHE_MAX_SIZE"
 DEFAULT_MAX_BYTES = 2 << 30
-SCHEMA = "nvstage.cache/2"
+# /3: documents sealed as every sealed document is (``fsio.seal``); a /2 entry is a miss.
+SCHEMA = "nvstage.cache/3"
 # The Cache Directory Tagging signature (backup tools skip the folder), then nvstage's line:
 # only a folder holding both is nvstage's to write to, evict from or clear.
 MARK = "CACHEDIR.TAG"
@@ -197,44 +198,16 @@ def pieces_ok(pieces) -> bool:
     return isinstance(pieces, list) and bool(pieces) and all(isinstance(p, str) for p in pieces)
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _canon(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
-
-
-def digest(parts) -> str:
-    """The SHA-256 of ``parts`` (JSON: lists, strings, numbers) in canonical form: every key
-    is one (what it hashes is ``keys.py``)."""
-    return _sha(_canon(parts))
+_sha = fsio.hexdigest
+digest = fsio.json_digest  # every key is one (what it hashes is ``keys.py``)
 
 
 def read_file(path: str | os.PathLike, limit: int) -> bytes:
-    """The bytes of a regular file in the cache, of at most ``limit`` bytes: opened without
-    following a link (O_NOFOLLOW: ELOOP) and without blocking (a FIFO), checked on the open
-    descriptor, read within the bound. Anything else raises an OSError, which every caller
-    takes as a miss: a planted link, FIFO or device never hangs a build or a command."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"not a regular file: {path}")
-        if st.st_size > limit:
-            raise OSError(errno.EFBIG, f"over {limit} bytes: {path}")
-        parts, total = [], 0
-        while total <= limit:
-            block = os.read(fd, min(limit + 1 - total, 1 << 24) or 1)
-            if not block:
-                break
-            parts.append(block)
-            total += len(block)
-        if total > limit:  # it grew while being read
-            raise OSError(errno.EFBIG, f"over {limit} bytes: {path}")
-        return b"".join(parts)
-    finally:
-        os.close(fd)
+    """The bytes of a regular file in the cache, of at most ``limit`` bytes
+    (``fsio.read_bounded``: no link followed, no FIFO waited on). Anything else raises an
+    OSError, which every caller takes as a miss: a planted link, FIFO or device never hangs a
+    build or a command."""
+    return fsio.read_bounded(path, limit)
 
 
 def _is_dir(path: Path) -> bool:
@@ -389,10 +362,18 @@ class Cache:
         return self._secret
 
     def _seal(self, doc: dict) -> bytes:
-        return seal.seal(doc, self._key())
+        return fsio.seal(self._key(), json.dumps(doc, sort_keys=True,
+                                                 separators=(",", ":")).encode())
 
     def _unseal(self, raw: bytes) -> dict | None:
-        return seal.unseal(raw, self._key())
+        """A document ``_seal`` made; None when damaged, forged, sealed under another key,
+        or no JSON object."""
+        body = fsio.unseal(raw, self._key())
+        try:
+            doc = json.loads(body) if body is not None else None
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
+            return None
+        return doc if isinstance(doc, dict) else None
 
     @property
     def default(self) -> bool:
@@ -483,6 +464,9 @@ class Cache:
             return None
         except OSError:  # a link, FIFO, device or oversized file planted there
             return False
+        if _sealed_as_before(raw):  # an entry from before /3: a miss, made again
+            self.discard(key)
+            return None
         try:
             meta = self._unseal(raw)
             if meta is None or meta.get("key") != key or meta.get("schema") != SCHEMA:
@@ -1057,6 +1041,18 @@ class Scratch:
 _KEY = re.compile(r"[0-9a-f]{64}")
 
 
+def _sealed_as_before(raw: bytes) -> bool:
+    """Whether ``raw`` is an entry's document as nvstage.cache/2 sealed it (the seal a field
+    of its JSON): read by nothing now, and no reason to count the entry damaged."""
+    if not raw.startswith(b"{"):
+        return False
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and doc.get("schema") == "nvstage.cache/2"
+
+
 def _remove(path: Path, root: Path) -> None:
     """Remove a file, link or folder; a folder is renamed away first, so no reader sees half
     of it. Never follows a link."""
@@ -1078,21 +1074,13 @@ def _remove_at(dir_fd: int | None, name: str, root: Path) -> None:
 
 def note_stored(root: str | os.PathLike, nbytes: int) -> None:
     """Add an entry's bytes to the size ledger (``LEDGER``): one appended line, no lock."""
-    append_line(os.path.join(root, LEDGER), b"+%d" % nbytes)
+    fsio.append_line(os.path.join(root, LEDGER), b"+%d" % nbytes)
 
 
 def _write_atomic(path: Path, data: bytes, tmpdir: Path) -> None:
     """``data`` into ``path`` (its folder a real one: ``Cache._dir``) by rename, which
-    replaces a link there rather than writing through it."""
-    fd, tmp = tempfile.mkstemp(dir=tmpdir, prefix=".w-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    replaces a link there rather than writing through it; 0600, as the cache's own."""
+    fsio.replace(path, data, tmpdir=tmpdir, mode=0o600)
 
 
 # -- the toolkit's notes: tool versions, nvcc's grammar ------------------------------------
