@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
 
 # -- the whole command from the cache --------------------------------------------------------
 # A command the stage pipeline built twice (the second time from the stage cache alone), with
-# every file it read unchanged, is answered as the launcher answers one (``compiler/hit.py``):
+# every file it read unchanged, is answered as the launcher answers one (``compiler/warm``):
 # its outputs restored, and what it printed then printed again, with no toolkit search, no
 # rich and no plan. Only where what it prints
 # can be kept: nothing to keep, show or print as JSON, and no terminal (rich lays a terminal
@@ -110,10 +110,10 @@ def _answered_whole(argv: list[str]) -> bool:
     env = os.environ
     if not _whole_ok(argv, env):
         return False
-    from nvstage.compiler import hit
+    from nvstage.compiler.warm.compile_cli import answer_cli, nvcc_named
 
     try:
-        meta = hit.answer_cli(argv, hit.nvcc_named(argv, env), os.getcwd(), env)
+        meta = answer_cli(argv, nvcc_named(argv, env), os.getcwd(), env)
     except Exception:  # never a reason to fail: the pipeline answers instead
         return False
     if meta is None:
@@ -228,7 +228,7 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
             pending = []
 
             def remember(build, work, seen):  # what the same command is answered from next
-                from nvstage.compiler import hit
+                from nvstage.compiler.warm import compile_cli, entry
 
                 # Once the command repeats (every stage a hit): a one-off build does not pay
                 # for an entry, and the first repeat still goes through the stage cache.
@@ -236,10 +236,10 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
                     return
 
                 env = dict(os.environ)
-                hit.remember_nvcc(nvcc, os.getcwd(), env, toolkit.nvcc, toolkit.source)
-                pending.append(hit.prepare(
-                    toolkit.nvcc, hit.cli_args(argv, env), build.cwd, env, build, work,
-                    hit.outputs_of(build, build.cwd, work), "", "", started_ns, seen=seen))
+                compile_cli.remember_nvcc(nvcc, os.getcwd(), env, toolkit.nvcc, toolkit.source)
+                pending.append(entry.prepare(
+                    toolkit.nvcc, compile_cli.cli_args(argv, env), build.cwd, env, build, work,
+                    entry.outputs_of(build, build.cwd, work), "", "", started_ns, seen=seen))
 
             with LiveStages() as live:
                 build = run_compile(req.source, req.options, toolkit=toolkit, keep=keep,

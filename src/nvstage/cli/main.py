@@ -72,30 +72,15 @@ _NAMES = {name for _, commands in COMMANDS for name, _ in commands}
 def _launch(argv: list[str]) -> int:
     import os
 
-    from nvstage.compiler import hit
+    from nvstage.compiler.warm.answer import serve
 
     # The warm path first: the whole command from the cache, before anything else is imported.
-    try:
-        answered = hit.try_hit(argv, os.getcwd(), os.environ) == 0
-    except Exception:  # never a reason to fail a build: the pipeline answers instead
-        answered = False
-    if answered:
-        # Served (outputs in place, the tools' output printed): whatever befalls the build
-        # record now, the command must not run a second time.
-        try:
-            hit.log(argv)
-        except Exception:
-            pass
+    if serve(argv, os.getcwd(), os.environ):
         _answered.append(True)
         return 0
     from nvstage.compiler.launcher import main as launch
-    from nvstage.proc import handle_signals
 
-    try:
-        with handle_signals():
-            return launch(argv)
-    except KeyboardInterrupt as e:  # a signal: its tools are ended; say it as a shell would
-        return 128 + (getattr(e, "signum", None) or 2)
+    return launch(argv)
 
 
 def run(argv: list[str]) -> int:
@@ -115,7 +100,7 @@ def run(argv: list[str]) -> int:
             _answered.append(True)
         return code
     if argv[0] not in _NAMES:
-        from nvstage.compiler.hit import is_launcher_command
+        from nvstage.compiler.warm.answer import is_launcher_command
 
         if is_launcher_command(argv[0]):  # nvstage /path/to/nvcc ARGS: stand in front of it
             return _launch(argv)
@@ -151,7 +136,7 @@ def _names_as_bytes() -> None:
             stream.reconfigure(errors="surrogateescape")
 
 
-# Set when the command was answered whole from the cache (``compiler/hit.py``).
+# Set when the command was answered whole from the cache (``compiler/warm``).
 _answered: list[bool] = []
 
 

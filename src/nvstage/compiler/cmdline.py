@@ -80,7 +80,7 @@ class CompileRequest:
 def nvcc_choice(argv: list[str], environ: dict[str, str] | None = None) -> str | None:
     """The ``--nvcc`` given (or ``$NVSTAGE_NVCC``): needed before the rest can be read, since
     the grammar is that nvcc's."""
-    from nvstage.compiler.hit import nvcc_named
+    from nvstage.compiler.warm.compile_cli import nvcc_named
 
     return nvcc_named(argv, os.environ if environ is None else environ)
 

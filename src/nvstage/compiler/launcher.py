@@ -26,8 +26,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from nvstage.compiler.hit import SIDE_ENV, env_flags, unwatched_word
 from nvstage.compiler.nvcc_args import Arg, Grammar, expand_options_files, last_value
+from nvstage.compiler.warm.host_flags import side_env, unwatched_word
+from nvstage.compiler.warm.key import env_flags
 
 # What the launcher stages: one CUDA source compiled to an object, PTX, cubin or fatbin.
 _STOPS = ("--compile", "--device-c", "--device-w", "--ptx", "--cubin", "--fatbin")
@@ -95,9 +96,9 @@ def understand(args: list[str], grammar: Grammar, cwd: str,
     if word is not None:
         return Fallback(f"the host compiler is given {word}: it reads or writes a file "
                         "nvstage does not follow")
-    for var in SIDE_ENV:
-        if environ.get(var):
-            return Fallback(f"${var}: gcc writes a dependency file of its own")
+    var = side_env(environ)
+    if var is not None:
+        return Fallback(f"${var}: gcc writes a dependency file of its own")
     inputs = [a.words[0] for a in parsed if a.is_input]
     if len(inputs) != 1:
         return Fallback(f"{len(inputs)} input files: one at a time is staged")
@@ -129,7 +130,19 @@ def find_nvcc(name: str) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    """``nvstage NVCC ARGS...``: the exit status nvcc would give."""
+    """``nvstage NVCC ARGS...`` (a miss of the warm path): the exit status nvcc would give.
+    A signal ends the tools it started (``proc.handle_signals``) and gives 128 + its number,
+    as a shell says an interrupted command."""
+    from nvstage.proc import handle_signals
+
+    try:
+        with handle_signals():
+            return _launch(argv)
+    except KeyboardInterrupt as e:
+        return 128 + (getattr(e, "signum", None) or 2)
+
+
+def _launch(argv: list[str]) -> int:
     from nvstage.compiler import buildlog
     from nvstage.errors import NvstageError
 
@@ -247,14 +260,13 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
     started_ns = time.time_ns()
 
     def remember(build, work, seen):  # what a later identical command is answered from
-        from nvstage.compiler import hit
+        from nvstage.compiler.warm.entry import outputs_of, record
 
         out = "".join(r.stdout for r in build.runs)
         err = said_while_planning(build) + "".join(r.stderr for r in build.runs)
         entry.build = build.to_json()
-        hit.record(nvcc, args, cwd, dict(os.environ), build, work,
-                   hit.outputs_of(build, cwd, work), out, err, started_ns, seen=seen,
-                   build_doc=entry.build)
+        record(nvcc, args, cwd, dict(os.environ), build, work, outputs_of(build, cwd, work),
+               out, err, started_ns, seen=seen, build_doc=entry.build)
 
     try:
         build = compile_command(args, toolkit=toolkit, cwd=cwd, source=plan.source,

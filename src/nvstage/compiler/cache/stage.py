@@ -41,18 +41,21 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nvstage import fsio
 from nvstage.compiler.cache.headers import Trees, builtin_dirs, include_search, not_cacheable, \
     search_layout, shadow_candidates
-from nvstage.compiler.cache.presence import Presence, present
 from nvstage.compiler.cache.keys import HOST_COMPILER, Keys, parse_depfile
 from nvstage.compiler.cache.store import MAX_DOC_BYTES, Cache, Counters, Scratch, digest, \
     read_file
 from nvstage.compiler.cache.tiers import TierStats, Tiers, open_tiers
 from nvstage.compiler.cache.tiers import record as record_tiers
+from nvstage.compiler.depfile import marked_files
 from nvstage.compiler.graph import Graph
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.record import Artifact, StageRun, arch_of, kind_of, stage_arch
 from nvstage.compiler.toolkit import Toolkit
+from nvstage.compiler.warm.host_flags import side_env, unwatched_word
+from nvstage.compiler.warm.presence import Presence, present
 from nvstage.errors import CacheError
 from nvstage.paths import base_dir
 
@@ -119,12 +122,34 @@ class Seen:
     dependency list), and ``digest(path)``, a file's SHA-256 as hashed for the keys (hashed
     again only when its stat moved), and ``shadow``: each such stage's places where a new
     file would hide a header it read, and its search folders' layout (``headers.py``). The
-    whole-command entry (``hit.py``) is made from it rather than reading and hashing every
+    whole-command entry (``warm/entry.py``) is made from it rather than reading and hashing every
     header, and working out every hiding place, a second time."""
 
     reads: dict[int, list[str]]
     digest: Callable[[str], str | None]
     shadow: dict[int, tuple[list[str], list]] = field(default_factory=dict)
+
+    def preprocessed(self, stage: Stage, cwd: str, work: str, env,
+                     fixed: list[str]) -> tuple[list[str], tuple[list[str], list]] | None:
+        """(the files a preprocessing stage read, outside the work folder; (the places where
+        a new file would hide one of them, its search folders' layout)): as learnt while it
+        ran, else from its output's line markers and its search path (``fixed``: folders
+        nothing is added to, the toolkit's). None when its output cannot be read."""
+        names = self.reads.get(stage.index)
+        if names is None:  # not through the direct mode: the line markers say
+            data = fsio.read_or_none(os.path.join(cwd, stage.outputs[0]), 1 << 31)
+            if data is None:
+                return None
+            names = [os.path.join(cwd, n) for n, _ in marked_files(data)]
+        # The outputs of earlier stages (the work folder) are nvstage's own, not inputs.
+        names = [n for n in names if not n.startswith(work + os.sep)]
+        known = self.shadow.get(stage.index)
+        if known is None:
+            builtin = builtin_dirs(stage.argv, env)
+            search = include_search(stage.argv, cwd, env, builtin)
+            known = (shadow_candidates(names, search, cwd, [*builtin, *fixed]),
+                     search_layout(search))
+        return names, known
 
 
 class StageCache:
@@ -229,10 +254,7 @@ class StageCache:
     def _unwatched(self, stage: Stage) -> bool:
         """gcc reads or writes a file the cache neither keys nor restores (a response file,
         --coverage's .gcno, -fstack-usage's .su, $DEPENDENCIES_OUTPUT): run it every time."""
-        from nvstage.compiler.hit import SIDE_ENV, unwatched_word
-
-        return unwatched_word(stage.argv[1:]) is not None or any(
-            self.env.get(v) for v in SIDE_ENV)
+        return unwatched_word(stage.argv[1:]) is not None or side_env(self.env) is not None
 
     def _uncached(self, stage: Stage, extra_args: tuple[str, ...] = ()) -> StageRun:
         return self._run_stage(stage, self.env, self.cwd, self.t0, extra_args)

@@ -67,7 +67,7 @@ from pathlib import Path
 
 from nvstage import fsio
 from nvstage.compiler.cache import seal
-from nvstage.compiler.hit import HITS
+from nvstage.compiler.warm.folder import HITS, LEDGER, MARK, MARK_LINE, SIGNATURE, WHOLE
 from nvstage.errors import CacheError
 from nvstage.paths import ENV_CACHE_DIR, cache_dir, cache_dir_label, default_cache_dir
 
@@ -75,12 +75,9 @@ ENV_MAX = "NVSTAGE_CACHE_MAX_SIZE"
 DEFAULT_MAX_BYTES = 2 << 30
 # /3: documents sealed as every sealed document is (``fsio.seal``); a /2 entry is a miss.
 SCHEMA = "nvstage.cache/3"
-# The Cache Directory Tagging signature (backup tools skip the folder), then nvstage's line:
-# only a folder holding both is nvstage's to write to, evict from or clear.
-MARK = "CACHEDIR.TAG"
-_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
-_MARK_LINE = b"# nvstage stage cache: made by nvstage, which may delete what it holds."
-MARK_TEXT = _SIGNATURE + b"\n" + _MARK_LINE + b"\n# See https://bford.info/cachedir/\n"
+# The Cache Directory Tagging signature (backup tools skip the folder), then nvstage's line
+# (``warm/folder.py``): only a folder holding both is nvstage's.
+MARK_TEXT = SIGNATURE + b"\n" + MARK_LINE + b"\n# See https://bford.info/cachedir/\n"
 # What the cache itself writes at its root; a folder holding only NVSTAGE_OWN (the toolkit's
 # notes, which nvstage before the sealed notes wrote before any build opened the cache) is as
 # good as empty.
@@ -91,7 +88,6 @@ _DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header sta
 # The size ledger: the bytes the last full count found (and when), and a line per entry stored
 # since. A build reads it rather than counting every entry (400 ms at 10,000 entries), and
 # counts again once it says the limit is passed, or the count is an hour old.
-LEDGER = "size"
 _LEDGER_MAX = 1 << 20
 _RECOUNT_S = 3600
 _STALE_SCRATCH_S = 24 * 3600  # an unlocked scratch folder this old was left by a killed build
@@ -328,7 +324,7 @@ class Cache:
         finally:
             os.close(fd)
         lines = text.splitlines()
-        return len(lines) >= 2 and lines[0] == _SIGNATURE and lines[1] == _MARK_LINE
+        return len(lines) >= 2 and lines[0] == SIGNATURE and lines[1] == MARK_LINE
 
     def open(self) -> Cache:
         """Make sure the folder is nvstage's own: create and mark it when it is new; raise
@@ -804,9 +800,9 @@ class Cache:
             total = Counters(**{k: int(d.get(k, 0)) for k in _COUNTED})
         except (OSError, ValueError, TypeError, AttributeError, RecursionError):
             total = Counters()
-        # The stages whole-command answers (``hit.py``) stood for: one line per answer.
+        # The stages whole-command answers (``warm/answer.py``) stood for: one line per answer.
         try:
-            lines = read_file(self.root / "inv" / HITS, 64 << 20).split()
+            lines = read_file(self.root / WHOLE / HITS, 64 << 20).split()
             total.hits += sum(int(n) for n in lines if n.isdigit())
         except (OSError, CacheError):
             pass
@@ -817,8 +813,8 @@ class Cache:
         return self._listed("entries", "meta.json")
 
     def whole_commands(self) -> list[tuple[Path, float, int]]:
-        """(folder, when written, bytes) for every whole-command entry (``hit.py``, inv/)."""
-        return self._listed("inv", "meta")
+        """(folder, when written, bytes) for every whole-command entry (``warm/entry.py``, inv/)."""
+        return self._listed(WHOLE, "meta")
 
     def _listed(self, folder: str, meta: str) -> list[tuple[Path, float, int]]:
         out = []
@@ -935,7 +931,7 @@ class Cache:
     def _sweep_whole_command_temps(self, min_age_s: float) -> None:
         """A whole-command entry is written as ``inv/xx/KEY.tmp-PID`` and renamed: one a killed
         process left (SIGKILL mid-store) is removed once it is ``min_age_s`` old."""
-        base = self.root / "inv"
+        base = self.root / WHOLE
         if not _is_dir(base):
             return
         now = time.time()
@@ -968,7 +964,7 @@ class Cache:
             if not left:
                 return False
             self.open()  # the XDG folder's cache from before the mark: adopted, then cleared
-        for name in ("entries", "direct", "notes", "stats.json", "tiers.json", "inv", "plans",
+        for name in ("entries", "direct", "notes", "stats.json", "tiers.json", WHOLE, "plans",
                      LEDGER):
             _remove(self.root / name, self.root)
         for p in self.root.glob(".trash-*"):  # left by a clear that was killed
