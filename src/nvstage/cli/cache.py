@@ -50,7 +50,7 @@ def cache_cmd(
 
           nvstage cache --new-signing-key ci-signing.pem
     """
-    from nvstage.compiler.cache.store import Cache
+    from nvstage.compiler.cache.local import Cache
     from nvstage.report.terminal.cache import cleared, render
     from nvstage.report.terminal.console import data_console, say
 

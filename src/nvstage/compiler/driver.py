@@ -23,7 +23,7 @@ from pathlib import Path
 from nvstage import proc
 from nvstage.artifacts import kind_of_mode, read_regular, shown_path
 from nvstage.compiler.cache.stage import StageCache, open_cache
-from nvstage.compiler.cache.store import Cache
+from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cubin_figures import read_figures
 from nvstage.compiler.graph import build_graph
 from nvstage.compiler.observer import Observer

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.compiler.cache.store import MAX_DOC_BYTES, Cache, read_file, set_tool_note, \
-    tool_note
+from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, read_file
+from nvstage.compiler.cache.local.tool_notes import set_tool_note, tool_note
 from nvstage.errors import CacheError
 
 

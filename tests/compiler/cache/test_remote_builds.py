@@ -154,7 +154,7 @@ def test_signed_entries_and_read_only_jobs(redis_server, runners, workdir, dump,
     w = runners("ci").build(NVSTAGE_REMOTE_CACHE=url, NVSTAGE_REMOTE_VERIFY_KEY=None,
                             NVSTAGE_REMOTE_SIGNING_KEY=keys["ci"][0])
     assert tier(w)["stored"] > 0
-    from nvstage.compiler.cache.store import Cache
+    from nvstage.compiler.cache.local import Cache
 
     shown = tiers.describe(Cache(runners("ci").cache))[1]
     assert shown["signing"] == "writes signed, reads require signatures: 1 trusted key"

@@ -13,7 +13,7 @@ import zlib
 import pytest
 
 from nvstage.compiler.cache import remote, tiers
-from nvstage.compiler.cache.store import Cache
+from nvstage.compiler.cache.local import Cache
 
 KEY = "ab" * 32
 OTHER = "cd" * 32

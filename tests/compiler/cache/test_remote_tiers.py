@@ -10,7 +10,7 @@ import time
 import pytest
 
 from nvstage.compiler.cache import remote, tiers
-from nvstage.compiler.cache.store import Cache
+from nvstage.compiler.cache.local import Cache
 from nvstage.errors import RemoteCacheError
 
 KEY = "ab" * 32

@@ -13,7 +13,9 @@ import pytest
 
 import nvstage
 from nvstage.compiler.cache.keys import parse_depfile
-from nvstage.compiler.cache.store import Cache, Work, parse_size
+from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.eviction import parse_size
+from nvstage.compiler.cache.local.relocation import Work
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.plan import StageKind as K
 

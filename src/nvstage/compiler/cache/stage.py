@@ -42,11 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage import fsio
-from nvstage.compiler.cache.headers import Trees, builtin_dirs, include_search, not_cacheable, \
-    search_layout, shadow_candidates
+from nvstage.compiler.cache.headers import (Trees, builtin_dirs, include_search, not_cacheable,
+                                            search_layout, shadow_candidates)
 from nvstage.compiler.cache.keys import HOST_COMPILER, Keys, parse_depfile
-from nvstage.compiler.cache.store import MAX_DOC_BYTES, Cache, Counters, Scratch, digest, \
-    read_file
+from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.eviction import Counters
+from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, Scratch, read_file
 from nvstage.compiler.cache.tiers import TierStats, Tiers, open_tiers
 from nvstage.compiler.cache.tiers import record as record_tiers
 from nvstage.compiler.depfile import marked_files
@@ -363,7 +364,7 @@ class StageCache:
                                   assembles="-c" in stage.argv):
             self._store(stage, self.keys.candidates([dkey, sorted(headers.items())],
                                                     self.keys.pinned(stage, looks)), run)
-            shadow = digest(self.keys.place.tree([layout, shown]))
+            shadow = fsio.json_digest(self.keys.place.tree([layout, shown]))
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
                 self.cache.add_header_set(dkey, headers, shadow)
             if self.tiers is not None:
@@ -435,7 +436,7 @@ class StageCache:
         state = self._shadows.get(key)
         if state is None:
             cands, layout = self._places(files, search, fixed)
-            state = self._shadows[key] = digest(self.keys.place.tree([
+            state = self._shadows[key] = fsio.json_digest(self.keys.place.tree([
                 layout, present(cands, self._presence)]))
         return state
 

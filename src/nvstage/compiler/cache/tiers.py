@@ -45,7 +45,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nvstage.compiler.cache.store import MAX_DOC_BYTES, Cache, pieces_ok
+from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES
+from nvstage.compiler.cache.local.relocation import pieces_ok
 from nvstage.errors import RemoteCacheError
 
 if TYPE_CHECKING:

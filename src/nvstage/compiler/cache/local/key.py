@@ -4,8 +4,10 @@ the cache folder.
 Every document the cache trusts (an entry's ``meta.json``, which lists each file's SHA-256; a
 direct key's header sets; the notes about tools; a whole command's entry) is sealed with an
 HMAC-SHA256 under this key (``fsio.seal``). A plain checksum only finds damage: whoever could
-write the cache folder could recompute it and make the next build link a planted object. Without the key a document cannot be made to
-verify, so a planted or edited entry is a miss like a damaged one (and is discarded).
+write the cache folder could recompute it and make the next build link a planted object.
+Without the key a document cannot be made to verify, so a planted or edited entry is a miss
+like a damaged one (and is discarded). The warm path reads the same file
+(``warm/folder.secret``); only this module makes one.
 
 The key is ``$XDG_CONFIG_HOME/nvstage/cache.key`` (``~/.config/nvstage/cache.key``): 32 random
 bytes as hex, made 0600 in a 0700 folder the first time a cache needs it. A cache shared by
@@ -26,9 +28,8 @@ import tempfile
 from pathlib import Path
 
 from nvstage.errors import CacheError
-from nvstage.paths import config_dir
+from nvstage.paths import key_file_of
 
-KEY_NAME = "cache.key"
 _MAX_KEY_BYTES = 4096
 _MIN_KEY_BYTES = 16  # what a hand-made shared key must at least hold
 
@@ -36,7 +37,7 @@ _memo: dict[tuple, bytes] = {}  # (path, device, inode, size, mtime) -> key
 
 
 def key_path() -> Path:
-    return config_dir() / KEY_NAME
+    return Path(key_file_of(os.environ))
 
 
 def secret() -> bytes:
