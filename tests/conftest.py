@@ -248,14 +248,16 @@ cuproject_record = _load_cuproject_record()
 @pytest.fixture
 def fresh_tiers(monkeypatch):
     """No remote tier remembered and none configured, and lines said about tiers collected
-    (``tiers.notice``) instead of printed: the list is the fixture's value."""
-    from nvstage.compiler.cache import tiers
+    (``tier.notice``) instead of printed: the list is the fixture's value."""
+    from nvstage.compiler.cache.remote.config import reset
+    from nvstage.compiler.cache.remote.spec import _ENV, ENV_BACKOFF
+    from nvstage.compiler.cache.remote.tier import set_notice_sink
 
-    for name in (*tiers._ENV, tiers.ENV_BACKOFF, "NVSTAGE_BASE_DIR"):
+    for name in (*_ENV, ENV_BACKOFF, "NVSTAGE_BASE_DIR"):
         monkeypatch.delenv(name, raising=False)
-    tiers.reset()
+    reset()
     said: list[str] = []
-    tiers.set_notice_sink(said.append)
+    set_notice_sink(said.append)
     yield said
-    tiers.set_notice_sink(None)
-    tiers.reset()
+    set_notice_sink(None)
+    reset()

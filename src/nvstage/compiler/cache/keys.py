@@ -15,7 +15,7 @@ cut at each occurrence of the path (a list of pieces), so a build in another fol
 same keys, and an input spelling the path in one folder is another key in the next. A stage
 is looked up under two keys: one any folder may use, then one bound to this folder; a result
 whose outputs hold the path where another folder could not trust it is stored under the bound
-one (``Cache.put`` in ``store.py``). Only the bound key is used where a tool may carry the
+one (``Cache.put``, ``local/entries.py``). Only the bound key is used where a tool may carry the
 path on in a form no offset finds (escaped, as hex, compressed, inside a binary whose layout
 follows the path's length), or where a file from outside the folder spells it
 (``Keys.pinned``).

@@ -2,13 +2,13 @@
 restoring a hit and storing a result.
 
 A cacheable stage is looked up under its keys (``keys.py``). A hit's outputs are copied into
-place with this build's work folder pasted back (``store.py``), and the stage does not run; a
-miss runs, and is stored unless a file it read changed while it ran. Host-compiler stages use
-the direct mode (ccache's): the first time such a stage runs it gets ``-MD -MF`` (the output
-is byte-identical with and without it), and the headers it listed are recorded with their
-hashes under its direct key. A later build hashes those headers again and, when they all
-match and no new file would now hide one of them (``headers.py``), finds the result without
-starting the compiler.
+place with this build's work folder pasted back (``local/relocation.py``), and the stage does
+not run; a miss runs, and is stored unless a file it read changed while it ran. Host-compiler
+stages use the direct mode (ccache's): the first time such a stage runs it gets ``-MD -MF`` (the
+output is byte-identical with and without it), and the headers it listed are recorded with their
+hashes under its direct key. A later build hashes those headers again and, when they all match
+and no new file would now hide one of them (``headers.py``), finds the result without starting
+the compiler.
 
 What a key cannot see is never stored. A host-compiler stage runs with gcc's ``-Wdate-time``
 (never an error: ``-Wno-error=date-time``): ``__DATE__``, ``__TIME__`` or ``__TIMESTAMP__``
@@ -18,8 +18,8 @@ taken out, or the stage run again without the flag when they are mixed with othe
 diagnostics). Files the assembler reads through ``.incbin`` are in no dependency list: a
 stage that assembles a file mentioning it is not stored (``headers.not_cacheable``).
 
-Tiers (``tiers.py``). Behind the local folder, remote tiers (``NVSTAGE_REMOTE_CACHE``): a stage
-that misses locally is looked up there under the same keys, and a hit is written into the
+Tiers (``remote/tiers.py``). Behind the local folder, remote tiers (``NVSTAGE_REMOTE_CACHE``): a
+stage that misses locally is looked up there under the same keys, and a hit is written into the
 local folder and restored from it like a local one; a header set missing locally is looked up
 there too. A stage that ran is stored locally, then pushed to the tiers that take writes.
 
@@ -48,8 +48,9 @@ from nvstage.compiler.cache.keys import HOST_COMPILER, Keys, parse_depfile
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.local.eviction import Counters
 from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, Scratch, read_file
-from nvstage.compiler.cache.tiers import TierStats, Tiers, open_tiers
-from nvstage.compiler.cache.tiers import record as record_tiers
+from nvstage.compiler.cache.remote.tier import TierStats
+from nvstage.compiler.cache.remote.tiers import Tiers, open_tiers
+from nvstage.compiler.cache.remote.tiers import record as record_tiers
 from nvstage.compiler.depfile import marked_files
 from nvstage.compiler.graph import Graph
 from nvstage.compiler.plan import Plan, Stage, StageKind

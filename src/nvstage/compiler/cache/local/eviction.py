@@ -73,7 +73,7 @@ class Counters:
     corrupt: int = 0  # misses because an entry failed its hash check (removed, rebuilt)
     stored: int = 0
     direct_hits: int = 0  # hits found through recorded headers, without the compiler
-    # Each tier's figures for this build (``tiers.py``), when a remote tier is configured:
+    # Each tier's figures for this build (``remote/tiers.py``), when a remote tier is configured:
     # in the manifest only then, so a build without one reads as before.
     tiers: list | None = None
 

@@ -165,7 +165,7 @@ class CacheFolder:
         return self
 
     def _key(self) -> bytes:
-        """The key that seals this cache's documents (``seal.py``), outside the folder.
+        """The key that seals this cache's documents (``key.py``), outside the folder.
         Raises ``CacheError`` when it cannot be read or made, or lies inside the folder."""
         if self._secret is None:
             where = cache_key.key_path()

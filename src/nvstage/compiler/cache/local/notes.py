@@ -65,8 +65,9 @@ class Notes(CacheFolder):
                       self._seal({"note": key, "value": value}), self._tmp())
 
     def tier_doc(self) -> dict:
-        """What ``tiers.py`` keeps here: each tier's figures over all builds using this folder
-        ("stats": label -> figures) and tiers found down ("down": label -> until, why).
+        """What ``remote/tiers.py`` keeps here: each tier's figures over all builds using this
+        folder ("stats": label -> figures) and tiers found down ("down": label -> until,
+        why).
         Unsealed: it decides nothing but whether a later build skips a tier for a while.
         {} when missing or unreadable."""
         try:
