@@ -65,4 +65,4 @@ def test_the_cli_draws_nothing_itself():
 def test_the_rules_read_real_imports():
     # The reader itself: a lazy import inside a function is found.
     assert "nvstage.report.terminal.console" in imported(SRC / "cli" / "common.py")
-    assert "nvstage.inspect.resources" in imported(SRC / "inspect" / "kernels.py")
+    assert "nvstage.compiler.record" in imported(SRC / "inspect" / "gather.py")

@@ -16,7 +16,8 @@ import stat
 from pathlib import Path
 
 from nvstage import fsio
-from nvstage.errors import ArtifactError, InputNotFound, InputTooLarge, NotRegularFile, WriteError
+from nvstage.errors import (ArtifactError, InputNotFound, InputTooLarge, NotRegularFile, WriteError,
+                            one_line)
 
 # The most one reader takes from one file, checked before reading. The largest real fatbins
 # (a library's kernels for several arches) are hundreds of MB; a 2 GiB file of zeros or a
@@ -204,8 +205,6 @@ def _encoded(data: bytes | str) -> bytes:
 
 def shown_path(path) -> str:
     """A path for a message: one line, and not 4 KB of it."""
-    from nvstage.documents import one_line
-
     text = one_line(os.fspath(path))
     return text if len(text) <= 200 else f"{text[:120]}...{text[-40:]} ({len(text)} characters)"
 

@@ -12,6 +12,15 @@ import os
 import shlex
 from collections.abc import Sequence
 
+_CONTROLS = {c: repr(chr(c))[1:-1] for c in (*range(32), 127)}  # "\n" -> "\\n"
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters escaped: names read from a document (a table, a
+    key) end up in error messages, and a newline or escape sequence in one must not break
+    the one-line error or the terminal."""
+    return text.translate(_CONTROLS)
+
 
 class NvstageError(Exception):
     """Base class: ``str(err)`` is the whole message a user sees; ``hint`` says how to fix it."""
@@ -264,8 +273,6 @@ class WorkloadError(UsageError):
     """A workload that cannot be run as written: names the file, table and key."""
 
     def __init__(self, message: str, *, where: str = "", hint: str | None = None):
-        from nvstage.documents import one_line  # documents imports this module
-
         # Names from the file (tables, keys, buffers) end up in the message: a newline or
         # escape sequence in one must not break the one-line error or the terminal.
         where, message = one_line(where), one_line(message)
@@ -279,8 +286,6 @@ class ValidationError(WorkloadError):
     ``validate.Finding``, notes included."""
 
     def __init__(self, findings: list):
-        from nvstage.documents import one_line
-
         self.findings = findings
         errors = [f for f in findings if f.level == "error"]
         first = errors[0]
@@ -330,8 +335,7 @@ class GpuSpecError(UsageError):
     """A custom GPU spec file is malformed: missing field, wrong type, impossible value."""
 
     def __init__(self, message: str, *, hint: str | None = None):
-        from nvstage.documents import one_line  # field names from the file end up in the message
-
+        # Field names from the file end up in the message.
         super().__init__(one_line(message), hint=hint)
 
 

@@ -26,7 +26,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from nvstage.compiler.nvcc_args import Arg, Grammar, expand_options_files, last_value
+from nvstage.compiler.depfile import depfile_options
+from nvstage.compiler.nvcc_args import Grammar, expand_options_files, last_value
 from nvstage.compiler.warm.host_flags import side_env, unwatched_word
 from nvstage.compiler.warm.key import env_flags
 
@@ -106,20 +107,6 @@ def understand(args: list[str], grammar: Grammar, cwd: str,
     if not (inputs[0].endswith(_CUDA_SUFFIXES) or lang == "cu") or lang in ("c", "c++"):
         return Fallback(f"{inputs[0]} is not compiled as CUDA")
     return Plan(inputs[0], depfile_options(parsed, inputs[0]))
-
-
-def depfile_options(args: list[Arg], source: str) -> tuple[str, bool, bool] | None:
-    """nvcc's dependency-file options: -MD/-MMD with -MT (the last one wins), -MP."""
-    names = {a.option.long for a in args if a.option is not None}
-    md = "--generate-dependencies-with-compile" in names
-    mmd = "--generate-nonsystem-dependencies-with-compile" in names
-    if not (md or mmd):
-        return None
-    target = last_value(args, "--dependency-target-name")
-    if target is None:
-        out = last_value(args, "--output-file")
-        target = out if out is not None else os.path.splitext(os.path.basename(source))[0] + ".o"
-    return target, mmd and not md, "--generate-dependency-targets" in names
 
 
 def find_nvcc(name: str) -> str | None:

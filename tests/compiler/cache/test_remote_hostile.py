@@ -12,10 +12,11 @@ import zlib
 
 import pytest
 
-from nvstage.compiler.cache.remote.backend import Fault, open_backend
+from nvstage.compiler.cache.remote.backend import Fault
 from nvstage.compiler.cache.remote.bazel import action_result
 from nvstage.compiler.cache.remote.objects import MAGIC, object_name, pack
 from nvstage.compiler.cache.remote.spec import parse_spec
+from nvstage.compiler.cache.remote.tier import open_backend
 from nvstage.compiler.cache.remote.tiers import open_tiers
 from nvstage.compiler.cache.local import Cache
 

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from nvstage.compiler.cache.remote.backend import open_backend
 from nvstage.compiler.cache.remote.bazel import action_result, action_result_digest
 from nvstage.compiler.cache.remote.config import configured, reset
 from nvstage.compiler.cache.remote.objects import MAGIC, Rejected, object_name, pack, unpack
 from nvstage.compiler.cache.remote.spec import ENV_TOKEN, Spec, parse_spec, parse_specs
+from nvstage.compiler.cache.remote.tier import open_backend
 from nvstage.compiler.cache.remote.tiers import Tiers, open_tiers
 from nvstage.compiler.cache.local import Cache
 from nvstage.errors import RemoteCacheError

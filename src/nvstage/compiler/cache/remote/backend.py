@@ -9,16 +9,13 @@ limit the caller gives. Anything that is not an answer (refused, reset, timed ou
 is not the protocol, an HTTP redirect: never followed, so credentials never go to another host)
 raises ``Fault``, and a server that answers but will not store raises ``Refused``. ``tier.py``
 turns either into "this tier is off for the rest of the build". A new backend is one file
-with a class of this shape, named in ``open_backend``.
+with a class of this shape, named in ``tier.open_backend``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from nvstage.compiler.cache.remote.spec import Spec
+from typing import Protocol
 
 class Fault(Exception):
     """The server did not answer as a server of its kind does (message: why, masked)."""
@@ -36,17 +33,6 @@ class Backend(Protocol):
     def put(self, name: str, data: bytes) -> None: ...
 
     def close(self) -> None: ...
-
-
-def open_backend(spec: Spec) -> Backend:
-    """The backend for ``spec``: Redis (``redis.py``) or HTTP (``http.py``)."""
-    if spec.kind == "redis":
-        from nvstage.compiler.cache.remote.redis import RedisBackend
-
-        return RedisBackend(spec)
-    from nvstage.compiler.cache.remote.http import HttpBackend
-
-    return HttpBackend(spec)
 
 
 NAME = re.compile(r"[0-9a-f]{64}")

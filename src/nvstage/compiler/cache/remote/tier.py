@@ -18,12 +18,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nvstage.compiler.cache.remote.backend import Fault, Refused, open_backend
+from nvstage.compiler.cache.remote.backend import Backend, Fault, Refused
 from nvstage.compiler.cache.remote.objects import Rejected, object_name, pack, unpack
 from nvstage.errors import RemoteCacheError
 
 if TYPE_CHECKING:
     from nvstage.compiler.cache.remote.spec import Spec
+
+
+def open_backend(spec: Spec) -> Backend:
+    """The backend for ``spec``: Redis (``redis.py``) or HTTP (``http.py``), imported only
+    now (sockets, TLS, http.client: a build without a remote tier loads none of them)."""
+    if spec.kind == "redis":
+        from nvstage.compiler.cache.remote.redis import RedisBackend
+
+        return RedisBackend(spec)
+    from nvstage.compiler.cache.remote.http import HttpBackend
+
+    return HttpBackend(spec)
 
 _sink: Callable[[str], None] | None = None
 
