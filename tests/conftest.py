@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -261,3 +262,23 @@ def fresh_tiers(monkeypatch):
     yield said
     set_notice_sink(None)
     reset()
+
+
+# What a full hit may import: the standard library, and of nvstage the entry point, the base
+# (fsio, paths) and the warm package. Nothing else of nvstage, no third-party module.
+WARM_MODULES = frozenset({"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage.fsio",
+                          "nvstage.paths", "nvstage.compiler", "nvstage.compiler.warm"})
+
+
+@pytest.fixture
+def beyond_the_warm_path():
+    """``f(modules, also=())``: the modules of ``modules`` a whole-command answer may not
+    import: not the standard library, not ``WARM_MODULES``, ``compiler/warm``'s own or
+    ``also``; json, hashlib, hmac, re and pathlib neither (milliseconds each)."""
+    def beyond(modules, also=()) -> list[str]:
+        allowed = WARM_MODULES | set(also)
+        return sorted(m for m in modules
+                      if m in ("json", "hashlib", "hmac", "re", "pathlib")
+                      or (m.split(".")[0] not in sys.stdlib_module_names
+                          and m not in allowed and not m.startswith("nvstage.compiler.warm.")))
+    return beyond

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.compiler.warm.answer import is_launcher_command
+from nvstage.cli.main import is_launcher_command
 from nvstage.compiler.launcher import Fallback, Plan, understand
 from nvstage.compiler.nvcc_args import Grammar
 

@@ -109,22 +109,8 @@ def test_what_a_hit_must_not_survive(warm, monkeypatch, capfd, change):
         assert ("first/coef.h" in dep) == (change == "hiding header")
 
 
-# What a full hit may import: the standard library, and of nvstage the entry point, the base
-# (fsio, paths) and the warm package. Nothing else of nvstage, no third-party module.
-WARM_MODULES = {"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage.fsio", "nvstage.paths",
-                "nvstage.compiler", "nvstage.compiler.warm"}
-
-
-def imported_beyond_the_warm_path(modules: list[str], allowed=WARM_MODULES) -> list[str]:
-    """The modules of ``modules`` a hit may not import: not the standard library, not one of
-    ``allowed`` or ``compiler/warm``'s own; json and hashlib neither (2 ms each)."""
-    return sorted(m for m in modules
-                  if m in ("json", "hashlib", "hmac", "re", "pathlib")
-                  or (m.split(".")[0] not in sys.stdlib_module_names and m not in allowed
-                      and not m.startswith("nvstage.compiler.warm.")))
-
-
-def test_a_full_hit_imports_the_standard_library_and_the_warm_path_only(warm, capfd):
+def test_a_full_hit_imports_the_standard_library_and_the_warm_path_only(warm, capfd,
+                                                                       beyond_the_warm_path):
     folder, argv = warm
     assert _quiet_run(argv, capfd) == 0
     code = ("import sys; before = set(sys.modules); from nvstage.cli.main import run;"
@@ -134,7 +120,7 @@ def test_a_full_hit_imports_the_standard_library_and_the_warm_path_only(warm, ca
                                         str(folder / "cache")})
     rc, _, mods = cp.stdout.strip().rpartition("\n")[2].partition(" ")
     assert rc == "0", cp.stdout + cp.stderr
-    assert imported_beyond_the_warm_path(eval(mods)) == [], mods
+    assert beyond_the_warm_path(eval(mods)) == [], mods
     assert "nvstage.compiler.warm.answer" in mods
     assert [e.hit for e in _entries(folder)] == [False, True]
 

@@ -125,13 +125,6 @@ def restore(meta: dict, root: str, k: str, cwd: str) -> bool:
     return True
 
 
-def is_launcher_command(first: str) -> bool:
-    """``nvstage FIRST ...`` stands in front of a compiler (a path, or a name like nvcc), not
-    one of nvstage's commands."""
-    base = os.path.basename(first)
-    return os.sep in first or base == "nvcc" or base.startswith("nvcc-")
-
-
 def answer(nvcc: str, args: list[str], cwd: str, env, root: str, secret: bytes,
            view: bool = False) -> dict | None:
     """The entry for ``nvcc args`` when every file it read is unchanged, its outputs restored

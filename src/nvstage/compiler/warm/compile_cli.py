@@ -93,3 +93,52 @@ def answer_cli(argv: list[str], given: str | None, cwd: str, env) -> dict | None
     if found is None:
         return None
     return answer(found[0], cli_args(argv, env), cwd, env, *where, view=True)
+
+
+# What a whole answer cannot replay: nothing to keep, show or print as JSON, no fresh run
+# asked for; and no terminal (rich lays a terminal out by its width and colours; pipes and CI
+# logs get the plain layout kept in the entry).
+_NOT_WHOLE = frozenset({"--json", "--show", "--keep", "-keep", "--keep-dir", "-keep-dir",
+                        "--no-cache", "--via", "--name-expr", "-h", "--help"})
+_RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS")
+
+
+def whole_ok(argv: list[str], env, *, terminal: bool) -> bool:
+    """Whether this command line may be answered (and recorded) whole; ``terminal``: stdout
+    or stderr is one."""
+    for w in argv:
+        if w == "--":
+            break
+        if w.split("=", 1)[0] in _NOT_WHOLE:
+            return False
+    if env.get("NVSTAGE_CACHE", "1") == "0" or any(env.get(v) for v in _RICH_ENV):
+        return False
+    return not terminal
+
+
+class Remember:
+    """``nvstage compile``'s entry for the build it runs: ``on_built`` (the driver's hook)
+    reads it while the work folder exists, ``store`` writes it with what the command printed.
+    Only once the command repeats (every stage a hit): a one-off build does not pay for an
+    entry, and the first repeat still goes through the stage cache."""
+
+    def __init__(self, argv: list[str], given: str | None, nvcc: str, source: str,
+                 started_ns: int, cwd: str, env):
+        self.argv, self.given, self.nvcc, self.source = argv, given, nvcc, source
+        self.started_ns, self.cwd, self.env = started_ns, cwd, dict(env)
+        self.pending = None
+
+    def on_built(self, build, work: str, seen) -> None:
+        from nvstage.compiler.warm.entry import outputs_of, prepare
+
+        if (build.cache or {}).get("misses", 1) != 0:
+            return
+        remember_nvcc(self.given, self.cwd, self.env, self.nvcc, self.source)
+        self.pending = prepare(self.nvcc, cli_args(self.argv, self.env), build.cwd, self.env,
+                               build, work, outputs_of(build, build.cwd, work), "", "",
+                               self.started_ns, seen=seen)
+
+    def store(self, view: dict | None) -> bool:
+        """Keep the entry, with ``view`` (what the command prints: ``before``, ``table``,
+        ``after``, ``stages``, ``tail``); nothing without one."""
+        return self.pending is not None and view is not None and self.pending.store(view)
