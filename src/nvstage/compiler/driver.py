@@ -34,8 +34,8 @@ from nvstage.compiler.record import MANIFEST, Artifact, Build, StageRun, stage_a
 from nvstage.compiler.scheduler import default_jobs, schedule
 from nvstage.compiler.toolkit import Toolkit, find_toolkit
 from nvstage.compiler.workdir import clear_planted, finish, finish_interrupted, work_folder
-from nvstage.errors import InputNotFound, NvstageError, PlanError, StageFailed, ToolkitError, \
-    ToolMissing, UsageError
+from nvstage.errors import (InputNotFound, NvstageError, PlanError, StageFailed, ToolkitError,
+                            ToolMissing, UsageError)
 
 
 def compile(  # noqa: A001 - the verb users expect

@@ -56,8 +56,9 @@ _CUDA_SUFFIXES = (".cu",)
 
 
 @dataclass
-class Plan:
-    """What a command asks for, as far as the launcher needs to know."""
+class Staged:
+    """A command the staged driver runs: what it asks for, as far as the launcher needs to
+    know (``plan.Plan`` is nvcc's own plan of it)."""
 
     source: str
     depfile: tuple[str, bool, bool] | None  # (target, -MMD, -MP) with -MD/-MMD
@@ -69,7 +70,7 @@ class Fallback:
 
 
 def understand(args: list[str], grammar: Grammar, cwd: str,
-               environ: dict[str, str]) -> Plan | Fallback:
+               environ: dict[str, str]) -> Staged | Fallback:
     """Whether the staged driver can run this command line (``args`` without nvcc)."""
     from nvstage.errors import UsageError
 
@@ -106,7 +107,7 @@ def understand(args: list[str], grammar: Grammar, cwd: str,
     lang = last_value(parsed, "--x")
     if not (inputs[0].endswith(_CUDA_SUFFIXES) or lang == "cu") or lang in ("c", "c++"):
         return Fallback(f"{inputs[0]} is not compiled as CUDA")
-    return Plan(inputs[0], depfile_options(parsed, inputs[0]))
+    return Staged(inputs[0], depfile_options(parsed, inputs[0]))
 
 
 def find_nvcc(name: str) -> str | None:
@@ -234,9 +235,9 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
     from nvstage.errors import StageFailed
 
     toolkit = find_toolkit(nvcc)
-    plan = understand(args, grammar_for(toolkit.nvcc), cwd, dict(os.environ))
-    if isinstance(plan, Fallback):
-        entry.reason = plan.reason
+    staged = understand(args, grammar_for(toolkit.nvcc), cwd, dict(os.environ))
+    if isinstance(staged, Fallback):
+        entry.reason = staged.reason
         return None
     # Inside a build: one stage at a time on the slot the build gave this command, more only
     # on tokens from its jobserver, or as $NVSTAGE_JOBS says.
@@ -256,9 +257,9 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
                out, err, started_ns, seen=seen, build_doc=entry.build)
 
     try:
-        build = compile_command(args, toolkit=toolkit, cwd=cwd, source=plan.source,
+        build = compile_command(args, toolkit=toolkit, cwd=cwd, source=staged.source,
                                 jobs=jobs or (default_jobs() if slots else 1), slots=slots,
-                                depfile=plan.depfile,
+                                depfile=staged.depfile,
                                 cache=os.environ.get("NVSTAGE_CACHE", "1") != "0",
                                 on_built=remember)
     except StageFailed as e:

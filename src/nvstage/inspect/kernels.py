@@ -22,43 +22,50 @@ from dataclasses import asdict, dataclass
 
 # -- names ----------------------------------------------------------------------------------
 
+def top_level(signature: str) -> Iterator[tuple[int, str]]:
+    """(index, character) of each character of a C++ signature outside ``<...>`` and
+    ``(...)``, the brackets that open a group included (the one scan every reader of a
+    demangled name uses: its name, qualifiers and parameter list)."""
+    depth = 0
+    for i, ch in enumerate(signature):
+        if ch in "<(":
+            if depth == 0:
+                yield i, ch
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif depth == 0:
+            yield i, ch
+
+
+def params_at(signature: str) -> int | None:
+    """Where a signature's parameter list opens: its last top-level ``(``, when the
+    signature ends with the group it opens; None when there is none."""
+    s = signature.rstrip()
+    if not s.endswith(")"):
+        return None
+    return max((i for i, ch in top_level(s) if ch == "("), default=None)
+
+
 def _without_params(demangled: str) -> str:
     """The signature up to its parameter list (the last top-level ``(...)`` group)."""
     s = demangled.strip()
-    if s.endswith(")"):
-        depth = 0
-        for i in range(len(s) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(s[i], 0)
-            if depth == 0:
-                return s[:i].strip()
-    return s
+    at = params_at(s)
+    return s if at is None else s[:at].strip()
 
 
 def qualified_name(demangled: str) -> str:
     """``void ns::scale<float>(float*, float, int)`` -> ``ns::scale<float>``: the demangled
     signature without its return type (template functions have one) and parameter list."""
     s = _without_params(demangled)
-    depth, start = 0, 0
-    for i, ch in enumerate(s):  # the return type ends at the last top-level space
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif ch == " " and depth == 0:
-            start = i + 1
+    # The return type ends at the last top-level space.
+    start = max((i + 1 for i, ch in top_level(s) if ch == " "), default=0)
     return s[start:].strip()
 
 
 def unqualified_name(name: str) -> str:
     """``ns::scale<x::y>`` -> ``scale<x::y>``: after the last "::" outside <...> and (...)."""
-    depth, start = 0, 0
-    for i, ch in enumerate(name):
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif depth == 0 and name.startswith("::", i):
-            start = i + 2
+    start = max((i + 2 for i, ch in top_level(name) if name.startswith("::", i)), default=0)
     return name[start:]
 
 

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from nvstage.compiler.cache.headers import builtin_dirs, builtin_flags, include_search, \
-    parse_search_list, shadow_candidates
+from nvstage.compiler.cache.headers import (builtin_dirs, builtin_flags, include_search,
+                                            parse_search_list, shadow_candidates)
 from nvstage.compiler.warm.presence import present
 
 GCC_V = """\

@@ -4,11 +4,7 @@
 from __future__ import annotations
 
 from nvstage.report.terminal.console import emit_json, plain_table, say, stdout
-from nvstage.report.units import fmt_bytes, fmt_time
-
-
-def _us(s: float) -> str:
-    return fmt_time(s, "us", digits=2, suffix=False)
+from nvstage.report.units import fmt_bytes, fmt_time, fmt_us
 
 
 def _spill_bytes(f) -> str:
@@ -38,14 +34,14 @@ def render_estimate(e, con) -> None:
                   f"{f.grid_blocks}x{f.block_size}", str(f.registers), _spill_bytes(f),
                   str(f.shared_static + f.shared_dynamic), f"{f.occupancy:.0%}",
                   fmt_bytes(x.counts.bytes), f"{x.counts.flops / 1e9:.3g}",
-                  f"{x.bandwidth / 1e9:.0f}", x.bound, _us(x.t_kernel_s), _us(x.t_launch_s))
+                  f"{x.bandwidth / 1e9:.0f}", x.bound, fmt_us(x.t_kernel_s), fmt_us(x.t_launch_s))
     con.print(t)
     c = plain_table(box_style="SIMPLE", title="copies (estimate)")
     for col in ("op", "buffer", "bytes", "host memory", "GB/s est", "us"):
         c.add_column(col, justify="left" if col in ("op", "buffer", "host memory") else "right")
     for x in e.transfers:
         c.add_row(x.kind, x.buffer, fmt_bytes(x.nbytes), x.host_memory,
-                  f"{x.bandwidth / 1e9:.1f}", _us(x.t_s))
+                  f"{x.bandwidth / 1e9:.1f}", fmt_us(x.t_s))
     if e.transfers:
         con.print(c)
     s = plain_table(box_style="SIMPLE", title="decomposition, one repetition (us, estimate)")
@@ -55,7 +51,7 @@ def render_estimate(e, con) -> None:
                      ("sum transfer (GPU)", e.transfer_s), ("T (sequential)", e.total_s),
                      ("pipelined, one stream", e.pipelined_s),
                      ("bound if copies were chunked over streams", e.overlapped_bound_s)):
-        s.add_row(label, _us(v))
+        s.add_row(label, fmt_us(v))
     con.print(s)
     lines = [f"launches {e.n_launches}, kernels {len(e.kernels)}, kernel DRAM bytes "
              f"{e.kernel_bytes}, intermediates {', '.join(e.intermediates) or 'none'} "
@@ -108,13 +104,13 @@ def render_comparison(cmp, con) -> None:
                           ("sum transfer us (estimate)", a.transfer_s, b.transfer_s),
                           ("T us (estimate)", a.total_s, b.total_s),
                           ("pipelined us (estimate)", a.pipelined_s, b.pipelined_s)):
-        row(label, fa, fb, _us)
+        row(label, fa, fb, fmt_us)
     if cmp.measured:
         for key, label in (("launch", "sum launch"), ("kernel", "sum kernel"),
                            ("transfer", "sum transfer"), ("total", "T"), ("wall", "wall")):
             sa, sb = getattr(cmp.measured["a"], key), getattr(cmp.measured["b"], key)
             if sa and sb:
-                row(f"{label} us (measured median)", sa.median * 1e-9, sb.median * 1e-9, _us)
+                row(f"{label} us (measured median)", sa.median * 1e-9, sb.median * 1e-9, fmt_us)
     con.print(t)
     k = plain_table(box_style="SIMPLE", title="kernels (registers and spills from ptxas, "
                                                "occupancy theoretical)")
@@ -128,7 +124,7 @@ def render_comparison(cmp, con) -> None:
             f = x.facts
             k.add_row(side, x.kernel, str(f.registers), _spill_bytes(f),
                       str(f.shared_static + f.shared_dynamic), str(f.block_size),
-                      f"{f.occupancy:.0%}", ", ".join(f.limiters), _us(x.t_kernel_s), x.bound)
+                      f"{f.occupancy:.0%}", ", ".join(f.limiters), fmt_us(x.t_kernel_s), x.bound)
     con.print(k)
     lines = ["difference B - A, term by term (estimate):"]
     lines += [f"  {term.name:<24} {fmt_time(term.seconds, 'us', digits=2, sign=True):>13}  "
