@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from nvstage import fsio
-from nvstage.compiler.cache.local import key as cache_key
+from nvstage.compiler.cache.local.key import key_path, secret
 from nvstage.compiler.warm.folder import MARK, MARK_LINE, SIGNATURE
 from nvstage.errors import CacheError
 from nvstage.paths import ENV_CACHE_DIR, cache_dir, cache_dir_label, default_cache_dir
@@ -168,14 +168,14 @@ class CacheFolder:
         """The key that seals this cache's documents (``key.py``), outside the folder.
         Raises ``CacheError`` when it cannot be read or made, or lies inside the folder."""
         if self._secret is None:
-            where = cache_key.key_path()
+            where = key_path()
             if os.path.realpath(where.parent) == os.path.realpath(self.root) or \
                     os.path.realpath(where).startswith(os.path.join(
                         os.path.realpath(self.root), "")):
                 raise CacheError(f"{self.label} holds the cache's own key {where}: whoever "
                                  f"can write the cache could read it",
                                  hint="keep the cache and XDG_CONFIG_HOME apart")
-            self._secret = cache_key.secret()
+            self._secret = secret()
         return self._secret
 
     def _seal(self, doc: dict) -> bytes:
