@@ -101,10 +101,8 @@ def replace(path, data: bytes, *, tmpdir=None, mode: int = 0o666, sync: bool = F
     document people keep). Raises the OSError; the temporary file is gone either way."""
     path = os.fspath(path)
     folder = os.fspath(tmpdir) if tmpdir is not None else (os.path.dirname(path) or ".")
-    name = os.path.basename(path)
-    # Within a folder entry's 255 bytes whatever the target's name.
-    stem = name if len(os.fsencode(name)) <= 200 else "nvstage"
-    tmp = os.path.join(folder, f".{stem}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+    tmp = os.path.join(folder, f"{temporary_prefix(os.path.basename(path))}"
+                               f"{os.getpid()}-{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  mode)
     try:
@@ -120,6 +118,13 @@ def replace(path, data: bytes, *, tmpdir=None, mode: int = 0o666, sync: bool = F
         except OSError:
             pass
         raise
+
+
+def temporary_prefix(name: str) -> str:
+    """How ``replace`` begins the name of the file it writes for ``name``: a reader listing a
+    folder can tell a file being written from one that is there (within a folder entry's 255
+    bytes whatever the target's name)."""
+    return f".{name if len(os.fsencode(name)) <= 200 else 'nvstage'}."
 
 
 def append_line(path, line: bytes) -> None:

@@ -54,7 +54,8 @@ MARK_TEXT = SIGNATURE + b"\n" + MARK_LINE + b"\n# See https://bford.info/cachedi
 # good as empty.
 _NAMES = ("entries", "direct", "notes", "tmp", "stats.json", "tiers.json", "lock")
 NVSTAGE_OWN = ("tools",)
-_MARKING = ".nvstage-mark-"  # a mark being written, renamed to MARK when whole
+# A mark being written, renamed to MARK when whole (and how nvstage before fsio named one).
+_MARKING = (fsio.temporary_prefix(MARK), ".nvstage-mark-")
 STALE_SCRATCH_S = 24 * 3600  # an unlocked scratch folder this old was left by a killed build
 # The most the cache reads from one of its small documents (meta.json, a header set, a note,
 # the counters): what a tool printed is in meta.json, and ptxas -v over thousands of kernels is
@@ -153,10 +154,7 @@ class CacheFolder:
         if self.state() == "new":
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=self.root, prefix=_MARKING)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(MARK_TEXT)
-                os.replace(tmp, self.root / MARK)
+                fsio.replace(self.root / MARK, MARK_TEXT, mode=0o600)
             except OSError as e:  # the cause stays: a caller may tell "read-only" apart
                 raise CacheError(f"{self.label} cannot be used as the stage cache: "
                                  f"{e.strerror or e}") from e
