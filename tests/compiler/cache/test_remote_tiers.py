@@ -80,8 +80,7 @@ def test_pack_round_trip_and_damage():
     with pytest.raises(Rejected):  # or of another kind
         unpack("direct", KEY, data)
     with pytest.raises(Rejected):  # a bomb: more than the limit once unpacked
-        unpack("entry", KEY, pack("entry", KEY, DOC, [b"\0" * 100_000]),
-                     limit=10_000)
+        unpack("entry", KEY, pack("entry", KEY, DOC, [b"\0" * 100_000]), limit=10_000)
 
 
 def test_signatures(crypto, tmp_path):

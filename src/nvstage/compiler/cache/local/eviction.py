@@ -26,9 +26,6 @@ from nvstage.errors import CacheError
 
 ENV_MAX = "NVSTAGE_CACHE_MAX_SIZE"
 DEFAULT_MAX_BYTES = 2 << 30
-# The size ledger: the bytes the last full count found (and when), and a line per entry stored
-# since. A build reads it rather than counting every entry (400 ms at 10,000 entries), and
-# counts again once it says the limit is passed, or the count is an hour old.
 _LEDGER_MAX = 1 << 20
 _RECOUNT_S = 3600
 
@@ -102,8 +99,8 @@ class Eviction(CacheFolder):
             for k in _COUNTED:
                 setattr(total, k, getattr(total, k) + getattr(c, k))
             write_atomic(self.root / "stats.json",
-                          json.dumps({k: getattr(total, k) for k in _COUNTED}).encode(),
-                          self._tmp())
+                         json.dumps({k: getattr(total, k) for k in _COUNTED}).encode(),
+                         self._tmp())
 
     def totals(self) -> Counters:
         """The counters over all builds (unsealed: they decide nothing); zero when missing

@@ -62,7 +62,7 @@ class Notes(CacheFolder):
         if folder not in ("notes", "tools") or not _NOTE_NAME.fullmatch(key):
             raise ValueError(f"not a note: {folder}/{key}")
         write_atomic(self._dir(folder) / f"{key}.json",
-                      self._seal({"note": key, "value": value}), self._tmp())
+                     self._seal({"note": key, "value": value}), self._tmp())
 
     def tier_doc(self) -> dict:
         """What ``remote/tiers.py`` keeps here: each tier's figures over all builds using this
