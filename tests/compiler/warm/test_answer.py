@@ -11,6 +11,7 @@ import pytest
 
 from nvstage import proc
 from nvstage.cli.main import run
+from nvstage.compiler.warm import nvcc_env
 
 
 
@@ -19,6 +20,9 @@ def warm(tmp_path, monkeypatch, kernels, toolkit):
     """A folder with multi.cu (and two include folders), its own cache and build record."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path / "cache"))
+    # The names nvcc reads, as a fresh launcher process knows them: none yet, so that the
+    # first build notes them in this cache folder (an earlier test's would skip the note).
+    monkeypatch.setattr(nvcc_env, "_memo", {})
     (tmp_path / "inc").mkdir()
     (tmp_path / "first").mkdir()
     (tmp_path / "inc" / "coef.h").write_text("#define COEF 2.0f\n")
