@@ -15,7 +15,6 @@ document that verifies without the secret, so a planted or edited one reads as m
 
 from __future__ import annotations
 
-import errno
 import marshal
 import os
 import stat
@@ -32,6 +31,8 @@ class NotRegular(OSError):
     followed): never opened for reading, or refused on the open descriptor."""
 
     def __init__(self, path, mode: int):
+        import errno  # a builtin, but not loaded by a hit that reads what it expects
+
         super().__init__(errno.EINVAL, "not a regular file", os.fspath(path))
         self.mode = mode
 
@@ -41,6 +42,8 @@ class TooLarge(OSError):
     while being read, so its stat said less)."""
 
     def __init__(self, path, size: int, grew: bool = False):
+        import errno
+
         super().__init__(errno.EFBIG, "over the size read", os.fspath(path))
         self.size, self.grew = size, grew
 

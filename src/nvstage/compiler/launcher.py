@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 from nvstage.compiler.depfile import depfile_options
 from nvstage.compiler.nvcc_args import Grammar, expand_options_files, last_value
-from nvstage.compiler.warm.host_flags import side_env, unwatched_word
-from nvstage.compiler.warm.key import env_flags
+from nvstage.compiler.warm.host_flags import unwatched_word
+from nvstage.compiler.warm.key import env_flags, side_env
 
 # What the launcher stages: one CUDA source compiled to an object, PTX, cubin or fatbin.
 _STOPS = ("--compile", "--device-c", "--device-w", "--ptx", "--cubin", "--fatbin")

@@ -56,7 +56,8 @@ from nvstage.compiler.graph import Graph
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.record import Artifact, StageRun, arch_of, kind_of, stage_arch
 from nvstage.compiler.toolkit import Toolkit
-from nvstage.compiler.warm.host_flags import side_env, unwatched_word
+from nvstage.compiler.warm.host_flags import unwatched_word
+from nvstage.compiler.warm.key import side_env
 from nvstage.compiler.warm.presence import Presence, present
 from nvstage.errors import CacheError
 from nvstage.paths import base_dir

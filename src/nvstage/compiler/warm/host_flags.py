@@ -4,7 +4,8 @@ stage cache runs the stage, no whole-command entry is made).
 
 gcc may be told to read a response file (``-Xcompiler @FILE``), profile data, spec files and
 plugins, and to write coverage notes, stack-usage, dump, split-DWARF and dependency files:
-none of them is keyed or restored. Standard library only.
+none of them is keyed or restored (the variables that do the same, ``key.side_env``: a key
+cannot cover them). Standard library only.
 """
 
 from __future__ import annotations
@@ -22,10 +23,6 @@ _UNWATCHED_PREFIX = ("-save-temps=", "-fdump-", "-fopt-info", "-fprofile-use=",
 # Within -Wa, and -Wp, (-Wp,-D_FORTIFY_SOURCE=2 is common and harmless): a listing or a
 # dependency file written, a response file read.
 _UNWATCHED_PASSED = ("-a", "--MD", "-M", "@")
-# gcc writes its dependency file as a side effect where these name one: no entry restores it.
-SIDE_ENV = ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES")
-
-
 def unwatched_word(words) -> str | None:
     """The first of a host compiler's ``words`` (its arguments) that reads or writes a file
     neither a whole-command entry nor the stage cache watches or restores; None when none."""
@@ -36,8 +33,3 @@ def unwatched_word(words) -> str | None:
                 any(p.startswith(_UNWATCHED_PASSED) for p in a[4:].split(",")):
             return a
     return None
-
-
-def side_env(env) -> str | None:
-    """The variable in ``env`` that has gcc write a dependency file of its own, if any."""
-    return next((v for v in SIDE_ENV if env.get(v)), None)

@@ -14,7 +14,6 @@ import os
 from nvstage import fsio
 from nvstage.compiler.warm import nvcc_env
 from nvstage.compiler.warm.folder import SCHEMA
-from nvstage.compiler.warm.host_flags import side_env
 
 # The environment nvcc, its tools and gcc read (gcc's include and locale variables; nvcc's own
 # flags): any change is another key. The variables nvcc's profile and binary name (INCLUDES,
@@ -30,6 +29,14 @@ _OPTF = ("--options-file", "-optf")
 # Words in $NVCC_PREPEND_FLAGS/$NVCC_APPEND_FLAGS that name a file the key must read: only
 # then are they split (shlex costs a hit the re module).
 _ENV_FILE_WORDS = ("optf", "options-file", "ccbin", "compiler-bindir")
+# gcc writes its dependency file as a side effect where these name one: no entry restores it.
+SIDE_ENV = ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES")
+
+
+def side_env(env) -> str | None:
+    """The variable in ``env`` that has gcc write a dependency file of its own, if any: a
+    command under it has no key, and the stage cache runs its host stages."""
+    return next((v for v in SIDE_ENV if env.get(v)), None)
 
 
 def file_stat(path: str) -> list[int]:
