@@ -4,11 +4,7 @@
 from __future__ import annotations
 
 from nvstage.report.terminal.console import emit_json, plain_table, say, stdout
-from nvstage.report.units import fmt_bytes, fmt_time
-
-
-def _us(s: float) -> str:
-    return fmt_time(s, "us", digits=2, suffix=False)
+from nvstage.report.units import fmt_bytes, fmt_time, fmt_us
 
 
 def _spill_bytes(f) -> str:
@@ -43,7 +39,7 @@ def render_estimate(e, con) -> None:
                   str(f.shared_static + f.shared_dynamic), f"{f.occupancy:.0%}",
                   fmt_bytes(x.counts.bytes),
                   f"{x.code.loads_per_trip:.3g}" if x.code else "-", x.limiter,
-                  _us(x.t_kernel_s), _us(x.t_launch_s))
+                  fmt_us(x.t_kernel_s), fmt_us(x.t_launch_s))
     con.print(t)
     b = plain_table(box_style="SIMPLE", title="bounds per launch (us, estimate): kernel time = "
                                               "max(DRAM + latency, issue, pipes, shared, floor)")
@@ -53,7 +49,7 @@ def render_estimate(e, con) -> None:
         for bd in x.bounds.bounds:
             if bd.seconds or bd.name == x.limiter:
                 mark = " <- limiter" if bd.name == x.limiter else ""
-                b.add_row(x.kernel, bd.name + mark, _us(bd.seconds), bd.detail)
+                b.add_row(x.kernel, bd.name + mark, fmt_us(bd.seconds), bd.detail)
         if x.code and x.code.trips:
             b.add_row(x.kernel, "loop trips", "",
                       f"{', '.join(f'{t:g}' for t in x.code.trips)} ({x.code.trips_source})")
@@ -63,7 +59,7 @@ def render_estimate(e, con) -> None:
         c.add_column(col, justify="left" if col in ("op", "buffer", "host memory") else "right")
     for x in e.transfers:
         c.add_row(x.kind, x.buffer, fmt_bytes(x.nbytes), x.host_memory,
-                  f"{x.bandwidth / 1e9:.1f}", _us(x.t_s))
+                  f"{x.bandwidth / 1e9:.1f}", fmt_us(x.t_s))
     if e.transfers:
         con.print(c)
     s = plain_table(box_style="SIMPLE", title="decomposition, one repetition (us, estimate)")
@@ -73,7 +69,7 @@ def render_estimate(e, con) -> None:
                      ("sum transfer (GPU)", e.transfer_s), ("T (sequential)", e.total_s),
                      ("pipelined, one stream", e.pipelined_s),
                      ("bound if copies were chunked over streams", e.overlapped_bound_s)):
-        s.add_row(label, _us(v))
+        s.add_row(label, fmt_us(v))
     con.print(s)
     lines = [f"launches {e.n_launches}, kernels {len(e.kernels)}, kernel DRAM bytes "
              f"{e.kernel_bytes}, intermediates {', '.join(e.intermediates) or 'none'} "
@@ -126,13 +122,13 @@ def render_comparison(cmp, con) -> None:
                           ("sum transfer us (estimate)", a.transfer_s, b.transfer_s),
                           ("T us (estimate)", a.total_s, b.total_s),
                           ("pipelined us (estimate)", a.pipelined_s, b.pipelined_s)):
-        row(label, fa, fb, _us)
+        row(label, fa, fb, fmt_us)
     if cmp.measured:
         for key, label in (("launch", "sum launch"), ("kernel", "sum kernel"),
                            ("transfer", "sum transfer"), ("total", "T"), ("wall", "wall")):
             sa, sb = getattr(cmp.measured["a"], key), getattr(cmp.measured["b"], key)
             if sa and sb:
-                row(f"{label} us (measured median)", sa.median * 1e-9, sb.median * 1e-9, _us)
+                row(f"{label} us (measured median)", sa.median * 1e-9, sb.median * 1e-9, fmt_us)
     con.print(t)
     k = plain_table(box_style="SIMPLE", title="kernels (registers and spills from ptxas, "
                                                "occupancy theoretical)")
@@ -147,7 +143,7 @@ def render_comparison(cmp, con) -> None:
             k.add_row(side, x.kernel, str(f.registers), _spill_bytes(f),
                       str(f.shared_static + f.shared_dynamic), str(f.block_size),
                       f"{f.occupancy:.0%}", ", ".join(f.limiters),
-                      f"{x.code.loads_per_trip:.3g}" if x.code else "-", _us(x.t_kernel_s),
+                      f"{x.code.loads_per_trip:.3g}" if x.code else "-", fmt_us(x.t_kernel_s),
                       x.limiter)
     con.print(k)
     from nvstage.model.compare import limiter_shift, limiters
@@ -160,9 +156,9 @@ def render_comparison(cmp, con) -> None:
         lines.append("each kernel, estimate against measured median:")
         for side, e in (("A", a), ("B", b)):
             for k in kernels_measured(e, cmp.measured[side.lower()]):
-                got = _us(k["measured_s"]) if k["measured_s"] else "-"
+                got = fmt_us(k["measured_s"]) if k["measured_s"] else "-"
                 err = f" ({k['error']:+.1%})" if k["error"] is not None else ""
-                lines.append(f"  {side} {k['kernel']}: {_us(k['estimate_s'])} us estimated, "
+                lines.append(f"  {side} {k['kernel']}: {fmt_us(k['estimate_s'])} us estimated, "
                              f"{got} us measured{err}; limited by {k['limiter']}")
     lines.append("difference B - A, term by term (estimate):")
     lines += [f"  {term.name:<24} {fmt_time(term.seconds, 'us', digits=2, sign=True):>13}  "
