@@ -33,7 +33,8 @@ nvstage options:
   --keep-dir DIR             keep them in DIR instead; implies --keep
   --show SECTIONS            after the build, show what is inside: a comma list of ptx,
                              sass, resources, fatbin (or all)
-  --via nvcc|nvrtc           the staged nvcc driver (default), or NVRTC + nvJitLink in-process
+  --via nvcc|nvrtc|triton    the staged nvcc driver (default), NVRTC + nvJitLink in-process,
+                             or a Triton kernel's own stages (nvstage compile --via triton -h)
   --name-expr EXPR           --via nvrtc: a template kernel to instantiate, e.g. 'scale<float>'
   -j N, --jobs N             stages to run at once (default: one per core)
   --no-cache                 run every stage even when its inputs are unchanged
@@ -63,6 +64,10 @@ def main(argv: list[str]) -> int:
     _answered[0] = _answered_whole(argv)
     if _answered[0]:
         return 0
+    from nvstage.cli.compile_triton import main as triton_main, via_triton
+
+    if via_triton(argv):  # a Python file: Triton's grammar, not nvcc's
+        return triton_main(argv)
     from nvstage.cli.common import handled
     from nvstage.compiler.cmdline import nvcc_choice, wants_help
 
@@ -246,7 +251,7 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
                                     observer=live, jobs=req.jobs, cache=not req.no_cache,
                                     on_built=remember if whole else None)
         else:
-            raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc or nvrtc")
+            raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc, nvrtc or triton")
         con = data_console(req.json)
         render_build(build, con)
         doc = build.to_json()
