@@ -241,28 +241,31 @@ class _StageOut:
 
 @contextlib.contextmanager
 def _captured(into: list[str]):
-    """What the process prints on its stdout and stderr (file descriptors 1 and 2: Triton's
-    C++ passes and ptxas print there, Triton's Python prints the PTX on a ptxas failure), kept
-    rather than mixed into nvstage's own output."""
+    """What a stage prints, kept rather than mixed into nvstage's own output: on file
+    descriptors 1 and 2 (Triton's C++ passes and ptxas print there) and on Python's
+    ``sys.stdout``/``sys.stderr`` (Triton prints ptxas's report there, and the whole PTX when
+    ptxas fails), which need not be those descriptors."""
+    import io
+
     for s in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             s.flush()
+    said = io.StringIO()
     with tempfile.TemporaryFile() as f:
         saved = [os.dup(1), os.dup(2)]
         try:
             os.dup2(f.fileno(), 1)
             os.dup2(f.fileno(), 2)
-            yield
+            with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+                yield
         finally:
-            for s in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    s.flush()
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
             for fd in saved:
                 os.close(fd)
             f.seek(0)
             into.append(f.read(_CAPTURE_LIMIT).decode("utf-8", "replace"))
+            into.append(said.getvalue()[:_CAPTURE_LIMIT])
 
 
 class _Timer:
