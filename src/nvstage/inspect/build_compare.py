@@ -47,21 +47,12 @@ def launch_of(build, r: KernelRecord, block: int | None) -> tuple[int | None, in
 def occupancy_figures(build, r: KernelRecord, block: int | None) -> dict:
     """block, dynamic_shared and occupancy (percent of the SM's warps) for one record; the
     occupancy None when the block is unknown or the arch has no limits here."""
-    from nvstage.errors import NvstageError
-    from nvstage.hw.occupancy import occupancy
+    from nvstage.inspect.triton_view import launch_occupancy
 
     threads, dynamic = launch_of(build, r, block)
-    out = {"block": threads, "dynamic_shared": dynamic, "occupancy": None}
-    if threads is None or r.registers is None:
-        return out
-    try:
-        occ = occupancy(r.arch, block_size=threads, registers=r.registers,
-                        shared_static=r.shared_bytes or 0, shared_dynamic=dynamic,
-                        barriers=r.barriers or 0)
-    except NvstageError:
-        return out
-    out["occupancy"] = round(100 * occ.occupancy, 1)
-    return out
+    occ = launch_occupancy(r.arch, threads, dynamic, r) if threads is not None else None
+    return {"block": threads, "dynamic_shared": dynamic,
+            "occupancy": round(100 * occ.occupancy, 1) if occ is not None else None}
 
 
 def mixes(build, toolkit) -> dict[tuple[str, str], dict[str, int]]:

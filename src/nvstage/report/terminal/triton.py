@@ -46,3 +46,23 @@ def render_triton(build, con) -> None:
         from nvstage.report.terminal.console import say
 
         say(f"note: {note}")
+
+
+def render_section(section: dict, con) -> None:
+    """``show``'s ``triton`` section: the metadata table, then each kernel's occupancy at the
+    one launch shape Triton gives it."""
+    from nvstage.compiler.triton_record import read_info
+
+    t = plain_table(pad_edge=False)
+    t.add_column("triton")
+    t.add_column("")
+    for what, value in triton_rows(read_info(section)):
+        t.add_row(what, value)
+    for launch in section.get("launches", ()):
+        occ = launch.get("occupancy")
+        t.add_row(f"occupancy ({launch['arch']})", "unknown" if occ is None else
+                  f"{occ['occupancy'] * 100:.0f}% at {launch['block']} threads and "
+                  f"{fmt_bytes(launch['dynamic_shared'])} dynamic shared memory: "
+                  f"{occ['active_blocks']} blocks, {occ['active_warps']}/{occ['max_warps']} "
+                  f"warps per SM, limited by {', '.join(occ['limiters'])}")
+    con.print(t)
