@@ -508,6 +508,10 @@ def _record_runs(build: TritonBuild, timer: _Timer, texts: dict, work: Path,
         for path, blob in zip(stage.outputs, blobs):
             write_atomic(path, blob if isinstance(blob, bytes) else blob.encode())
         run = StageRun(stage, out.seconds, 0, stderr=out.printed, started=out.started)
+        if ext == "cubin":  # Triton runs ptxas with -v: its report is the record's, not noise
+            from nvstage.inspect.resources import split_ptxas_stderr
+
+            run.stderr, run.resources = split_ptxas_stderr(out.printed, user_verbose=False)
         run.artifacts = [Artifact.of(stage.outputs[0], stage=stage.index, arch=stage.arch)]
         if ext == "cubin":
             run.artifacts.append(Artifact(*_of(stage.outputs[1]), stage=stage.index))
