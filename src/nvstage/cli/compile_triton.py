@@ -175,7 +175,6 @@ def _compile(got: dict) -> None:
     from nvstage.compiler.triton import compile_triton
     from nvstage.report.terminal.build import render_build
     from nvstage.report.terminal.console import data_console
-    from nvstage.report.terminal.triton import render_triton
 
     source, options, keep = request(got)
     if got.get("show"):  # a typo in --show should not cost a build
@@ -188,8 +187,7 @@ def _compile(got: dict) -> None:
     with folder as keep_dir:
         build = compile_triton(source, options, toolkit=toolkit, keep=keep_dir)
         con = data_console(bool(got.get("json")))
-        render_build(build, con)
-        render_triton(build, con)
+        render_build(build, con)  # the stage table, Triton's table, the summary
         doc = build.to_json()
         if keep is None and keep_dir is not None:
             doc["keep_dir"] = None  # the temporary folder --show read from is gone

@@ -149,7 +149,7 @@ def import_triton():
     """The ``triton`` module, or one line saying what to install."""
     try:
         import triton
-        from triton.backends.compiler import GPUTarget  # noqa: F401
+        import triton.backends.compiler  # noqa: F401  (a broken install fails here, not later)
     except ImportError as e:
         raise ToolkitError(f"--via triton needs Triton, which is not installed ({e.name or e})",
                            hint=f"{INSTALL} (Triton 3.9)") from None

@@ -1,4 +1,5 @@
-"""A build on a terminal: the stage table, the summary line, NVRTC's name map."""
+"""A build on a terminal: the stage table, the summary line, NVRTC's name map, Triton's
+metadata."""
 
 from __future__ import annotations
 
@@ -136,6 +137,10 @@ def render_build(build: Build, con) -> None:
         err.print(Text(line))
     con.print(stage_table(build, con.width))
     render_name_map(build, con)
+    if build.via == "triton":
+        from nvstage.report.terminal.triton import render_triton
+
+        render_triton(build, con)
     for run in build.runs:
         # NVRTC's stdout is the name-expression map, already shown as a table.
         outs = (run.stderr,) if build.via == "nvrtc" else (run.stdout, run.stderr)

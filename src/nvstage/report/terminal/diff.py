@@ -71,7 +71,9 @@ def render(result, con, *, all_rows: bool = False) -> None:
             continue
         name = _short(r.key) + (f" ~ {_short(r.b_key)}" if r.b_key else "") if across \
             else r.key
-        rows.append((name, *(_cell(r, m) for m in metrics)))
+        rows.append((name, *(_cell(r, m) if across else
+                             f"{_fmt(r.a.get(m), m)} -> {_fmt(r.b.get(m), m)}"
+                             f" {_fmt_delta(r.delta(m), m)}".rstrip() for m in metrics)))
     title = f"kernels: A = {result.a}, B = {result.b}" + (", each cell A -> B" if across else "")
     t = plain_table(title=title, title_justify="left", pad_edge=False)
     # Across compilers the names are short: keep each on one line where it fits.
