@@ -227,3 +227,26 @@ def test_option_errors(bad, said):
     with pytest.raises(UsageError) as e:
         TritonOptions("k", **bad)
     assert said in e.value.message
+
+
+@pytest.mark.parametrize("edit,said", [
+    (lambda t: t.update(num_warps="four"), "triton.num_warps must be a whole number"),
+    (lambda t: t.update(arch="../../x"), "triton.arch must be an arch"),
+    (lambda t: t.update(signature={"x": "float"}), "triton.signature: the entry 'x'"),
+    (lambda t: t.update(signature={f"p{i}": "i32" for i in range(2000)}),
+     "at most 1000 entries"),
+    (lambda t: t.update(notes=[[["deep"]]]), "triton.notes must be a list of at most 100"),
+    (lambda t: t.clear(), "triton.signature must be an object"),
+])
+def test_a_crafted_triton_section_is_one_line(cli, rms, tmp_path, edit, said):
+    import shutil
+
+    keep = tmp_path / "k"
+    shutil.copytree(rms["sm_90"][1], keep)
+    doc = json.loads((keep / "stages.json").read_text())
+    edit(doc["triton"])
+    (keep / "stages.json").write_text(json.dumps(doc))
+    r = cli("show", keep)
+    assert r.exit_code == 6, r.output
+    assert said in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 2  # the message, and its hint
