@@ -391,18 +391,41 @@ def compile_triton(source: str | os.PathLike, options: TritonOptions, *,
             if options.ptxas == "toolkit" and tool.path != toolkit.tool("ptxas"):
                 raise ToolkitError(f"Triton did not take the toolkit's ptxas "
                                    f"({toolkit.tool('ptxas')}): it would run {tool.path}")
-            return _build(triton, knobs, src, fn, options, signature, constexprs, arch, tool,
-                          toolkit, keep, cwd, observer, scratch, t_start)
+            return _build(_Job(triton, knobs, src, fn, options, signature, constexprs, arch,
+                               tool, toolkit, keep, cwd, observer, scratch, t_start))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _build(triton, knobs, src: Path, fn, options: TritonOptions, signature: dict,
-           constexprs: dict, arch: str, tool, toolkit: Toolkit, keep, cwd: str,
-           observer: Observer, scratch: str, t_start: float) -> TritonBuild:
+@dataclass(frozen=True)
+class _Job:
+    """One compile, decided: what ``_build`` runs."""
+
+    triton: object  # the module
+    knobs: object  # triton.knobs, scoped by the caller
+    src: Path
+    fn: object  # the JITFunction
+    options: TritonOptions
+    signature: dict
+    constexprs: dict
+    arch: str  # what ptxas builds: sm_90a
+    tool: object  # Triton's NvidiaTool for the ptxas that runs
+    toolkit: Toolkit
+    keep: object
+    cwd: str
+    observer: Observer
+    scratch: str  # Triton's cache and temporary files: removed by the caller
+    t_start: float
+
+
+def _build(job: _Job) -> TritonBuild:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    triton, knobs, options, arch = job.triton, job.knobs, job.options, job.arch
+    src, toolkit, keep, cwd, t_start = job.src, job.toolkit, job.keep, job.cwd, job.t_start
+    observer, tool, signature, constexprs = job.observer, job.tool, job.signature, \
+        job.constexprs
     name = options.kernel[:150]  # the name Triton gives its files
     with work_folder(keep, cwd, prefix="nvstage-triton-") as work:
         plan = _plan(src, work, name, arch)
@@ -416,7 +439,7 @@ def _build(triton, knobs, src: Path, fn, options: TritonOptions, signature: dict
         finish(build, work, t_start, running=True)
         timer = _Timer(t_start)
         knobs.runtime.add_stages_inspection_hook = timer
-        ast = ASTSource(fn, signature=signature, constexprs=constexprs)
+        ast = ASTSource(job.fn, signature=signature, constexprs=constexprs)
         ast.make_ir = timer.wrap("source", ast.make_ir)
         compiled, error = None, None
         with _warnings() as caught:
@@ -425,7 +448,7 @@ def _build(triton, knobs, src: Path, fn, options: TritonOptions, signature: dict
                                           options=options.triton_options())
             except Exception as e:  # Triton's own errors: said as the stage that failed
                 error = e
-        _record_runs(build, timer, _texts(compiled, scratch, name), work, observer)
+        _record_runs(build, timer, _texts(compiled, job.scratch, name), work, observer)
         if error is not None:
             _fail(build, timer, error, work, t_start)
         build.triton = _info(triton.__version__, options, compiled, signature, constexprs,
