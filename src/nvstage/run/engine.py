@@ -271,7 +271,7 @@ class Engine:
                                     result=self.result) from None
         t1 = time.perf_counter_ns()
         self.result.load = {
-            "kind": self.loaded.kind, "bytes": len(self.loaded.image),
+            "kind": self.loaded.kind, "bytes": sum(len(img) for _, img, _ in modules),
             "seconds": (t1 - t0) / 1e9,
             "includes_ptx_jit": self.loaded.kind == "ptx",
             "module_loading": os.environ.get("CUDA_MODULE_LOADING", "driver default"),
