@@ -2,17 +2,20 @@
 # The one command for a lent GPU machine (the `device` tool's `run`), prepared so a session's
 # few minutes of device time go to measuring, not to setting up:
 #
-#   run(command="bash scripts/device_session.sh", carry=[".whl"], timeout_s=330)
+#   run(command="bash scripts/device_session.sh", carry=[".whl"], timeout_s=360)
 #
-# The inner budgets add up to about 300 s, so a session's 15 minutes (machine start
+# The inner budgets add up to about 330 s, so a session's 15 minutes (machine start
 # included) leave room to run it twice. That machine has no registry access. Its image has
 # numpy, typer, rich, cuda-core, cuda-bindings, nvidia-ml-py, pytest and nvcc, but not
 # pyelftools; wheels for what it lacks travel in .whl/ (ignored by git; fetch them here first
 # with scripts/device_wheels.sh). nvstage itself runs from src/ (no install, no build backend).
 #
 # Results: $OUT/summary.txt (one PASS/FAIL/SKIP line per check, then the model's error
-# table, then this script's log) and $OUT/results.tar.gz (every report, trace and log): the
-# tool brings back at most 8 files, so everything else travels inside the archive. Both are
+# table, then this script's log), $OUT/results.tar.gz (every report, trace and log) and
+# $OUT/measured.tar.gz: the raw `nvstage run --profile` JSON of every model workload, as
+# docs/measured/GPU-DATE/NAME.run.json, for the model's offline validation
+# (tests/model/test_measured.py): unpack it in the repository's root and commit it. The tool
+# brings back at most 8 files, so everything else travels inside the archives. All are
 # written on any exit, a timeout of a step included.
 set -u
 OUT="${OUT:-${1:-/tmp/nvstage-device-out}}"
@@ -27,6 +30,15 @@ collect() {
     echo; cat "$RES/model/errors.txt" 2>/dev/null || echo "FAIL measure.sh wrote no errors.txt"
     echo; cat "$RES/session.log"; } > "$OUT/summary.txt"
   tar czf "$OUT/results.tar.gz" -C /tmp nvstage-results
+  # The raw profiles under the name they keep in the repository: GPU (from nvidia-smi) and date.
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 \
+        | tr 'A-Z' 'a-z' | sed 's/^nvidia //; s/[^a-z0-9]\+/-/g; s/-$//')
+  dest="docs/measured/${gpu:-gpu}-$(date +%F)"
+  rm -rf /tmp/nvstage-measured && mkdir -p "/tmp/nvstage-measured/$dest"
+  cp "$RES"/model/*.run.json "/tmp/nvstage-measured/$dest/" 2>/dev/null
+  tar czf "$OUT/measured.tar.gz" -C /tmp/nvstage-measured docs
+  echo "raw profiles: $(ls "/tmp/nvstage-measured/$dest" | wc -l) in measured.tar.gz ($dest)" \
+    >> "$OUT/summary.txt"
   cat "$OUT/summary.txt"
 }
 trap collect EXIT
@@ -74,5 +86,5 @@ log "gpu_checks.sh rc=$? (124: its 180 s ran out)"
 pkill -f -- "-m nvstage" 2>/dev/null; pkill -f -- "-m pytest" 2>/dev/null
 
 log "model: estimate vs measured"
-timeout 90 bash examples/model/measure.sh "$RES/model" > "$RES/model/measure.log" 2>&1
-log "measure.sh rc=$? (124: its 90 s ran out)"
+timeout 120 bash examples/model/measure.sh "$RES/model" > "$RES/model/measure.log" 2>&1
+log "measure.sh rc=$? (124: its 120 s ran out)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -276,14 +277,36 @@ def triton_chain(triton_kit, toolkit, tmp_path_factory):
 @pytest.fixture
 def fresh_tiers(monkeypatch):
     """No remote tier remembered and none configured, and lines said about tiers collected
-    (``tiers.notice``) instead of printed: the list is the fixture's value."""
-    from nvstage.compiler.cache import tiers
+    (``tier.notice``) instead of printed: the list is the fixture's value."""
+    from nvstage.compiler.cache.remote.config import reset
+    from nvstage.compiler.cache.remote.spec import _ENV, ENV_BACKOFF
+    from nvstage.compiler.cache.remote.tier import set_notice_sink
 
-    for name in (*tiers._ENV, tiers.ENV_BACKOFF, "NVSTAGE_BASE_DIR"):
+    for name in (*_ENV, ENV_BACKOFF, "NVSTAGE_BASE_DIR"):
         monkeypatch.delenv(name, raising=False)
-    tiers.reset()
+    reset()
     said: list[str] = []
-    tiers.set_notice_sink(said.append)
+    set_notice_sink(said.append)
     yield said
-    tiers.set_notice_sink(None)
-    tiers.reset()
+    set_notice_sink(None)
+    reset()
+
+
+# What a full hit may import: the standard library, and of nvstage the entry point, the base
+# (fsio, paths) and the warm package. Nothing else of nvstage, no third-party module.
+WARM_MODULES = frozenset({"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage.fsio",
+                          "nvstage.paths", "nvstage.compiler", "nvstage.compiler.warm"})
+
+
+@pytest.fixture
+def beyond_the_warm_path():
+    """``f(modules, also=())``: the modules of ``modules`` a whole-command answer may not
+    import: not the standard library, not ``WARM_MODULES``, ``compiler/warm``'s own or
+    ``also``; json, hashlib, hmac, re and pathlib neither (milliseconds each)."""
+    def beyond(modules, also=()) -> list[str]:
+        allowed = WARM_MODULES | set(also)
+        return sorted(m for m in modules
+                      if m in ("json", "hashlib", "hmac", "re", "pathlib")
+                      or (m.split(".")[0] not in sys.stdlib_module_names
+                          and m not in allowed and not m.startswith("nvstage.compiler.warm.")))
+    return beyond

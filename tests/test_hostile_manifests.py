@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from nvstage.inspect.resources import parse_ptxas_verbose, split_ptxas_stderr
+from nvstage.compiler.ptxas_report import split_ptxas_stderr
+from nvstage.inspect.resources import parse_ptxas_verbose
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.plan import StageKind
 

@@ -390,3 +390,94 @@ def test_readme_triton_diff_row_is_what_diff_prints(cli, chain_nvcc_sm90, triton
     printed = {_flat(ln) for ln in r.stdout.splitlines()}
     for row in shown[1:]:
         assert _flat(row) in printed, (row, r.stdout)
+
+
+def _frozen_errors() -> str:
+    """What ``python examples/model/errors.py --frozen ...`` prints, as the README shows it."""
+    cp = subprocess.run([sys.executable, str(ROOT / "examples" / "model" / "errors.py"),
+                         "--frozen", "tests/data/measured/h200-2026-11-30.json"], cwd=ROOT,
+                        capture_output=True, text=True, timeout=600)
+    assert cp.returncode == 0, cp.stderr
+    return cp.stdout
+
+
+def test_readme_error_per_term_is_what_errors_py_prints():
+    text = README.read_text()
+    after = text.split("python examples/model/errors.py --frozen", 1)[1]
+    shown = _FENCE.search(after).group(2)
+    printed = _frozen_errors()
+    assert [_flat(ln) for ln in shown.splitlines()] == [_flat(ln) for ln in
+                                                         printed.splitlines()]
+    rows = [ln.split() for ln in printed.splitlines()[1:]]
+    kern = {(r[0], r[1]): float(r[3].rstrip("%")) for r in rows}
+    default = max(abs(v) for (_, p), v in kern.items() if p == "default")
+    fitted = max(abs(v) for (n, p), v in kern.items() if p != "default"
+                 and n != "chain_unfused")
+    launch = sorted(-float(r[2].rstrip("%")) for r in rows if r[1] == "default")
+    m = re.search(r"The kernel term is within (\d+)% with the default presets and within "
+                  r"(\d+)% of the five others fitted on chain_unfused; .* The launch term is "
+                  r"(\d+) to (\d+)% low: the launch cost preset is the launch benchmark's "
+                  r"([\d.]+) us, and `run --profile` measured ([\d.]+) to ([\d.]+) us per "
+                  r"launch", _readme_flat())
+    assert m, "README's sentence on the error per term moved: keep this test pointed at it"
+    import json
+    import math
+
+    from nvstage.model.presets import DEFAULT_PRESETS
+
+    assert (int(m.group(1)), int(m.group(2))) == (math.ceil(default), math.ceil(fitted))
+    assert (int(m.group(3)), int(m.group(4))) == (math.floor(launch[0]), math.floor(launch[-1]))
+    assert float(m.group(5)) == round(DEFAULT_PRESETS.launch_cost_s * 1e6, 1)
+    frozen = json.loads((ROOT / "tests/data/measured/h200-2026-11-30.json").read_text())
+    per = [w["measured_us"]["launch"] / sum(k["repeat"] for k in w["kernels"])
+           for w in frozen["workloads"].values()]
+    assert (float(m.group(6)), float(m.group(7))) == (round(min(per), 1), round(max(per), 1))
+
+
+def test_readme_fused_wide_comparison_is_what_compare_finds(toolkit):
+    from nvstage.hw.gpus import GPUS
+    from nvstage.model.compare import compare
+
+    m = re.search(r"finds it faster \(([\d.]+) against ([\d.]+) us of kernel time, both "
+                  r"limited by (DRAM bandwidth), the latency part ([\d.]+) against ([\d.]+) "
+                  r"us\)", _readme_flat())
+    assert m, "README's chain_fused_wide comparison moved: keep this test pointed at it"
+    model = ROOT / "examples" / "model"
+    c = compare(model / "chain_fused.toml", model / "chain_fused_wide.toml", GPUS["h200"],
+                toolkit=toolkit)
+    a, b = c.a.launches[0], c.b.launches[0]
+    assert c.device_verdict.word == "faster"
+    assert [float(g) for g in m.group(1, 2, 4, 5)] == [
+        round(b.t_kernel_s * 1e6, 1), round(a.t_kernel_s * 1e6, 1),
+        round(b.bounds.time("memory latency") * 1e6, 1),
+        round(a.bounds.time("memory latency") * 1e6, 1)]
+    assert a.limiter == b.limiter == m.group(3)
+
+
+def test_readme_memory_rule_figures_are_the_tests():
+    """The bandwidth preset and the published-stream check the README quotes."""
+    import importlib.util
+    import math
+
+    from nvstage.model.presets import DEFAULT_PRESETS
+
+    flat = _readme_flat()
+    m = re.search(r"the H200's published stream plateau, ([\d.]+) of ([\d.]+) TB/s", flat)
+    assert m and float(m.group(1)) == round(4.8 * DEFAULT_PRESETS.dram_efficiency, 1)
+    m = re.search(r"the published H200 streams follow the sum within (\d+)% from a quarter of "
+                  r"the warps up, the larger of the two off by up to \+(\d+)%", flat)
+    assert m, "README's memory-rule sentence moved: keep this test pointed at it"
+    spec = importlib.util.spec_from_file_location("bounds_tests",
+                                                  ROOT / "tests/model/test_bounds.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    worst_sum = worst_max = 0.0
+    for block, measured in mod._published():
+        for kernel, rate in measured.items():
+            if block < 256 or kernel == "init":
+                continue
+            worst_sum = max(worst_sum, abs(mod._stream_rate(kernel, block, lambda d, t: d + t)
+                                           / rate - 1))
+            worst_max = max(worst_max, abs(mod._stream_rate(kernel, block, max) / rate - 1))
+    assert worst_sum < int(m.group(1)) / 100
+    assert int(m.group(2)) == math.floor(worst_max * 100)

@@ -38,7 +38,7 @@ _EXPORTS = {
     "parse_dryrun": "compiler.plan", "Toolkit": "compiler.toolkit",
     "find_toolkit": "compiler.toolkit",
     # inspect
-    "KernelRecord": "inspect.kernels", "kernel_records": "inspect.kernels",
+    "KernelRecord": "inspect.kernels", "kernel_records": "inspect.gather",
     "show": "inspect.view", "diff_builds": "inspect.build_diff",
     "compare_paths": "inspect.compiler_paths",
     # hardware

@@ -13,10 +13,11 @@ import math
 import os
 import re
 import stat
-import tempfile
 from pathlib import Path
 
-from nvstage.errors import ArtifactError, InputNotFound, InputTooLarge, NotRegularFile, WriteError
+from nvstage import fsio
+from nvstage.errors import (ArtifactError, InputNotFound, InputTooLarge, NotRegularFile, WriteError,
+                            one_line)
 
 # The most one reader takes from one file, checked before reading. The largest real fatbins
 # (a library's kernels for several arches) are hundreds of MB; a 2 GiB file of zeros or a
@@ -90,43 +91,27 @@ def size_text(n: int) -> str:
 
 def read_regular(path: str | os.PathLike, *, limit: int = MAX_ARTIFACT_BYTES,
                  limit_name: str = "MAX_ARTIFACT_BYTES", what: str = "artifact") -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes.
+    """The bytes of a regular file of at most ``limit`` bytes (``fsio.read_bounded``, links
+    followed), or one line saying why not.
 
     ``InputNotFound`` when missing, ``NotRegularFile`` for a FIFO, device or folder,
     ``InputTooLarge`` past the limit, ``ArtifactError`` when unreadable. The size is checked
     before reading and the read stops at ``limit + 1`` bytes, so a file that grows meanwhile
     (or a /proc file, whose size says 0) cannot take more."""
     try:
-        with open_regular(path) as f:
-            size = os.fstat(f.fileno()).st_size
-            data = _read_upto(f, size, limit + 1) if size <= limit else b""
+        return fsio.read_bounded(path, limit, follow=True)
     except FileNotFoundError:
         raise InputNotFound(f"no such file: {shown_path(path)}") from None
-    except NotRegularFile:
-        raise
+    except fsio.NotRegular as e:
+        raise _not_regular(path, e.mode) from None
+    except fsio.TooLarge as e:
+        at_least = "at least " if e.grew else ""  # it grew while being read
+        raise InputTooLarge(f"{path} is {at_least}{size_text(e.size)}: more than the "
+                            f"{size_text(limit)} nvstage reads from one {what} "
+                            f"({limit_name})",
+                            hint="is it the file you meant? real ones are far smaller") from None
     except OSError as e:  # no access, a name too long, a loop of links
         raise ArtifactError(f"cannot read {shown_path(path)}: {e.strerror or e}") from None
-    if size > limit or len(data) > limit:
-        at_least = "at least " if len(data) > size else ""  # it grew while being read
-        raise InputTooLarge(f"{path} is {at_least}{size_text(max(size, len(data)))}: more "
-                            f"than the {size_text(limit)} nvstage reads from one {what} "
-                            f"({limit_name})",
-                            hint="is it the file you meant? real ones are far smaller")
-    return data
-
-
-def _read_upto(f, size: int, most: int) -> bytes:
-    """At most ``most`` bytes: the ``size`` stat gave in one read (asking read() for
-    ``most`` would allocate that much up front), then, for a file that says 0 (/proc) or
-    grew meanwhile, more in 1 MiB steps."""
-    data = f.read(size + 1)
-    if len(data) <= size:
-        return data
-    parts, total = [data], len(data)
-    while total < most and (block := f.read(min(1 << 20, most - total))):
-        parts.append(block)
-        total += len(block)
-    return b"".join(parts)
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
@@ -220,8 +205,6 @@ def _encoded(data: bytes | str) -> bytes:
 
 def shown_path(path) -> str:
     """A path for a message: one line, and not 4 KB of it."""
-    from nvstage.documents import one_line
-
     text = one_line(os.fspath(path))
     return text if len(text) <= 200 else f"{text[:120]}...{text[-40:]} ({len(text)} characters)"
 
@@ -273,36 +256,16 @@ def _write_into(path: Path, raw: bytes, mode: int) -> None:
 
 
 def _replace(path: Path, raw: bytes) -> None:
-    """A temporary file beside ``path``, renamed over it."""
-    # The temporary name stays within a folder entry's 255 bytes whatever the target's.
-    stem = path.name if len(os.fsencode(path.name)) <= 200 else "nvstage"
+    """A temporary file beside ``path``, renamed over it (``fsio.replace``): made with the
+    mode a fresh write gets (reports are meant to be shared), on the disk before the rename."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
+        fsio.replace(path, raw, sync=True)
+    except OSError as e:  # a full disk, a quota, a name too long: the old file is intact
+        hint = "choose a folder you can write to" if e.errno in (errno.EACCES, errno.EROFS) \
+            else None
         raise WriteError(f"cannot write {shown_path(path)}: {e.strerror or e}",
-                         hint="choose a folder you can write to") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; reports are meant to be shared
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(e, OSError):  # a full disk, a quota, a name too long: the old file is intact
-            raise WriteError(f"cannot write {shown_path(path)}: {e.strerror or e}") from None
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+                         hint=hint) from None
 
 
 def json_safe(obj):

@@ -24,16 +24,6 @@ ErrorFactory = Callable[..., NvstageError]  # (message, hint=...) -> the error t
 MAX_DOCUMENT_BYTES = 64 << 20  # 64 MiB
 
 
-_CONTROLS = {c: repr(chr(c))[1:-1] for c in (*range(32), 127)}  # "\n" -> "\\n"
-
-
-def one_line(text: str) -> str:
-    """``text`` with control characters escaped: names read from a document (a table, a
-    key) end up in error messages, and a newline or escape sequence in one must not break
-    the one-line error or the terminal."""
-    return text.translate(_CONTROLS)
-
-
 def read_text_doc(path: str | os.PathLike, what: str, err: ErrorFactory = ArtifactError) -> str:
     """The text of ``path``, a ``what``: InputNotFound when it is missing, ``err`` when it
     is a folder, a FIFO or device (refused unread: reading one could block forever), larger

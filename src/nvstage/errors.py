@@ -12,6 +12,15 @@ import os
 import shlex
 from collections.abc import Sequence
 
+_CONTROLS = {c: repr(chr(c))[1:-1] for c in (*range(32), 127)}  # "\n" -> "\\n"
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters escaped: names read from a document (a table, a
+    key) end up in error messages, and a newline or escape sequence in one must not break
+    the one-line error or the terminal."""
+    return text.translate(_CONTROLS)
+
 
 class NvstageError(Exception):
     """Base class: ``str(err)`` is the whole message a user sees; ``hint`` says how to fix it."""
@@ -92,10 +101,47 @@ class ShellWordsError(ValueError):
     parser turns it into a ``PlanError``."""
 
 
-class StageFailed(NvstageError):
-    """A stage's tool exited non-zero. Carries what is needed to reproduce it."""
+class ToolFailed(NvstageError):
+    """A build's stage failed: which stage, what ran it (``argv``), and where what the
+    earlier stages produced is kept. Picklable for worker processes (``__reduce__``)."""
 
     exit_code = 5
+
+    def __init__(self, message: str, *, stage_index: int, stage_kind: str, tool: str,
+                 argv: Sequence[str], keep_dir: str | None = None, hint: str | None = None):
+        self.stage_index = stage_index
+        self.stage_kind = stage_kind
+        self.tool = tool
+        self.argv = list(argv)
+        self.keep_dir = keep_dir
+        if hint is None and keep_dir:
+            hint = f"the artifacts produced before the failure are kept in {keep_dir}"
+        super().__init__(message, hint=hint)
+
+    def to_json(self) -> dict:
+        d = super().to_json()
+        d.update(stage_index=self.stage_index, stage_kind=self.stage_kind, tool=self.tool,
+                 argv=self.argv, **self._details())
+        return d
+
+    def _details(self) -> dict:
+        """What the kind of failure adds to ``to_json``, after the stage's own fields."""
+        return {}
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.__dict__.copy()))
+
+
+def reproduce_command(argv: Sequence[str], cwd: str, env: dict[str, str]) -> str:
+    """A copy-pasteable command: cd, the environment the plan set, then the argv."""
+    assigned = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+    cmd = shlex.join(argv)
+    prefix = f"cd {shlex.quote(cwd)} && "
+    return prefix + (f"env {assigned} {cmd}" if assigned else cmd)
+
+
+class StageFailed(ToolFailed):
+    """A stage's tool exited non-zero. Carries what is needed to reproduce it."""
 
     def __init__(
         self,
@@ -111,91 +157,56 @@ class StageFailed(NvstageError):
         env_overrides: dict[str, str] | None = None,
         keep_dir: str | None = None,
     ):
-        self.stage_index = stage_index
-        self.stage_kind = stage_kind
-        self.tool = tool
-        self.argv = list(argv)
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
         self.cwd = cwd
         self.env_overrides = dict(env_overrides or {})
-        self.keep_dir = keep_dir
         diag = (stderr.strip() or stdout.strip() or "(no output)")
         msg = (
             f"stage {stage_index} ({stage_kind}) failed: {tool} exited with {returncode}\n"
             f"{indent(diag)}\n"
-            f"reproduce with:\n  {self.reproduce()}"
+            f"reproduce with:\n  {reproduce_command(argv, cwd, self.env_overrides)}"
         )
-        hint = (
-            f"the artifacts produced before the failure are kept in {keep_dir}"
-            if keep_dir
-            else "pass --keep to keep what the earlier stages produced"
-        )
-        super().__init__(msg, hint=hint)
+        super().__init__(msg, stage_index=stage_index, stage_kind=stage_kind, tool=tool,
+                         argv=argv, keep_dir=keep_dir,
+                         hint=None if keep_dir else
+                         "pass --keep to keep what the earlier stages produced")
 
     def reproduce(self) -> str:
         """A copy-pasteable command: cd, the environment the plan set, then the argv."""
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env_overrides.items()))
-        cmd = shlex.join(self.argv)
-        prefix = f"cd {shlex.quote(self.cwd)} && "
-        return prefix + (f"env {env} {cmd}" if env else cmd)
+        return reproduce_command(self.argv, self.cwd, self.env_overrides)
 
-    def to_json(self) -> dict:
-        d = super().to_json()
-        d.update(
-            stage_index=self.stage_index,
-            stage_kind=self.stage_kind,
-            tool=self.tool,
-            argv=self.argv,
-            returncode=self.returncode,
-            stderr=self.stderr,
-            reproduce=self.reproduce(),
-        )
-        return d
-
-    def __reduce__(self):  # picklable for worker processes
-        return (_rebuild, (type(self), self.__dict__.copy()))
+    def _details(self) -> dict:
+        return {"returncode": self.returncode, "stderr": self.stderr,
+                "reproduce": self.reproduce()}
 
 
-class RuntimeCompileFailed(NvstageError):
+class RuntimeCompileFailed(ToolFailed):
     """NVRTC or nvJitLink refused: carries the compiler's log and the source lines it names."""
-
-    exit_code = StageFailed.exit_code
 
     def __init__(self, *, stage_index: int, stage_kind: str, tool: str, argv: Sequence[str],
                  result: str, log: str, source: str, excerpt: str = "",
                  keep_dir: str | None = None, hint: str | None = None, what: str | None = None):
-        self.stage_index = stage_index
-        self.stage_kind = stage_kind
-        self.tool = tool
-        self.argv = list(argv)
         self.result = result
         self.log = log
         self.source = source
         self.excerpt = excerpt
-        self.keep_dir = keep_dir
         head = what or f"{tool} failed on {os.path.basename(source)}"
         body = indent(log.strip() or "(the log is empty)")
         msg = f"stage {stage_index} ({stage_kind}): {head} ({result})\n{body}"
         if excerpt:
             msg += f"\nsource lines named in the log:\n{excerpt}"
-        msg += f"\nas run: {shlex.join(self.argv)}"
-        if hint is None:
-            hint = (f"the artifacts produced before the failure are kept in {keep_dir}"
-                    if keep_dir else f"fix the source or options above; the log is "
-                                     f"{'NVRTC' if tool == 'nvrtc' else 'nvJitLink'}'s own")
-        super().__init__(msg, hint=hint)
+        msg += f"\nas run: {shlex.join(argv)}"
+        if hint is None and not keep_dir:
+            hint = (f"fix the source or options above; the log is "
+                    f"{'NVRTC' if tool == 'nvrtc' else 'nvJitLink'}'s own")
+        super().__init__(msg, stage_index=stage_index, stage_kind=stage_kind, tool=tool,
+                         argv=argv, keep_dir=keep_dir, hint=hint)
 
-    def to_json(self) -> dict:
-        d = super().to_json()
-        d.update(stage_index=self.stage_index, stage_kind=self.stage_kind, tool=self.tool,
-                 argv=self.argv, result=self.result, log=self.log, source=self.source,
-                 excerpt=self.excerpt)
-        return d
-
-    def __reduce__(self):  # picklable for worker processes, like StageFailed
-        return (_rebuild, (type(self), self.__dict__.copy()))
+    def _details(self) -> dict:
+        return {"result": self.result, "log": self.log, "source": self.source,
+                "excerpt": self.excerpt}
 
 
 def _rebuild(cls, state: dict):
@@ -264,8 +275,6 @@ class WorkloadError(UsageError):
     """A workload that cannot be run as written: names the file, table and key."""
 
     def __init__(self, message: str, *, where: str = "", hint: str | None = None):
-        from nvstage.documents import one_line  # documents imports this module
-
         # Names from the file (tables, keys, buffers) end up in the message: a newline or
         # escape sequence in one must not break the one-line error or the terminal.
         where, message = one_line(where), one_line(message)
@@ -279,8 +288,6 @@ class ValidationError(WorkloadError):
     ``validate.Finding``, notes included."""
 
     def __init__(self, findings: list):
-        from nvstage.documents import one_line
-
         self.findings = findings
         errors = [f for f in findings if f.level == "error"]
         first = errors[0]
@@ -330,8 +337,7 @@ class GpuSpecError(UsageError):
     """A custom GPU spec file is malformed: missing field, wrong type, impossible value."""
 
     def __init__(self, message: str, *, hint: str | None = None):
-        from nvstage.documents import one_line  # field names from the file end up in the message
-
+        # Field names from the file end up in the message.
         super().__init__(one_line(message), hint=hint)
 
 

@@ -24,7 +24,7 @@ def test_unfused_vs_fused(cli):
     assert rows["launches"][-3:] == ["3", "1", "-2"]
     assert rows["intermediate bytes written"][-3:] == ["134217728", "0", "-134217728"]
     assert rows["intermediate bytes read"][-3:] == ["134217728", "0", "-134217728"]
-    assert "2 launches saved x 3.10 us launch cost" in out
+    assert "2 launches removed x 3.90 us launch cost" in out
     assert "verdict: chain_fused vs chain_unfused: too close to call" in out
     assert "verdict without transfers (launch + kernel): chain_fused is faster" in out
     assert "not measured (pass --measure on a machine with a GPU)" in out

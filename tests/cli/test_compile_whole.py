@@ -41,7 +41,7 @@ def _compile(folder, *args, no_spawn=False):
     return int(rc), cp.stdout, err, mods
 
 
-def test_a_repeated_compile_is_answered_whole_with_the_same_object(folder):
+def test_a_repeated_compile_is_answered_whole_with_the_same_object(folder, beyond_the_warm_path):
     args = ("k.cu", "-c", "-Iinc", "-arch=sm_90", "-o", "k.o")
     rc, out, err, _ = _compile(folder, *args)
     assert rc == 0 and "cache 0 hits" in err
@@ -53,6 +53,17 @@ def test_a_repeated_compile_is_answered_whole_with_the_same_object(folder):
     rc, out, err, mods = _compile(folder, *args, no_spawn=True)
     assert rc == 0, err
     assert mods == "[]"  # no rich, no toolkit search, no driver
+    code = ("import sys; before = set(sys.modules); from nvstage.cli.main import run;"
+            "rc = run(sys.argv[1:]); print(rc, sorted(set(sys.modules) - before))")
+    cp = subprocess.run([sys.executable, "-c", code, "compile", *args], cwd=folder,
+                        capture_output=True, text=True,
+                        env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    rc, _, imported = cp.stdout.strip().rpartition("\n")[2].partition(" ")
+    # The standard library, the warm path and the answer's renderer: nothing else.
+    beyond = beyond_the_warm_path(eval(imported), also=(
+        "nvstage.cli.compile", "nvstage.report", "nvstage.report.terminal",
+        "nvstage.report.terminal.answered", "nvstage.report.units"))
+    assert rc == "0" and beyond == [], cp.stdout + cp.stderr
     assert (folder / "k.o").read_bytes() == cold
     rows = [line for line in out.splitlines() if line.strip()[:1].isdigit()]
     assert [r.split()[1] for r in rows] == ["host-preprocess", "cudafe++", "device-preprocess",

@@ -3,7 +3,8 @@
 import subprocess
 import sys
 
-from nvstage.cli.main import COMMANDS, run
+from nvstage.cli.help import COMMANDS
+from nvstage.cli.main import run
 
 
 def test_help_lists_every_command(capsys):

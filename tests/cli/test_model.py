@@ -19,8 +19,10 @@ def test_every_example_table_and_json(cli, path):
     assert r.stdout.startswith(f"ESTIMATE for {path.stem} on NVIDIA H200")
     assert "T (sequential)" in r.stdout
     assert "decomposition, one repetition (us, estimate)" in r.stdout
-    assert "launch_cost_s = 3.1e-06  [host time of one cuLaunchKernel" in r.stdout
-    assert "cuda-python/pull/1959" in r.stdout and "shared/" not in r.stdout
+    assert "launch_cost_s = 3.901e-06  [host time of one launch through nvstage's engine" \
+        in r.stdout
+    assert "docs/measured/h200-2026-11-30.txt" in r.stdout and "shared/" not in r.stdout
+    assert "bounds per launch (us, estimate)" in r.stdout and "<- limiter" in r.stdout
     r = cli("model", path, "--gpu", "h200", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
@@ -54,7 +56,7 @@ def test_gpu_spec_file(cli, tmp_path):
     assert d["gpu"]["name"] == "h100-slow" and d["gpu"]["memory_bandwidth_Bps"] == 1e12
 
 
-def test_calibrate_from_a_report(cli, tmp_path):
+def test_calibrate_from_a_report(cli, tmp_path, toolkit):
     import importlib.util
 
     # The made-up report lives with the model's own tests (tests/model/test_estimate.py).
@@ -65,11 +67,11 @@ def test_calibrate_from_a_report(cli, tmp_path):
     synthetic_report = mod.synthetic_report
 
     report = tmp_path / "run.json"
-    report.write_text(json.dumps(synthetic_report(MODEL / "chain_unfused.toml")))
+    report.write_text(json.dumps(synthetic_report(MODEL / "chain_unfused.toml", toolkit)))
     r = cli("model", MODEL / "chain_fused.toml", "--calibrate", report)
     assert r.exit_code == 0, r.output
     assert f"calibration from {report}:" in r.stdout
-    assert "launch_cost_s: 3.1e-06 -> 5e-06 (+61.3%" in r.stdout
+    assert "launch_cost_s: 3.901e-06 -> 5e-06 (+28.2%" in r.stdout
     d = json.loads(cli("model", MODEL / "chain_fused.toml", "--calibrate", report,
                        "--json").stdout)
     ch = {c["name"]: c for c in d["calibration"]["changes"]}

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.compiler.hit import is_launcher_command
-from nvstage.compiler.launcher import Fallback, Plan, understand
+from nvstage.cli.main import is_launcher_command
+from nvstage.compiler.launcher import Fallback, Staged, understand
 from nvstage.compiler.nvcc_args import Grammar
 
 HELP = Path(__file__).parents[1] / "data" / "captured" / "cuda13.5-nvcc-help.txt"
@@ -22,7 +22,7 @@ def g():
 
 def test_cmake_compile_line_is_staged_with_its_depfile(g, tmp_path):
     p = understand(CMAKE, g, str(tmp_path), {})
-    assert isinstance(p, Plan) and p.source == "/p/src/k.cu"
+    assert isinstance(p, Staged) and p.source == "/p/src/k.cu"
     assert p.depfile == ("CMakeFiles/app.dir/src/k.cu.o", False, False)
     p = understand(["-c", "k.cu", "-MMD", "-MP", "-o", "out/k.o"], g, str(tmp_path), {})
     assert p.depfile == ("out/k.o", True, True)
@@ -49,8 +49,8 @@ def test_what_plain_nvcc_runs_and_why(g, tmp_path, args, why):
 
 def test_forwarded_unknown_options_and_x_cu(g, tmp_path):
     assert isinstance(understand(["-forward-unknown-to-host-compiler", "-fPIC", "-c", "a.cu"],
-                                 g, str(tmp_path), {}), Plan)
-    assert isinstance(understand(["-x", "cu", "-c", "a.cpp"], g, str(tmp_path), {}), Plan)
+                                 g, str(tmp_path), {}), Staged)
+    assert isinstance(understand(["-x", "cu", "-c", "a.cpp"], g, str(tmp_path), {}), Staged)
 
 
 def test_env_flags_and_options_files_count(g, tmp_path):
@@ -58,7 +58,7 @@ def test_env_flags_and_options_files_count(g, tmp_path):
     assert "-lib" in understand(["-c", "a.cu"], g, str(tmp_path), env).reason
     (tmp_path / "opts.rsp").write_text("-c -MD")
     p = understand(["--options-file", "opts.rsp", "a.cu"], g, str(tmp_path), {})
-    assert isinstance(p, Plan) and p.depfile == ("a.o", False, False)
+    assert isinstance(p, Staged) and p.depfile == ("a.o", False, False)
 
 
 def test_launcher_commands_are_told_from_nvstage_commands():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.compiler.launcher import Fallback, Plan, understand
+from nvstage.compiler.launcher import Fallback, Staged, understand
 from nvstage.compiler.nvcc_args import Grammar
 
 HELP = Path(__file__).parents[1] / "data" / "captured" / "cuda13.5-nvcc-help.txt"
@@ -37,4 +37,4 @@ def test_what_no_cache_follows_is_plain_nvccs(g, tmp_path, extra, env, why):
                                    ["-Xcompiler", "-Wp,-D_FORTIFY_SOURCE=2"],
                                    ["-forward-unknown-to-host-compiler", "-fvisibility=hidden"]])
 def test_ordinary_host_flags_are_still_staged(g, tmp_path, extra):
-    assert isinstance(understand([*BASE, *extra], g, str(tmp_path), {}), Plan)
+    assert isinstance(understand([*BASE, *extra], g, str(tmp_path), {}), Staged)

@@ -6,8 +6,8 @@ import pytest
 
 from nvstage import proc
 from nvstage.errors import UsageError
-from nvstage.compiler.nvcc_args import Grammar, expand_options_files, grammar_for, last_value, \
-    split_options_file, values
+from nvstage.compiler.nvcc_args import (Grammar, expand_options_files, grammar_for, last_value,
+                                        split_options_file, values)
 
 DATA = Path(__file__).parents[1] / "data" / "captured"
 

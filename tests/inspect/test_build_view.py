@@ -121,7 +121,8 @@ def test_the_view_reads_only_the_record(cuproject_record, monkeypatch):
 def test_latest_entry_per_unit_and_whole_command_hits(cuproject_record, tmp_path):
     rec = record_copy(cuproject_record[1], tmp_path / "rec")
     doc = entry_of(rec, "reduce.cu")
-    # The same command again, later, answered whole from the cache (as hit.log writes it).
+    # The same command again, later, answered whole from the cache (as
+    # warm/build_record.add_hit writes it).
     hit = dict(doc, started=doc["started"] + 600, seconds=0.05, hit=True, pid=4242)
     write_entry(rec, "99999999999999999-4242-h.json", hit)
     view = load_build_view(rec)

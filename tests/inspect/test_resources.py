@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nvstage.errors import NvstageError
+from nvstage.inspect.gather import resources_of
 from nvstage.inspect.resources import (build_resources, parse_ptxas_verbose, parse_res_usage,
-                                       resources_of, stage_resources)
+                                       stage_resources)
 
 
 def test_ptxas_verbose_captured(captured):

@@ -83,6 +83,19 @@ def test_every_wrong_field_reads_as_absent(bad):
     assert op.index == (7 if bad == 7 else None) and op.kind in (None, "x")
 
 
+def test_a_negative_time_reads_as_absent_and_the_chart_still_draws():
+    """A crafted report's negative kernel median (hypothesis found it) failed the HTML page's
+    bar chart; a time below zero is no time, while the overlap credit may be negative."""
+    from nvstage.report.run_charts import decomposition_svg
+
+    doc, _ = _written()
+    doc["decomposition"]["kernel_ns"]["median"] = -5.0
+    doc["decomposition"]["overlap_ns"] = {"median": -300.0}
+    d = RunReport.from_json(doc).decomposition
+    assert "kernel" not in d.medians_ns and d.medians_ns["overlap"] == -300.0
+    assert decomposition_svg(doc).startswith("<svg")
+
+
 def test_the_early_nested_layout_reads_the_same():
     doc, _ = _written()
     nested = {"schema": doc["schema"], "run": {"decomposition": doc["decomposition"],

@@ -50,7 +50,7 @@ def cache_cmd(
 
           nvstage cache --new-signing-key ci-signing.pem
     """
-    from nvstage.compiler.cache.store import Cache
+    from nvstage.compiler.cache.local import Cache
     from nvstage.report.terminal.cache import cleared, render
     from nvstage.report.terminal.console import data_console, say
 
@@ -66,7 +66,7 @@ def cache_cmd(
         if clear:
             say(cleared(cache.root, cache.clear()))
         info = cache.describe()
-        from nvstage.compiler.cache.tiers import describe
+        from nvstage.compiler.cache.remote.describe import describe
 
         tiers = describe(cache)
         if tiers is not None:
@@ -80,7 +80,7 @@ def cache_cmd(
 def _new_key(path: Path, json_out: bool) -> None:
     import os
 
-    from nvstage.compiler.cache.signing import new_key_pair
+    from nvstage.compiler.cache.remote.signing import new_key_pair
     from nvstage.errors import UsageError
     from nvstage.report.terminal.console import data_console, say
 

@@ -27,9 +27,9 @@ def compare_cmd(
 ) -> None:
     """Compare two workloads (unfused vs fused) term by term, with a verdict.
 
-    Launches, intermediate bytes, kernels, registers, spills,
-    occupancy, and the estimated decomposition (measured too with --measure on a GPU); the
-    difference explained term by term, and a verdict that respects noise.
+    Launches, intermediate bytes, kernels, registers, spills, occupancy, loads in flight per
+    warp, each kernel's limiter, and the estimated decomposition (measured too with --measure
+    on a GPU); the difference explained by cause, and a verdict that respects noise.
 
     Examples:
 

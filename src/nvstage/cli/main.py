@@ -3,7 +3,8 @@
 Three fronts, decided here once:
 - ``nvstage compile ...`` reads nvcc's own grammar (``compiler/cmdline.py``): click, under
   typer, cannot express ``-std=c++17`` or ``-Xcompiler -O2`` as options;
-- ``nvstage --help`` and ``--version`` print text kept here, importing neither typer nor rich;
+- ``nvstage --help`` and ``--version`` print text kept here and in ``cli/help.py``, importing
+  neither typer nor rich;
 - every other command is a typer app (``cli/app.py``), imported only when one is asked for.
 """
 
@@ -13,96 +14,37 @@ import sys
 
 from nvstage import __version__
 
-# The commands in the order a user meets them; tests/cli/test_main.py checks this against the
-# typer app, so a new command cannot be left out of the help.
-COMMANDS = (
-    ("Build", (("compile", "Compile a .cu file as nvcc would, one stage at a time, timing "
-                           "each stage."),
-               ("cache", "The stage cache: its folder, size, entries and hit rate."))),
-    ("Inspect", (("show", "What is inside an artifact: PTX entries, SASS, resources, fatbin "
-                          "images."),
-                 ("occupancy", "Theoretical occupancy per kernel, and what limits it."),
-                 ("diff", "Two builds kernel by kernel and stage by stage."))),
-    ("Run and estimate", (("run", "Run a workload's kernels on the GPU, check the results, "
-                                  "measure the time."),
-                          ("model", "Estimate T = launches + kernels + transfers offline."),
-                          ("compare", "Two workloads (unfused vs fused) term by term, with a "
-                                      "verdict."))),
-    ("CI", (("check", "Kernels against budgets: registers, spills, shared memory, sizes, "
-                      "arches, times."),
-            ("report", "One HTML file: stage graph, stage times, resources, SASS, PTX, the "
-                       "run."))),
-    ("Setup", (("doctor", "What toolkit, host compiler, driver and GPUs this machine has."),)),
-)
 
-HELP = """\
-Usage: nvstage COMMAND [ARGS]...     (nvstage COMMAND --help for each)
-       nvstage NVCC [NVCC ARGS]...   (in front of nvcc, as ccache: CMake's compiler launcher)
+def is_launcher_command(first: str) -> bool:
+    """``nvstage FIRST ...`` stands in front of a compiler (a path, or a name like nvcc), not
+    one of nvstage's commands (none of which is spelt so)."""
+    import os
 
-  See and measure how CUDA source becomes work on a GPU. compile runs nvcc's own plan stage
-  by stage and keeps every artifact; show, occupancy and diff look inside what it built; run
-  launches it on a GPU and decomposes the time; model and compare estimate the same
-  offline; check and report gate and document builds in CI.
-
-{commands}
-Options:
-  --version   print the version and exit
-  -h, --help  this help
-
-Examples:
-  nvstage compile kernels/vadd.cu -arch=sm_90 -o vadd --keep
-  nvstage show vadd.nvstage --sections resources
-  nvstage run examples/run/saxpy.toml --profile
-  nvstage check kernels/multi.cu --config examples/budgets.toml
-"""
-
-
-def _help() -> str:
-    lines = []
-    for panel, commands in COMMANDS:
-        lines.append(f"{panel}:")
-        lines += [f"  {name:<10} {text}" for name, text in commands]
-        lines.append("")
-    return HELP.format(commands="\n".join(lines))
-
-
-_NAMES = {name for _, commands in COMMANDS for name, _ in commands}
+    base = os.path.basename(first)
+    return os.sep in first or base == "nvcc" or base.startswith("nvcc-")
 
 
 def _launch(argv: list[str]) -> int:
     import os
 
-    from nvstage.compiler import hit
+    from nvstage.compiler.warm.answer import serve
 
     # The warm path first: the whole command from the cache, before anything else is imported.
-    try:
-        answered = hit.try_hit(argv, os.getcwd(), os.environ) == 0
-    except Exception:  # never a reason to fail a build: the pipeline answers instead
-        answered = False
-    if answered:
-        # Served (outputs in place, the tools' output printed): whatever befalls the build
-        # record now, the command must not run a second time.
-        try:
-            hit.log(argv)
-        except Exception:
-            pass
+    if serve(argv, os.getcwd(), os.environ):
         _answered.append(True)
         return 0
     from nvstage.compiler.launcher import main as launch
-    from nvstage.proc import handle_signals
 
-    try:
-        with handle_signals():
-            return launch(argv)
-    except KeyboardInterrupt as e:  # a signal: its tools are ended; say it as a shell would
-        return 128 + (getattr(e, "signum", None) or 2)
+    return launch(argv)
 
 
 def run(argv: list[str]) -> int:
     """Run one command line (without the program name); returns the exit status."""
     _names_as_bytes()
     if not argv or argv[0] in ("-h", "--help"):
-        sys.stdout.write(_help())
+        from nvstage.cli.help import top_help
+
+        sys.stdout.write(top_help())
         return 0 if argv else 2
     if argv[0] == "--version":
         sys.stdout.write(f"nvstage {__version__}\n")
@@ -114,11 +56,11 @@ def run(argv: list[str]) -> int:
         if was_answered():
             _answered.append(True)
         return code
-    if argv[0] not in _NAMES:
-        from nvstage.compiler.hit import is_launcher_command
+    if is_launcher_command(argv[0]):  # nvstage /path/to/nvcc ARGS: stand in front of it
+        return _launch(argv)
+    from nvstage.cli.help import COMMANDS
 
-        if is_launcher_command(argv[0]):  # nvstage /path/to/nvcc ARGS: stand in front of it
-            return _launch(argv)
+    if argv[0] not in {name for _, commands in COMMANDS for name, _ in commands}:
         # One line, as every other bad input gets, and before typer is imported.
         what = "option" if argv[0].startswith("-") else "command"
         sys.stderr.write(f"error: no such {what} {argv[0]!r} (nvstage --help lists them)\n")
@@ -151,7 +93,7 @@ def _names_as_bytes() -> None:
             stream.reconfigure(errors="surrogateescape")
 
 
-# Set when the command was answered whole from the cache (``compiler/hit.py``).
+# Set when the command was answered whole from the cache (``compiler/warm``).
 _answered: list[bool] = []
 
 

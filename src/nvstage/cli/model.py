@@ -24,10 +24,11 @@ def model_cmd(
 ) -> None:
     """Estimate T = sum launch + sum kernel + sum transfer for a workload, with no GPU.
 
-    Kernels are compiled for the GPU's arch so their real registers and shared memory give
-    the occupancy; kernel time is a roofline (bytes over bandwidth or FLOPs over peak, from
-    the cost file); copies are latency plus bytes over the PCIe link. Every figure is an
-    estimate, shown with its inputs and the source of each preset.
+    Kernels are compiled for the GPU's arch: their registers and shared memory give the
+    occupancy, their SASS the loads in flight per warp and the instruction mix. Each launch is
+    bound by DRAM, memory latency, issue, each pipe, shared memory and a floor; its time is the
+    largest (DRAM and latency added) and its limiter is named. Copies are latency plus bytes
+    over the PCIe link. Every figure is an estimate, shown with its inputs and sources.
 
     Examples:
 

@@ -30,11 +30,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nvstage.artifacts import write_json_atomic
-from nvstage.compiler.hit import RECORD_ENV, RECORD_FOLDER, RECORD_MARK, RECORD_SCHEMA, \
-    ready_record, record_folder
+from nvstage.compiler.warm.build_record import (ENV, FOLDER, MARK, SCHEMA, ready_record,
+                                                 record_folder)
 from nvstage.errors import ArtifactError, UsageError
 
-ENV, FOLDER, MARK, SCHEMA = RECORD_ENV, RECORD_FOLDER, RECORD_MARK, RECORD_SCHEMA
 MAX_ENTRIES = 100_000  # a build of this many translation units is far beyond the largest
 MAX_ENTRY_BYTES = 64 << 20
 # All entries together (a real one is 20 to 40 KB): past this the older ones are left unread.
@@ -55,10 +54,6 @@ def printable(text: str, *, lines: bool = False) -> str:
     return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def record_dir(cwd: str, environ: dict[str, str] | None = None) -> Path:
-    return Path(record_folder(cwd, os.environ if environ is None else environ))
-
-
 @dataclass
 class Entry:
     """One nvcc command: what it was, how it went, and (when staged) its build manifest."""
@@ -72,7 +67,7 @@ class Entry:
     pid: int = 0
     reason: str | None = None  # why plain nvcc ran it
     build: dict | None = None  # the staged build's manifest (stages.json's content)
-    hit: bool = False  # answered whole from the cache (hit.py); build is the manifest it kept
+    hit: bool = False  # answered whole from the cache (warm/); build is the manifest it kept
     # The entry's file name under tu/, when read back (not written: the name is the file's).
     file: str = field(default="", compare=False)
 
@@ -296,7 +291,7 @@ def ready(cwd: str, environ: dict[str, str] | None = None) -> Path | None:
     """The record folder, made if it is not there yet. The launcher asks before it builds:
     the folder made after the command's whole-command entry was stored would change the stat
     of the folder it sits in, and each later hit would look at that folder's names again."""
-    folder = record_dir(cwd, environ)
+    folder = Path(record_folder(cwd, os.environ if environ is None else environ))
     return folder if ready_record(str(folder)) else None
 
 

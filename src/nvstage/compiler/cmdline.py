@@ -30,6 +30,51 @@ from nvstage.compiler.nvcc_args import Arg, Grammar
 from nvstage.compiler.options import CompileOptions
 from nvstage.errors import UsageError
 
+# What `nvstage compile -h` prints (the CLI writes it): nvstage's own options, by ``_OWN``.
+COMPILE_HELP = """\
+Usage: nvstage compile SOURCE [nvcc options] [nvstage options]
+
+  Compile a .cu file as nvcc would, one stage at a time, timing each stage.
+
+  nvstage asks nvcc for its own plan (--dryrun with your flags), runs every stage itself,
+  and records each stage's tool, inputs, outputs, sizes and time. Any nvcc option works,
+  spelt as nvcc spells it (-std=c++17, -Xcompiler -O2, -Xptxas=-v, -rdc=true,
+  --generate-code=arch=compute_90,code=sm_90, --options-file FILE); nvcc judges it.
+
+nvcc options nvstage reads itself (the rest go to nvcc unchanged):
+  -o FILE, --output FILE     output file
+  -arch ARCH, --arch ARCH    GPU arch (sm_90, sm_90a, compute_90, native). Repeated, every
+                             arch named is built (nvcc itself keeps only the last one)
+  -gencode SPEC              as nvcc: arch=compute_90,code=[sm_90,compute_90]; repeatable
+  -c, -dc, -ptx, -cubin, -fatbin   stop points, as nvcc
+  -rdc=true, --rdc           relocatable device code (adds the device-link stages)
+  -O3, -I DIR, -D NAME=VALUE, -lineinfo, -maxrregcount=N, -dlto, --resource-usage
+
+nvstage options:
+  --keep, -keep              keep every intermediate and stages.json in NAME.nvstage/
+                             (NAME from -o, else the source), as nvcc -keep keeps its files
+  --keep-dir DIR             keep them in DIR instead; implies --keep
+  --show SECTIONS            after the build, show what is inside: a comma list of ptx,
+                             sass, resources, fatbin (or all)
+  --via nvcc|nvrtc|triton    the staged nvcc driver (default), NVRTC + nvJitLink in-process,
+                             or a Triton kernel's own stages (nvstage compile --via triton -h)
+  --name-expr EXPR           --via nvrtc: a template kernel to instantiate, e.g. 'scale<float>'
+  -j N, --jobs N             stages to run at once (default: one per core)
+  --no-cache                 run every stage even when its inputs are unchanged
+  --nvcc PATH                use this nvcc instead of the pip wheels' ($NVSTAGE_NVCC too)
+  --json                     print the manifest (stages.json) to stdout; tables go to stderr
+  -h, --help                 this help (nvcc --help lists nvcc's options)
+  --                         everything after it goes to nvcc unchanged
+
+Examples:
+  nvstage compile kernels/vadd.cu -arch=sm_90 --keep
+  nvstage compile kernels/multi.cu -c -arch sm_80 -arch sm_90 --keep
+  nvstage compile kernels/multi.cu -c --generate-code=arch=compute_90,code=[sm_90,compute_90]
+  nvstage compile kernels/saxpy.cu -cubin -arch=sm_90 -Xptxas -v
+  nvstage compile kernels/saxpy.cu -ptx -o saxpy.ptx --json
+"""
+
+
 # nvstage's own options: spelling -> (field, takes a value, repeatable)
 _OWN = {
     "--json": ("json", False, False), "--show": ("show", True, False),
@@ -76,11 +121,21 @@ class CompileRequest:
         name = os.path.basename(self.options.output or self.source or "out")
         return f"{name.rsplit('.', 1)[0] if '.' in name else name}.nvstage"
 
+    def keep_context(self):
+        """The keep folder as a context: a temporary one (nvstage's own, removed after; the
+        manifest names no keep folder) while --show reads the artifacts without --keep."""
+        import contextlib
+        import tempfile
+
+        if self.keep_folder is not None or not self.show:
+            return contextlib.nullcontext(self.keep_folder)
+        return tempfile.TemporaryDirectory(prefix="nvstage-show-")
+
 
 def nvcc_choice(argv: list[str], environ: dict[str, str] | None = None) -> str | None:
     """The ``--nvcc`` given (or ``$NVSTAGE_NVCC``): needed before the rest can be read, since
     the grammar is that nvcc's."""
-    from nvstage.compiler.hit import nvcc_named
+    from nvstage.compiler.warm.compile_cli import nvcc_named
 
     return nvcc_named(argv, os.environ if environ is None else environ)
 

@@ -1,5 +1,6 @@
 """The dependency file nvcc writes for ``-M``, ``-MM``, ``-MD`` and ``-MMD``, made from the
-preprocessed files of nvcc's own plan. Pure: text in, text out.
+preprocessed files of nvcc's own plan (pure: text in, text out), and which one a command line
+asks for (``depfile_options``).
 
 nvcc runs no ``gcc -M``: its plan's "-- Filter Dependencies --" line reads the line markers of
 the preprocessed outputs (traced on nvcc 13.5; ``--dryrun`` shows the line but not what it
@@ -18,7 +19,10 @@ tests/test_depfile.py compares this with nvcc's own files.
 
 from __future__ import annotations
 
+import os
 import re
+
+from nvstage.compiler.nvcc_args import Arg, last_value
 
 # gcc's line markers: # LINE "FILE" FLAGS; the file name escapes backslash and double quote.
 _MARKER = re.compile(rb'# \d+ "((?:[^"\\]|\\.)*)"((?: \d+)*)\s*$')
@@ -60,3 +64,17 @@ def render(target: str, preprocessed: list[bytes], *, nonsystem: bool = False,
     if phony:
         out += "".join(f"\n{d}:\n" for d in deps[1:])
     return out
+
+
+def depfile_options(args: list[Arg], source: str) -> tuple[str, bool, bool] | None:
+    """nvcc's dependency-file options: -MD/-MMD with -MT (the last one wins), -MP."""
+    names = {a.option.long for a in args if a.option is not None}
+    md = "--generate-dependencies-with-compile" in names
+    mmd = "--generate-nonsystem-dependencies-with-compile" in names
+    if not (md or mmd):
+        return None
+    target = last_value(args, "--dependency-target-name")
+    if target is None:
+        out = last_value(args, "--output-file")
+        target = out if out is not None else os.path.splitext(os.path.basename(source))[0] + ".o"
+    return target, mmd and not md, "--generate-dependency-targets" in names

@@ -21,21 +21,21 @@ import time
 from pathlib import Path
 
 from nvstage import proc
-from nvstage.artifacts import kind_of_mode, read_regular, shown_path
+from nvstage.artifacts import kind_of_mode, shown_path
+from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.stage import StageCache, open_cache
-from nvstage.compiler.cache.store import Cache
-from nvstage.compiler.cubin_figures import read_figures
 from nvstage.compiler.graph import build_graph
 from nvstage.compiler.observer import Observer
 from nvstage.compiler.options import CompileOptions, check_archs
 from nvstage.compiler.placeholders import Placeholders
 from nvstage.compiler.plan import Plan, Stage, StageKind, parse_dryrun
+from nvstage.compiler.ptxas_report import with_figures
 from nvstage.compiler.record import MANIFEST, Artifact, Build, StageRun, stage_arch
 from nvstage.compiler.scheduler import default_jobs, schedule
 from nvstage.compiler.toolkit import Toolkit, find_toolkit
 from nvstage.compiler.workdir import clear_planted, finish, finish_interrupted, work_folder
-from nvstage.errors import InputNotFound, NvstageError, PlanError, StageFailed, ToolkitError, \
-    ToolMissing, UsageError
+from nvstage.errors import (InputNotFound, NvstageError, PlanError, StageFailed, ToolkitError,
+                            ToolMissing, UsageError)
 
 
 def compile(  # noqa: A001 - the verb users expect
@@ -396,7 +396,7 @@ def _repro_env(plan: Plan, stage: Stage) -> dict[str, str]:
 def _depfile_spec(words: list[str], source: str,
                   toolkit: Toolkit) -> tuple[str, bool, bool] | None:
     """(target, -MMD, -MP) of the dependency file ``words`` ask nvcc for."""
-    from nvstage.compiler.launcher import depfile_options
+    from nvstage.compiler.depfile import depfile_options
     from nvstage.compiler.nvcc_args import grammar_for
 
     return depfile_options(grammar_for(toolkit.nvcc).parse(words), source)
@@ -430,7 +430,7 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
     ``extra_args`` go after the plan's arguments without becoming part of the stage (the
     cache's ``-MD -MF`` for the host compiler). ptxas runs as the plan says: a ``-v`` of
     nvstage's own would be written into the cubin's note of ptxas's options. Its figures are
-    read from the cubin instead (``with_figures``).
+    read from the cubin instead (``ptxas_report.with_figures``).
     """
     started = time.perf_counter() - t0
     if stage.kind is StageKind.DEPFILE:
@@ -458,22 +458,6 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
     if cp.returncode == 0:
         run.artifacts = [Artifact.of(Path(cwd, p), stage=stage.index, arch=stage_arch(stage))
                          for p in stage.outputs if Path(cwd, p).is_file()]
-    return run
-
-
-def with_figures(run: StageRun) -> StageRun:
-    """``run`` with what ptxas wrote into its cubins (a stage run or restored from the
-    cache alike), read now: the temporary cubin is gone once the plan's ``rm`` ran. A cubin
-    that cannot be read leaves the figures unknown (None): the build itself is fine."""
-    if run.stage.kind is StageKind.PTXAS and run.ok and run.figures is None:
-        figures = []
-        try:
-            for a in run.artifacts:
-                if a.kind == "cubin":
-                    figures += read_figures(read_regular(a.path), a.name)
-        except (OSError, NvstageError):
-            return run
-        run.figures = figures
     return run
 
 

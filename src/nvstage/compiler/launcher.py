@@ -26,8 +26,10 @@ import sys
 import time
 from dataclasses import dataclass
 
-from nvstage.compiler.hit import SIDE_ENV, env_flags, unwatched_word
-from nvstage.compiler.nvcc_args import Arg, Grammar, expand_options_files, last_value
+from nvstage.compiler.depfile import depfile_options
+from nvstage.compiler.nvcc_args import Grammar, expand_options_files, last_value
+from nvstage.compiler.warm.host_flags import unwatched_word
+from nvstage.compiler.warm.key import env_flags, side_env
 
 # What the launcher stages: one CUDA source compiled to an object, PTX, cubin or fatbin.
 _STOPS = ("--compile", "--device-c", "--device-w", "--ptx", "--cubin", "--fatbin")
@@ -54,8 +56,9 @@ _CUDA_SUFFIXES = (".cu",)
 
 
 @dataclass
-class Plan:
-    """What a command asks for, as far as the launcher needs to know."""
+class Staged:
+    """A command the staged driver runs: what it asks for, as far as the launcher needs to
+    know (``plan.Plan`` is nvcc's own plan of it)."""
 
     source: str
     depfile: tuple[str, bool, bool] | None  # (target, -MMD, -MP) with -MD/-MMD
@@ -67,7 +70,7 @@ class Fallback:
 
 
 def understand(args: list[str], grammar: Grammar, cwd: str,
-               environ: dict[str, str]) -> Plan | Fallback:
+               environ: dict[str, str]) -> Staged | Fallback:
     """Whether the staged driver can run this command line (``args`` without nvcc)."""
     from nvstage.errors import UsageError
 
@@ -95,30 +98,16 @@ def understand(args: list[str], grammar: Grammar, cwd: str,
     if word is not None:
         return Fallback(f"the host compiler is given {word}: it reads or writes a file "
                         "nvstage does not follow")
-    for var in SIDE_ENV:
-        if environ.get(var):
-            return Fallback(f"${var}: gcc writes a dependency file of its own")
+    var = side_env(environ)
+    if var is not None:
+        return Fallback(f"${var}: gcc writes a dependency file of its own")
     inputs = [a.words[0] for a in parsed if a.is_input]
     if len(inputs) != 1:
         return Fallback(f"{len(inputs)} input files: one at a time is staged")
     lang = last_value(parsed, "--x")
     if not (inputs[0].endswith(_CUDA_SUFFIXES) or lang == "cu") or lang in ("c", "c++"):
         return Fallback(f"{inputs[0]} is not compiled as CUDA")
-    return Plan(inputs[0], depfile_options(parsed, inputs[0]))
-
-
-def depfile_options(args: list[Arg], source: str) -> tuple[str, bool, bool] | None:
-    """nvcc's dependency-file options: -MD/-MMD with -MT (the last one wins), -MP."""
-    names = {a.option.long for a in args if a.option is not None}
-    md = "--generate-dependencies-with-compile" in names
-    mmd = "--generate-nonsystem-dependencies-with-compile" in names
-    if not (md or mmd):
-        return None
-    target = last_value(args, "--dependency-target-name")
-    if target is None:
-        out = last_value(args, "--output-file")
-        target = out if out is not None else os.path.splitext(os.path.basename(source))[0] + ".o"
-    return target, mmd and not md, "--generate-dependency-targets" in names
+    return Staged(inputs[0], depfile_options(parsed, inputs[0]))
 
 
 def find_nvcc(name: str) -> str | None:
@@ -129,7 +118,19 @@ def find_nvcc(name: str) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    """``nvstage NVCC ARGS...``: the exit status nvcc would give."""
+    """``nvstage NVCC ARGS...`` (a miss of the warm path): the exit status nvcc would give.
+    A signal ends the tools it started (``proc.handle_signals``) and gives 128 + its number,
+    as a shell says an interrupted command."""
+    from nvstage.proc import handle_signals
+
+    try:
+        with handle_signals():
+            return _launch(argv)
+    except KeyboardInterrupt as e:
+        return 128 + (getattr(e, "signum", None) or 2)
+
+
+def _launch(argv: list[str]) -> int:
     from nvstage.compiler import buildlog
     from nvstage.errors import NvstageError
 
@@ -234,9 +235,9 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
     from nvstage.errors import StageFailed
 
     toolkit = find_toolkit(nvcc)
-    plan = understand(args, grammar_for(toolkit.nvcc), cwd, dict(os.environ))
-    if isinstance(plan, Fallback):
-        entry.reason = plan.reason
+    staged = understand(args, grammar_for(toolkit.nvcc), cwd, dict(os.environ))
+    if isinstance(staged, Fallback):
+        entry.reason = staged.reason
         return None
     # Inside a build: one stage at a time on the slot the build gave this command, more only
     # on tokens from its jobserver, or as $NVSTAGE_JOBS says.
@@ -247,19 +248,18 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
     started_ns = time.time_ns()
 
     def remember(build, work, seen):  # what a later identical command is answered from
-        from nvstage.compiler import hit
+        from nvstage.compiler.warm.entry import outputs_of, record
 
         out = "".join(r.stdout for r in build.runs)
         err = said_while_planning(build) + "".join(r.stderr for r in build.runs)
         entry.build = build.to_json()
-        hit.record(nvcc, args, cwd, dict(os.environ), build, work,
-                   hit.outputs_of(build, cwd, work), out, err, started_ns, seen=seen,
-                   build_doc=entry.build)
+        record(nvcc, args, cwd, dict(os.environ), build, work, outputs_of(build, cwd, work),
+               out, err, started_ns, seen=seen, build_doc=entry.build)
 
     try:
-        build = compile_command(args, toolkit=toolkit, cwd=cwd, source=plan.source,
+        build = compile_command(args, toolkit=toolkit, cwd=cwd, source=staged.source,
                                 jobs=jobs or (default_jobs() if slots else 1), slots=slots,
-                                depfile=plan.depfile,
+                                depfile=staged.depfile,
                                 cache=os.environ.get("NVSTAGE_CACHE", "1") != "0",
                                 on_built=remember)
     except StageFailed as e:

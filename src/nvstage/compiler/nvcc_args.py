@@ -271,7 +271,7 @@ def grammar_for(nvcc: str) -> Grammar:
 @functools.lru_cache(maxsize=8)
 def _grammar(ident: str, nvcc: str) -> Grammar:
     from nvstage import proc
-    from nvstage.compiler.cache.store import set_tool_note, tool_note
+    from nvstage.compiler.cache.local.tool_notes import set_tool_note, tool_note
 
     # Kept with the tool versions in the stage cache's sealed ``tools/`` notes; a note that
     # is missing, unsealed or not a grammar is worked out again from --help.

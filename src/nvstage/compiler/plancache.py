@@ -1,7 +1,7 @@
 """nvcc's plan, remembered: a miss need not run ``nvcc --dryrun`` (20 to 65 ms) again.
 
 The plan follows from the nvcc and its toolkit, the host compiler it finds, the folder, the
-words and the environment: the same key as a whole command's (``hit.key``), over the words as
+words and the environment: the same key as a whole command's (``warm/key.py``), over the words as
 nvstage asks nvcc (the user's, before the work folder is added). nvcc prints the work folder
 in every intermediate's name; it is cut out where it occurs and the next build's pasted in, so
 the text comes back as nvcc would print it for that folder. Sealed like every cache document
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 
-from nvstage.compiler import hit
+from nvstage import fsio
+from nvstage.compiler.warm import folder
+from nvstage.compiler.warm.key import key as command_key
 
 SCHEMA = "nvstage.plan/1"
 _MAX = 16 << 20
@@ -23,15 +25,16 @@ def _path(root: str, k: str) -> str:
 
 
 def key(nvcc: str, words: list[str], cwd: str, env) -> str | None:
-    return hit.key(nvcc, [SCHEMA, *words], cwd, env)
+    return command_key(nvcc, [SCHEMA, *words], cwd, env)
 
 
 def lookup(k: str | None, work: str, env) -> str | None:
     """The plan text stored under ``k``, with ``work`` where its work folder was."""
-    root, secret = hit.cache_root(env), hit._secret(env)
-    if k is None or root is None or secret is None:
+    root = folder.cache_root(env) if k is not None else None
+    secret = folder.secret(env) if root is not None else None
+    if secret is None:
         return None
-    doc = hit.read_sealed(_path(root, k), secret, _MAX)
+    doc = fsio.read_sealed(_path(root, k), secret, _MAX)
     try:
         pieces = doc["pieces"]
         if doc.get("schema") != SCHEMA or not all(isinstance(p, str) for p in pieces):
@@ -44,13 +47,8 @@ def lookup(k: str | None, work: str, env) -> str | None:
 def store(k: str | None, text: str, work: str, env) -> None:
     """Remember a plan nvcc printed in ``work`` (never an error: a plan not kept is made
     again next time)."""
-    root = hit.cache_root(env)
-    if k is None or root is None or not work:
+    root = folder.cache_root(env) if k is not None and work else None
+    secret = folder.secret(env) if root is not None else None  # made when the cache opened
+    if secret is None:
         return
-    try:
-        from nvstage.compiler.cache.seal import secret
-
-        key_bytes = secret()
-    except Exception:
-        return
-    hit.write_sealed(_path(root, k), key_bytes, {"schema": SCHEMA, "pieces": text.split(work)})
+    fsio.write_sealed(_path(root, k), secret, {"schema": SCHEMA, "pieces": text.split(work)})

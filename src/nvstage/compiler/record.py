@@ -23,14 +23,15 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from nvstage import __version__
-from nvstage.artifacts import MAX_ARTIFACT_BYTES, open_regular, sha256_file, shown_path, \
-    write_json_atomic
-from nvstage.errors import ArtifactError, InputNotFound, NotRegularFile, NvstageError, \
-    ToolkitError
+from nvstage.artifacts import (MAX_ARTIFACT_BYTES, open_regular, sha256_file, shown_path,
+                               write_json_atomic)
+from nvstage.compiler import ptxas_report
 from nvstage.compiler.cubin_figures import KernelFigures
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.toolkit import Toolkit, ToolInfo
+from nvstage.errors import (ArtifactError, InputNotFound, NotRegularFile, NvstageError,
+                            ToolkitError)
 
 MANIFEST = "stages.json"
 SCHEMA = "nvstage.compile/1"
@@ -143,21 +144,9 @@ class StageRun:
     figures: list[KernelFigures] | None = None
 
     def __post_init__(self):
-        if self.resources is not None:
-            return
-        self.resources = ""
-        if self.stage.kind not in (StageKind.PTXAS, StageKind.NVRTC, StageKind.NVJITLINK):
-            return
-        from nvstage.inspect.resources import split_ptxas_stderr
-
-        if self.stage.kind is StageKind.PTXAS:
-            self.stderr, self.resources = split_ptxas_stderr(
-                self.stderr, user_verbose=user_verbose(self.stage))
-        else:
-            # Their logs hold ptxas' report when --resource-usage asked for it (nvJitLink's
-            # in stdout): the same record, its log left as the library wrote it.
-            self.resources = split_ptxas_stderr(f"{self.stderr}\n{self.stdout}",
-                                                user_verbose=True)[1]
+        if self.resources is None:
+            self.stderr, self.resources = ptxas_report.split_run(self.stage, self.stdout,
+                                                                 self.stderr)
 
     @property
     def ok(self) -> bool:
@@ -165,11 +154,8 @@ class StageRun:
 
     @property
     def tool_stderr(self) -> str:
-        """What the tool printed on stderr, -v report included: what the cache keeps, so a
-        restored stage splits into the same ``stderr`` and ``resources``."""
-        if not self.resources or user_verbose(self.stage):
-            return self.stderr
-        return self.resources + ("" if self.resources.endswith("\n") else "\n") + self.stderr
+        """What the tool printed on stderr, -v report included (``ptxas_report``)."""
+        return ptxas_report.tool_stderr(self.stage, self.stderr, self.resources)
 
     def to_json(self) -> dict:
         return {
@@ -191,13 +177,6 @@ class StageRun:
                {"cubin_figures": [f.to_json() for f in self.figures]}),
             "artifacts": [a.to_json() for a in self.artifacts],
         }
-
-
-def user_verbose(stage: Stage) -> bool:
-    """Whether the plan itself runs ptxas with -v (--resource-usage, -Xptxas -v)."""
-    from nvstage.inspect.resources import USER_VERBOSE
-
-    return any(a in USER_VERBOSE for a in stage.argv[1:])
 
 
 @dataclass
@@ -325,7 +304,7 @@ def partial_note(build: Build) -> str | None:
     """A line for a build read back that its manifest does not vouch for as whole: one
     still running (or killed mid-build: it says "running"), interrupted, or failed. What a
     reader shows of it comes from the stages that finished; None for a whole build."""
-    from nvstage.documents import one_line
+    from nvstage.errors import one_line
 
     status = build.status
     if status == "ok":

@@ -239,7 +239,7 @@ def _cached_versions(paths: list[str]) -> dict[str, str | None]:
     The tools not remembered are asked concurrently."""
     import hashlib
 
-    from nvstage.compiler.cache.store import set_tool_note, tool_note
+    from nvstage.compiler.cache.local.tool_notes import set_tool_note, tool_note
 
     out: dict[str, str | None] = {}
     ask: dict[str, list[str]] = {}  # note name -> the paths that name it (one tool)

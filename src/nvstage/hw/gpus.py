@@ -1,280 +1,24 @@
-"""What the hardware offers: per-arch SM limits (for occupancy) and named GPU presets (for
-roofline estimates), each number with where it came from.
+"""Named GPU presets (for the model's estimates), each number with where it came from, and
+custom specs read from a file.
 
-Two tables, two kinds of fact. ``ARCHS`` holds compute-capability facts: every GPU of one
-arch has the same SM (warps, registers, shared memory). ``GPUS`` holds product facts, which
-differ between parts of one arch (an H100 and an H200 are both sm_90): SM count, clocks,
-memory, peak rates, the PCIe link. ``lookup_gpu`` accepts either a preset name or an arch;
-``load_gpu_spec`` reads a custom spec from a TOML or JSON file.
+``GPUS`` holds product facts, which differ between parts of one arch (an H100 and an H200
+are both sm_90): SM count, clocks, memory, peak rates, the PCIe link, the memory latency. The
+SM's own limits are the arch's (``nvstage.hw.archs``). ``lookup_gpu`` accepts either a preset
+name or an arch; ``load_gpu_spec`` reads a custom spec from a TOML or JSON file.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from nvstage.errors import GpuSpecError, UsageError
-
-
-# ---------------------------------------------------------------------------------------------
-# Sources. Short names keep the table readable; ``sources`` on each record spells them out.
-# ---------------------------------------------------------------------------------------------
-GUIDE = ("CUDA C++ Programming Guide (CUDA 13.x), Compute Capabilities, Technical "
-         "Specifications per Compute Capability")
-OCC_H = ("cuda_occupancy.h shipped with CUDA 13.5 (nvidia-cuda-runtime wheel, "
-         "__CUDA_OCC_MAJOR__ 12.1)")
-CCCL = ("NVIDIA CCCL 3.5.0 libcudacxx include/cuda/__device/arch_traits.h shipped with "
-        "CUDA 13.5 (nvidia-cuda-cccl wheel, include/cccl; traits for sm_50..sm_121)")
-
-
-def _occ(fn: str) -> str:
-    return f"{OCC_H}, {fn}()"
-
-
-KB = 1024
-
-
-@dataclass(frozen=True)
-class ArchLimits:
-    """The per-SM resources of one compute capability, as the occupancy formulas use them."""
-
-    arch: str  # "sm_90"
-    major: int
-    minor: int
-    max_warps_per_sm: int
-    max_blocks_per_sm: int
-    shared_per_sm: int  # bytes: the largest shared-memory carveout an SM can be configured to
-    shared_per_block_optin: int  # bytes: the most one block may opt in to (dynamic smem)
-    reserved_shared_per_block: int  # bytes the driver keeps per block (1 KB from sm_80 on)
-    shared_alloc_unit: int  # bytes: a block's shared memory is rounded up to this
-    barrier_factor: int | None = None  # block barriers per SM = factor x max blocks (sm_90+)
-    warp_size: int = 32
-    max_threads_per_block: int = 1024
-    registers_per_sm: int = 64 * KB  # 32-bit registers
-    max_registers_per_block: int = 64 * KB
-    max_registers_per_thread: int = 255
-    register_alloc_unit: int = 256  # registers; allocated per warp, rounded up to this
-    register_alloc_granularity: str = "warp"
-    register_sub_partitions: int = 4  # the register file is split in 4 per SM sub-partition
-    shared_per_block_default: int = 48 * KB  # without the opt-in attribute
-    sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
-
-    @property
-    def max_threads_per_sm(self) -> int:
-        return self.max_warps_per_sm * self.warp_size
-
-    @property
-    def compute_capability(self) -> str:
-        return f"{self.major}.{self.minor}"
-
-    def source(self, name: str) -> str:
-        return self.sources.get(name, "")
-
-    def to_json(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
-        d["max_threads_per_sm"] = self.max_threads_per_sm
-        d["compute_capability"] = self.compute_capability
-        d["sources"] = dict(self.sources)
-        return d
-
-
-# Fields whose value and source are the same on every arch in the table.
-_COMMON_SOURCES = {
-    "warp_size": GUIDE,
-    "max_threads_per_block": GUIDE,
-    "registers_per_sm": f"{GUIDE} (64K 32-bit registers per SM)",
-    "max_registers_per_block": f"{GUIDE} (64K)",
-    # cuda_occupancy.h's cudaOccRegAllocationMaxPerThread says 256 for cc 7+, but ptxas and
-    # the guide cap a thread at 255: the compiler never emits more.
-    "max_registers_per_thread": f"{GUIDE} (255); ptxas never allocates more",
-    "register_alloc_unit": _occ("cudaOccRegAllocationGranularity") + ": 256 for cc 3..12",
-    "register_alloc_granularity": _occ("cudaOccMaxBlocksPerSMRegsLimit") + ": per warp",
-    "register_sub_partitions": _occ("cudaOccSubPartitionsPerMultiprocessor") + ": 4",
-    "shared_per_block_default": f"{GUIDE} (48 KB without opt-in)",
-}
-
-
-def _arch(arch: str, major: int, minor: int, *, warps: tuple[int, str], blocks: tuple[int, str],
-          smem_sm: tuple[int, str], smem_optin: tuple[int, str], reserved: tuple[int, str],
-          smem_unit: tuple[int, str], barrier_factor: tuple[int | None, str]) -> ArchLimits:
-    sources = dict(_COMMON_SOURCES)
-    sources.update(max_warps_per_sm=warps[1], max_blocks_per_sm=blocks[1],
-                   shared_per_sm=smem_sm[1], shared_per_block_optin=smem_optin[1],
-                   reserved_shared_per_block=reserved[1], shared_alloc_unit=smem_unit[1],
-                   barrier_factor=barrier_factor[1])
-    return ArchLimits(arch=arch, major=major, minor=minor, max_warps_per_sm=warps[0],
-                      max_blocks_per_sm=blocks[0], shared_per_sm=smem_sm[0],
-                      shared_per_block_optin=smem_optin[0], reserved_shared_per_block=reserved[0],
-                      shared_alloc_unit=smem_unit[0], barrier_factor=barrier_factor[0],
-                      sources=sources)
-
-
-_BLOCKS = _occ("cudaOccMaxBlocksPerMultiprocessor")
-_SMEM_UNIT = _occ("cudaOccSMemAllocationGranularity")
-_CARVE = _occ("cudaOccAlignUpShmemSizeVoltaPlus") + " (largest carveout step)"
-_BARRIERS = _occ("cudaOccMaxBlocksPerSMBlockBarrierLimit")
-_NO_BARRIER = "the block-barrier limit applies from cc 9.0 on (cudaOccMaxActiveBlocks...)"
-_RESERVED = f"{CCCL} reserved_shared_memory_per_block; {GUIDE} (1 KB reserved per block)"
-_OPTIN = f"{GUIDE}; {CCCL} (= shared per SM - reserved per block)"
-# For archs the guide's tables have no column for (8.8, 10.7): the toolkit's headers only.
-_RESERVED_CCCL = f"{CCCL} reserved_shared_memory_per_block (1 KB from cc 8.0 on)"
-_NO_GUIDE = "the Programming Guide's tables have no {} column"
-
-ARCHS: dict[str, ArchLimits] = {a.arch: a for a in (
-    _arch("sm_75", 7, 5,
-          warps=(32, f"{GUIDE}; {CCCL} (1024 threads per SM)"),
-          blocks=(16, f"{_BLOCKS}: 16 for Turing"),
-          smem_sm=(64 * KB, f"{GUIDE}; {_CARVE}: Turing 32 or 64 KB"),
-          smem_optin=(64 * KB, _OPTIN),
-          reserved=(0, f"{CCCL}: 0 before sm_80"),
-          smem_unit=(256, f"{_SMEM_UNIT}: 256 for cc 7.x"),
-          barrier_factor=(None, _NO_BARRIER)),
-    _arch("sm_80", 8, 0,
-          warps=(64, f"{GUIDE}; {CCCL} (2048 threads per SM)"),
-          blocks=(32, f"{_BLOCKS}: 32 for 8.0"),
-          smem_sm=(164 * KB, f"{GUIDE}; {_CARVE}: 8.0 up to 164 KB"),
-          smem_optin=(163 * KB, _OPTIN),
-          reserved=(1 * KB, _RESERVED),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(None, _NO_BARRIER)),
-    _arch("sm_86", 8, 6,
-          warps=(48, f"{GUIDE}; {CCCL} (1536 threads per SM)"),
-          blocks=(16, f"{_BLOCKS}: 16 for 8.x other than 8.0 and 8.9"),
-          smem_sm=(100 * KB, f"{GUIDE}; {_CARVE}: 8.6 up to 100 KB"),
-          smem_optin=(99 * KB, _OPTIN),
-          reserved=(1 * KB, _RESERVED),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(None, _NO_BARRIER)),
-    _arch("sm_87", 8, 7,
-          warps=(48, f"{GUIDE} (1536 threads per SM for 8.7)"),
-          blocks=(16, f"{_BLOCKS}: 16 for 8.x other than 8.0 and 8.9"),
-          smem_sm=(164 * KB, f"{GUIDE}; {_CARVE}: 8.7 up to 164 KB"),
-          smem_optin=(163 * KB, f"{GUIDE} (shared per SM - 1 KB reserved)"),
-          reserved=(1 * KB, f"{GUIDE} (1 KB reserved per block from 8.0 on)"),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(None, _NO_BARRIER)),
-    _arch("sm_88", 8, 8,
-          warps=(48, f"{CCCL} (sm_88 = sm_86 traits: 1536 threads per SM); "
-                     + _NO_GUIDE.format("8.8")),
-          blocks=(16, f"{_BLOCKS}: 16 for 8.x other than 8.0 and 8.9; {CCCL} agrees"),
-          smem_sm=(100 * KB, f"{CCCL} (sm_88 = sm_86 traits); {_CARVE}: 8.x other than 8.0 "
-                             "and 8.7 up to 100 KB"),
-          smem_optin=(99 * KB, f"{CCCL} (= shared per SM - reserved per block)"),
-          reserved=(1 * KB, _RESERVED_CCCL),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(None, _NO_BARRIER)),
-    _arch("sm_89", 8, 9,
-          warps=(48, f"{GUIDE}; {CCCL} (1536 threads per SM)"),
-          blocks=(24, f"{_BLOCKS}: 24 for 8.9; {CCCL} agrees"),
-          smem_sm=(100 * KB, f"{GUIDE}; {CCCL}; {_CARVE}: up to 100 KB"),
-          smem_optin=(99 * KB, _OPTIN),
-          reserved=(1 * KB, _RESERVED),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(None, _NO_BARRIER)),
-    _arch("sm_90", 9, 0,
-          warps=(64, f"{GUIDE}; {CCCL} (2048 threads per SM)"),
-          blocks=(32, f"{_BLOCKS}: 32 for 9.x"),
-          smem_sm=(228 * KB, f"{GUIDE}; {CCCL}; {_CARVE}: 9.x up to 228 KB"),
-          smem_optin=(227 * KB, _OPTIN),
-          reserved=(1 * KB, _RESERVED),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(2, f"{_BARRIERS}: 2 x max blocks for 9.x")),
-    _arch("sm_100", 10, 0,
-          warps=(64, f"{GUIDE}; {CCCL} (2048 threads per SM)"),
-          blocks=(32, f"{_BLOCKS}: 32 for 10.0; {CCCL} agrees"),
-          smem_sm=(228 * KB, f"{GUIDE}; {CCCL}; {_CARVE}: 10.0 up to 228 KB"),
-          smem_optin=(227 * KB, _OPTIN),
-          reserved=(1 * KB, _RESERVED),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(2, f"{_BARRIERS}: 2 x max blocks for 10.0")),
-    _arch("sm_103", 10, 3,
-          warps=(64, f"{GUIDE}; {CCCL} (sm_103 = sm_100 traits)"),
-          blocks=(32, f"{_BLOCKS}: 32 for 10.3 (default case of cc 10)"),
-          smem_sm=(228 * KB, f"{CCCL} (sm_103 = sm_100 traits); {_CARVE}: 10.3 up to 228 KB"),
-          smem_optin=(227 * KB, _OPTIN),
-          reserved=(1 * KB, _RESERVED),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(1, f"{_BARRIERS}: 1 x max blocks for 10.x other than 10.0")),
-    # sm_107: the guide has no 10.7 column, so every figure comes from the toolkit's two
-    # headers, and they disagree on shared memory per SM. CCCL's sm_107 traits copy sm_100's
-    # (228 KB; only blocks and threads are overridden); cuda_occupancy.h gives 10.7 alone a
-    # 328 KB carveout step. As for sm_12x below, the occupancy header wins: 328 KB. The
-    # per-block opt-in maximum is in CCCL only (sm_100's 227 KB): kept as CCCL gives it.
-    _arch("sm_107", 10, 7,
-          warps=(32, f"{CCCL} (sm_107: 1024 threads per SM); " + _NO_GUIDE.format("10.7")),
-          blocks=(16, f"{_BLOCKS}: 16 for 10.7; {CCCL} agrees"),
-          smem_sm=(328 * KB, f"{_CARVE}: 10.7 up to 328 KB ({CCCL} says 228 KB, "
-                             "sm_100's, for sm_107)"),
-          smem_optin=(227 * KB, f"{CCCL} (sm_107 keeps sm_100's 227 KB); cuda_occupancy.h "
-                                "takes it from the device"),
-          reserved=(1 * KB, _RESERVED_CCCL),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(1, f"{_BARRIERS}: 1 x max blocks for 10.x other than 10.0")),
-    _arch("sm_110", 11, 0,
-          warps=(48, f"{GUIDE} (11.0: 1536 threads per SM); {CCCL} agrees"),
-          blocks=(24, f"{_BLOCKS}: 24 for 11.0; {GUIDE} and {CCCL} agree"),
-          smem_sm=(228 * KB, f"{GUIDE}; {CCCL}; {_CARVE}: 11.0 up to 228 KB"),
-          smem_optin=(227 * KB, _OPTIN),
-          reserved=(1 * KB, _RESERVED),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(1, f"{_BARRIERS}: 1 x max blocks for 11.0")),
-    # sm_12x: the toolkit's occupancy header says 24 resident blocks, as do the guide and the
-    # CCCL shipped with CUDA 13.5 (an earlier CCCL arch_traits.h said 32). Where the header
-    # and CCCL disagree, the header is what the occupancy calculator itself computes with.
-    _arch("sm_120", 12, 0,
-          warps=(48, f"{GUIDE}; {CCCL} (1536 threads per SM)"),
-          blocks=(24, f"{_BLOCKS}: 24 for 12.x; {GUIDE} and {CCCL} agree"),
-          smem_sm=(100 * KB, f"{GUIDE}; {CCCL}; {_CARVE}: 12.x up to 100 KB"),
-          smem_optin=(99 * KB, _OPTIN),
-          reserved=(1 * KB, _RESERVED),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(1, f"{_BARRIERS}: 1 x max blocks for 12.x")),
-    _arch("sm_121", 12, 1,
-          warps=(48, f"{GUIDE} (12.x column: 1536 threads per SM)"),
-          blocks=(24, f"{_BLOCKS}: 24 for 12.x"),
-          smem_sm=(100 * KB, f"{GUIDE} (12.x); {_CARVE}: 12.1 up to 100 KB"),
-          smem_optin=(99 * KB, f"{GUIDE} (12.x: shared per SM - 1 KB reserved)"),
-          reserved=(1 * KB, f"{GUIDE} (1 KB reserved per block from 8.0 on)"),
-          smem_unit=(128, f"{_SMEM_UNIT}: 128 for cc 8..12"),
-          barrier_factor=(1, f"{_BARRIERS}: 1 x max blocks for 12.x")),
-)}
-
-_ARCH_RE = re.compile(r"^(?:sm_|compute_|lto_)?(\d{2,3})([af]?)$")
-_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")
-
-
-def parse_arch(text: str) -> tuple[int, int, str]:
-    """``"sm_90a"`` -> (9, 0, "a"); accepts sm_/compute_/lto_ prefixes, "90" and "9.0"."""
-    t = text.strip().lower()
-    m = _CC_RE.match(t)
-    if m:
-        return int(m.group(1)), int(m.group(2)), ""
-    m = _ARCH_RE.match(t)
-    if not m:
-        raise UsageError(f"not an architecture: {text!r}",
-                         hint="write it as sm_90, sm_90a, compute_90, 90 or 9.0")
-    num = int(m.group(1))
-    return num // 10, num % 10, m.group(2)
-
-
-def arch_limits(arch: str) -> ArchLimits:
-    """The SM limits of an arch; ``sm_90a`` and ``sm_100f`` share their base arch's SM."""
-    major, minor, _suffix = parse_arch(arch)
-    key = f"sm_{major}{minor}"
-    try:
-        return ARCHS[key]
-    except KeyError:
-        from nvstage.errors import UnknownArch
-
-        read_as = f" (read as {key})" if key != arch.strip().lower() else ""
-        raise UnknownArch(f"no SM limits known for {arch}{read_as}",
-                          hint=f"nvstage's arch table has {', '.join(ARCHS)}") from None
-
+# The arch half of the hardware tables, named here too for the callers that look both up.
+from nvstage.hw.archs import ARCHS, ArchLimits, arch_limits, parse_arch  # noqa: F401
 
 # ---------------------------------------------------------------------------------------------
 # GPU presets: product facts.
@@ -317,6 +61,7 @@ class GpuSpec:
     bf16_flops: float | None = None  # FLOP/s, dense (no sparsity) BF16 tensor peak
     pcie_gen: int | None = None
     pcie_width: int | None = None
+    memory_latency_s: float | None = None  # a load's round trip to DRAM, unloaded (published)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
     notes: str = ""
 
@@ -351,6 +96,7 @@ class GpuSpec:
 TB = 1e12
 GB = 1e9
 GIB = 1024 ** 3
+NS = 1e-9
 
 _H100_DS = "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column)"
 _H200_DS = "NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column)"
@@ -363,16 +109,47 @@ _BW_BRIEF = "NVIDIA Blackwell Architecture Technical Brief (HGX B200, 1000 W)"
 _HOPPER_WP = "NVIDIA H100 Tensor Core GPU Architecture whitepaper (H100 SXM5: 132 SMs)"
 _TPU = "TechPowerUp GPU Database (clock not in NVIDIA's datasheet)"
 _SPARSE = "; the datasheet's figure is with 2:4 sparsity, halved here for dense"
+# Published pointer-chasing measurements (one warp walks a buffer far larger than L2 in a
+# random order): te42kyfo/gpu-benches, the files named, last row (cycles at the clock given).
+_BENCHES = "te42kyfo/gpu-benches (github.com/te42kyfo/gpu-benches)"
+_LAT_GH100 = (f"{_BENCHES} gpu-latency/h100_pcie.txt: 658 cycles at 1755 MHz = 375 ns to "
+              "DRAM, measured on an H100 PCIe")
+_LAT_GA100 = (f"{_BENCHES} cuda-latency/a100_80.txt: 572 cycles at 1410 MHz = 405 ns to "
+              "DRAM, measured on an A100 80GB")
+_LAT_AD102 = (f"{_BENCHES} gpu-latency/l40.txt: 632 cycles at 2490 MHz = 254 ns to DRAM, "
+              "measured on an L40 (AD102, GDDR6)")
+
+
+def _family(fields: dict, sources: dict) -> dict:
+    """Values shared by every product of one chip configuration, with their sources."""
+    return {"fields": fields, "sources": sources}
+
+
+def _product(family: dict | None = None, *, sources: dict, **fields) -> GpuSpec:
+    """One GPU preset: its family's values, then its own (which win), each with a source."""
+    merged = dict(family["fields"]) if family else {}
+    merged.update(fields)
+    src = dict(family["sources"]) if family else {}
+    src.update(sources)
+    return GpuSpec(**merged, sources=src)
+
+
+# GH100 as the SXM5 parts configure it: H100 SXM and H200 SXM differ only in their memory.
+_GH100_SXM = _family(
+    dict(arch="sm_90", sm_count=132, boost_clock_mhz=1980, base_clock_mhz=1590,
+         fp32_flops=67 * TB, bf16_flops=989.5 * TB, pcie_gen=5, pcie_width=16,
+         memory_latency_s=375 * NS),
+    {"sm_count": _HOPPER_WP, "boost_clock_mhz": _TPU, "base_clock_mhz": _TPU,
+     "memory_latency_s": f"{_LAT_GH100} (the same GH100 die and L2; ASSUMPTION for HBM3 and "
+                         "HBM3e, not measured on them)"})
+_AD102_LAT = f"{_LAT_AD102}; ASSUMPTION for this part (same Ada memory system, GDDR6/6X)"
 
 GPUS: dict[str, GpuSpec] = {g.name: g for g in (
-    GpuSpec(
-        name="h200", arch="sm_90", display_name="NVIDIA H200 SXM 141GB",
-        sm_count=132, boost_clock_mhz=1980, base_clock_mhz=1590,
+    _product(
+        _GH100_SXM, name="h200", display_name="NVIDIA H200 SXM 141GB",
         memory_bytes=141 * GIB, memory_bandwidth=4.8 * TB,
-        fp32_flops=67 * TB, bf16_flops=989.5 * TB, pcie_gen=5, pcie_width=16,
         sources={
             "sm_count": f"{_HOPPER_WP}; H200 uses the same GH100 configuration",
-            "boost_clock_mhz": _TPU, "base_clock_mhz": _TPU,
             "memory_bytes": f"{_H200_DS}: 141 GB HBM3e",
             "memory_bandwidth": f"{_H200_DS}: 4.8 TB/s",
             "fp32_flops": f"{_H200_DS}: 67 TFLOPS",
@@ -380,14 +157,10 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
             "pcie_gen": f"{_H200_DS}: PCIe Gen5 128 GB/s (both directions)",
             "pcie_width": f"{_H200_DS}: x16 (128 GB/s at Gen5)",
         }),
-    GpuSpec(
-        name="h100", arch="sm_90", display_name="NVIDIA H100 SXM5 80GB",
-        sm_count=132, boost_clock_mhz=1980, base_clock_mhz=1590,
+    _product(
+        _GH100_SXM, name="h100", display_name="NVIDIA H100 SXM5 80GB",
         memory_bytes=80 * GIB, memory_bandwidth=3.35 * TB,
-        fp32_flops=67 * TB, bf16_flops=989.5 * TB, pcie_gen=5, pcie_width=16,
         sources={
-            "sm_count": _HOPPER_WP,
-            "boost_clock_mhz": _TPU, "base_clock_mhz": _TPU,
             "memory_bytes": f"{_H100_DS}: 80 GB HBM3",
             "memory_bandwidth": f"{_H100_DS}: 3.35 TB/s",
             "fp32_flops": f"{_H100_DS}: 67 TFLOPS",
@@ -395,11 +168,12 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
             "pcie_gen": f"{_H100_DS}: PCIe Gen5 128 GB/s (both directions)",
             "pcie_width": f"{_H100_DS}: x16 (128 GB/s at Gen5)",
         }),
-    GpuSpec(
+    _product(
         name="a100", arch="sm_80", display_name="NVIDIA A100 SXM4 80GB",
         sm_count=108, boost_clock_mhz=1410, base_clock_mhz=1275,
         memory_bytes=80 * GIB, memory_bandwidth=2039 * GB,
         fp32_flops=19.5 * TB, bf16_flops=312 * TB, pcie_gen=4, pcie_width=16,
+        memory_latency_s=405 * NS,
         sources={
             "sm_count": "NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs",
             "boost_clock_mhz": "NVIDIA A100 Tensor Core GPU Architecture whitepaper: 1410 MHz",
@@ -410,12 +184,14 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
             "bf16_flops": f"{_A100_DS}: 312 TFLOPS BF16 Tensor Core (624 with sparsity)",
             "pcie_gen": f"{_A100_DS}: PCIe Gen4 64 GB/s (both directions)",
             "pcie_width": f"{_A100_DS}: x16 (64 GB/s at Gen4)",
+            "memory_latency_s": _LAT_GA100,
         }),
-    GpuSpec(
+    _product(
         name="l4", arch="sm_89", display_name="NVIDIA L4 24GB",
         sm_count=58, boost_clock_mhz=2040, base_clock_mhz=795,
         memory_bytes=24 * GIB, memory_bandwidth=300 * GB,
         fp32_flops=30.3 * TB, bf16_flops=121 * TB, pcie_gen=4, pcie_width=16,
+        memory_latency_s=254 * NS,
         sources={
             "sm_count": f"{_TPU}; AD104 as configured for L4 (7,424 CUDA cores / 128)",
             "boost_clock_mhz": _TPU, "base_clock_mhz": _TPU,
@@ -425,12 +201,14 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
             "bf16_flops": f"{_L4_DS}: 242 TFLOPS BF16 Tensor Core{_SPARSE}",
             "pcie_gen": f"{_L4_DS}: PCIe Gen4 x16 64 GB/s",
             "pcie_width": f"{_L4_DS}: x16",
+            "memory_latency_s": _AD102_LAT,
         }),
-    GpuSpec(
+    _product(
         name="l40s", arch="sm_89", display_name="NVIDIA L40S 48GB",
         sm_count=142, boost_clock_mhz=2520, base_clock_mhz=1110,
         memory_bytes=48 * GIB, memory_bandwidth=864 * GB,
         fp32_flops=91.6 * TB, bf16_flops=362.05 * TB, pcie_gen=4, pcie_width=16,
+        memory_latency_s=254 * NS,
         sources={
             "sm_count": f"{_TPU}; AD102 as configured for L40S (18,176 CUDA cores / 128)",
             "boost_clock_mhz": _TPU, "base_clock_mhz": _TPU,
@@ -440,12 +218,14 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
             "bf16_flops": f"{_L40S_DS}: 733 TFLOPS BF16 Tensor Core{_SPARSE}",
             "pcie_gen": f"{_L40S_DS}: PCIe Gen4 x16 64 GB/s bidirectional",
             "pcie_width": f"{_L40S_DS}: x16",
+            "memory_latency_s": _AD102_LAT,
         }),
-    GpuSpec(
+    _product(
         name="rtx4090", arch="sm_89", display_name="NVIDIA GeForce RTX 4090",
         sm_count=128, boost_clock_mhz=2520, base_clock_mhz=2235,
         memory_bytes=24 * GIB, memory_bandwidth=1008 * GB,
         fp32_flops=82.6 * TB, bf16_flops=165.2 * TB, pcie_gen=4, pcie_width=16,
+        memory_latency_s=254 * NS,
         sources={
             "sm_count": f"{_ADA_WP}: 128 SMs",
             "boost_clock_mhz": f"{_ADA_WP}: 2520 MHz", "base_clock_mhz": f"{_ADA_WP}: 2235 MHz",
@@ -455,12 +235,14 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
             "bf16_flops": f"{_ADA_WP}: 165.2 TFLOPS BF16 with FP32 accumulate, dense",
             "pcie_gen": "NVIDIA GeForce RTX 4090 product specifications: PCIe Gen4",
             "pcie_width": "NVIDIA GeForce RTX 4090 product specifications: x16",
+            "memory_latency_s": _AD102_LAT,
         }),
-    GpuSpec(
+    _product(
         name="b200", arch="sm_100", display_name="NVIDIA B200 (HGX B200, 1000 W)",
         sm_count=148, boost_clock_mhz=None, base_clock_mhz=None,
         memory_bytes=180 * GIB, memory_bandwidth=8 * TB,
         fp32_flops=80 * TB, bf16_flops=2250 * TB, pcie_gen=5, pcie_width=16,
+        memory_latency_s=375 * NS,
         sources={
             "sm_count": "cudaDevAttrMultiProcessorCount as reported on B200 (148); "
                         "NVIDIA's datasheet does not list SMs",
@@ -471,6 +253,8 @@ GPUS: dict[str, GpuSpec] = {g.name: g for g in (
             "bf16_flops": f"{_BW_BRIEF}: 2.25 PFLOPS BF16 dense (4.5 with sparsity)",
             "pcie_gen": f"{_B200_DS}: host links are PCIe Gen5 (the GPU itself supports Gen6)",
             "pcie_width": f"{_B200_DS}: x16",
+            "memory_latency_s": f"ASSUMPTION: no published DRAM latency of a B200 found; "
+                                f"the H100's ({_LAT_GH100})",
         },
         notes="HGX B200 part at 1000 W; the GB200 part runs faster."),
 )}
@@ -522,7 +306,7 @@ def choose_gpu(name: str | None = None, spec_file: str | Path | None = None) -> 
 # ---------------------------------------------------------------------------------------------
 _INT_FIELDS = ("sm_count", "memory_bytes", "pcie_gen", "pcie_width")
 _NUM_FIELDS = ("boost_clock_mhz", "base_clock_mhz", "memory_bandwidth", "fp32_flops",
-               "bf16_flops")
+               "bf16_flops", "memory_latency_s")
 _STR_FIELDS = ("name", "arch", "display_name", "notes")
 _REQUIRED = ("name", "arch", "sm_count", "memory_bandwidth", "fp32_flops")
 # What a real GPU can be, generously: (lowest, highest, unit). A value outside passed the
@@ -537,6 +321,7 @@ _RANGES: dict[str, tuple[float, float, str]] = {
     "memory_bandwidth": (1e6, 1e16, "bytes/s (1 MB/s to 10 PB/s)"),
     "fp32_flops": (1e6, 1e19, "FLOP/s"),
     "bf16_flops": (1e6, 1e19, "FLOP/s"),
+    "memory_latency_s": (1e-9, 1e-4, "seconds (1 ns to 100 us)"),
 }
 _ALLOWED = set(_INT_FIELDS) | set(_NUM_FIELDS) | set(_STR_FIELDS) | {"sources", "base"}
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from nvstage.errors import OccupancyError
-from nvstage.hw.gpus import ArchLimits, arch_limits
+from nvstage.hw.archs import ArchLimits, arch_limits
 
 WARPS = "warps"
 REGISTERS = "registers"

@@ -74,7 +74,7 @@ def kernel_records(build, toolkit) -> dict[str, KernelRecord]:
     instruction count and cubin size where the build's cubin is still there."""
     from nvstage.artifacts import read_regular
     from nvstage.inspect.elf import read_cubin
-    from nvstage.inspect.kernels import with_code
+    from nvstage.inspect.gather import with_code
     from nvstage.inspect.resources import build_resources
 
     out = {_key(r): r for r in build_resources(build, toolkit)}

@@ -279,7 +279,7 @@ def _collect(path: PathResult, build, *, final: bool, toolkit: Toolkit,
     ``kinds``: only stages of these kinds (the nvrtc and nvrtc+nvjitlink paths share a build).
     ``final``: whether a kernel no tool reported is linked (its cubin's numbers are whole).
     """
-    from nvstage.inspect.kernels import with_code
+    from nvstage.inspect.gather import with_code
     from nvstage.inspect.resources import stage_resources
 
     records: dict[tuple[str, str], KernelRecord] = {}

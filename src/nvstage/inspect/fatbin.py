@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage import proc
-from nvstage.artifacts import MAX_ARTIFACT_BYTES, open_regular, read_regular, shown_path, \
-    size_text
+from nvstage.artifacts import (MAX_ARTIFACT_BYTES, open_regular, read_regular, shown_path,
+                               size_text)
 from nvstage.errors import ArtifactError, InputNotFound, InputTooLarge
 from nvstage.inspect.elf import EM_CUDA, elf_machine, host_fatbins, read_cubin
 from nvstage.inspect.records import FatbinImage

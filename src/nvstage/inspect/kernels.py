@@ -22,43 +22,50 @@ from dataclasses import asdict, dataclass
 
 # -- names ----------------------------------------------------------------------------------
 
+def top_level(signature: str) -> Iterator[tuple[int, str]]:
+    """(index, character) of each character of a C++ signature outside ``<...>`` and
+    ``(...)``, the brackets that open a group included (the one scan every reader of a
+    demangled name uses: its name, qualifiers and parameter list)."""
+    depth = 0
+    for i, ch in enumerate(signature):
+        if ch in "<(":
+            if depth == 0:
+                yield i, ch
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif depth == 0:
+            yield i, ch
+
+
+def params_at(signature: str) -> int | None:
+    """Where a signature's parameter list opens: its last top-level ``(``, when the
+    signature ends with the group it opens; None when there is none."""
+    s = signature.rstrip()
+    if not s.endswith(")"):
+        return None
+    return max((i for i, ch in top_level(s) if ch == "("), default=None)
+
+
 def _without_params(demangled: str) -> str:
     """The signature up to its parameter list (the last top-level ``(...)`` group)."""
     s = demangled.strip()
-    if s.endswith(")"):
-        depth = 0
-        for i in range(len(s) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(s[i], 0)
-            if depth == 0:
-                return s[:i].strip()
-    return s
+    at = params_at(s)
+    return s if at is None else s[:at].strip()
 
 
 def qualified_name(demangled: str) -> str:
     """``void ns::scale<float>(float*, float, int)`` -> ``ns::scale<float>``: the demangled
     signature without its return type (template functions have one) and parameter list."""
     s = _without_params(demangled)
-    depth, start = 0, 0
-    for i, ch in enumerate(s):  # the return type ends at the last top-level space
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif ch == " " and depth == 0:
-            start = i + 1
+    # The return type ends at the last top-level space.
+    start = max((i + 1 for i, ch in top_level(s) if ch == " "), default=0)
     return s[start:].strip()
 
 
 def unqualified_name(name: str) -> str:
     """``ns::scale<x::y>`` -> ``scale<x::y>``: after the last "::" outside <...> and (...)."""
-    depth, start = 0, 0
-    for i, ch in enumerate(name):
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif depth == 0 and name.startswith("::", i):
-            start = i + 2
+    start = max((i + 2 for i, ch in top_level(name) if name.startswith("::", i)), default=0)
     return name[start:]
 
 
@@ -251,45 +258,3 @@ def for_arch(records: Iterable[KernelRecord], arch: str | None) -> KernelRecord:
 def select(records: Iterable[KernelRecord], wanted: str | None) -> list[KernelRecord]:
     """The records ``wanted`` names (all of them when it names none)."""
     return [r for r in records if matches(wanted, r.kernel, r.demangled)]
-
-
-def with_code(cubin: str, toolkit, records: Mapping[tuple[str, str], KernelRecord], *,
-              final: bool, size: int | None = None) -> list[KernelRecord]:
-    """The kernels of one cubin file, in the order nvdisasm lists them: each one's record from
-    ``records`` (by mangled name and arch) with its SASS instruction count and the cubin's
-    name (and ``size``); a kernel no record holds gets a record of these alone (its
-    resources None, ``final`` as given)."""
-    import os
-    from dataclasses import replace
-
-    from nvstage.inspect.elf import refine_arch
-    from nvstage.inspect.sass import disassemble
-
-    out = []
-    for k in disassemble(cubin, toolkit):
-        if not k.is_entry:  # -rdc cubins also hold device functions
-            continue
-        # The ELF cannot say "f": the cubin reads sm_100 where ptxas said sm_100f.
-        r = records.get((k.name, k.arch)) or next(
-            (v for (name, arch), v in records.items()
-             if name == k.name and refine_arch(k.arch, arch) == arch), None) \
-            or KernelRecord(k.name, k.demangled, k.arch, None, None, None, final=final)
-        out.append(replace(r, instructions=k.instruction_count,
-                           image=os.path.basename(cubin), image_size=size))
-    return out
-
-
-def kernel_records(artifact, toolkit=None, *, kernel: str | None = None) -> list[KernelRecord]:
-    """Every kernel of a ``Build`` or of an artifact (cubin, fatbin, object, executable, keep
-    folder or stages.json), per arch; only those ``kernel`` names when given. A build's
-    records join its ptxas report with cuobjdump's; a file's are cuobjdump's (no spills)."""
-    from nvstage.compiler.record import Build
-    from nvstage.inspect.resources import build_resources, resources_of
-
-    if isinstance(artifact, Build):
-        rows = build_resources(artifact, toolkit)
-    else:
-        from nvstage.compiler.toolkit import find_toolkit
-
-        rows = resources_of(artifact, toolkit or find_toolkit())
-    return select(rows, kernel)

@@ -117,19 +117,39 @@ def _strip_predicate(text: str) -> str:
     return re.sub(r"^@!?U?P[T\d]+\s+", "", text)
 
 
-def mix(instructions) -> Mix:
+def mix(instructions, weights=None) -> Mix:
     """The mix of ``instructions``: anything with ``opcode`` and ``text`` (``SassInstruction``,
-    ``LineInstruction``). Static counts: each instruction once, as the listing holds it."""
+    ``LineInstruction``). Static counts: each instruction once, as the listing holds it; with
+    ``weights`` (one per instruction: how many times it runs per thread, ``inspect.loops``),
+    dynamic counts per thread, which may be fractional."""
     counts: Counter = Counter()
     by_op: dict[str, Counter] = {}
     memory: Counter = Counter()
-    for i in instructions:
+    instructions = list(instructions)
+    if weights is None:
+        weights = [1] * len(instructions)
+    for i, w in zip(instructions, weights, strict=True):
         cls = classify(i.opcode, i.text)
-        counts[cls] += 1
-        by_op.setdefault(cls, Counter())[i.opcode] += 1
+        counts[cls] += w
+        by_op.setdefault(cls, Counter())[i.opcode] += w
         if cls in MEMORY:
-            memory[cls] += access_bits(_strip_predicate(i.text)) // 8
+            memory[cls] += w * (access_bits(_strip_predicate(i.text)) // 8)
     order = list(CLASSES) + ["other"]
     return Mix({c: counts[c] for c in order if counts[c]},
                {c: memory[c] for c in MEMORY if memory[c]},
                {c: dict(by_op[c].most_common()) for c in order if c in by_op})
+
+
+# Floating-point operations one thread's instruction performs (an FMA is two; a packed pair
+# of halves is two lanes): what a workload's declared FLOPs count.
+FLOPS = {"FFMA": 2, "FFMA32I": 2, "FADD": 1, "FADD32I": 1, "FMUL": 1, "FMUL32I": 1,
+         "FFMA2": 4, "FADD2": 2, "FMUL2": 2, "HFMA2": 4, "HFMA2_32I": 4, "HADD2": 2,
+         "HADD2_32I": 2, "HMUL2": 2, "HMUL2_32I": 2, "DFMA": 2, "DADD": 1, "DMUL": 1}
+
+
+def flops(opcode: str, text: str = "") -> int:
+    """Floating-point operations per thread of one instruction (0 for anything else, and for
+    ptxas's ``HFMA2.MMA R0, -RZ, RZ, 0, 0``, a move)."""
+    if classify(opcode, text) == "move":
+        return 0
+    return FLOPS.get(opcode, 0)

@@ -118,7 +118,8 @@ def _records(artifact, kernel: str | None, gpu, toolkit, nvcc, report: Occupancy
     from nvstage.compiler.toolkit import find_toolkit
     from nvstage.hw.gpus import parse_arch
     from nvstage.inspect.fatbin import kind_of_file
-    from nvstage.inspect.resources import build_resources, resources_of
+    from nvstage.inspect.gather import resources_of
+    from nvstage.inspect.resources import build_resources
 
     toolkit = toolkit or find_toolkit(nvcc)
     if kind_of_file(artifact) == "build":

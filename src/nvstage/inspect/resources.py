@@ -129,34 +129,6 @@ def parse_ptxas_verbose(text: str, *, arch: str | None = None, final: bool = Tru
     return out
 
 
-# The lines ptxas prints only under -v (format strings read from ptxas 13.5; "Overriding
-# maximum register limit" appears with -maxrregcount). Everything else (warnings, errors,
-# performance advisories) plain nvcc prints too.
-_VERBOSE_LINE = re.compile(
-    r"^ptxas(?:-blackwell)? info\s*: (?:\d+ bytes gmem\b|Compiling entry function '"
-    r"|Function properties for |Used \d+ registers\b|Compile time = "
-    r"|Overriding maximum register limit )"
-    r"|^(?:ptxas\s+\.)?\s+\d+ bytes stack frame, \d+ bytes spill stores, \d+ bytes spill loads"
-    r"\s*$")
-USER_VERBOSE = ("-v", "--verbose")
-
-
-def split_ptxas_stderr(text: str, *, user_verbose: bool) -> tuple[str, str]:
-    """(what the user sees, the -v report) from the stderr of a ptxas run.
-
-    ptxas runs with -v only where the plan asks for it (-Xptxas -v, --resource-usage): the
-    user sees all of it, and the report is kept in the build record too. Without their own
-    -v, every -v line is taken out (none comes from ptxas since nvstage stopped adding -v;
-    NVRTC's and nvJitLink's logs are split the same way). Pure, line by line: a stage
-    restored from the cache splits into the same record (``StageRun.tool_stderr``).
-    """
-    lines = text.splitlines(keepends=True)
-    report = "".join(line for line in lines if _VERBOSE_LINE.match(line))
-    if user_verbose:
-        return text, report
-    return "".join(line for line in lines if not _VERBOSE_LINE.match(line)), report
-
-
 _ARCH_LINE = re.compile(r"^\s*arch = (\w+)")
 _FUNC = re.compile(r"^\s*Function ([^\s:]+):\s*$")
 _KV = re.compile(r"([A-Z]+(?:\[\d+\])?):(\d+)")
@@ -216,8 +188,9 @@ def res_usage_of_cubin(data: bytes, toolkit, *, arch: str, final: bool = True,
             if r.kernel in cubin.kernels]
 
 
-def resources_of(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
-    """Per kernel and arch, for a cubin, fatbin, object or executable.
+def file_resources(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
+    """Per kernel and arch, for a cubin, fatbin, object or executable (a build folder is
+    ``gather.resources_of``'s).
 
     Numbers come from cuobjdump -res-usage on each cubin image (spills are not in it: they
     show as unknown). In an executable only the images the driver loads are used; in an -rdc
@@ -236,9 +209,8 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
         raise ArtifactError(f"{path} is PTX: it has no resource usage until ptxas compiles it",
                             hint="nvstage compile it with --cubin --resource-usage")
     if kind == "build":
-        from nvstage.compiler.record import load_build
-
-        return build_resources(load_build(path), toolkit)
+        raise ArtifactError(f"{path} is a build: its kernels are read stage by stage",
+                            hint="read it with inspect.gather.resources_of")
     images = image_bytes(path, toolkit, "cubin")
     loadable = [(im, d) for im, d in images if im.section in ("", ".nv_fatbin")]
     out: list[KernelRecord] = []

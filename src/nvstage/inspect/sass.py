@@ -156,7 +156,8 @@ def _nvdisasm(cubin: Path, toolkit, lineinfo: bool) -> str:
 
 def disassemble(path: str | os.PathLike, toolkit, *, lineinfo: bool = False,
                 declared: str | None = None) -> list[SassKernel]:
-    """SASS of every function in a cubin, or in every cubin of a fatbin, object or executable.
+    """SASS of every function in a cubin, or in every cubin of a fatbin, object or executable
+    (a build folder is ``gather.sass_of``'s).
 
     ``lineinfo``: interleave source lines (the cubin must be built with -lineinfo; without it
     there is simply no source to show). ``declared``: a cubin's arch as its build record
@@ -174,9 +175,8 @@ def disassemble(path: str | os.PathLike, toolkit, *, lineinfo: bool = False,
         raise ArtifactError(f"{path} is PTX: there is no SASS until ptxas compiles it",
                             hint="nvstage compile it with --cubin")
     if kind == "build":
-        from nvstage.compiler.record import load_build
-
-        return build_sass(load_build(path), toolkit, lineinfo=lineinfo)
+        raise ArtifactError(f"{path} is a build: its SASS is read cubin by cubin",
+                            hint="read it with inspect.gather.sass_of")
     out: list[SassKernel] = []
     stem = Path(path).name.split(".")[0]
     listed: dict[bytes, str] = {}  # nvdisasm's text by the cubin's hash: copies run it once

@@ -119,7 +119,7 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
     line view may show (relative names against ``cwd``)."""
     from nvstage.inspect.fatbin import inventory
     from nvstage.inspect.ptx import read_ptx_text
-    from nvstage.inspect.resources import resources_of
+    from nvstage.inspect.resources import file_resources
     from nvstage.inspect.sass import disassemble
 
     out: dict = {}
@@ -132,7 +132,7 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
             out["ptx_text"] = [ptx_text(text, _ptx_arch(module.target), Path(path).name,
                                         module.version)]
     if "resources" in sections and kind != "ptx":
-        out["resources"] = _filter(resources_of(path, toolkit), kernel)
+        out["resources"] = _filter(file_resources(path, toolkit), kernel)
     if "sass" in sections and kind != "ptx":
         out["sass"] = _filter(disassemble(path, toolkit, lineinfo=lineinfo), kernel,
                               key=lambda k: (k.name, k.demangled))

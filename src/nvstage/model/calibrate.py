@@ -71,7 +71,7 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
     - pcie_*_efficiency: bytes over (median copy time - latency), over the link's theoretical
       rate, for copies of 1 MiB or more;
     - dram_efficiency / compute_efficiency: from the kernels the base presets call memory- or
-      compute-bound (and above the floor), each measured time against its roofline term.
+      SM-bound (and above twice the floor), ``fit_kernels``.
 
     ``profile``: a run report's path, a loaded dict or a ``RunReport``. ``workload``: the
     workload the report measured (default: the file it names).
@@ -133,7 +133,7 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
                                    hint="calibrate with the workload the report was made from")
         by_index = {e.index: e for e in est.launches}
         kfloor = values.get("kernel_floor_s", (base.kernel_floor_s,))[0]
-        mem, cmp_ = [], []
+        pairs = []
         for op, li in zip(launch_ops, order):
             e = by_index[li]
             t = _positive(op.gpu_ns)
@@ -141,21 +141,10 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
                 raise CalibrationError(f"{origin}: operation {op.index!r:.40} is "
                                        f"{op.name!r:.80}, the workload launches "
                                        f"{e.kernel}")
-            if not t or t * 1e-9 <= 2 * kfloor:
-                continue  # too close to the floor to say anything about bandwidth
-            t *= 1e-9
-            if e.bound == "memory" and e.counts.bytes:
-                mem.append(e.counts.bytes / (t * gpu.memory_bandwidth * e.bandwidth_factor))
-            elif e.bound == "compute" and e.counts.flops:
-                cmp_.append(e.counts.flops / (t * gpu.fp32_flops * e.bandwidth_factor))
-        if mem:
-            values["dram_efficiency"] = (statistics.median(mem), len(mem),
-                                         "bytes over measured time of memory-bound kernels, "
-                                         "over datasheet bandwidth x parallelism factor")
-        if cmp_:
-            values["compute_efficiency"] = (statistics.median(cmp_), len(cmp_),
-                                            "FLOPs over measured time of compute-bound "
-                                            "kernels, over FP32 peak x parallelism factor")
+            if t and t * 1e-9 > 2 * kfloor:  # nearer the floor says nothing of the rest
+                pairs.append((e, t * 1e-9))
+        for name, (v, n, how) in fit_kernels(pairs, gpu, base).items():
+            values[name] = (v, n, how)
     else:
         notes.append("no workload for the report's launches: kernel efficiencies not fitted")
     values = {k: v for k, v in values.items() if _positive(v[0])}  # overflowed or underflowed
@@ -172,6 +161,62 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
         notes.append(f"the report was measured on {device}, the estimate is for "
                      f"{gpu.display_name}")
     return Calibration(fitted, tuple(changes), origin, device, tuple(notes))
+
+
+MEMORY_LIMITERS = ("DRAM bandwidth", "memory latency")
+
+
+def fit_kernels(pairs, gpu: GpuSpec, base: Presets = DEFAULT_PRESETS) -> dict:
+    """``dram_efficiency`` and ``compute_efficiency`` fitted to measured kernel times.
+
+    ``pairs``: (``LaunchEstimate``, measured seconds), one per launch measured (or one per
+    launch entry with the seconds of all its repeats), the estimates made with ``base``.
+    Memory-limited launches fit the DRAM efficiency so that their DRAM + latency times add up
+    to the measured ones (the latency part is the GPU's published figure, kept); SM-limited
+    launches (issue, a pipe, shared memory) fit the compute efficiency so that their bound
+    adds up to the measured times. Sums, not a median: a workload known only by its kernel sum
+    fits the same way (``fit_kernel_sum``). Returns name -> (value, launches, how); a family
+    with nothing to fit is left out.
+    """
+    out = {}
+    mem = [(e, t, k) for e, t, k in _weighted(pairs) if e.limiter in MEMORY_LIMITERS
+           and e.counts.bytes]
+    if mem:
+        nbytes = sum(e.counts.bytes * k for e, _, k in mem)
+        latency = sum(e.bounds.time("memory latency") * k for e, _, k in mem)
+        measured = sum(t for _, t, _ in mem)
+        if measured > latency:
+            out["dram_efficiency"] = (
+                nbytes / ((measured - latency) * gpu.memory_bandwidth), len(mem),
+                "bytes over (measured time less the latency bound) of memory-limited kernels, "
+                "over the datasheet bandwidth")
+    core = [(e, t, k) for e, t, k in _weighted(pairs)
+            if e.limiter not in MEMORY_LIMITERS + ("launch floor",)]
+    if core:
+        at_one = sum(e.bounds.seconds * base.compute_efficiency * k for e, _, k in core)
+        measured = sum(t for _, t, _ in core)
+        out["compute_efficiency"] = (at_one / measured, len(core),
+                                     "the SM-bound kernels' bound at the guide's peak over "
+                                     "their measured time")
+    return out
+
+
+def _weighted(pairs):
+    """(estimate, measured seconds, launches the seconds cover): a pair is one launch unless
+    it says how many (a third item)."""
+    for p in pairs:
+        yield (p[0], p[1], p[2] if len(p) > 2 else 1)
+
+
+def fit_kernel_sum(e: Estimate, kernel_s: float, base: Presets = DEFAULT_PRESETS) -> dict:
+    """``fit_kernels`` for a workload known only by its measured kernel sum (``kernel_s``, one
+    repetition): fitted only when every launch has one limiter family (memory, or the SM), as
+    the sum then says something of that family alone."""
+    families = {e_.limiter in MEMORY_LIMITERS for e_ in e.launches}
+    if len(families) != 1:
+        return {}
+    return fit_kernels([(x, kernel_s * x.t_kernel_s * x.repeat / e.kernel_s, x.repeat)
+                        for x in e.launches], e.gpu, base)
 
 
 def _positive(v) -> float | None:

@@ -12,6 +12,10 @@ workload unchanged::
     reads = ["x"]                 # buffers read once in full ...
     writes = { t1 = "n / 2" }     # ... or { buffer = "elements" } for part of one
     flops = "n"                   # floating-point operations of one launch (an expression)
+    trips = "k / 32"              # optional: how many times each loop of the kernel runs per
+                                  # thread, or a list with one per loop (in SASS order)
+    instructions = { fp32 = "2 * k" }  # optional: instructions per thread as the kernel runs,
+                                  # per class of inspect.mix, instead of the SASS's counts
 
 A workload file may also carry the same keys in a ``[model]`` table; this reader takes it out
 before the workload is parsed (``nvstage run`` does not accept that table yet).
@@ -33,7 +37,8 @@ from nvstage.run.workload.reader import read_toml
 from nvstage.run.workload.spec import DTYPES
 
 HOST_MEMORY = ("pinned", "pageable")
-_LAUNCH_KEYS = ("kernel", "reads", "writes", "flops")
+_LAUNCH_KEYS = ("kernel", "reads", "writes", "flops", "trips", "instructions")
+MAX_LOOPS = 64  # trip counts one launch may list
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class LaunchCost:
     reads: tuple[Touch, ...]
     writes: tuple[Touch, ...]
     flops: str | int | float
+    trips: tuple[str | int | float, ...] | str | int | float | None = None
+    instructions: tuple[tuple[str, str | int | float], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,8 @@ class LaunchCounts:
     reads: tuple[tuple[str, int], ...]  # (buffer, bytes)
     writes: tuple[tuple[str, int], ...]
     flops: float
+    trips: tuple[float, ...] | float | None = None  # None: not declared
+    instructions: dict | None = None  # class -> per thread, where declared
 
     @property
     def bytes_read(self) -> int:
@@ -84,7 +93,9 @@ class LaunchCounts:
         return {"index": self.index, "kernel": self.kernel, "repeat": self.repeat,
                 "reads": dict(self.reads), "writes": dict(self.writes),
                 "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
-                "flops": self.flops}
+                "flops": self.flops,
+                "trips": list(self.trips) if isinstance(self.trips, tuple) else self.trips,
+                "instructions": self.instructions}
 
 
 def cost_path_for(workload_path: str | Path) -> Path:
@@ -175,8 +186,48 @@ def cost_from_dict(data: Any, w: Workload, *, origin: str) -> CostSpec:
             raise err("must be a number or an expression", f"{where} flops")
         if _number(flops, values, err, f"{where} flops") < 0:
             raise err("cannot be negative", f"{where} flops")
-        out.append(LaunchCost(lz.kernel, touches["reads"], touches["writes"], flops))
+        trips = _trips(t.get("trips"), values, err, f"{where} trips")
+        declared = _instructions(t.get("instructions"), values, err, f"{where} instructions")
+        out.append(LaunchCost(lz.kernel, touches["reads"], touches["writes"], flops, trips,
+                              declared))
     return CostSpec(tuple(out), host, origin)
+
+
+def _trips(v, values, err, where: str):
+    """A loop trip count (or a list of them): numbers or expressions, each at least 0."""
+    if v is None:
+        return None
+    many = isinstance(v, list)
+    items = v if many else [v]
+    if many and not 1 <= len(items) <= MAX_LOOPS:
+        raise err(f"a list of 1 to {MAX_LOOPS} trip counts, not {len(items)}", where)
+    for x in items:
+        if isinstance(x, bool) or not isinstance(x, (int, float, str)):
+            raise err("a trip count is a number or an expression", where,
+                      hint='e.g. trips = "k / 32", or trips = ["n / (blocks * block)", 8]')
+        if _number(x, values, err, where) < 0:
+            raise err("a trip count cannot be negative", where)
+    return tuple(items) if many else v
+
+
+def _instructions(v, values, err, where: str):
+    """Instructions per thread per class, declared: {class = number or expression}."""
+    from nvstage.inspect.mix import CLASSES
+
+    if v is None:
+        return None
+    if not isinstance(v, Mapping) or not v:
+        raise err('a table of instruction classes, e.g. instructions = { fp32 = "2 * k" }',
+                  where)
+    for cls, x in v.items():
+        if cls not in CLASSES and cls != "other":
+            raise err(f"no instruction class {cls!r}", where,
+                      hint=f"classes: {', '.join(list(CLASSES) + ['other'])}")
+        if isinstance(x, bool) or not isinstance(x, (int, float, str)):
+            raise err("a count is a number or an expression", f"{where}.{cls}")
+        if _number(x, values, err, f"{where}.{cls}") < 0:
+            raise err("a count cannot be negative", f"{where}.{cls}")
+    return tuple(v.items())
 
 
 def _touches(v, names: set[str], passed: set[str], err, where: str) -> tuple[Touch, ...]:
@@ -229,10 +280,17 @@ def launch_counts(w: Workload, spec: CostSpec) -> list[LaunchCounts]:
                 return w.element_count(b, values) * size
             return int(eval_int_expr(t.elements, values)) * size
 
+        trips = c.trips
+        if trips is not None:
+            trips = (tuple(float(eval_int_expr(x, values)) for x in trips)
+                     if isinstance(trips, tuple) else float(eval_int_expr(trips, values)))
+        declared = None
+        if c.instructions is not None:
+            declared = {k: float(eval_int_expr(x, values)) for k, x in c.instructions}
         out.append(LaunchCounts(i, lz.kernel, lz.repeat,
                                 tuple((t.buffer, nbytes(t)) for t in c.reads),
                                 tuple((t.buffer, nbytes(t)) for t in c.writes),
-                                float(eval_int_expr(c.flops, values))))
+                                float(eval_int_expr(c.flops, values)), trips, declared))
     return out
 
 

@@ -3,23 +3,21 @@
 Every figure here is an ESTIMATE, built from:
 
 - the workload (``nvstage.run.workload``) and its per-launch counts (``nvstage.model.costfile``):
-  bytes read and written, FLOPs, launch dimensions, copies;
-- the GPU's datasheet figures (``nvstage.hw.gpus.GpuSpec``);
-- the kernels' real resources (registers, shared memory, barriers from ptxas and cuobjdump,
-  after compiling the workload through the nvstage pipeline) and so their theoretical
-  occupancy (``nvstage.hw.occupancy``);
-- a few presets, each with its source, which ``nvstage.model.calibrate`` refits from a
-  measured run.
+  bytes read and written, FLOPs, loop trip counts, launch dimensions, copies;
+- the GPU's figures (``nvstage.hw``): datasheet bandwidth, SMs and clock, a published memory
+  latency, the Programming Guide's per-SM throughput per instruction class;
+- the kernels as compiled (``nvstage.model.compiled``): their real resources and so their
+  theoretical occupancy, and their SASS: the instruction mix per thread and the global loads
+  each warp keeps in flight (``nvstage.inspect.inflight``);
+- a few presets, each with its source (``nvstage.model.presets``), which
+  ``nvstage.model.calibrate`` refits from a measured run.
 
 The rules, per term:
 
 - launch: each launch costs the host ``launch_cost_s``.
-- kernel: roofline, max(bytes / achieved bandwidth, FLOPs / achieved FLOP rate, floor).
-  Achieved bandwidth = datasheet bandwidth x ``dram_efficiency`` x parallelism factor, where
-  (HEURISTIC) the parallelism factor is min(1, resident warps / (SMs x max warps) /
-  ``occupancy_knee``): a kernel keeps the memory system busy only with enough warps in
-  flight; below the knee, achieved bandwidth is taken to fall in proportion. Resident warps
-  count both the theoretical occupancy per SM and grids too small to fill every SM.
+- kernel: per launch, a bound for each limiter (``nvstage.model.bounds``: DRAM, memory latency,
+  issue, each pipe, shared memory, waves and tail, the launch floor); the estimate is the
+  largest of DRAM + latency and the others, and the limiter is named with its numbers.
 - transfer: ``copy_latency_s`` + bytes / (PCIe per-direction bandwidth x efficiency for
   pinned or pageable host memory).
 - sequential T: the sum. Pipelined (one stream, as ``nvstage run --mode pipelined``): the host
@@ -30,185 +28,21 @@ The rules, per term:
 
 from __future__ import annotations
 
-import math
-from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 
 from nvstage.errors import MissingCounts, ModelError
 from nvstage.hw.gpus import GpuSpec
 from nvstage.inspect.kernels import KernelRecord
+from nvstage.model.bounds import KernelBounds, LaunchShape, Machine, kernel_bounds
+from nvstage.model.compiled import LaunchFacts, kernel_code, kernel_facts, kernel_resources
 from nvstage.model.costfile import CostSpec, LaunchCounts, intermediates, launch_counts
-from nvstage.run.prepare import Prepared, prepare
+from nvstage.model.kernelcode import DynamicCode, declared_code, finite
+from nvstage.model.presets import DEFAULT_PRESETS, Presets
 from nvstage.run.workload import Workload
 
 LABEL = "estimate"
-_PR1959 = "https://github.com/NVIDIA/cuda-python/pull/1959"
-_H200 = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/h200)"
 
-
-# ---------------------------------------------------------------------------------------
-# Presets
-# ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Presets:
-    """The model's free parameters. Defaults carry a source each (``PRESET_SOURCES``)."""
-
-    launch_cost_s: float = 3.1e-6
-    kernel_floor_s: float = 1.0e-6
-    dram_efficiency: float = 4.3 / 4.8
-    compute_efficiency: float = 1.0
-    occupancy_knee: float = 0.5
-    pcie_pinned_efficiency: float = 25.7 / 31.5
-    pcie_pageable_efficiency: float = 10.0 / 31.5
-    copy_latency_s: float = 0.5e-6
-    sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
-
-    def source(self, name: str) -> str:
-        return self.sources.get(name) or PRESET_SOURCES[name]
-
-    def names(self) -> list[str]:
-        return [f.name for f in fields(self) if f.name != "sources"]
-
-    def to_json(self) -> dict:
-        return {n: {"value": getattr(self, n), "source": self.source(n)} for n in self.names()}
-
-
-PRESET_SOURCES = {
-    "launch_cost_s": f"host time of one cuLaunchKernel from Python cuda.bindings, about 3.1 us "
-                     f"(C++ about 1.6 us, 16 arguments), NVIDIA/cuda-python {_PR1959}",
-    "kernel_floor_s": "ASSUMPTION: about 1 us of GPU time for an empty kernel on recent "
-                      "NVIDIA GPUs; nvstage run --profile measures it (noise floor)",
-    "dram_efficiency": f"4.8 TB/s from the {_H200}; 4.3 TB/s is a device-to-device copy "
-                       "measured on one H200 (unpublished: an ASSUMPTION), applied to every "
-                       "GPU; --calibrate fits it",
-    "compute_efficiency": "none published for plain FP32 kernels: the roofline peak, not "
-                          "derated (an upper bound on speed); --calibrate fits it",
-    "occupancy_knee": "HEURISTIC, not a measured figure: below half the SM's warps, achieved "
-                      "bandwidth is taken to fall in proportion (CUDA C++ Best Practices "
-                      "Guide: low occupancy hinders hiding memory latency)",
-    "pcie_pinned_efficiency": "ASSUMPTION: pinned copies reach about 80% of the PCIe link "
-                              "(25.7 of 31.5 GB/s, Gen4 x16, as once measured on a DGX A100; "
-                              "source not published); --calibrate fits it",
-    "pcie_pageable_efficiency": "ASSUMPTION: pageable copies about 10 of 31.5 GB/s (Gen4 x16), "
-                                "far below pinned (CUDA C++ Best Practices Guide, pinned "
-                                "memory); --calibrate fits it",
-    "copy_latency_s": "ASSUMPTION: about 0.5 us of GPU time for a tiny host-to-device copy; "
-                      "nvstage run --profile measures it (noise floor, 4-byte copy)",
-}
-DEFAULT_PRESETS = Presets()
-
-
-# ---------------------------------------------------------------------------------------
-# The kernels' real resources
-# ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class LaunchFacts:
-    """One launch entry: its kernel's record (resources from ptxas and cuobjdump) with the
-    launch's dimensions and the theoretical occupancy they give."""
-
-    kernel: str  # as the workload names it
-    record: KernelRecord
-    shared_dynamic: int
-    block_size: int
-    grid_blocks: int
-    occupancy: float  # theoretical, 0..1
-    active_blocks_per_sm: int
-    warps_per_block: int
-    limiters: tuple[str, ...]
-
-    symbol = property(lambda self: self.record.kernel)
-    registers = property(lambda self: self.record.registers)
-    spill_stores = property(lambda self: self.record.spill_stores)
-    spill_loads = property(lambda self: self.record.spill_loads)
-    spill_bytes = property(lambda self: self.record.spill_bytes)
-    shared_static = property(lambda self: self.record.shared_bytes)
-    barriers = property(lambda self: self.record.barriers or 0)
-    resource_source = property(lambda self: self.record.source)
-
-    def to_json(self) -> dict:
-        return {"kernel": self.kernel, "symbol": self.symbol, "registers": self.registers,
-                "spill_stores": self.spill_stores, "spill_loads": self.spill_loads,
-                "shared_static": self.shared_static, "shared_dynamic": self.shared_dynamic,
-                "barriers": self.barriers, "block_size": self.block_size,
-                "grid_blocks": self.grid_blocks, "occupancy": self.occupancy,
-                "active_blocks_per_sm": self.active_blocks_per_sm,
-                "warps_per_block": self.warps_per_block, "limiters": list(self.limiters),
-                "resource_source": self.resource_source}
-
-
-# Compiled resources of the last few (code, file stamp, arch, toolkit): an estimate, a
-# comparison and a calibration estimate the same workload more than once in one process.
-# Bounded, so a long-lived process (a notebook, the test session) keeps only the latest.
-_RESOURCES_KEPT = 32
-_resources_memo: OrderedDict[tuple, Prepared] = OrderedDict()
-
-
-def _prepared(w: Workload, arch: str, toolkit) -> Prepared:
-    import os
-
-    code = w.code
-    key = (code.kind, code.path, os.stat(code.path).st_mtime_ns, code.ptx, code.stop,
-           code.defines, code.include_dirs, arch, toolkit)
-    prep = _resources_memo.get(key)
-    if prep is None:
-        prep = prepare(w, arch, toolkit=toolkit, resources=True)
-        _resources_memo[key] = prep
-        while len(_resources_memo) > _RESOURCES_KEPT:
-            _resources_memo.popitem(last=False)
-    _resources_memo.move_to_end(key)
-    return prep
-
-
-def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, KernelRecord]:
-    """Compile the workload's code for ``arch`` (``nvstage.run.prepare``: resources from ptxas
-    -v and cuobjdump), validate every launch against the kernels' parameter lists, and map
-    each launched kernel name to its ``KernelRecord`` (``inspect.kernels``: named as
-    ``show --kernel`` names it, the final record where an -rdc build has two)."""
-    from nvstage.errors import ArtifactError
-    from nvstage.inspect.kernels import KernelNames, final_rows
-    from nvstage.run.workload.validate import raise_on_errors, validate
-
-    prep = _prepared(w, arch, toolkit)
-    raise_on_errors(validate(w, prep.sigs))
-    records = KernelNames(final_rows(prep.resources or []))
-    symbols = prep.mangled()
-    out = {}
-    for lz in w.launches:
-        symbol = symbols.get(lz.kernel, lz.kernel)
-        if symbol not in records:
-            raise ArtifactError(f"no resource usage for kernel {lz.kernel} ({symbol}) on {arch}",
-                                hint="is the kernel compiled for this arch?")
-        out[lz.kernel] = records[symbol]
-    return out
-
-
-def kernel_facts(w: Workload, arch: str, resources: Mapping[str, KernelRecord]
-                 ) -> list[LaunchFacts]:
-    from nvstage.hw.occupancy import occupancy
-
-    values = w.param_values()
-    out = []
-    for i, lz in enumerate(w.launches):
-        r = resources[lz.kernel]
-        d = w.dims(i, values)
-        block = math.prod(d["block"])
-        occ = occupancy(arch, block_size=block, registers=r.registers,
-                        shared_static=r.shared_bytes, shared_dynamic=d["shared"],
-                        barriers=r.barriers or 0)
-        out.append(LaunchFacts(
-            kernel=lz.kernel, record=r, shared_dynamic=d["shared"], block_size=block,
-            grid_blocks=math.prod(d["grid"]), occupancy=occ.occupancy,
-            active_blocks_per_sm=occ.active_blocks, warps_per_block=occ.warps_per_block,
-            limiters=occ.limiters))
-    return out
-
-
-# ---------------------------------------------------------------------------------------
-# The estimate
-# ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class LaunchEstimate:
@@ -217,27 +51,25 @@ class LaunchEstimate:
     repeat: int
     counts: LaunchCounts
     facts: LaunchFacts
-    parallelism: float  # resident warps / GPU max warps, 0..1
-    bandwidth_factor: float  # the heuristic factor on achieved bandwidth, 0..1
-    bandwidth: float  # bytes/s achieved (estimate)
-    flop_rate: float  # FLOP/s achieved (estimate)
-    t_memory_s: float
-    t_compute_s: float
-    t_kernel_s: float  # one launch
-    t_kernel_full_occupancy_s: float  # the same with the bandwidth factor at 1
-    bound: str  # "memory" | "compute" | "floor"
+    code: DynamicCode | None  # None: no SASS to read (a PTX workload)
+    bounds: KernelBounds
     t_launch_s: float  # one launch
+
+    @property
+    def t_kernel_s(self) -> float:  # one launch
+        return self.bounds.seconds
+
+    @property
+    def limiter(self) -> str:
+        return self.bounds.limiter
 
     def to_json(self) -> dict:
         return {
             "index": self.index, "kernel": self.kernel, "repeat": self.repeat,
             "counts": self.counts.to_json(), "resources": self.facts.to_json(),
-            "parallelism": self.parallelism, "bandwidth_factor": self.bandwidth_factor,
-            "bandwidth_Bps": self.bandwidth, "flop_rate": self.flop_rate,
-            "t_memory_s": self.t_memory_s, "t_compute_s": self.t_compute_s,
-            "t_kernel_s": self.t_kernel_s,
-            "t_kernel_full_occupancy_s": self.t_kernel_full_occupancy_s,
-            "bound": self.bound, "t_launch_s": self.t_launch_s, "label": LABEL,
+            "code": self.code.to_json() if self.code else None,
+            "bounds": self.bounds.to_json(), "limiter": self.limiter,
+            "t_kernel_s": self.t_kernel_s, "t_launch_s": self.t_launch_s, "label": LABEL,
         }
 
 
@@ -319,10 +151,12 @@ class Estimate:
             "gpu": {"name": self.gpu.name, "display_name": self.gpu.display_name,
                     "arch": self.gpu.arch, "memory_bandwidth_Bps": self.gpu.memory_bandwidth,
                     "fp32_flops": self.gpu.fp32_flops, "sm_count": self.gpu.sm_count,
+                    "boost_clock_mhz": self.gpu.boost_clock_mhz,
+                    "memory_latency_s": self.gpu.memory_latency_s,
                     "pcie_bandwidth_Bps": self.gpu.pcie_bandwidth,
                     "sources": {k: self.gpu.source(k) for k in (
-                        "memory_bandwidth", "fp32_flops", "sm_count", "pcie_gen",
-                        "pcie_width")}},
+                        "memory_bandwidth", "fp32_flops", "sm_count", "boost_clock_mhz",
+                        "memory_latency_s", "pcie_gen", "pcie_width")}},
             "presets": self.presets.to_json(),
             "units": "s",
             "definition": "T = sum launch (host) + sum kernel (GPU) + sum transfer (GPU), "
@@ -355,15 +189,42 @@ def require_figures(gpu: GpuSpec) -> None:
                               "a spec file with --gpu-spec (base = \"h100\" to start from one)")
 
 
+def machine(gpu: GpuSpec, presets: Presets) -> Machine:
+    """The GPU and the presets as the kernel bounds read them."""
+    from nvstage.hw.pipes import sm_throughput
+
+    sm = sm_throughput(gpu.arch)
+    eff = presets.compute_efficiency
+    pipes = {c: sm.warp_instructions_per_clock(c) * eff for c in sm.results_per_clock}
+    return Machine(
+        sms=gpu.sm_count, clock_hz=gpu.boost_clock_mhz * 1e6 if gpu.boost_clock_mhz else None,
+        bandwidth=gpu.memory_bandwidth * presets.dram_efficiency,
+        latency_s=gpu.memory_latency_s, issue_per_clock=sm.issue_per_clock * eff,
+        pipe_per_clock=pipes, shared_bytes_per_clock=sm.shared_bytes_per_clock * eff,
+        floor_s=presets.kernel_floor_s, warp_size=gpu.limits.warp_size)
+
+
+def launch_shape(c: LaunchCounts, f: LaunchFacts, code: DynamicCode | None) -> LaunchShape:
+    return LaunchShape(
+        blocks=f.grid_blocks, warps_per_block=f.warps_per_block,
+        blocks_per_sm=f.active_blocks_per_sm, dram_bytes=c.bytes,
+        round_trips=code.round_trips if code else 0.0,
+        loads_per_trip=code.loads_per_trip if code else 0.0,
+        bytes_per_load=code.bytes_per_load if code else 0.0,
+        instructions=code.instructions if code else 0.0,
+        pipes=dict(code.pipes) if code else {}, shared_bytes=code.shared_bytes if code else 0.0)
+
+
 def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
-             resources: Mapping[str, KernelRecord] | None = None, toolkit=None) -> Estimate:
+             resources: Mapping[str, KernelRecord] | None = None, code=None,
+             toolkit=None) -> Estimate:
     """Estimate one repetition of ``workload`` (a path or a ``Workload``) on ``gpu``.
 
     ``cost``: the per-launch counts, a ``CostSpec`` or a cost file's path (default: the cost
     file beside the workload). ``calibration``: a ``Calibration`` or ``Presets`` replacing
     the default presets, or a measured run report (``nvstage run --profile --json FILE``)
-    to fit them to. ``resources``: kernel name -> ``KernelRecord`` (compiled here when not
-    given).
+    to fit them to. ``resources``: kernel name -> ``KernelRecord``; ``code``: kernel name ->
+    ``KernelCode`` or None (both compiled here when not given).
     """
     from nvstage.model.costfile import load_model_input
 
@@ -380,37 +241,65 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
         cost = cost or found
     else:
         w, cost = load_model_input(workload, cost)
+    if toolkit is None and (resources is None or code is None):
+        from nvstage.compiler.toolkit import find_toolkit
+
+        toolkit = find_toolkit()
     calibration = fitted(calibration, gpu, toolkit)
     presets = _presets(calibration)
     if resources is None:
         resources = kernel_resources(w, gpu.arch, toolkit=toolkit)
+    if code is None:
+        code = kernel_code(w, gpu.arch, toolkit=toolkit)
     facts = kernel_facts(w, gpu.arch, resources)
     counts = launch_counts(w, cost)
-    lim = gpu.limits
-    gpu_warps = gpu.sm_count * lim.max_warps_per_sm
+    m = machine(gpu, presets)
     launches = []
-    notes = []
+    notes: list[str] = []
     for c, f in zip(counts, facts):
-        resident_blocks = min(f.grid_blocks, gpu.sm_count * f.active_blocks_per_sm)
-        parallelism = resident_blocks * f.warps_per_block / gpu_warps
-        factor = min(1.0, parallelism / presets.occupancy_knee)
-        if factor <= 0:
+        if f.active_blocks_per_sm <= 0:
             raise ModelError(f"kernel {f.kernel} cannot launch on {gpu.arch} with its "
                              f"resources (block {f.block_size}, {f.registers} registers)")
-        bw = gpu.memory_bandwidth * presets.dram_efficiency
-        rate = gpu.fp32_flops * presets.compute_efficiency
-        t_mem = c.bytes / (bw * factor)
-        t_cmp = c.flops / (rate * factor)
-        t = max(t_mem, t_cmp, presets.kernel_floor_s)
-        t_full = max(c.bytes / bw, c.flops / rate, presets.kernel_floor_s)
-        bound = ("floor" if t == presets.kernel_floor_s and presets.kernel_floor_s > max(
-            t_mem, t_cmp) else "memory" if t_mem >= t_cmp else "compute")
-        launches.append(LaunchEstimate(
-            c.index, c.kernel, c.repeat, c, f, parallelism, factor, bw * factor, rate * factor,
-            t_mem, t_cmp, t, t_full, bound, presets.launch_cost_s))
+        kc = code.get(c.kernel)
+        dyn = None
+        if kc is not None:
+            threads = f.grid_blocks * f.block_size
+            try:
+                dyn = kc.dynamic(c.trips, flops_per_thread=c.flops / threads if threads else 0,
+                                 declared=c.instructions)
+            except ValueError as e:  # a list of trips that does not fit the loops
+                raise ModelError(f"kernel {c.kernel}: {e} in its SASS",
+                                 hint="give one trip count for every loop, or one per loop "
+                                      "in the order nvstage model --json lists them "
+                                      "(per_launch[].code.loops)") from None
+            if not finite(dyn):
+                raise ModelError(f"kernel {c.kernel}: its trip counts multiply past any "
+                                 "number over its nested loops",
+                                 hint="give each loop's own trip count (trips = [...])")
+            if dyn.trips_source.startswith("unknown"):
+                notes.append(f"{c.kernel}: loop trip counts {dyn.trips_source}")
+            if dyn.classes.get("tensor"):
+                notes.append(f"{c.kernel}: tensor-core instructions take issue slots only "
+                             "here (their pipe is not modelled)")
+        elif c.instructions:
+            dyn = declared_code(c.instructions)
+            notes.append(f"{c.kernel}: no SASS for {gpu.arch} read: its declared "
+                         "instructions, no latency bound")
+        else:
+            notes.append(f"{c.kernel}: no SASS for {gpu.arch} read (a PTX workload, or code "
+                         "nvdisasm could not read or too large to walk): DRAM and the floor "
+                         "only")
+        b = kernel_bounds(launch_shape(c, f, dyn), m)
+        launches.append(LaunchEstimate(c.index, c.kernel, c.repeat, c, f, dyn, b,
+                                       presets.launch_cost_s))
         if f.spill_stores:
             notes.append(f"{f.kernel} spills {f.spill_stores} bytes per thread (stores): the "
                          "spill traffic is not in the byte count")
+    if m.clock_hz is None:
+        notes.append(f"{gpu.name} has no published clock: no issue, pipe or shared-memory "
+                     "bound")
+    if gpu.memory_latency_s is None:
+        notes.append(f"{gpu.name} has no memory latency figure: no latency bound")
     eff = (presets.pcie_pinned_efficiency if cost.host_memory == "pinned"
            else presets.pcie_pageable_efficiency)
     link = gpu.pcie_bandwidth * eff
@@ -426,11 +315,8 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
     iw = sum(b for c in counts for n, b in c.writes if n in inter for _ in range(c.repeat))
     ir = sum(b for c in counts for n, b in c.reads if n in inter for _ in range(c.repeat))
     pipelined, bound = _pipelined(w, launches, transfers)
-    if any(e.bound == "floor" for e in launches):
-        notes.append("kernels marked 'floor' are shorter than an empty kernel: their time is "
-                     "the kernel floor preset")
     return Estimate(w.name, w.file, gpu, presets, tuple(launches), tuple(transfers), inter,
-                    iw, ir, pipelined, bound, tuple(notes),
+                    iw, ir, pipelined, bound, tuple(dict.fromkeys(notes)),
                     calibration=None if isinstance(calibration, Presets) else calibration)
 
 

@@ -13,15 +13,12 @@ Timestamps are microseconds from the build's first command.
 from __future__ import annotations
 
 from nvstage.inspect.build_view import BuildView, StageTime, first_free_rows
+from nvstage.report.units import trace_us
 
 BUILD_PID = 1
 # Rows for a command's parallel stages: its row's id plus this times the stage row.
 PARALLEL_TID = 10_000
 MAX_COMMAND_CHARS = 1000  # the command an event carries (the report has it whole)
-
-
-def _us(seconds: float) -> float:
-    return round(seconds * 1e6, 3)
 
 
 def stage_rows(stages: list[StageTime]) -> list[int]:
@@ -51,8 +48,8 @@ def chrome_build_trace(view: BuildView) -> dict:
         tid = u.lane + 1
         thread(tid, f"slot {tid}")
         events.append({
-            "name": u.name, "cat": f"command,{u.state}", "ph": "X", "ts": _us(u.start),
-            "dur": _us(u.seconds), "pid": BUILD_PID, "tid": tid,
+            "name": u.name, "cat": f"command,{u.state}", "ph": "X", "ts": trace_us(u.start),
+            "dur": trace_us(u.seconds), "pid": BUILD_PID, "tid": tid,
             "args": {"source": u.source, "output": u.output, "status": u.status,
                      "hit": u.hit, "reason": u.reason, "process": u.pid,
                      "kernels": len(u.kernels),
@@ -65,7 +62,7 @@ def chrome_build_trace(view: BuildView) -> dict:
                 thread(stid, f"slot {tid}: parallel stages {row + 1}")
             events.append({
                 "name": s.label, "cat": f"stage,{s.kind}" + (",cached" if s.cached else ""),
-                "ph": "X", "ts": _us(s.start), "dur": _us(s.seconds), "pid": BUILD_PID,
+                "ph": "X", "ts": trace_us(s.start), "dur": trace_us(s.seconds), "pid": BUILD_PID,
                 "tid": stid, "args": {"unit": u.name, "stage": s.index, "cached": s.cached}})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"record": view.folder, "started_unix": view.started,

@@ -23,7 +23,7 @@ from nvstage.report.lines_html import kernel_view
 from nvstage.report.page import BASE_CSS, cards, clip, esc, page
 from nvstage.report.run_charts import decomposition_svg, run_report, trace_svg
 from nvstage.report.stage_charts import gantt_svg, restored, stage_graph_svg, wall_words
-from nvstage.report.units import fmt_bytes, fmt_time
+from nvstage.report.units import fmt_bytes, fmt_time, fmt_us
 from nvstage.run.document import RunReport
 
 # Long listings are cut so the page stays quick to open; the kept file has the rest.
@@ -320,7 +320,7 @@ def _nav(inp: ReportInputs) -> str:
 
 
 def _us(ns: float | None) -> str:
-    return "" if ns is None else fmt_time(ns * 1e-9, "us", digits=3, suffix=False)
+    return "" if ns is None else fmt_us(ns=ns, digits=3)
 
 
 @dataclass

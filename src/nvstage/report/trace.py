@@ -11,16 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nvstage.run.decompose import Decomposition
+from nvstage.report.units import trace_us
 from nvstage.run.results import Span, Timeline
 
 HOST_PID, GPU_PID, BASELINE_PID = 1, 2, 3
 LAUNCH_TID, COPY_CALL_TID = 1, 2
 KERNEL_TID, COPY_TID = 1, 2
 BASELINE_TID = 1
-
-
-def _us(ns: float) -> float:
-    return round(ns / 1000.0, 3)
 
 
 def _meta(pid: int, tid: int | None, kind: str, name: str) -> dict:
@@ -31,8 +28,8 @@ def _meta(pid: int, tid: int | None, kind: str, name: str) -> dict:
 
 
 def _complete(span: Span, pid: int, tid: int, cat: str) -> dict:
-    return {"name": span.name, "cat": cat, "ph": "X", "ts": _us(span.start_ns),
-            "dur": _us(span.dur_ns), "pid": pid, "tid": tid,
+    return {"name": span.name, "cat": cat, "ph": "X", "ts": trace_us(ns=span.start_ns),
+            "dur": trace_us(ns=span.dur_ns), "pid": pid, "tid": tid,
             "args": {"op": span.op_index, "kind": span.kind, **span.args}}
 
 
@@ -94,7 +91,7 @@ def flow_events(host: Sequence[Span], gpu: Sequence[Span]) -> list[dict]:
         if k is None:
             continue
         out.append({"name": "launch", "cat": "flow", "ph": "s", "id": flow_id,
-                    "ts": _us(h.start_ns), "pid": HOST_PID, "tid": LAUNCH_TID})
+                    "ts": trace_us(ns=h.start_ns), "pid": HOST_PID, "tid": LAUNCH_TID})
         out.append({"name": "launch", "cat": "flow", "ph": "f", "bp": "e", "id": flow_id,
-                    "ts": _us(k.start_ns), "pid": GPU_PID, "tid": KERNEL_TID})
+                    "ts": trace_us(ns=k.start_ns), "pid": GPU_PID, "tid": KERNEL_TID})
     return out

@@ -1,5 +1,5 @@
 """Human units for sizes and times (pure): the one byte formatter and the one time formatter
-every renderer uses."""
+every renderer uses, with its two fixed forms (a "us" column, a trace's microseconds)."""
 
 from __future__ import annotations
 
@@ -53,3 +53,14 @@ def fmt_time(seconds: float | None, unit: str | None = None, *, digits: int | No
         text = f"{seconds / _SCALE[unit]:{plus}.{places}f}"
     return f"{text} {unit}" if suffix else text
 
+
+def fmt_us(seconds: float | None = None, digits: int = 2, *, ns: float | None = None) -> str:
+    """A time in a column whose header says "us": the number alone, ``digits`` decimals;
+    None reads "-". ``ns``: the time given in nanoseconds instead (a run's figures)."""
+    return fmt_time(seconds if ns is None else ns * 1e-9, "us", digits=digits, suffix=False)
+
+
+def trace_us(seconds: float = 0.0, *, ns: float | None = None) -> float:
+    """A time as a trace event's ``ts`` or ``dur`` (the Chrome trace format counts
+    microseconds), to the nanosecond. ``ns``: the time given in nanoseconds instead."""
+    return round(ns / 1000.0, 3) if ns is not None else round(seconds * 1e6, 3)

@@ -120,7 +120,9 @@ class DecompositionFigures:
         medians = {}
         for term in TERMS:
             m = _median(dec.get(f"{term}_ns"))
-            if m is not None:
+            # A time cannot be negative (a crafted report's was drawn as a bar and failed);
+            # only the overlap credit, T minus the wall, may be.
+            if m is not None and (m >= 0 or term == "overlap"):
                 medians[term] = m
         ops = dec.get("operations")
         floor = dec.get("noise_floor") if isinstance(dec.get("noise_floor"), Mapping) else {}

@@ -102,7 +102,7 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
     rows = None
     if resources:
         from nvstage.compiler.toolkit import find_toolkit
-        from nvstage.inspect.resources import resources_of
+        from nvstage.inspect.gather import resources_of
 
         rows = [r for r in resources_of(code.path, toolkit or find_toolkit()) if r.arch == arch]
     return Prepared(code.kind, image, arch,

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.compiler.cache import seal
-from nvstage.compiler.cache.store import MAX_DOC_BYTES, Cache, read_file, set_tool_note, \
-    tool_note
+from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, read_file
+from nvstage.compiler.cache.local.tool_notes import set_tool_note, tool_note
 from nvstage.errors import CacheError
 
 
@@ -123,16 +123,19 @@ def forge_host_object(cache: Path, evil: bytes, field: str) -> int:
     with a plain checksum (what anyone who can write the folder can compute)."""
     n = 0
     for m in cache.glob("entries/*/*/meta.json"):
-        d = json.loads(m.read_text())
+        mac, body = m.read_bytes().split(b"\n", 1)  # fsio.seal: the HMAC, then the body
+        d = json.loads(body)
         if d.get("about", {}).get("kind") != "host-compile":
             continue
-        d.pop("seal", None)
-        d.pop("check", None)
         (m.parent / "0").write_bytes(evil)
         d["files"][0].update(sha256=hashlib.sha256(evil).hexdigest(), size=len(evil), sites=[])
-        d[field] = hashlib.sha256(json.dumps(d, sort_keys=True,
-                                             separators=(",", ":")).encode()).hexdigest()
-        m.write_text(json.dumps(d))
+        body = json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
+        if field == "seal":  # the seal made a plain checksum
+            mac = hashlib.sha256(body).hexdigest().encode()
+        else:  # the old seal kept, a checksum of the new body beside it
+            d["check"] = hashlib.sha256(body).hexdigest()
+            body = json.dumps(d).encode()
+        m.write_bytes(mac + b"\n" + body)
         n += 1
     return n
 
@@ -194,14 +197,19 @@ def test_a_key_that_is_no_key_is_one_line(tmp_path, monkeypatch):
         Cache(tmp_path / "nvstage").open()
 
 
-def test_seal_and_unseal():
-    doc = {"a": [1, "x"], "b": None}
-    raw = seal.seal(doc, b"k" * 32)
-    assert seal.unseal(raw, b"k" * 32) == doc
-    assert seal.unseal(raw, b"j" * 32) is None
-    assert seal.unseal(raw.replace(b'"x"', b'"y"'), b"k" * 32) is None
-    for bad in (b"[1]", b"{", b"\xff", b"[" * 100_000 + b"]" * 100_000, b'{"seal": 1}'):
-        assert seal.unseal(bad, b"k" * 32) is None
+def test_an_entry_sealed_as_before_is_a_miss_not_a_corrupt_one(tmp_path, monkeypatch):
+    """nvstage.cache/2 sealed its documents with a JSON field; /3 as every sealed document
+    (``fsio.seal``): an old entry is a clean miss, removed, and a new one stores."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "conf"))
+    cache = Cache(tmp_path / "c").open()
+    (tmp_path / "out").write_bytes(b"data")
+    key = "ab" * 32
+    assert cache.put(key, [tmp_path / "out"], stdout="", stderr="", seconds=0.1)
+    meta = cache.root / "entries" / key[:2] / key / "meta.json"
+    meta.write_bytes(b'{"key": "%s", "schema": "nvstage.cache/2", "seal": "00"}' % key.encode())
+    assert cache.get(key) is None and not meta.exists()
+    assert cache.put(key, [tmp_path / "out"], stdout="", stderr="", seconds=0.1)
+    assert cache.get(key).files[0]["size"] == 4
 
 
 # -- finding 9: a FIFO or device planted in the cache is a miss, never a hang -------------------
@@ -307,9 +315,10 @@ def test_a_tool_version_note_is_trusted_only_when_sealed(tmp_path, monkeypatch):
     tool.chmod(0o755)
     assert _cached_version(str(tool)) == "13.5.37"
     (note,) = (tmp_path / "c/tools").glob("*.json")
-    doc = json.loads(note.read_text())
+    mac, body = note.read_bytes().split(b"\n", 1)  # fsio.seal: the HMAC, then the body
+    doc = json.loads(body)
     doc["value"]["version"] = "13.0.88"  # what a planted note would say
-    note.write_text(json.dumps(doc))
+    note.write_bytes(mac + b"\n" + json.dumps(doc).encode())
     assert _cached_version(str(tool)) == "13.5.37"
 
 

@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from nvstage.compiler.cache.headers import builtin_dirs, builtin_flags, include_search, \
-    parse_search_list, shadow_candidates
-from nvstage.compiler.cache.presence import present
+from nvstage.compiler.cache.headers import (builtin_dirs, builtin_flags, include_search,
+                                            parse_search_list, shadow_candidates)
+from nvstage.compiler.warm.presence import present
 
 GCC_V = """\
 ignoring nonexistent directory "/usr/local/include/x86_64-linux-gnu"

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import nvstage
-from nvstage.compiler.cache import tiers
+from nvstage.compiler.cache.remote.config import reset
+from nvstage.compiler.cache.remote.describe import describe
 from nvstage.compiler.options import CompileOptions
 
 GENCODES = ("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]")
@@ -43,7 +44,7 @@ class Runner:
                 self.monkeypatch.delenv(k, raising=False)
             else:
                 self.monkeypatch.setenv(k, v)
-        tiers.reset()  # a new process
+        reset()  # a new process
         opts = CompileOptions(gencodes=GENCODES, compile_only=True, include_dirs=("inc",),
                               output=out)
         return nvstage.compile("k.cu", opts, toolkit=self.toolkit, jobs=2,
@@ -127,7 +128,7 @@ def test_a_source_edit_is_never_served_to_the_other_runner(redis_server, runners
 # -- signatures --------------------------------------------------------------------------------
 def test_signed_entries_and_read_only_jobs(redis_server, runners, workdir, dump, reference,
                                            crypto, tmp_path):
-    from nvstage.compiler.cache import signing
+    from nvstage.compiler.cache.remote import signing
 
     keys = {}
     for name in ("ci", "intruder"):
@@ -154,9 +155,9 @@ def test_signed_entries_and_read_only_jobs(redis_server, runners, workdir, dump,
     w = runners("ci").build(NVSTAGE_REMOTE_CACHE=url, NVSTAGE_REMOTE_VERIFY_KEY=None,
                             NVSTAGE_REMOTE_SIGNING_KEY=keys["ci"][0])
     assert tier(w)["stored"] > 0
-    from nvstage.compiler.cache.store import Cache
+    from nvstage.compiler.cache.local import Cache
 
-    shown = tiers.describe(Cache(runners("ci").cache))[1]
+    shown = describe(Cache(runners("ci").cache))[1]
     assert shown["signing"] == "writes signed, reads require signatures: 1 trusted key"
     got = runners("reader-ok").build(out="signed.o", **reader)
     assert all(r.cached for r in staged(got)) and tier(got)["rejected"] == 0

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from nvstage import proc
-from nvstage.compiler.cache.store import Cache
+from nvstage.compiler.cache.local import Cache
 
 PROJECT = Path(__file__).parents[2] / "data" / "cuproject"
 BIN = Path(sys.executable).parent

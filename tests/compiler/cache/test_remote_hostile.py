@@ -12,18 +12,23 @@ import zlib
 
 import pytest
 
-from nvstage.compiler.cache import remote, tiers
-from nvstage.compiler.cache.store import Cache
+from nvstage.compiler.cache.remote.backend import Fault
+from nvstage.compiler.cache.remote.bazel import action_result
+from nvstage.compiler.cache.remote.objects import MAGIC, object_name, pack
+from nvstage.compiler.cache.remote.spec import parse_spec
+from nvstage.compiler.cache.remote.tier import open_backend
+from nvstage.compiler.cache.remote.tiers import open_tiers
+from nvstage.compiler.cache.local import Cache
 
 KEY = "ab" * 32
 OTHER = "cd" * 32
-NAME = tiers.object_name("entry", KEY)
+NAME = object_name("entry", KEY)
 LIMIT = 1 << 20
 TIMEOUTS = "|connect-timeout=300|operation-timeout=500"
 
 
 def _backend(url: str, **env):
-    return remote.open_backend(remote.parse_spec(url + TIMEOUTS, env))
+    return open_backend(parse_spec(url + TIMEOUTS, env))
 
 
 def _trickle(head: bytes, byte: bytes = b"x"):
@@ -42,7 +47,7 @@ def _bounded(call) -> tuple[Exception | None, float]:
     try:
         call()
         err = None
-    except remote.Fault as e:
+    except Fault as e:
         err = e
     return err, time.monotonic() - start
 
@@ -75,7 +80,7 @@ def test_a_trickling_server_costs_one_timeout_in_a_build(hostile, tmp_path, monk
     server = hostile(_trickle(b"$100000\r\n"))
     monkeypatch.setenv("NVSTAGE_REMOTE_CACHE", f"redis://127.0.0.1:{server.port}/0" + TIMEOUTS)
     monkeypatch.setenv("NVSTAGE_REMOTE_BACKOFF", "0")
-    t = tiers.open_tiers(Cache(tmp_path / "local").open())
+    t = open_tiers(Cache(tmp_path / "local").open())
     start = time.monotonic()
     for _ in range(5):
         assert t.fetch_entry([KEY]) is None
@@ -138,12 +143,12 @@ def test_a_giant_redis_bulk_length_is_not_allocated(hostile, reply):
 def test_a_redis_value_larger_than_an_entry_is_skipped(redis_server):
     cli = redis_server.cli()
     cli.set(f"nvstage:{NAME}", b"x" * (LIMIT + 1))
-    cli.set(f"nvstage:{tiers.object_name('entry', OTHER)}", b"small")
+    cli.set(f"nvstage:{object_name('entry', OTHER)}", b"small")
     backend = _backend(redis_server.url)
     try:
         assert backend.get(NAME, LIMIT) == b""
         # The connection is still in step: the next reply is the next command's.
-        assert backend.get_many([NAME, tiers.object_name("entry", OTHER)], LIMIT) == \
+        assert backend.get_many([NAME, object_name("entry", OTHER)], LIMIT) == \
             [b"", b"small"]
     finally:
         backend.close()
@@ -163,7 +168,7 @@ def test_redis_replies_that_are_not_what_was_asked(hostile, reply):
     backend = _backend(f"redis://127.0.0.1:{server.port}/0")
     try:
         for call in (lambda: backend.get(NAME, LIMIT),
-                     lambda: backend.get_many([NAME, tiers.object_name("entry", OTHER)], LIMIT)):
+                     lambda: backend.get_many([NAME, object_name("entry", OTHER)], LIMIT)):
             err, took = _bounded(call)
             assert err is not None and took < 1.0
     finally:
@@ -183,7 +188,7 @@ def test_a_redirect_to_another_host_is_not_followed(hostile, monkeypatch, tmp_pa
     server = hostile(redirect)
     monkeypatch.setenv("NVSTAGE_REMOTE_CACHE",
                        f"http://ci:hunter2@127.0.0.1:{server.port}/c" + TIMEOUTS)
-    t = tiers.open_tiers(Cache(tmp_path / "local").open())
+    t = open_tiers(Cache(tmp_path / "local").open())
     assert t.fetch_entry([KEY]) is None
     time.sleep(0.2)
     assert server.seen and b"Authorization: Basic" in server.seen[0]
@@ -195,7 +200,7 @@ def test_a_redirect_to_another_host_is_not_followed(hostile, monkeypatch, tmp_pa
 # -- names: never a path from the server -------------------------------------------------------
 def test_a_bazel_action_naming_another_path_is_rejected(hostile):
     bad = ("../../../../../etc/passwd?" + "a" * 64)[:64]
-    action = remote.action_result(bad, 10)
+    action = action_result(bad, 10)
 
     def handler(conn, request, stop):
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(action) + action)
@@ -237,11 +242,11 @@ def _entry_doc(blob: bytes) -> dict:
 def test_an_entry_for_another_key_is_rejected(redis_server, tmp_path, monkeypatch, fresh_tiers):
     cli = redis_server.cli()
     # A real entry for KEY, copied under OTHER's name.
-    cli.set(f"nvstage:{tiers.object_name('entry', OTHER)}",
-            tiers.pack("entry", KEY, _entry_doc(b"abc"), [b"abc"]))
+    cli.set(f"nvstage:{object_name('entry', OTHER)}",
+            pack("entry", KEY, _entry_doc(b"abc"), [b"abc"]))
     monkeypatch.setenv("NVSTAGE_REMOTE_CACHE", redis_server.url + TIMEOUTS)
     local = Cache(tmp_path / "local").open()
-    t = tiers.open_tiers(local)
+    t = open_tiers(local)
     assert t.fetch_entry([OTHER]) is None and local.export_entry(OTHER) is None
     row = t.to_json()[1]
     assert row["rejected"] == 1 and "off" not in row and not fresh_tiers
@@ -255,10 +260,10 @@ def test_a_zip_bomb_is_not_unpacked(redis_server, tmp_path, monkeypatch, fresh_t
     body = z.compress(len(header).to_bytes(4, "big") + header)
     zeros = bytes(1 << 20)
     body += b"".join(z.compress(zeros) for _ in range(256)) + z.flush()
-    redis_server.cli().set(f"nvstage:{NAME}", tiers.MAGIC + b"\0" + body)
+    redis_server.cli().set(f"nvstage:{NAME}", MAGIC + b"\0" + body)
     monkeypatch.setenv("NVSTAGE_REMOTE_CACHE", redis_server.url + TIMEOUTS)
     local = Cache(tmp_path / "local", max_bytes=LIMIT).open()
-    t = tiers.open_tiers(local)
+    t = open_tiers(local)
     tracemalloc.start()
     try:
         start = time.monotonic()

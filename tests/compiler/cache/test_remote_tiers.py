@@ -9,8 +9,13 @@ import time
 
 import pytest
 
-from nvstage.compiler.cache import remote, tiers
-from nvstage.compiler.cache.store import Cache
+from nvstage.compiler.cache.remote.bazel import action_result, action_result_digest
+from nvstage.compiler.cache.remote.config import configured, reset
+from nvstage.compiler.cache.remote.objects import MAGIC, Rejected, object_name, pack, unpack
+from nvstage.compiler.cache.remote.spec import ENV_TOKEN, Spec, parse_spec, parse_specs
+from nvstage.compiler.cache.remote.tier import open_backend
+from nvstage.compiler.cache.remote.tiers import Tiers, open_tiers
+from nvstage.compiler.cache.local import Cache
 from nvstage.errors import RemoteCacheError
 
 KEY = "ab" * 32
@@ -21,8 +26,8 @@ DOC = {"files": [{"name": "0", "sha256": "x", "size": 3, "sites": []}], "stdout"
 
 # -- settings -----------------------------------------------------------------------------------
 def test_specs_and_labels_never_hold_credentials():
-    env = {remote.ENV_TOKEN: "tok-SECRET"}
-    r, h, b = remote.parse_specs(
+    env = {ENV_TOKEN: "tok-SECRET"}
+    r, h, b = parse_specs(
         "redis://user:pa%40ss@cache.example:7000/3|operation-timeout=250 "
         "https://bob:hunter2@cache.example/nvstage/|read-only=true "
         "http://cache.example:8080|layout=bazel", env)
@@ -47,40 +52,39 @@ def test_specs_and_labels_never_hold_credentials():
 ])
 def test_bad_settings_are_one_line_without_the_password(value, said):
     with pytest.raises(RemoteCacheError) as e:
-        remote.parse_specs(value)
+        parse_specs(value)
     assert said in e.value.message and "sekrit" not in e.value.message
 
 
 def test_a_bad_setting_leaves_the_build_without_the_tier(monkeypatch, fresh_tiers):
     monkeypatch.setenv("NVSTAGE_REMOTE_CACHE", "http://user:sekrit@cache|colour=blue")
-    config = tiers.configured()
+    config = configured()
     assert config.tiers == [] and len(fresh_tiers) == 1
     assert "building without the remote cache" in fresh_tiers[0]
     assert "sekrit" not in fresh_tiers[0]
-    tiers.configured()
+    configured()
     assert len(fresh_tiers) == 1  # said once per process
 
 
 # -- packing and signatures ----------------------------------------------------------------------
 def test_pack_round_trip_and_damage():
-    data = tiers.pack("entry", KEY, DOC, [b"abc"])
-    doc, blobs = tiers.unpack("entry", KEY, data)
+    data = pack("entry", KEY, DOC, [b"abc"])
+    doc, blobs = unpack("entry", KEY, data)
     assert doc == DOC and blobs == [b"abc"]
     for bad in (b"", b"garbage", data[:-3], data[:20] + b"x" + data[21:],
-                tiers.MAGIC + b"\x07" + data[len(tiers.MAGIC) + 1:]):
-        with pytest.raises(tiers.Rejected):
-            tiers.unpack("entry", KEY, bad)
-    with pytest.raises(tiers.Rejected):  # an object for another key
-        tiers.unpack("entry", OTHER, data)
-    with pytest.raises(tiers.Rejected):  # or of another kind
-        tiers.unpack("direct", KEY, data)
-    with pytest.raises(tiers.Rejected):  # a bomb: more than the limit once unpacked
-        tiers.unpack("entry", KEY, tiers.pack("entry", KEY, DOC, [b"\0" * 100_000]),
-                     limit=10_000)
+                MAGIC + b"\x07" + data[len(MAGIC) + 1:]):
+        with pytest.raises(Rejected):
+            unpack("entry", KEY, bad)
+    with pytest.raises(Rejected):  # an object for another key
+        unpack("entry", OTHER, data)
+    with pytest.raises(Rejected):  # or of another kind
+        unpack("direct", KEY, data)
+    with pytest.raises(Rejected):  # a bomb: more than the limit once unpacked
+        unpack("entry", KEY, pack("entry", KEY, DOC, [b"\0" * 100_000]), limit=10_000)
 
 
 def test_signatures(crypto, tmp_path):
-    from nvstage.compiler.cache import signing
+    from nvstage.compiler.cache.remote import signing
 
     pem, public = signing.new_key_pair()
     (tmp_path / "k.pem").write_bytes(pem)
@@ -89,17 +93,17 @@ def test_signatures(crypto, tmp_path):
     (tmp_path / "k2.pem").write_bytes(pem2)
     intruder = signing.Signer.from_file(str(tmp_path / "k2.pem"))
     reader = signing.Verifier.from_text(public)
-    signed = tiers.pack("entry", KEY, DOC, [b"abc"], signer)
-    assert tiers.unpack("entry", KEY, signed, reader, require=True)[1] == [b"abc"]
+    signed = pack("entry", KEY, DOC, [b"abc"], signer)
+    assert unpack("entry", KEY, signed, reader, require=True)[1] == [b"abc"]
     # Unsigned, signed by another key, replayed under another key, or altered: rejected.
-    for data, key in ((tiers.pack("entry", KEY, DOC, [b"abc"]), KEY),
-                      (tiers.pack("entry", KEY, DOC, [b"abc"], intruder), KEY),
+    for data, key in ((pack("entry", KEY, DOC, [b"abc"]), KEY),
+                      (pack("entry", KEY, DOC, [b"abc"], intruder), KEY),
                       (signed, OTHER),
                       (signed[:-1] + bytes([signed[-1] ^ 1]), KEY)):
-        with pytest.raises(tiers.Rejected):
-            tiers.unpack("entry", key, data, reader, require=True)
+        with pytest.raises(Rejected):
+            unpack("entry", key, data, reader, require=True)
     # A reader that requires nothing takes an unsigned entry (it trusts the server).
-    assert tiers.unpack("entry", KEY, tiers.pack("entry", KEY, DOC, [b"x"]))[1] == [b"x"]
+    assert unpack("entry", KEY, pack("entry", KEY, DOC, [b"x"]))[1] == [b"x"]
     # Public keys in every form a CI secret holds them, and as files.
     raw = signer.public
     (tmp_path / "pub").write_text(public + "\n")
@@ -115,38 +119,38 @@ def test_signatures(crypto, tmp_path):
 
 
 def test_signing_settings(crypto, tmp_path, monkeypatch, fresh_tiers):
-    from nvstage.compiler.cache import signing
+    from nvstage.compiler.cache.remote import signing
 
     pem, public = signing.new_key_pair()
     (tmp_path / "k.pem").write_bytes(pem)
     monkeypatch.setenv("NVSTAGE_REMOTE_CACHE", "redis://127.0.0.1:1/0")
     monkeypatch.setenv("NVSTAGE_REMOTE_VERIFY_KEY", public)
-    reader = tiers.configured().tiers[0]
+    reader = configured().tiers[0]
     assert reader.require and reader.signer is None and not reader.writable  # a reader only
     monkeypatch.setenv("NVSTAGE_REMOTE_SIGNING_KEY", str(tmp_path / "k.pem"))
-    writer = tiers.configured().tiers[0]
+    writer = configured().tiers[0]
     assert writer.require and writer.signer is not None and writer.writable
     monkeypatch.setenv("NVSTAGE_REMOTE_READ_ONLY", "1")
-    assert not tiers.configured().tiers[0].writable
+    assert not configured().tiers[0].writable
     monkeypatch.delenv("NVSTAGE_REMOTE_VERIFY_KEY")
     monkeypatch.delenv("NVSTAGE_REMOTE_SIGNING_KEY")
     monkeypatch.delenv("NVSTAGE_REMOTE_READ_ONLY")
     monkeypatch.setenv("NVSTAGE_REMOTE_REQUIRE_SIGNATURE", "1")
-    assert tiers.configured().tiers == []  # required, and nothing to check them with
+    assert configured().tiers == []  # required, and nothing to check them with
     assert any("no public key" in line for line in fresh_tiers)
 
 
 def test_bazel_action_result():
     sha = "12" * 32
-    data = remote.action_result(sha, 12345)
-    assert remote.action_result_digest(data) == (sha, 12345)
-    for bad in (b"", b"\xff\xff", data[:-2], remote.action_result("zz", 1)):
-        assert remote.action_result_digest(bad) is None
+    data = action_result(sha, 12345)
+    assert action_result_digest(data) == (sha, 12345)
+    for bad in (b"", b"\xff\xff", data[:-2], action_result("zz", 1)):
+        assert action_result_digest(bad) is None
 
 
 # -- backends on real servers ----------------------------------------------------------------------
-def _spec(url: str, **kw) -> remote.Spec:
-    spec = remote.parse_spec(url)
+def _spec(url: str, **kw) -> Spec:
+    spec = parse_spec(url)
     spec.connect_s, spec.operation_s = 0.5, 0.5
     for k, v in kw.items():
         setattr(spec, k, v)
@@ -154,7 +158,7 @@ def _spec(url: str, **kw) -> remote.Spec:
 
 
 def _roundtrip(backend) -> None:
-    name = tiers.object_name("entry", KEY)
+    name = object_name("entry", KEY)
     assert backend.get(name, 1 << 20) is None
     backend.put(name, b"payload")
     assert backend.get(name, 1 << 20) == b"payload"
@@ -163,20 +167,20 @@ def _roundtrip(backend) -> None:
 
 
 def test_redis_backend(redis_server):
-    backend = remote.open_backend(_spec(redis_server.url))
+    backend = open_backend(_spec(redis_server.url))
     _roundtrip(backend)
-    assert backend.get_many([tiers.object_name("entry", KEY), "00" * 32], 100) == \
+    assert backend.get_many([object_name("entry", KEY), "00" * 32], 100) == \
         [b"payload2", None]
     backend.close()
 
 
 @pytest.mark.parametrize("layout", ["subdirs", "flat", "bazel"])
 def test_webdav_backend(webdav_server, layout):
-    backend = remote.open_backend(_spec(webdav_server.url, layout=layout))
+    backend = open_backend(_spec(webdav_server.url, layout=layout))
     _roundtrip(backend)
     files = sorted(p.relative_to(webdav_server.root).as_posix()
                    for p in webdav_server.root.rglob("*") if p.is_file())
-    name = tiers.object_name("entry", KEY)
+    name = object_name("entry", KEY)
     if layout == "subdirs":
         assert files == [f"cache/{name[:2]}/{name[2:]}"]
     elif layout == "flat":
@@ -195,9 +199,9 @@ def local(tmp_path):
     return Cache(tmp_path / "local").open()
 
 
-def _tiers(monkeypatch, local, url: str) -> tiers.Tiers:
+def _tiers(monkeypatch, local, url: str) -> Tiers:
     monkeypatch.setenv("NVSTAGE_REMOTE_CACHE", f"{url}|connect-timeout=300|operation-timeout=500")
-    return tiers.open_tiers(local)
+    return open_tiers(local)
 
 
 def test_down_at_start_is_one_line_and_later_commands_skip_it(monkeypatch, local, fresh_tiers):
@@ -209,8 +213,8 @@ def test_down_at_start_is_one_line_and_later_commands_skip_it(monkeypatch, local
     row = t.to_json()[1]
     assert row["errors"] == 1 and "off" in row
     # The next command (a new process under a launcher) skips it without trying.
-    tiers.reset()
-    t2 = tiers.open_tiers(local)
+    reset()
+    t2 = open_tiers(local)
     assert t2.fetch_entry([KEY]) is None and len(fresh_tiers) == 1
     assert "found down by an earlier command" in t2.to_json()[1]["off"]
 
@@ -245,7 +249,7 @@ def test_a_stopped_server_costs_one_timeout(request, monkeypatch, local, fresh_t
 def test_garbage_in_a_key_is_a_rejected_miss(redis_server, monkeypatch, local, fresh_tiers):
     t = _tiers(monkeypatch, local, redis_server.url)
     cli = redis_server.cli()
-    cli.set(f"nvstage:{tiers.object_name('entry', KEY)}", b"\x00garbage" * 100)
+    cli.set(f"nvstage:{object_name('entry', KEY)}", b"\x00garbage" * 100)
     assert t.fetch_entry([KEY]) is None
     row = t.to_json()[1]
     assert row["rejected"] == 1 and row["errors"] == 0 and "off" not in row
@@ -258,8 +262,8 @@ def test_a_full_redis_refuses_writes_and_still_serves_reads(redis_factory, monke
     t = _tiers(monkeypatch, local, server.url)
     # An entry written before the server filled up.
     cli = server.cli()
-    cli.set(f"nvstage:{tiers.object_name('entry', KEY)}",
-            tiers.pack("entry", KEY, _entry_doc(), [b"abc"]))
+    cli.set(f"nvstage:{object_name('entry', KEY)}",
+            pack("entry", KEY, _entry_doc(), [b"abc"]))
     with pytest.raises(Exception, match="maxmemory"):
         for i in range(100):  # fill it
             cli.set(f"fill:{i}", b"x" * 100_000)

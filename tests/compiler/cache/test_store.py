@@ -13,7 +13,9 @@ import pytest
 
 import nvstage
 from nvstage.compiler.cache.keys import parse_depfile
-from nvstage.compiler.cache.store import Cache, Work, parse_size
+from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.eviction import parse_size
+from nvstage.compiler.cache.local.relocation import Work
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.plan import StageKind as K
 
@@ -101,7 +103,7 @@ def test_outputs_are_cut_at_the_work_folder_and_pasted_back(tmp_path):
 
 
 def test_whole_command_entries_count_and_go_oldest_first(tmp_path):
-    """hit.py's entries (inv/) hold outputs too: they share the size limit."""
+    """warm/entry.py's entries (inv/) hold outputs too: they share the size limit."""
     c = Cache(tmp_path / "c", max_bytes=3000)
     (tmp_path / "f").write_bytes(b"x" * 1000)
     c.put("aa" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)

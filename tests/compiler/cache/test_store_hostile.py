@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 
 import nvstage
 from nvstage.compiler.cache.keys import FileHasher, Paths
-from nvstage.compiler.cache.store import MARK, Cache, Work, cut, own_markers_only, paste
+from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.relocation import Work, cut, own_markers_only, paste
+from nvstage.compiler.warm.folder import MARK
 from nvstage.errors import CacheError
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.plan import StageKind as K

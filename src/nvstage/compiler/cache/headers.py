@@ -64,13 +64,13 @@ def builtin_dirs(argv: Sequence[str], env: Mapping[str, str], cache=None) -> lis
     that only the built-in folders are listed. [] when the compiler does not say."""
     from nvstage import proc
     from nvstage.compiler.cache.keys import tool_identity
-    from nvstage.compiler.cache.store import digest
+    from nvstage.fsio import json_digest
     from nvstage.errors import ToolMissing
 
     flags = builtin_flags(argv)
     if "-x" not in flags:
         flags = ["-x", "c++", *flags]
-    key = digest(["builtin-includes/1", tool_identity(argv[0]), flags])
+    key = json_digest(["builtin-includes/1", tool_identity(argv[0]), flags])
     dirs = _BUILTIN.get(key)
     if dirs is None and cache is not None:
         dirs = cache.note(key)

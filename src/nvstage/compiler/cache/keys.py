@@ -15,7 +15,7 @@ cut at each occurrence of the path (a list of pieces), so a build in another fol
 same keys, and an input spelling the path in one folder is another key in the next. A stage
 is looked up under two keys: one any folder may use, then one bound to this folder; a result
 whose outputs hold the path where another folder could not trust it is stored under the bound
-one (``Cache.put`` in ``store.py``). Only the bound key is used where a tool may carry the
+one (``Cache.put``, ``local/entries.py``). Only the bound key is used where a tool may carry the
 path on in a form no offset finds (escaped, as hex, compressed, inside a binary whose layout
 follows the path's length), or where a file from outside the folder spells it
 (``Keys.pinned``).
@@ -42,7 +42,8 @@ import stat
 from dataclasses import dataclass
 
 from nvstage.artifacts import open_regular
-from nvstage.compiler.cache.store import Work, cut, digest, pieces_ok
+from nvstage.fsio import json_digest
+from nvstage.compiler.cache.local.relocation import Work, cut, pieces_ok
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.toolkit import Toolkit
 
@@ -392,7 +393,7 @@ class Keys:
         at = [["at", self.work]] if pinned else []
         if pinned and self.place.base:
             at.insert(0, ["place", self.place.base])
-        return digest([*base, "direct/4", *at])
+        return json_digest([*base, "direct/4", *at])
 
     def pinned(self, stage: Stage, looks: list[Look | None]) -> bool:
         """Whether this stage's keys must be bound to the work folder before it runs: the
@@ -412,11 +413,11 @@ class Keys:
         then, under a base folder, the one bound to this place, then the one bound to this
         work folder (and place) (``Cache.put`` picks between them by the outputs)."""
         if not self.place.base:
-            bound = digest([*parts, ["at", self.work]])
-            return (bound,) if pinned else (digest(parts), bound)
+            bound = json_digest([*parts, ["at", self.work]])
+            return (bound,) if pinned else (json_digest(parts), bound)
         placed = [*parts, ["place", self.place.base]]
-        bound = digest([*placed, ["at", self.work]])
-        return (bound,) if pinned else (digest(parts), digest(placed), bound)
+        bound = json_digest([*placed, ["at", self.work]])
+        return (bound,) if pinned else (json_digest(parts), json_digest(placed), bound)
 
     def place_key(self, keys: tuple[str, ...]) -> tuple[bytes, str] | None:
         """``Cache.put``'s ``place`` for ``candidates``: None without a base folder."""

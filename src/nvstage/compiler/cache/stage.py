@@ -2,13 +2,13 @@
 restoring a hit and storing a result.
 
 A cacheable stage is looked up under its keys (``keys.py``). A hit's outputs are copied into
-place with this build's work folder pasted back (``store.py``), and the stage does not run; a
-miss runs, and is stored unless a file it read changed while it ran. Host-compiler stages use
-the direct mode (ccache's): the first time such a stage runs it gets ``-MD -MF`` (the output
-is byte-identical with and without it), and the headers it listed are recorded with their
-hashes under its direct key. A later build hashes those headers again and, when they all
-match and no new file would now hide one of them (``headers.py``), finds the result without
-starting the compiler.
+place with this build's work folder pasted back (``local/relocation.py``), and the stage does
+not run; a miss runs, and is stored unless a file it read changed while it ran. Host-compiler
+stages use the direct mode (ccache's): the first time such a stage runs it gets ``-MD -MF`` (the
+output is byte-identical with and without it), and the headers it listed are recorded with their
+hashes under its direct key. A later build hashes those headers again and, when they all match
+and no new file would now hide one of them (``headers.py``), finds the result without starting
+the compiler.
 
 What a key cannot see is never stored. A host-compiler stage runs with gcc's ``-Wdate-time``
 (never an error: ``-Wno-error=date-time``): ``__DATE__``, ``__TIME__`` or ``__TIMESTAMP__``
@@ -18,8 +18,8 @@ taken out, or the stage run again without the flag when they are mixed with othe
 diagnostics). Files the assembler reads through ``.incbin`` are in no dependency list: a
 stage that assembles a file mentioning it is not stored (``headers.not_cacheable``).
 
-Tiers (``tiers.py``). Behind the local folder, remote tiers (``NVSTAGE_REMOTE_CACHE``): a stage
-that misses locally is looked up there under the same keys, and a hit is written into the
+Tiers (``remote/tiers.py``). Behind the local folder, remote tiers (``NVSTAGE_REMOTE_CACHE``): a
+stage that misses locally is looked up there under the same keys, and a hit is written into the
 local folder and restored from it like a local one; a header set missing locally is looked up
 there too. A stage that ran is stored locally, then pushed to the tiers that take writes.
 
@@ -41,18 +41,24 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nvstage.compiler.cache.headers import Trees, builtin_dirs, include_search, not_cacheable, \
-    search_layout, shadow_candidates
-from nvstage.compiler.cache.presence import Presence, present
+from nvstage import fsio
+from nvstage.compiler.cache.headers import (Trees, builtin_dirs, include_search, not_cacheable,
+                                            search_layout, shadow_candidates)
 from nvstage.compiler.cache.keys import HOST_COMPILER, Keys, parse_depfile
-from nvstage.compiler.cache.store import MAX_DOC_BYTES, Cache, Counters, Scratch, digest, \
-    read_file
-from nvstage.compiler.cache.tiers import TierStats, Tiers, open_tiers
-from nvstage.compiler.cache.tiers import record as record_tiers
+from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.eviction import Counters
+from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, Scratch, read_file
+from nvstage.compiler.cache.remote.tier import TierStats
+from nvstage.compiler.cache.remote.tiers import Tiers, open_tiers
+from nvstage.compiler.cache.remote.tiers import record as record_tiers
+from nvstage.compiler.depfile import marked_files
 from nvstage.compiler.graph import Graph
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.record import Artifact, StageRun, arch_of, kind_of, stage_arch
 from nvstage.compiler.toolkit import Toolkit
+from nvstage.compiler.warm.host_flags import unwatched_word
+from nvstage.compiler.warm.key import side_env
+from nvstage.compiler.warm.presence import Presence, present
 from nvstage.errors import CacheError
 from nvstage.paths import base_dir
 
@@ -119,12 +125,34 @@ class Seen:
     dependency list), and ``digest(path)``, a file's SHA-256 as hashed for the keys (hashed
     again only when its stat moved), and ``shadow``: each such stage's places where a new
     file would hide a header it read, and its search folders' layout (``headers.py``). The
-    whole-command entry (``hit.py``) is made from it rather than reading and hashing every
+    whole-command entry (``warm/entry.py``) is made from it rather than reading and hashing every
     header, and working out every hiding place, a second time."""
 
     reads: dict[int, list[str]]
     digest: Callable[[str], str | None]
     shadow: dict[int, tuple[list[str], list]] = field(default_factory=dict)
+
+    def preprocessed(self, stage: Stage, cwd: str, work: str, env,
+                     fixed: list[str]) -> tuple[list[str], tuple[list[str], list]] | None:
+        """(the files a preprocessing stage read, outside the work folder; (the places where
+        a new file would hide one of them, its search folders' layout)): as learnt while it
+        ran, else from its output's line markers and its search path (``fixed``: folders
+        nothing is added to, the toolkit's). None when its output cannot be read."""
+        names = self.reads.get(stage.index)
+        if names is None:  # not through the direct mode: the line markers say
+            data = fsio.read_or_none(os.path.join(cwd, stage.outputs[0]), 1 << 31)
+            if data is None:
+                return None
+            names = [os.path.join(cwd, n) for n, _ in marked_files(data)]
+        # The outputs of earlier stages (the work folder) are nvstage's own, not inputs.
+        names = [n for n in names if not n.startswith(work + os.sep)]
+        known = self.shadow.get(stage.index)
+        if known is None:
+            builtin = builtin_dirs(stage.argv, env)
+            search = include_search(stage.argv, cwd, env, builtin)
+            known = (shadow_candidates(names, search, cwd, [*builtin, *fixed]),
+                     search_layout(search))
+        return names, known
 
 
 class StageCache:
@@ -229,10 +257,7 @@ class StageCache:
     def _unwatched(self, stage: Stage) -> bool:
         """gcc reads or writes a file the cache neither keys nor restores (a response file,
         --coverage's .gcno, -fstack-usage's .su, $DEPENDENCIES_OUTPUT): run it every time."""
-        from nvstage.compiler.hit import SIDE_ENV, unwatched_word
-
-        return unwatched_word(stage.argv[1:]) is not None or any(
-            self.env.get(v) for v in SIDE_ENV)
+        return unwatched_word(stage.argv[1:]) is not None or side_env(self.env) is not None
 
     def _uncached(self, stage: Stage, extra_args: tuple[str, ...] = ()) -> StageRun:
         return self._run_stage(stage, self.env, self.cwd, self.t0, extra_args)
@@ -341,7 +366,7 @@ class StageCache:
                                   assembles="-c" in stage.argv):
             self._store(stage, self.keys.candidates([dkey, sorted(headers.items())],
                                                     self.keys.pinned(stage, looks)), run)
-            shadow = digest(self.keys.place.tree([layout, shown]))
+            shadow = fsio.json_digest(self.keys.place.tree([layout, shown]))
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
                 self.cache.add_header_set(dkey, headers, shadow)
             if self.tiers is not None:
@@ -413,7 +438,7 @@ class StageCache:
         state = self._shadows.get(key)
         if state is None:
             cands, layout = self._places(files, search, fixed)
-            state = self._shadows[key] = digest(self.keys.place.tree([
+            state = self._shadows[key] = fsio.json_digest(self.keys.place.tree([
                 layout, present(cands, self._presence)]))
         return state
 

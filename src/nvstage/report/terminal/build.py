@@ -133,14 +133,52 @@ def render_build(build: Build, con) -> None:
     from nvstage.report.terminal.console import stderr
 
     err = stderr()
+    _render_planning(build, err)
+    _render_table(build, con)
+    _render_tools(build, err)
+    err.print(Text(summary_line(build)), soft_wrap=True)
+
+
+def whole_view(build: Build) -> dict:
+    """What ``nvstage compile`` prints into a pipe when it is answered whole from the cache
+    next time (``compiler/warm/compile_cli.py`` keeps it in the entry): ``build`` rendered
+    now, every stage cached. ``before``, ``table`` and ``after``: stderr before the table,
+    stdout, stderr after it (the summary line, made at the answer, left out)."""
+    import dataclasses
+    import io
+
+    from nvstage.report.terminal.console import text_console
+
+    view = dataclasses.replace(build, runs=[dataclasses.replace(r, cached=True)
+                                            for r in build.runs])
+    before, table, after = io.StringIO(), io.StringIO(), io.StringIO()
+    _render_planning(view, text_console(before))
+    _render_table(view, text_console(table))
+    _render_tools(view, text_console(after))
+    tail = f"; output {os.path.relpath(build.output, build.cwd)}" if build.output else ""
+    return {"before": before.getvalue(), "table": table.getvalue(), "after": after.getvalue(),
+            "stages": len(build.runs), "tail": f"{tail}\ntoolkit: {build.toolkit.describe()}"}
+
+
+def _render_planning(build: Build, err) -> None:
+    from rich.text import Text
+
     for line in build.plan.messages:  # nvcc's own warnings while it planned
         err.print(Text(line))
+
+
+def _render_table(build: Build, con) -> None:
     con.print(stage_table(build, con.width))
     render_name_map(build, con)
     if build.via == "triton":
         from nvstage.report.terminal.triton import render_triton
 
         render_triton(build, con)
+
+
+def _render_tools(build: Build, err) -> None:
+    from rich.text import Text
+
     for run in build.runs:
         # NVRTC's stdout is the name-expression map, already shown as a table.
         outs = (run.stderr,) if build.via == "nvrtc" else (run.stdout, run.stderr)
@@ -150,4 +188,3 @@ def render_build(build: Build, con) -> None:
             err.print(Text(f"[{run.stage.index} {run.stage.kind.value} {run.stage.tool}"
                            f"{cached}]", style="dim"))
             err.print(Text(text), soft_wrap=True)
-    err.print(Text(summary_line(build)), soft_wrap=True)

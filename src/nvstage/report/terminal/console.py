@@ -42,6 +42,13 @@ def stderr():
     return Console(file=sys.stderr, width=_width(), highlight=False, soft_wrap=False)
 
 
+def text_console(file):
+    """A console writing into ``file`` (a buffer) as ``stdout()`` writes into a pipe."""
+    from rich.console import Console
+
+    return Console(file=file, width=_width(), highlight=False, soft_wrap=False)
+
+
 def data_console(json_mode: bool):
     """Where human-readable results go: stdout, unless stdout carries JSON."""
     return stderr() if json_mode else stdout()

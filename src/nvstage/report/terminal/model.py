@@ -4,11 +4,7 @@
 from __future__ import annotations
 
 from nvstage.report.terminal.console import emit_json, plain_table, say, stdout
-from nvstage.report.units import fmt_bytes, fmt_time
-
-
-def _us(s: float) -> str:
-    return fmt_time(s, "us", digits=2, suffix=False)
+from nvstage.report.units import fmt_bytes, fmt_time, fmt_us
 
 
 def _spill_bytes(f) -> str:
@@ -18,34 +14,52 @@ def _spill_bytes(f) -> str:
 def render_estimate(e, con) -> None:
     """Per-launch and per-copy rows, the decomposition, the presets: all estimates."""
     g = e.gpu
+    clock = f"{g.boost_clock_mhz:g} MHz, " if g.boost_clock_mhz else ""
+    latency = (f", memory latency {g.memory_latency_s * 1e9:.0f} ns (published)"
+               if g.memory_latency_s else "")
     con.print(f"ESTIMATE for {e.workload} on {g.display_name or g.name} ({g.arch}): "
               f"{g.memory_bandwidth / 1e12:.2f} TB/s, {g.fp32_flops / 1e12:.1f} TFLOP/s FP32, "
-              f"{g.sm_count} SMs, PCIe {g.pcie_bandwidth / 1e9:.1f} GB/s per direction "
-              f"(datasheet figures)", markup=False)
+              f"{g.sm_count} SMs, {clock}PCIe {g.pcie_bandwidth / 1e9:.1f} GB/s per direction "
+              f"(datasheet figures){latency}", markup=False)
     repeats = any(x.repeat != 1 for x in e.launches)
     t = plain_table(title="kernels, one repetition (estimate)", pad_edge=False,
-                    caption="GB/s: the DRAM bandwidth assumed achievable at this occupancy",
+                    caption="in flight: global loads a warp keeps in flight (SASS); "
+                            "limited by: the largest bound, detailed below",
                     caption_justify="left")
     cols = ["kernel"] + (["times"] if repeats else []) + [
-        "grid x block", "regs", "spills", "smem", "occ", "DRAM", "GFLOP", "GB/s", "bound",
+        "grid x block", "regs", "spills", "smem", "occ", "DRAM", "in flight", "limited by",
         "kernel us", "launch us"]
     for col in cols:
-        t.add_column(col, justify="left" if col in ("kernel", "bound") else "right",
+        t.add_column(col, justify="left" if col in ("kernel", "limited by") else "right",
                      no_wrap=True)
     for x in e.launches:
         f = x.facts
         t.add_row(x.kernel, *([str(x.repeat)] if repeats else []),
                   f"{f.grid_blocks}x{f.block_size}", str(f.registers), _spill_bytes(f),
                   str(f.shared_static + f.shared_dynamic), f"{f.occupancy:.0%}",
-                  fmt_bytes(x.counts.bytes), f"{x.counts.flops / 1e9:.3g}",
-                  f"{x.bandwidth / 1e9:.0f}", x.bound, _us(x.t_kernel_s), _us(x.t_launch_s))
+                  fmt_bytes(x.counts.bytes),
+                  f"{x.code.loads_per_trip:.3g}" if x.code else "-", x.limiter,
+                  fmt_us(x.t_kernel_s), fmt_us(x.t_launch_s))
     con.print(t)
+    b = plain_table(box_style="SIMPLE", title="bounds per launch (us, estimate): kernel time = "
+                                              "max(DRAM + latency, issue, pipes, shared, floor)")
+    for col in ("kernel", "bound", "us", "how"):
+        b.add_column(col, justify="right" if col == "us" else "left")
+    for x in e.launches:
+        for bd in x.bounds.bounds:
+            if bd.seconds or bd.name == x.limiter:
+                mark = " <- limiter" if bd.name == x.limiter else ""
+                b.add_row(x.kernel, bd.name + mark, fmt_us(bd.seconds), bd.detail)
+        if x.code and x.code.trips:
+            b.add_row(x.kernel, "loop trips", "",
+                      f"{', '.join(f'{t:g}' for t in x.code.trips)} ({x.code.trips_source})")
+    con.print(b)
     c = plain_table(box_style="SIMPLE", title="copies (estimate)")
     for col in ("op", "buffer", "bytes", "host memory", "GB/s est", "us"):
         c.add_column(col, justify="left" if col in ("op", "buffer", "host memory") else "right")
     for x in e.transfers:
         c.add_row(x.kind, x.buffer, fmt_bytes(x.nbytes), x.host_memory,
-                  f"{x.bandwidth / 1e9:.1f}", _us(x.t_s))
+                  f"{x.bandwidth / 1e9:.1f}", fmt_us(x.t_s))
     if e.transfers:
         con.print(c)
     s = plain_table(box_style="SIMPLE", title="decomposition, one repetition (us, estimate)")
@@ -55,7 +69,7 @@ def render_estimate(e, con) -> None:
                      ("sum transfer (GPU)", e.transfer_s), ("T (sequential)", e.total_s),
                      ("pipelined, one stream", e.pipelined_s),
                      ("bound if copies were chunked over streams", e.overlapped_bound_s)):
-        s.add_row(label, _us(v))
+        s.add_row(label, fmt_us(v))
     con.print(s)
     lines = [f"launches {e.n_launches}, kernels {len(e.kernels)}, kernel DRAM bytes "
              f"{e.kernel_bytes}, intermediates {', '.join(e.intermediates) or 'none'} "
@@ -108,29 +122,45 @@ def render_comparison(cmp, con) -> None:
                           ("sum transfer us (estimate)", a.transfer_s, b.transfer_s),
                           ("T us (estimate)", a.total_s, b.total_s),
                           ("pipelined us (estimate)", a.pipelined_s, b.pipelined_s)):
-        row(label, fa, fb, _us)
+        row(label, fa, fb, fmt_us)
     if cmp.measured:
         for key, label in (("launch", "sum launch"), ("kernel", "sum kernel"),
                            ("transfer", "sum transfer"), ("total", "T"), ("wall", "wall")):
             sa, sb = getattr(cmp.measured["a"], key), getattr(cmp.measured["b"], key)
             if sa and sb:
-                row(f"{label} us (measured median)", sa.median * 1e-9, sb.median * 1e-9, _us)
+                row(f"{label} us (measured median)", sa.median * 1e-9, sb.median * 1e-9, fmt_us)
     con.print(t)
     k = plain_table(box_style="SIMPLE", title="kernels (registers and spills from ptxas, "
                                                "occupancy theoretical)")
     for col in ("side", "kernel", "regs", "spill bytes", "smem", "block", "occupancy",
-                "limited by", "kernel us (estimate)", "bound"):
+                "occupancy limit", "in flight", "kernel us (estimate)", "limited by"):
         k.add_column(col, justify="right" if col in ("regs", "spill bytes", "smem", "block",
-                                                     "occupancy", "kernel us (estimate)")
-                     else "left")
+                                                     "occupancy", "in flight",
+                                                     "kernel us (estimate)") else "left")
     for side, e in (("A", a), ("B", b)):
         for x in e.launches:
             f = x.facts
             k.add_row(side, x.kernel, str(f.registers), _spill_bytes(f),
                       str(f.shared_static + f.shared_dynamic), str(f.block_size),
-                      f"{f.occupancy:.0%}", ", ".join(f.limiters), _us(x.t_kernel_s), x.bound)
+                      f"{f.occupancy:.0%}", ", ".join(f.limiters),
+                      f"{x.code.loads_per_trip:.3g}" if x.code else "-", fmt_us(x.t_kernel_s),
+                      x.limiter)
     con.print(k)
-    lines = ["difference B - A, term by term (estimate):"]
+    from nvstage.model.compare import limiter_shift, limiters
+
+    lines = [f"limiters (estimate): {limiter_shift(a, b)}", "each kernel's limiter (estimate):"]
+    lines += [f"  A {line}" for line in limiters(a)] + [f"  B {line}" for line in limiters(b)]
+    if cmp.measured:
+        from nvstage.model.compare import kernels_measured
+
+        lines.append("each kernel, estimate against measured median:")
+        for side, e in (("A", a), ("B", b)):
+            for k in kernels_measured(e, cmp.measured[side.lower()]):
+                got = fmt_us(k["measured_s"]) if k["measured_s"] else "-"
+                err = f" ({k['error']:+.1%})" if k["error"] is not None else ""
+                lines.append(f"  {side} {k['kernel']}: {fmt_us(k['estimate_s'])} us estimated, "
+                             f"{got} us measured{err}; limited by {k['limiter']}")
+    lines.append("difference B - A, term by term (estimate):")
     lines += [f"  {term.name:<24} {fmt_time(term.seconds, 'us', digits=2, sign=True):>13}  "
               f"{term.detail}" for term in cmp.terms]
     lines.append(f"  {'total':<24} "

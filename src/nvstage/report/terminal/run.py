@@ -4,11 +4,7 @@ stdout), the Chrome trace and the SVG asked for."""
 from __future__ import annotations
 
 from nvstage.report.terminal.console import data_console, emit_json, plain_table, say
-from nvstage.report.units import fmt_time
-
-
-def _us(ns: float | None) -> str:
-    return "-" if ns is None else fmt_time(ns * 1e-9, "us", digits=2, suffix=False)
+from nvstage.report.units import fmt_time, fmt_us
 
 
 def findings(session) -> None:
@@ -91,9 +87,9 @@ def render(result, con) -> None:
             t.add_column(col, justify="right" if col not in ("op", "name", "flags") else "left")
         for o in d.ops:
             t.add_row(str(o.index), o.kind, o.name,
-                      _us(o.host.median if o.host else None),
-                      _us(o.gpu.median if o.gpu else None),
-                      _us(o.gpu.iqr if o.gpu else None),
+                      fmt_us(ns=o.host.median if o.host else None),
+                      fmt_us(ns=o.gpu.median if o.gpu else None),
+                      fmt_us(ns=o.gpu.iqr if o.gpu else None),
                       str(o.nbytes) if o.nbytes else "",
                       f"{o.bandwidth_gbs:.1f}" if o.bandwidth_gbs else "",
                       "; ".join(o.flags))
@@ -106,21 +102,23 @@ def render(result, con) -> None:
                           ("sum transfer (GPU)", d.transfer), ("T", d.total),
                           ("wall (measured)", d.wall), ("overlap = T - wall", d.overlap)):
             if sp:
-                s.add_row(label, _us(sp.median), _us(sp.p25), _us(sp.p75), _us(sp.min),
-                          _us(sp.max))
+                s.add_row(label, *(fmt_us(ns=v) for v in (sp.median, sp.p25, sp.p75, sp.min,
+                                                          sp.max)))
         con.print(s)
         f = d.floor
-        con.print(f"noise floor: event resolution {_us(f.event_resolution_ns)} us, empty "
-                  f"kernel {_us(f.empty_kernel_ns)} us, 4-byte copy {_us(f.smallest_copy_ns)} "
-                  f"us (copies from pinned host memory)", markup=False)
+        con.print(f"noise floor: event resolution {fmt_us(ns=f.event_resolution_ns)} us, "
+                  f"empty kernel {fmt_us(ns=f.empty_kernel_ns)} us, 4-byte copy "
+                  f"{fmt_us(ns=f.smallest_copy_ns)} us (copies from pinned host memory)",
+                  markup=False)
         for flag in d.flags:
             con.print(f"flag: {flag}", markup=False)
     elif result.walls_ns:
         from nvstage.run.decompose import spread
 
         sp = spread(result.walls_ns)
-        con.print(f"wall time per repetition: median {_us(sp.median)} us, IQR {_us(sp.iqr)} "
-                  f"us over {sp.n} (run with --profile for the decomposition)", markup=False)
+        con.print(f"wall time per repetition: median {fmt_us(ns=sp.median)} us, IQR "
+                  f"{fmt_us(ns=sp.iqr)} us over {sp.n} (run with --profile for the decomposition)",
+                  markup=False)
     for n in result.notes:
         con.print(f"note: {n}", markup=False)
     for c in result.checks:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nvstage.inspect.kernels import KernelNames
+from nvstage.inspect.kernels import KernelNames, top_level
 
 
 @dataclass(frozen=True)
@@ -45,30 +45,12 @@ def split_c_args(demangled: str) -> list[str] | None:
     """``void scale<float>(float*, float, int)`` -> ["float*", "float", "int"]."""
     if "(" not in demangled or not demangled.endswith(")"):
         return None
-    depth, start = 0, None
-    for i, c in enumerate(demangled):
-        if c == "(" and depth == 0 and start is None:
-            start = i + 1
-        if c in "(<":
-            depth += 1
-        elif c in ")>":
-            depth -= 1
+    start = next((i + 1 for i, c in top_level(demangled) if c == "("), None)
     inner = demangled[start:-1] if start else ""
     if not inner.strip() or inner.strip() == "void":
         return []
-    parts, depth, cur = [], 0, ""
-    for c in inner:
-        if c in "<(":
-            depth += 1
-        elif c in ">)":
-            depth -= 1
-        if c == "," and depth == 0:
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += c
-    parts.append(cur.strip())
-    return parts
+    cuts = [i for i, c in top_level(inner) if c == ","]
+    return [inner[a + 1:b].strip() for a, b in zip([-1, *cuts], [*cuts, len(inner)])]
 
 
 def kernel_signatures(ptx_text: str, path: str | None = None) -> KernelNames:

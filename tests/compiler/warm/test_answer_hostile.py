@@ -13,7 +13,7 @@ import pytest
 
 from nvstage import proc
 from nvstage.cli.main import run
-from nvstage.compiler import hit
+from nvstage.compiler.warm import build_record, host_flags
 
 _ID = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{2,}_[A-Za-z0-9_]+?_[0-9a-f]{8}|__nv_module_id_\w+|"
                  r"_GLOBAL__N__[0-9a-f_]+\w*|tmpxft_[0-9a-f_]+|/tmp/[\w.-]+)")
@@ -95,10 +95,11 @@ def test_files_gcc_writes_beside_the_object_are_written_every_time(folder, toolk
 
 
 def test_which_host_compiler_words_no_cache_follows():
-    assert hit.unwatched_word(["-O2", "-Wp,-D_FORTIFY_SOURCE=2", "-Wa,--noexecstack"]) is None
+    harmless = ["-O2", "-Wp,-D_FORTIFY_SOURCE=2", "-Wa,--noexecstack"]
+    assert host_flags.unwatched_word(harmless) is None
     for word in ("@rsp", "--coverage", "-fprofile-use=p", "-Wp,-MD,k.d", "-Wa,-adhln=k.lst",
                  "-fdump-tree-all", "-gsplit-dwarf", "-specs=x.specs"):
-        assert hit.unwatched_word(["-O2", word]) == word
+        assert host_flags.unwatched_word(["-O2", word]) == word
 
 
 def test_gccs_dependencies_output_is_never_answered_whole(folder, toolkit, capfd, monkeypatch):
@@ -144,8 +145,8 @@ def test_a_hit_that_cannot_write_its_output_leaves_no_half_file(folder, toolkit,
     (folder / "k.o").unlink()
     # A disk that fills up: no file may grow past 4 KiB (the object is larger).
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096));"
-            "from nvstage.compiler import hit; import os;"
-            "sys.exit(7 if hit.try_hit(sys.argv[1:], os.getcwd(), os.environ) is None else 0)")
+            "from nvstage.compiler.warm.answer import try_hit; import os;"
+            "sys.exit(7 if try_hit(sys.argv[1:], os.getcwd(), os.environ) is None else 0)")
     cp = subprocess.run([sys.executable, "-c", code, *argv], cwd=folder, capture_output=True,
                         text=True)
     assert cp.returncode == 7, cp.stderr
@@ -159,13 +160,13 @@ def test_a_build_record_that_fails_after_a_hit_does_not_run_the_command_again(fo
             "-Xptxas", "-v"]
     assert _run(argv, capfd) == 0 and _run(argv, capfd) == 0
 
-    def broken(argv):
+    def broken(served):
         raise RuntimeError("a build record that cannot be written")
 
     def no(*a, **k):
         raise AssertionError("a process was started after a hit")
 
-    monkeypatch.setattr(hit, "log", broken)
+    monkeypatch.setattr(build_record, "add_hit", broken)
     monkeypatch.setattr(subprocess.Popen, "__init__", no)
     assert run([str(a) for a in argv]) == 0
     monkeypatch.undo()

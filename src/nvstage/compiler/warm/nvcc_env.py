@@ -16,13 +16,16 @@ fixed list returned stale objects when ``PTXAS_FLAGS`` or ``INCLUDES`` changed):
 Scanning nvcc's ``.rodata`` (1 MB of its 35) takes a few ms; the names are still remembered
 per nvcc identity
 (its real path and the stat of it and its profile) in the cache folder, sealed like every note
-(``inv/env/``: ``hit.env_names``), and in the process. Standard library only: a hit reads one
+(``inv/env/``: ``env_names``), and in the process. Standard library only: a hit reads one
 small sealed note.
 """
 
 from __future__ import annotations
 
 import os
+
+from nvstage import fsio
+from nvstage.compiler.warm.folder import WHOLE, opened
 
 SCHEMA = "nvstage.nvcc-env/1"
 # Scratch-file names only: plain nvcc's outputs are the same under any TMPDIR (tested).
@@ -109,7 +112,7 @@ def derive(real_nvcc: str) -> tuple[str, ...]:
 
 def identity(real_nvcc: str) -> str:
     """What the names follow from: the real nvcc's path and the stat of it and its profile
-    (``hit`` remembers the names under it)."""
+    (``env_names`` remembers the names under it)."""
     parts: list = [SCHEMA, real_nvcc]
     for p in (real_nvcc, os.path.join(os.path.dirname(real_nvcc), "nvcc.profile")):
         try:
@@ -118,3 +121,31 @@ def identity(real_nvcc: str) -> str:
         except OSError:
             parts.append(None)
     return repr(parts)
+
+
+_memo: dict = {}
+
+
+def env_names(real_nvcc: str, env) -> tuple[str, ...]:
+    """The variables nvcc reads beside ``key.ENV`` (``derive``), remembered per nvcc identity:
+    in the process, and as a sealed note in the cache folder (a hit reads one small file;
+    working them out reads nvcc's 35 MB)."""
+    ident = identity(real_nvcc)
+    got = _memo.get(ident)
+    if got is not None:
+        return got
+    where = opened(env)
+    path = None
+    if where is not None:
+        path = os.path.join(where[0], WHOLE, "env",
+                            fsio.hexdigest(ident.encode("utf-8", "surrogateescape")))
+        note = fsio.read_sealed(path, where[1], 1 << 20)
+        if isinstance(note, list) and len(note) == 2 and note[0] == SCHEMA \
+                and isinstance(note[1], tuple) and all(isinstance(n, str) for n in note[1]):
+            _memo[ident] = note[1]
+            return note[1]
+    got = derive(real_nvcc)
+    if path is not None:
+        fsio.write_sealed(path, where[1], [SCHEMA, got])
+    _memo[ident] = got
+    return got

@@ -2,7 +2,7 @@
 
 import os
 
-from nvstage.compiler.cache.presence import Presence, present
+from nvstage.compiler.warm.presence import Presence, present
 
 
 def _layout(tmp_path):

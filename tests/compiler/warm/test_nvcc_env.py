@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from nvstage.cli.main import run
-from nvstage.compiler import hit, nvcc_env
+from nvstage.compiler.warm import key, nvcc_env
 
 PROFILE = """
 TOP              = $(_HERE_)/..
@@ -28,7 +28,7 @@ PTXAS_FLAGS     +=
 # a comment = ignored
 """
 
-# Seen with the 13.5 wheels: every variable (beyond hit.ENV's, which nvstage keys anyway) whose
+# Seen with the 13.5 wheels: every variable (beyond key.ENV's, which nvstage keys anyway) whose
 # value changes the plan of a compile or a link. TMPDIR changes only scratch names.
 REACH_THE_PLAN = {"CUDAFE_FLAGS", "INCLUDES", "LD_LIBRARY_PATH", "LIBRARIES", "NVLINK_FLAGS",
                   "NVVM_FLAGS", "NV_NVVM_VERSION", "OCG_FLAGS", "PTXAS_FLAGS",
@@ -56,7 +56,7 @@ def _plan(nvcc, args, cwd, extra):
 @pytest.fixture(scope="module")
 def probed(toolkit, tmp_path_factory):
     """Each candidate name (the profile's, the ``#$ NAME=`` lines of a plan, what the binary
-    holds, hit.ENV) set to a marker: which change a compile's or a link's plan."""
+    holds, key.ENV) set to a marker: which change a compile's or a link's plan."""
     folder = tmp_path_factory.mktemp("probe")
     (folder / "e.cu").write_text("__global__ void k(float* x) { x[0] = 1; }\n")
     real = os.path.realpath(toolkit.nvcc)
@@ -64,9 +64,9 @@ def probed(toolkit, tmp_path_factory):
         added, assigned = nvcc_env.profile_names(f.read())
     modes = (["-c", "-arch", "sm_90", "e.cu", "-o", "e.o"], ["-arch", "sm_90", "e.cu", "-o", "e"])
     shown = set(re.findall(r"^#\$ (\w+)=", _plan(toolkit.nvcc, modes[1], folder, {}), re.M))
-    candidates = (set(nvcc_env.derive(real)) | added | assigned | shown | set(hit.ENV)
+    candidates = (set(nvcc_env.derive(real)) | added | assigned | shown | set(key.ENV)
                   | nvcc_env.NEUTRAL)
-    candidates -= {"PATH"}  # a marker PATH finds no gcc: PATH is in hit.ENV, keyed
+    candidates -= {"PATH"}  # a marker PATH finds no gcc: PATH is in key.ENV, keyed
     base = [_plan(toolkit.nvcc, m, folder, {}) for m in modes]
     reach = {n for n in candidates
              if any(_plan(toolkit.nvcc, m, folder, {n: "-DZZMARK"}) != b
@@ -75,7 +75,7 @@ def probed(toolkit, tmp_path_factory):
 
 
 def _keyed(real, env) -> set[str]:
-    return set(hit.ENV) | set(hit.env_names(real, env))
+    return set(key.ENV) | set(nvcc_env.env_names(real, env))
 
 
 def test_every_variable_that_reaches_the_plan_is_keyed(probed):
@@ -93,30 +93,30 @@ def test_the_variables_that_reach_the_plan_are_this_releases(probed, toolkit):
     real, candidates, reach, assigned = probed
     if not toolkit.version.startswith("13.5"):
         pytest.skip(f"pinned for CUDA 13.5; this toolkit is {toolkit.version}")
-    assert reach - set(hit.ENV) == REACH_THE_PLAN
+    assert reach - set(key.ENV) == REACH_THE_PLAN
 
 
 def test_the_key_changes_exactly_where_a_keyed_variable_does(toolkit, tmp_path):
     base = dict(os.environ)
-    k0 = hit.key(toolkit.nvcc, ["-c", "k.cu"], str(tmp_path), base)
+    k0 = key.key(toolkit.nvcc, ["-c", "k.cu"], str(tmp_path), base)
     for name in ("INCLUDES", "OCG_FLAGS", "NVVM_FLAGS", "PTXAS_FLAGS", "SYSTEM_INCLUDES"):
-        assert hit.key(toolkit.nvcc, ["-c", "k.cu"], str(tmp_path), {**base, name: "-O0"}) != k0
+        assert key.key(toolkit.nvcc, ["-c", "k.cu"], str(tmp_path), {**base, name: "-O0"}) != k0
     for name in ("TOP", "CICC_PATH", "TMPDIR"):  # overridden by the profile; scratch names
-        assert hit.key(toolkit.nvcc, ["-c", "k.cu"], str(tmp_path), {**base, name: "/x"}) == k0
+        assert key.key(toolkit.nvcc, ["-c", "k.cu"], str(tmp_path), {**base, name: "/x"}) == k0
 
 
 def test_the_names_are_remembered_with_the_nvcc(toolkit, tmp_path, monkeypatch):
     monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "k.cu").write_text("__global__ void k(float* x) { x[0] = 1; }\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(hit, "_env_memo", {})
+    monkeypatch.setattr(nvcc_env, "_memo", {})
     assert run([toolkit.nvcc, "-c", "k.cu", "-o", "k.o", "-arch=sm_90"]) == 0
     notes = list((tmp_path / "cache" / "inv" / "env").iterdir())
     assert len(notes) == 1
     real = os.path.realpath(toolkit.nvcc)
-    hit._env_memo.clear()
+    nvcc_env._memo.clear()
     monkeypatch.setattr(nvcc_env, "derive", lambda p: pytest.fail("worked out again"))
-    assert "OCG_FLAGS" in hit.env_names(real, os.environ)
+    assert "OCG_FLAGS" in nvcc_env.env_names(real, os.environ)
 
 
 KERNEL = """#include "cfg.h"

@@ -1,18 +1,18 @@
 """Signed remote entries: Ed25519 (the ``cryptography`` package), so that only a holder of the
 private key can write an entry a signature-requiring reader accepts.
 
-The local cache's seal (``seal.py``) is an HMAC under a per-user key: it finds damage and
-forgery in one user's folder, but a key every CI job held would let any job (a pull request's
-too) forge entries. A remote tier is shared, so its entries carry a signature instead: writers
-(trusted CI on the main branch) hold the private key, readers only the public one. Neither a job
-that can only read nor anyone with write access to the server can make an entry such a reader
-accepts.
+The local cache's seal (``fsio.seal`` under ``cache/local/key.py``'s key) is an HMAC under a
+per-user key: it finds damage and forgery in one user's folder, but a key every CI job held
+would let any job (a pull request's too) forge entries. A remote tier is shared, so its entries
+carry a signature instead: writers (trusted CI on the main branch) hold the private key, readers
+only the public one. Neither a job that can only read nor anyone with write access to the server
+can make an entry such a reader accepts.
 
 What is signed: a domain string, the object's kind and name (its key) and the whole body, so an
 entry cannot be replayed under another key. The signature travels with the public key that
 made it (32 bytes), so a reader trusting several keys (a rotation) knows which to check.
 
-Keys come from the environment only (``tiers.py`` names the variables), never from the
+Keys come from the environment only (``spec.py`` names the variables), never from the
 repository, which a pull request controls:
 
 - a private key: a file in PEM (PKCS#8, ``openssl genpkey -algorithm ed25519``) or OpenSSH

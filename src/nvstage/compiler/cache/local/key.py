@@ -1,10 +1,13 @@
-"""The stage cache's seal: an HMAC-SHA256 under a per-user secret kept outside the cache folder.
+"""The stage cache's key: the per-user secret its documents are sealed under, kept outside
+the cache folder.
 
 Every document the cache trusts (an entry's ``meta.json``, which lists each file's SHA-256; a
-direct key's header sets; the notes about tools) carries the HMAC of its canonical JSON. A
-plain checksum only finds damage: whoever could write the cache folder could recompute it and
-make the next build link a planted object. Without the key a document cannot be made to
-verify, so a planted or edited entry is a miss like a damaged one (and is discarded).
+direct key's header sets; the notes about tools; a whole command's entry) is sealed with an
+HMAC-SHA256 under this key (``fsio.seal``). A plain checksum only finds damage: whoever could
+write the cache folder could recompute it and make the next build link a planted object.
+Without the key a document cannot be made to verify, so a planted or edited entry is a miss
+like a damaged one (and is discarded). The warm path reads the same file
+(``warm/folder.secret``); only this module makes one.
 
 The key is ``$XDG_CONFIG_HOME/nvstage/cache.key`` (``~/.config/nvstage/cache.key``): 32 random
 bytes as hex, made 0600 in a 0700 folder the first time a cache needs it. A cache shared by
@@ -18,9 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
-import hmac
-import json
 import os
 import secrets
 import stat
@@ -28,18 +28,16 @@ import tempfile
 from pathlib import Path
 
 from nvstage.errors import CacheError
-from nvstage.paths import config_dir
+from nvstage.paths import key_file_of
 
-KEY_NAME = "cache.key"
 _MAX_KEY_BYTES = 4096
 _MIN_KEY_BYTES = 16  # what a hand-made shared key must at least hold
-_FIELD = "seal"
 
 _memo: dict[tuple, bytes] = {}  # (path, device, inode, size, mtime) -> key
 
 
 def key_path() -> Path:
-    return config_dir() / KEY_NAME
+    return Path(key_file_of(os.environ))
 
 
 def secret() -> bytes:
@@ -104,31 +102,3 @@ def _make_key(path: Path) -> None:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-
-
-def canonical(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
-
-
-def _mac(key: bytes, doc: dict) -> str:
-    return hmac.new(key, canonical(doc), hashlib.sha256).hexdigest()
-
-
-def seal(doc: dict, key: bytes) -> bytes:
-    """``doc`` as JSON with its HMAC: a reader with the same key sees damage and forgery."""
-    return json.dumps({**doc, _FIELD: _mac(key, doc)}).encode()
-
-
-def unseal(raw: bytes, key: bytes) -> dict | None:
-    """A ``seal``ed document; None when it is not JSON, not an object, or its seal is missing
-    or does not match (damaged, forged, or sealed under another key)."""
-    try:
-        doc = json.loads(raw)
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
-        return None
-    if not isinstance(doc, dict):
-        return None
-    mac = doc.pop(_FIELD, None)
-    if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(key, doc)):
-        return None
-    return doc

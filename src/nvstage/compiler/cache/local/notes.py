@@ -1,0 +1,84 @@
+"""The small documents a cache folder keeps beside its entries: the header sets of the
+direct mode, the notes about tools, and the remote tiers' figures.
+
+Header sets and notes are sealed like entries (``fsio.seal``): one that fails its seal reads
+as missing and is made again. The tiers' document is not: it decides nothing but whether a
+later build skips a tier for a while.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from nvstage.compiler.cache.local.eviction import note_stored
+from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, CacheFolder, read_file, write_atomic
+from nvstage.errors import CacheError
+
+_DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header state seen)
+_NOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+class Notes(CacheFolder):
+    """A cache folder's header sets, notes and tier document."""
+
+    def _direct_file(self, key: str) -> Path:
+        return self.root / "direct" / key[:2] / f"{key}.json"
+
+    def header_sets(self, direct_key: str) -> list[tuple[dict[str, str], str]]:
+        """The header sets seen for a direct key: (header -> sha256, the digest of its shadow
+        state; see ``headers.py``)."""
+        try:
+            doc = self._unseal(read_file(self._direct_file(direct_key), MAX_DOC_BYTES))
+            return [(dict(s["headers"]), str(s["shadow"])) for s in doc["sets"]] if doc else []
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return []
+
+    def add_header_set(self, direct_key: str, deps: Mapping[str, str], shadow: str) -> None:
+        new = {"headers": dict(deps), "shadow": shadow}
+        with self._flock():
+            sets = [{"headers": h, "shadow": sh} for h, sh in self.header_sets(direct_key)]
+            doc = {"sets": ([new] + [s for s in sets if s != new])[:_DIRECT_SETS]}
+            folder = self._dir("direct", direct_key[:2])
+            sealed = self._seal(doc)
+            write_atomic(folder / f"{direct_key}.json", sealed, self._tmp())
+        note_stored(self.root, len(sealed))  # a rewrite counts whole: the next count corrects
+
+    def note(self, key: str, folder: str = "notes"):
+        """What ``set_note`` stored under ``key`` (in ``folder``: "notes", or "tools" for the
+        toolkit's), or None: missing, damaged, unsealed, or no key to check it with."""
+        if folder not in ("notes", "tools") or not _NOTE_NAME.fullmatch(key):
+            raise ValueError(f"not a note: {folder}/{key}")
+        try:
+            doc = self._unseal(read_file(self.root / folder / f"{key}.json", MAX_DOC_BYTES))
+            return doc["value"] if doc and doc.get("note") == key else None
+        except (OSError, CacheError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def set_note(self, key: str, value, folder: str = "notes") -> None:
+        """Keep ``value`` (JSON) under ``key``, sealed; raises OSError or ``CacheError``."""
+        if folder not in ("notes", "tools") or not _NOTE_NAME.fullmatch(key):
+            raise ValueError(f"not a note: {folder}/{key}")
+        write_atomic(self._dir(folder) / f"{key}.json",
+                     self._seal({"note": key, "value": value}), self._tmp())
+
+    def tier_doc(self) -> dict:
+        """What ``remote/tiers.py`` keeps here: each tier's figures over all builds using this
+        folder ("stats": label -> figures) and tiers found down ("down": label -> until,
+        why).
+        Unsealed: it decides nothing but whether a later build skips a tier for a while.
+        {} when missing or unreadable."""
+        try:
+            doc = json.loads(read_file(self.root / "tiers.json", MAX_DOC_BYTES))
+            return doc if isinstance(doc, dict) else {}
+        except (OSError, ValueError, RecursionError):
+            return {}
+
+    def update_tier_doc(self, change) -> None:
+        """``change(doc)`` applied to ``tier_doc()`` under the cache's lock, and written."""
+        with self._flock():
+            doc = self.tier_doc()
+            change(doc)
+            write_atomic(self.root / "tiers.json", json.dumps(doc).encode(), self._tmp())

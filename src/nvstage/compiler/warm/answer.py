@@ -1,0 +1,196 @@
+"""The warm path: a whole nvcc command answered from the cache, no process started.
+
+In a build of hundreds of translation units most commands are hits, and a hit is what users
+feel: this package answers one with the standard library alone (no typer, rich, cuda-python or
+numpy, and of nvstage only ``fsio``, ``paths`` and ``compiler/warm``), before anything else is
+imported.
+
+Under the command's key (``key.py``), an entry made when the command last ran through the
+stage pipeline (``entry.py``) lists every file the preprocessor read (the source and each
+header, system ones included) with its stat and SHA-256, the places where a new file would hide
+one of those headers and the search folders' layout, the output files (object, PTX, cubin,
+dependency file) and what the tools printed. A hit needs every file unchanged (the stat alone
+where it was settled when recorded, else the contents, as ccache's race rule does), no new
+hiding file and the same layout; then the outputs are copied into place, checked against their
+SHA-256 on the way, and what the tools printed is printed again. Anything else is a miss: the
+pipeline runs (its stage cache still saves what it can) and records a new entry.
+
+Entries are sealed like every cache document (``fsio.seal``, under the user's key) and live in
+the stage cache's folder under ``inv/``, only in a folder nvstage marked as its own
+(``folder.py``).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import stat
+import sys
+
+from nvstage import fsio
+from nvstage.compiler.warm.folder import (HITS, MAX_META, MAX_OUTPUT, SCHEMA, WHOLE, entry_dir,
+                                          opened)
+from nvstage.compiler.warm.key import file_stat, key, which
+
+# What this package imports is what a hit costs before it does anything: the standard library
+# that ``fsio`` imports, and marshal, whose bytes are only read after their HMAC checks out
+# (marshal is no format for untrusted data).
+
+
+def load(root: str, k: str, secret: bytes) -> dict | None:
+    """The entry under ``k`` if its seal holds."""
+    meta = fsio.read_sealed(os.path.join(entry_dir(root, k), "meta"), secret, MAX_META)
+    return meta if isinstance(meta, dict) and meta.get("schema") == SCHEMA else None
+
+
+def sha256_file(path: str) -> str | None:
+    """A file's SHA-256 (through a link: a header may be one); None when it cannot be read."""
+    data = fsio.read_or_none(path, MAX_OUTPUT, follow=True)
+    return None if data is None else fsio.hexdigest(data)
+
+
+def inputs_unchanged(meta: dict, entry: str | None = None) -> bool:
+    """Every file the preprocessor read is as recorded, no new file hides one of them, and
+    the search folders are what they were."""
+    for path, st, settled, sha in meta["inputs"]:
+        try:
+            now = file_stat(path)
+        except OSError:
+            return False
+        if now == st and settled:
+            continue
+        if sha256_file(path) != sha:
+            return False
+    # Where a new file would hide a header: a folder whose entries changed (its mtime and
+    # ctime move when a name is made, removed or renamed in it) has its candidates looked at
+    # again (a listing per folder); an unchanged folder cannot have gained or lost one.
+    cands = None
+    for n, (d, st) in enumerate(meta["shadow"]):
+        try:
+            if file_stat(d) == st:
+                continue
+        except OSError:
+            pass
+        if cands is None:  # kept apart (thousands of names for a thrust source), sealed by sha
+            raw = fsio.read_or_none(os.path.join(entry or "", "shadow"), MAX_META)
+            if raw is None or fsio.hexdigest(raw) != meta["shadow_sha"]:
+                return False
+            cands = marshal.loads(raw)
+            from nvstage.compiler.warm.presence import Presence
+
+            presence = Presence()  # each folder listed once, not each name asked
+        there = presence.of(c for c, _ in cands[n])
+        if any(there[c] != was for c, was in cands[n]):
+            return False
+    for d, real in meta["layout"]:
+        if (os.path.realpath(d) if os.path.isdir(d) else None) != real:
+            return False
+    return True
+
+
+def restore(meta: dict, root: str, k: str, cwd: str) -> bool:
+    """Each output written into place from the entry, checked against its SHA-256; False
+    (nothing half-written left behind as the output) when one does not check out."""
+    src = entry_dir(root, k)
+    for n, (rel, sha, executable) in enumerate(meta["outputs"]):
+        data = fsio.read_or_none(os.path.join(src, str(n)), MAX_OUTPUT)
+        if data is None or fsio.hexdigest(data) != sha:
+            return False
+        dest = os.path.join(cwd, rel)
+        try:
+            # Over an existing file in place, as nvcc writes: the folder's entries do not
+            # change, so the next hit's look at that folder stays one stat. A new one is made
+            # whole under another name first, with the mode nvcc's own write would give it.
+            fd = os.open(dest, os.O_WRONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            fd = None
+        except OSError:
+            return False
+        try:
+            if fd is None:
+                fsio.replace(dest, data, mode=0o777 if executable else 0o666)
+                continue
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return False
+            with os.fdopen(fd, "wb") as f:
+                f.truncate(0)
+                f.write(data)
+        except OSError:  # a full disk: no half file left beside the output
+            return False
+    try:
+        os.utime(os.path.join(src, "meta"))  # least recently used goes first
+    except OSError:
+        pass
+    return True
+
+
+def answer(nvcc: str, args: list[str], cwd: str, env, root: str, secret: bytes,
+           view: bool = False) -> dict | None:
+    """The entry for ``nvcc args`` when every file it read is unchanged, its outputs restored
+    into place; None for a miss. ``view``: only an entry that holds what the CLI prints."""
+    k = key(nvcc, args, cwd, env)
+    if k is None:
+        return None
+    meta = load(root, k, secret)
+    if meta is None or (view and not isinstance(meta.get("view"), dict)):
+        return None
+    try:
+        if not inputs_unchanged(meta, entry_dir(root, k)) or not restore(meta, root, k, cwd):
+            return None
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # a malformed entry behind a good seal: the pipeline answers instead
+    meta["dir"] = entry_dir(root, k)
+    _count(root, meta.get("hits", 0))
+    return meta
+
+
+def _count(root: str, hits: int) -> None:
+    """The stage hits a whole answer stands for, added to the cache's totals (``nvstage
+    cache``; ``Cache.totals`` adds them up)."""
+    try:
+        fsio.append_line(os.path.join(root, WHOLE, HITS), b"%d" % int(hits))
+    except (ValueError, TypeError):
+        pass
+
+
+def try_hit(argv: list[str], cwd: str, env) -> dict | None:
+    """``argv`` is ``NVCC ARGS...``: when the whole command was answered from the cache
+    (outputs in place, the tools' output printed), what was served (for its build-record
+    entry, ``build_record.add_hit``); None for a miss."""
+    import time
+
+    t0, started = time.perf_counter(), time.time()
+    nvcc = argv[0] if os.sep in argv[0] else which(argv[0], env.get("PATH", ""))
+    where = opened(env) if nvcc is not None else None
+    if where is None:
+        return None
+    meta = answer(nvcc, argv[1:], cwd, env, *where)
+    if meta is None:
+        return None
+    for text, stream in ((meta["stdout"], sys.stdout), (meta["stderr"], sys.stderr)):
+        if text:
+            stream.flush()
+            stream.buffer.write(text.encode("utf-8", "surrogateescape"))
+            stream.flush()
+    return {"dir": meta["dir"], "argv": [nvcc, *argv[1:]], "cwd": cwd, "t0": t0,
+            "started": started, "env": env, "build_sha": meta.get("build_sha")}
+
+
+def serve(argv: list[str], cwd: str, env) -> bool:
+    """``nvstage NVCC ARGS...`` answered whole (``try_hit``) with its build-record entry
+    added; False for a miss. Never raises: a broken entry or record is never a reason to fail
+    a build (the pipeline answers a miss), and a command served must not run a second time."""
+    try:
+        served = try_hit(argv, cwd, env)
+    except Exception:
+        return False
+    if served is None:
+        return False
+    try:
+        from nvstage.compiler.warm.build_record import add_hit
+
+        add_hit(served)
+    except Exception:
+        pass
+    return True

@@ -1,0 +1,63 @@
+"""Where whole-command entries live: the stage cache's folder, if nvstage marked it as its own,
+and the user's key their seals are checked with, both as a given environment names them.
+
+Standard library only (``paths``, ``fsio``): the warm path opens nothing else. The names the
+stage cache's folder holds that both halves of the cache use are here, at the bottom
+(``cache/local`` owns the folder, and the rest of its layout).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+
+from nvstage import fsio
+from nvstage.paths import cache_dir_of, key_file_of
+
+# The Cache Directory Tagging signature (backup tools skip the folder), then nvstage's line:
+# only a folder holding both is nvstage's to write to, evict from or clear.
+MARK = "CACHEDIR.TAG"
+SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
+MARK_LINE = b"# nvstage stage cache: made by nvstage, which may delete what it holds."
+# The whole-command entries' format. /3: entries from before hold objects whose cubins note a
+# -v nvstage gave ptxas.
+SCHEMA = f"nvstage.invocation/3 marshal {marshal.version}"
+WHOLE = "inv"  # whole-command entries, inv/ab/<key>/, and the notes the warm path keeps
+HITS = "hits"  # under inv/: one line per whole answer, the stage hits it stands for
+# The size ledger: the bytes the last full count found, and a line per entry stored since.
+LEDGER = "size"
+MAX_META = 16 << 20  # a whole-command entry's document, its hiding places, its manifest
+MAX_OUTPUT = 1 << 30  # one output it restores
+_MIN_KEY, _MAX_KEY = 16, 4096  # what a key file holds, as ``cache/local/key.py`` reads it
+
+
+def cache_root(env) -> str | None:
+    """The stage cache's folder, as ``paths.cache_dir_of`` names it, if nvstage marked it."""
+    root = cache_dir_of(env)
+    if root is None:
+        return None
+    mark = fsio.read_or_none(os.path.join(root, MARK), 4096)  # no link, FIFO or device
+    return root if mark is not None and MARK_LINE in mark else None
+
+
+def secret(env) -> bytes | None:
+    """The cache's key as ``cache/local/key.py`` keeps it; None when there is none (nothing to
+    trust, and nothing written: making a key is the stage cache's)."""
+    raw = fsio.read_or_none(key_file_of(env), _MAX_KEY, follow=True)  # a shared key's link
+    raw = raw.strip() if raw is not None else b""
+    return raw if len(raw) >= _MIN_KEY else None  # the file's bytes are the key
+
+
+def opened(env) -> tuple[str, bytes] | None:
+    """(the marked cache folder, the key) when whole commands may be answered: the cache is
+    not off (``NVSTAGE_CACHE=0``), the folder is nvstage's and a key exists."""
+    if env.get("NVSTAGE_CACHE", "1") == "0":
+        return None
+    root = cache_root(env)
+    key = secret(env) if root is not None else None
+    return None if key is None else (root, key)
+
+
+def entry_dir(root: str, k: str) -> str:
+    """A whole-command entry's folder."""
+    return os.path.join(root, WHOLE, k[:2], k)
