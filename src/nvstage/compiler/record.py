@@ -255,6 +255,19 @@ def save_build(build: Build, folder: str | os.PathLike, *, status: str | None = 
     write_json_atomic(Path(folder, MANIFEST), doc, in_document_folder=True)
 
 
+@dataclass
+class TritonBuild(Build):
+    """A ``Build`` through Triton's own stages: nvcc's record plus a ``triton`` section
+    (``triton_record.TritonInfo``, written and read there)."""
+
+    triton: object | None = None  # TritonInfo
+
+    def to_json(self) -> dict:
+        d = super().to_json()
+        d["triton"] = self.triton.to_json() if self.triton is not None else None
+        return d
+
+
 # --- the manifest read back ---------------------------------------------------------------------
 
 # Far above any real build (a big one writes a few MB: most of it the tools' messages).
@@ -637,10 +650,12 @@ def _from_json(doc, folder: Path) -> Build:
                  _field(doc, "status", "", "str", "ok"), _field(doc, "error", "", "obj?", None),
                  _field(doc, "via", "", "str", "nvcc"), stale=stale)
     if build.via == "triton":  # its metadata: the launch convention, what Triton decided
-        from nvstage.compiler.triton_record import reloaded
+        from nvstage.compiler.triton_record import SECTION, read_info
 
         try:
-            return reloaded(build, doc)
+            info = read_info(doc.get(SECTION))
         except ArtifactError as e:
             raise _Bad(e.message) from None
+        return TritonBuild(**{f.name: getattr(build, f.name) for f in fields(Build)},
+                           triton=info)
     return build

@@ -42,9 +42,9 @@ from pathlib import Path
 from nvstage.compiler.observer import Observer
 from nvstage.compiler.options import CompileOptions
 from nvstage.compiler.plan import Plan, Stage, StageKind
-from nvstage.compiler.record import Artifact, StageRun
+from nvstage.compiler.record import Artifact, StageRun, TritonBuild
 from nvstage.compiler.toolkit import Toolkit, find_toolkit
-from nvstage.compiler.triton_record import TritonBuild, TritonInfo, valid_type
+from nvstage.compiler.triton_record import TritonInfo, valid_type
 from nvstage.compiler.workdir import finish, work_folder
 from nvstage.errors import InputNotFound, RuntimeCompileFailed, ToolkitError, UsageError
 
@@ -532,7 +532,7 @@ def _record_runs(build: TritonBuild, timer: _Timer, texts: dict, work: Path,
             write_atomic(path, blob if isinstance(blob, bytes) else blob.encode())
         run = StageRun(stage, out.seconds, 0, stderr=out.printed, started=out.started)
         if ext == "cubin":  # Triton runs ptxas with -v: its report is the record's, not noise
-            from nvstage.inspect.resources import split_ptxas_stderr
+            from nvstage.compiler.ptxas_report import split_ptxas_stderr
 
             run.stderr, run.resources = split_ptxas_stderr(out.printed, user_verbose=False)
         run.artifacts = [Artifact.of(stage.outputs[0], stage=stage.index, arch=stage.arch)]

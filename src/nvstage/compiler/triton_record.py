@@ -1,7 +1,7 @@
 """What a Triton build records beyond nvcc's (``TritonInfo``): the kernel and the arguments it
 was compiled for, Triton's metadata (warps, stages, shared memory, scratch, the target, FP
 fusion), which ptxas ran, and the launch convention a runner needs. Written as the manifest's
-``triton`` section (``TritonBuild.to_json``), read back by ``read_info`` beside it.
+``triton`` section (``record.TritonBuild.to_json``), read back by ``read_info`` beside it.
 
 Standard library only: ``load_build``, ``show``, ``diff`` and workloads read Triton builds
 without Triton installed. A manifest is a document: every field is checked for its type and
@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nvstage.compiler.record import Build
 from nvstage.errors import ArtifactError
 
 SECTION = "triton"
@@ -108,18 +107,6 @@ class TritonInfo:
         }
 
 
-@dataclass
-class TritonBuild(Build):
-    """A ``Build`` through Triton's own stages: nvcc's record plus a ``triton`` section."""
-
-    triton: TritonInfo | None = None
-
-    def to_json(self) -> dict:
-        d = super().to_json()
-        d[SECTION] = self.triton.to_json() if self.triton is not None else None
-        return d
-
-
 # --- the section read back ------------------------------------------------------------------
 
 class _Reader:
@@ -194,14 +181,6 @@ def read_info(d, where: str = SECTION) -> TritonInfo:
         launch_pdl=r.bool("launch_pdl", False), tmem_size=r.int("tmem_size", 0),
         env=r.table("env", lambda x: isinstance(x, str) and len(x) <= _MAX_TEXT, {}),
         notes=tuple(notes))
-
-
-def reloaded(build: Build, doc: dict) -> TritonBuild:
-    """A ``Build`` read back from a Triton build's manifest, with its ``triton`` section."""
-    from dataclasses import fields
-
-    info = read_info(doc.get(SECTION))
-    return TritonBuild(**{f.name: getattr(build, f.name) for f in fields(Build)}, triton=info)
 
 
 def triton_info(build) -> TritonInfo | None:

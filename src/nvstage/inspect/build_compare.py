@@ -83,17 +83,16 @@ def _with(figures: dict, build, r: KernelRecord, block, mixed: dict) -> dict:
 
 
 def paired_rows(a, b, ra: dict, rb: dict, ka: dict, kb: dict, toolkit, block: int | None,
-                notes: list[str]) -> list:
-    """``build_diff``'s kernel rows for two builds from different compilers."""
-    from nvstage.inspect.build_diff import Row, _union
-
+                notes: list[str]) -> list[tuple[str, dict, dict, str | None]]:
+    """``build_diff``'s kernel rows for two builds from different compilers, as (A's kernel,
+    A's figures, B's figures, B's kernel where it is named otherwise)."""
     ma, mb = mixes(a, toolkit), mixes(b, toolkit)
     ka = {k: _with(v, a, ra[k], block, ma) for k, v in ka.items()}
     kb = {k: _with(v, b, rb[k], block, mb) for k, v in kb.items()}
     pairs = pair(ra, rb)
     taken = set(pairs.values())
     rows = []
-    for k in _union(ka, kb):
+    for k in dict.fromkeys([*ka, *kb]):
         if k in taken:
             continue
         fa, fb = ka.get(k, {}), kb.get(pairs.get(k, k), {})
@@ -101,7 +100,7 @@ def paired_rows(a, b, ra: dict, rb: dict, ka: dict, kb: dict, toolkit, block: in
             if fa and fb:
                 fa.setdefault(m, 0)
                 fb.setdefault(m, 0)
-        rows.append(Row(k, fa, fb, b_key=pairs.get(k)))
+        rows.append((k, fa, fb, pairs.get(k)))
     unknown = [name for name, build, recs in (("A", a, ra), ("B", b, rb))
                if any(launch_of(build, r, block)[0] is None for r in recs.values())]
     if unknown:

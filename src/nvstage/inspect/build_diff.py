@@ -143,7 +143,8 @@ def diff_builds(a, b, toolkit=None, *, a_name: str | None = None,
     if across(a, b):
         from nvstage.inspect.build_compare import paired_rows
 
-        kernels = paired_rows(a, b, ra, rb, ka, kb, toolkit, block, notes)
+        kernels = [Row(k, fa, fb, b_key=kb_name) for k, fa, fb, kb_name
+                   in paired_rows(a, b, ra, rb, ka, kb, toolkit, block, notes)]
     else:
         kernels = [Row(k, ka.get(k, {}), kb.get(k, {})) for k in _union(ka, kb)]
     sa, sb = stage_times(a), stage_times(b)
