@@ -16,6 +16,7 @@ for mod in nvstage numpy cuda.bindings cuda.core pynvml pytest; do
   fi
 done
 "$PY" -c "import cupti" 2>/dev/null || echo "optional: cupti-python not installed; CUPTI checks are skipped" | tee -a "$OUT/missing.txt"
+"$PY" -c "import triton" 2>/dev/null || echo "optional: triton not installed (nvstage[triton]); the Triton chain's GPU tests are skipped" | tee -a "$OUT/missing.txt"
 if [ "$missing" = 1 ]; then
   echo "install the missing packages (cuda-core may need to travel as a wheel: pip install cuda_core-*.whl --no-deps)" >&2
   exit 3

@@ -246,6 +246,34 @@ def _load_cuproject_record():
 cuproject_record = _load_cuproject_record()
 
 
+def load_triton_builds():
+    """tests/triton_builds.py (by path, as cuproject_record): what the Triton tests share."""
+    import importlib.util
+    import sys
+
+    name = "_nvstage_triton_builds"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "triton_builds.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="session")
+def triton_kit():
+    """tests/triton_builds.py; skipped where Triton is not installed (.ci/run installs it:
+    nvstage[triton])."""
+    pytest.importorskip("triton", reason="Triton is not installed (pip install "
+                                         "'nvstage[triton]')")
+    return load_triton_builds()
+
+
+@pytest.fixture(scope="session")
+def triton_chain(triton_kit, toolkit, tmp_path_factory):
+    """The bundled Triton chain, each kernel kept for sm_90: kernel -> keep folder."""
+    return triton_kit.build_chain(tmp_path_factory.mktemp("triton-chain"), toolkit)
+
+
 @pytest.fixture
 def fresh_tiers(monkeypatch):
     """No remote tier remembered and none configured, and lines said about tiers collected

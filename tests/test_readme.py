@@ -346,6 +346,52 @@ def test_readme_view_figures_are_what_report_writes(cli, workdir, kernels):
     assert source[int(m.group(3)) - 1].strip() == m.group(4)
 
 
+# -- the Triton section's figures: the chain's kept Triton builds beside its nvcc build ----
+
+
+@pytest.fixture(scope="module")
+def chain_nvcc_sm90(toolkit, kernels, tmp_path_factory):
+    """kernels/fusion_chain.cu as README builds it (--cubin -arch=sm_90), kept."""
+    import nvstage
+    from nvstage.compiler.options import CompileOptions
+
+    root = tmp_path_factory.mktemp("readme-chain")
+    nvstage.compile(kernels / "fusion_chain.cu", CompileOptions(
+        archs=("sm_90",), stop="cubin", output=str(root / "chain.cubin")), toolkit=toolkit,
+        keep=root / "chain.nvstage", cwd=root)
+    return root / "chain.nvstage"
+
+
+def test_readme_triton_chain_table_is_what_diff_finds(chain_nvcc_sm90, triton_chain, toolkit):
+    from nvstage.compiler.record import load_build
+    from nvstage.inspect.build_diff import diff_builds
+
+    rows = re.findall(r"^\| (\w+) \| (\d+) -> (\d+) \| (\d+) -> (\d+) \| (\d+) -> ([\d.]+) \| "
+                      r"(\d+)% -> (\d+)% \|$", README.read_text(), re.M)
+    assert [r[0] for r in rows] == ["scale", "add_bias", "gelu_act", "fused"], \
+        "README's Triton chain table moved: keep this test pointed at it"
+    for kernel, *shown in rows:
+        d = diff_builds(chain_nvcc_sm90, triton_chain[kernel], toolkit, block=256)
+        (row,) = [r for r in d.kernels if r.a and r.b]
+        build = load_build(triton_chain[kernel])
+        per_thread = dict(build.triton.constexprs)["BLOCK"] // build.triton.threads
+        got = [row.a["registers"], row.b["registers"], row.a["instructions"],
+               row.b["instructions"], row.a["instructions"],
+               f"{row.b['instructions'] / per_thread:.1f}", round(row.a["occupancy"]),
+               round(row.b["occupancy"])]
+        assert [str(g) for g in got] == shown, kernel
+        assert (row.a["spill_stores"], row.b["spill_stores"]) == (0, 0)
+
+
+def test_readme_triton_diff_row_is_what_diff_prints(cli, chain_nvcc_sm90, triton_chain):
+    shown = _shown("nvstage diff chain.nvstage examples/triton/build/fused.triton").splitlines()
+    r = cli("diff", chain_nvcc_sm90, triton_chain["fused"], "--block", "256")
+    assert r.exit_code == 0, r.output
+    printed = {_flat(ln) for ln in r.stdout.splitlines()}
+    for row in shown[1:]:
+        assert _flat(row) in printed, (row, r.stdout)
+
+
 def _frozen_errors() -> str:
     """What ``python examples/model/errors.py --frozen ...`` prints, as the README shows it."""
     cp = subprocess.run([sys.executable, str(ROOT / "examples" / "model" / "errors.py"),

@@ -20,6 +20,10 @@ def main(argv: list[str]) -> int:
     _answered[0] = _answered_whole(argv)
     if _answered[0]:
         return 0
+    from nvstage.cli.compile_triton import main as triton_main, via_triton
+
+    if via_triton(argv):  # a Python file: Triton's grammar, not nvcc's
+        return triton_main(argv)
     from nvstage.cli.common import handled
     from nvstage.compiler.cmdline import COMPILE_HELP, nvcc_choice, wants_help
 
@@ -102,7 +106,7 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
                                     observer=live, jobs=req.jobs, cache=not req.no_cache,
                                     on_built=remember.on_built if remember else None)
         else:
-            raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc or nvrtc")
+            raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc, nvrtc or triton")
         con = data_console(req.json)
         render_build(build, con)
         doc = build.to_json()

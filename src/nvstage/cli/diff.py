@@ -34,17 +34,25 @@ def diff_cmd(
         help="Compare --kernel source line by source line: instructions and peak live "
         "registers per line, and the lines where they rose (needs -lineinfo builds).")
         ] = False,
+    block: Annotated[Optional[int], typer.Option("--block", metavar="N",
+        help="Two builds through different compilers (nvcc, NVRTC, Triton): the launch block "
+        "of the nvcc and NVRTC kernels, for their occupancy (a Triton kernel's is its "
+        "num_warps x 32).")] = None,
     nvcc: nvcc_option("Use this nvcc's toolkit.") = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Compare two builds kernel by kernel and stage by stage.
 
     Per kernel registers, spills, shared memory, SASS instructions, cubin size; per stage
-    time; each with its delta. With --via, one source through nvcc, NVRTC and LTO instead.
+    time; each with its delta. Builds through different compilers (a kept Triton build and
+    an nvcc one of the same operation) pair their kernels by name and add occupancy and the
+    SASS instruction mix. With --via, one source through nvcc, NVRTC and LTO instead.
 
     Examples:
 
           nvstage diff before.nvstage after.nvstage
+
+          nvstage diff chain.nvstage fused.triton --block 256
 
           nvstage diff kernels/saxpy.cu --via nvcc,nvrtc --arch sm_90
 
@@ -89,7 +97,9 @@ def diff_cmd(
                                  "or stages.json), or one .cu file with --via nvcc,nvrtc")
             from nvstage.inspect.build_diff import diff_builds
 
-            result = diff_builds(a, b, find_toolkit(nvcc))
+            if block is not None and not 1 <= block <= 1024:
+                raise UsageError(f"--block {block}: a block holds 1 to 1024 threads")
+            result = diff_builds(a, b, find_toolkit(nvcc), block=block)
             terminal.render(result, data_console(json_out), all_rows=all_rows)
         if json_out:
             emit_json(result.to_json())

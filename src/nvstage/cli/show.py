@@ -15,7 +15,8 @@ from nvstage.cli.options import JsonOpt, NvccReadOpt
 def show_cmd(
     artifact: Annotated[Path, typer.Argument(
         help="A .ptx, .cubin, .fatbin, object file, executable, keep folder or stages.json; "
-        "or a build folder built with nvstage as the compiler launcher.",
+        "a build folder built with nvstage as the compiler launcher; or a Triton cache "
+        "folder (TRITON_CACHE_DIR: every kernel in it, read as data).",
         show_default=False)],
     sections: Annotated[Optional[str], typer.Option("--sections", "-s", metavar="SECTIONS",
         help="Comma list of ptx, sass, resources, fatbin (or all). Default: what applies."
@@ -65,6 +66,8 @@ def show_cmd(
           nvstage show build/ --kernel block_sum
 
           nvstage show k.nvstage --kernel peak --lineinfo
+
+          nvstage show ~/.triton/cache --kernel fused
     """
     from nvstage.compiler.buildlog import find
     from nvstage.errors import UsageError
@@ -72,6 +75,12 @@ def show_cmd(
     from nvstage.report.terminal.show import render_shown
 
     with handled(json_out):
+        from nvstage.inspect.triton_cache import is_triton_cache
+
+        if is_triton_cache(artifact):  # a document: listed, never imported
+            from nvstage.cli.show_triton import show_cache
+
+            return show_cache(artifact, kernel, sections, lineinfo, listing, nvcc, json_out)
         if find(artifact) is not None:
             if kernel is None:
                 if tu is not None or sections or gpu or driver or listing or lineinfo:

@@ -56,7 +56,8 @@ nvstage options:
   --keep-dir DIR             keep them in DIR instead; implies --keep
   --show SECTIONS            after the build, show what is inside: a comma list of ptx,
                              sass, resources, fatbin (or all)
-  --via nvcc|nvrtc           the staged nvcc driver (default), or NVRTC + nvJitLink in-process
+  --via nvcc|nvrtc|triton    the staged nvcc driver (default), NVRTC + nvJitLink in-process,
+                             or a Triton kernel's own stages (nvstage compile --via triton -h)
   --name-expr EXPR           --via nvrtc: a template kernel to instantiate, e.g. 'scale<float>'
   -j N, --jobs N             stages to run at once (default: one per core)
   --no-cache                 run every stage even when its inputs are unchanged

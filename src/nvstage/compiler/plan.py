@@ -38,6 +38,13 @@ class StageKind(str, Enum):
     # The runtime-compilation path (NVRTC and nvJitLink, in-process through cuda-python).
     NVRTC = "nvrtc"
     NVJITLINK = "nvjitlink"
+    # Triton's own stages (``compiler/triton.py``): Python source -> TTIR (the front end),
+    # optimised TTIR, TritonGPU IR, LLVM IR, PTX (LLVM's NVPTX back end); then ptxas.
+    TRITON_SOURCE = "source"
+    TTIR = "ttir"
+    TTGIR = "ttgir"
+    LLIR = "llir"
+    LLVM_PTX = "ptx"
     OTHER = "other"
 
     def __str__(self) -> str:  # so f-strings and tables print the value

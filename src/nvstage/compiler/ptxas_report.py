@@ -23,8 +23,9 @@ from nvstage.errors import NvstageError
 # maximum register limit" appears with -maxrregcount). Everything else (warnings, errors,
 # performance advisories) plain nvcc prints too.
 _VERBOSE_LINE = re.compile(
-    r"^ptxas info\s*: (?:\d+ bytes gmem\b|Compiling entry function '|Function properties for "
-    r"|Used \d+ registers\b|Compile time = |Overriding maximum register limit )"
+    r"^ptxas(?:-blackwell)? info\s*: (?:\d+ bytes gmem\b|Compiling entry function '"
+    r"|Function properties for |Used \d+ registers\b|Compile time = "
+    r"|Overriding maximum register limit )"
     r"|^(?:ptxas\s+\.)?\s+\d+ bytes stack frame, \d+ bytes spill stores, \d+ bytes spill loads"
     r"\s*$")
 USER_VERBOSE = ("-v", "--verbose")

@@ -59,6 +59,12 @@ KINDS: tuple[tuple[str, str], ...] = (
     (".a", "library"),
     (".so", "shared-library"),
     (".cu", "cuda-source"),
+    # Triton's stages (``compiler/triton.py``), named as Triton names them
+    (".source", "triton-ir"),
+    (".ttir", "ttir"),
+    (".ttgir", "ttgir"),
+    (".llir", "llvm-ir"),
+    (".py", "python-source"),
 )
 _ARCH_IN_NAME = re.compile(r"\.((?:sm|compute|lto)_\d+[af]?)(?=\.)")
 
@@ -190,7 +196,7 @@ class Build:
     output: str | None
     status: str = "ok"
     error: dict | None = None
-    via: str = "nvcc"  # "nvcc" (the staged driver) or "nvrtc" (the runtime path)
+    via: str = "nvcc"  # "nvcc" (the staged driver), "nvrtc" (the runtime path) or "triton"
     jobs: int = 1  # stages allowed to run at once
     critical_path: list[int] = field(default_factory=list)  # stage indices, first to last
     critical_path_seconds: float = 0.0  # the chain's measured time: the wall-time floor
@@ -247,6 +253,19 @@ def save_build(build: Build, folder: str | os.PathLike, *, status: str | None = 
     if status is not None:
         doc["status"] = status
     write_json_atomic(Path(folder, MANIFEST), doc, in_document_folder=True)
+
+
+@dataclass
+class TritonBuild(Build):
+    """A ``Build`` through Triton's own stages: nvcc's record plus a ``triton`` section
+    (``triton_record.TritonInfo``, written and read there)."""
+
+    triton: object | None = None  # TritonInfo
+
+    def to_json(self) -> dict:
+        d = super().to_json()
+        d["triton"] = self.triton.to_json() if self.triton is not None else None
+        return d
 
 
 # --- the manifest read back ---------------------------------------------------------------------
@@ -623,10 +642,20 @@ def _from_json(doc, folder: Path) -> Build:
     # The output is one of the artifacts (the last stage's): where that one was found, if
     # it was (a path that is no artifact is never read).
     output = files.found.get(_field(doc, "output", "", "str?", None))
-    return Build(_field(doc, "source", "", "str"), options, toolkit,
+    build = Build(_field(doc, "source", "", "str"), options, toolkit,
                  _field(doc, "cwd", "", "str"), plan, list(_field(doc, "dryrun_argv", "", "strs",
                                                                   [])),
                  _field(doc, "plan_seconds", "", "num", 0.0), runs,
                  _field(doc, "wall_seconds", "", "num", 0.0), str(folder), output,
                  _field(doc, "status", "", "str", "ok"), _field(doc, "error", "", "obj?", None),
                  _field(doc, "via", "", "str", "nvcc"), stale=stale)
+    if build.via == "triton":  # its metadata: the launch convention, what Triton decided
+        from nvstage.compiler.triton_record import SECTION, read_info
+
+        try:
+            info = read_info(doc.get(SECTION))
+        except ArtifactError as e:
+            raise _Bad(e.message) from None
+        return TritonBuild(**{f.name: getattr(build, f.name) for f in fields(Build)},
+                           triton=info)
+    return build

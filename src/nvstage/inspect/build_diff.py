@@ -1,5 +1,11 @@
 """Two builds side by side: per kernel (registers, spills, shared memory, SASS instructions,
-cubin size) and per stage (time), with deltas. "What did my change do to the kernel?"."""
+cubin size) and per stage (time), with deltas. "What did my change do to the kernel?".
+
+Two builds through different compilers (nvcc, NVRTC, Triton) are two ways of writing one
+operation: their kernels are paired by name where the symbols differ (Triton's ``fused`` with
+nvcc's ``fused(float const*, ...)``, sm_90a with sm_90), and each row also holds the
+theoretical occupancy at the kernel's launch block (Triton's is fixed by its num_warps; an
+nvcc or NVRTC kernel's is the ``block`` given) and the SASS instruction mix by class."""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ class Row:
     key: str  # "kernel (arch)" or "stage kind (arch)"
     a: dict  # metric -> value (None: absent in that build)
     b: dict
+    b_key: str | None = None  # B's kernel where it is named otherwise (paired across compilers)
 
     def delta(self, metric: str):
         va, vb = self.a.get(metric), self.b.get(metric)
@@ -32,8 +39,11 @@ class Row:
 
     def to_json(self) -> dict:
         metrics = sorted((set(self.a) | set(self.b)) - {"cached"})
-        return {"key": self.key, "a": self.a, "b": self.b,
-                "delta": {m: self.delta(m) for m in metrics}}
+        doc = {"key": self.key, "a": self.a, "b": self.b,
+               "delta": {m: self.delta(m) for m in metrics}}
+        if self.b_key is not None:
+            doc["b_key"] = self.b_key
+        return doc
 
 
 @dataclass
@@ -110,9 +120,11 @@ def stage_times(build) -> dict[str, dict]:
 
 
 def diff_builds(a, b, toolkit=None, *, a_name: str | None = None,
-                b_name: str | None = None) -> BuildDiff:
+                b_name: str | None = None, block: int | None = None) -> BuildDiff:
     """Compare two builds: ``Build`` s, or keep folders or stages.json files (named by their
-    paths unless ``a_name``/``b_name`` say otherwise; a ``Build`` is "A" or "B")."""
+    paths unless ``a_name``/``b_name`` say otherwise; a ``Build`` is "A" or "B").
+    ``block``: the launch block of the nvcc and NVRTC kernels, for the occupancy a diff
+    across compilers shows (a Triton kernel's block is its num_warps x 32)."""
     from nvstage.compiler.record import (Build, load_build, partial_note, reading_toolkit,
                                          toolkit_note)
 
@@ -123,17 +135,30 @@ def diff_builds(a, b, toolkit=None, *, a_name: str | None = None,
     a_name, b_name = a_name or "A", b_name or "B"
 
     toolkit = reading_toolkit(a, toolkit)
-    ka = {k: _figures(r) for k, r in kernel_records(a, toolkit).items()}
-    kb = {k: _figures(r) for k, r in kernel_records(b, toolkit).items()}
-    kernels = [Row(k, ka.get(k, {}), kb.get(k, {})) for k in _union(ka, kb)]
-    sa, sb = stage_times(a), stage_times(b)
-    stages = [Row(k, sa.get(k, {}), sb.get(k, {})) for k in _union(sa, sb)]
+    ra, rb = kernel_records(a, toolkit), kernel_records(b, toolkit)
+    ka = {k: _figures(r) for k, r in ra.items()}
+    kb = {k: _figures(r) for k, r in rb.items()}
     notes = [f"{name}: {note}" for name, build in ((a_name, a), (b_name, b))
              if (note := toolkit_note(build, toolkit))]
+    if across(a, b):
+        from nvstage.inspect.build_compare import paired_rows
+
+        kernels = [Row(k, fa, fb, b_key=kb_name) for k, fa, fb, kb_name
+                   in paired_rows(a, b, ra, rb, ka, kb, toolkit, block, notes)]
+    else:
+        kernels = [Row(k, ka.get(k, {}), kb.get(k, {})) for k in _union(ka, kb)]
+    sa, sb = stage_times(a), stage_times(b)
+    stages = [Row(k, sa.get(k, {}), sb.get(k, {})) for k in _union(sa, sb)]
     partial = {side: {"status": build.status, "note": note}
                for side, build in (("a", a), ("b", b)) if (note := partial_note(build))}
     return BuildDiff(a_name, b_name, kernels, stages, (a.stage_seconds, b.stage_seconds),
                      notes, partial)
+
+
+def across(a, b) -> bool:
+    """Whether two builds come through different compilers (or either through Triton): then
+    their kernels are paired by name and compared with occupancy and mix too."""
+    return a.via != b.via or "triton" in (a.via, b.via)
 
 
 def _union(a: dict, b: dict) -> list[str]:

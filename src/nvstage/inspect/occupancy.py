@@ -64,9 +64,17 @@ def kernel_occupancy(artifact: str | os.PathLike | None = None, *, gpu=None,
     ``kernel`` when named), on ``gpu`` (a ``GpuSpec``; None: each kernel on the arch it was
     built for). Without an artifact, one kernel given by ``registers``, ``shared_static`` and
     ``barriers``, on ``gpu``."""
+    launch = _triton_launch(artifact) if artifact is not None else None
+    if launch is not None:  # Triton fixes the block and the dynamic shared memory itself
+        if block is None and not sweep:
+            block = launch[0]
+        dynamic_shared = dynamic_shared or launch[1]
     if block is None and not sweep:
         raise UsageError("give a block size with --block N, or --sweep to try them all")
     report = OccupancyReport(gpu, block, dynamic_shared, [])
+    if launch is not None:
+        report.notes.append(f"a Triton kernel: every launch has {launch[0]} threads (its "
+                            f"num_warps x 32) and {launch[1]} bytes of dynamic shared memory")
     if artifact is None:
         if registers is None:
             raise UsageError("give an artifact, or the kernel's numbers with --registers N "
@@ -88,6 +96,19 @@ def kernel_occupancy(artifact: str | os.PathLike | None = None, *, gpu=None,
             r, arch, occupancy(arch, block_size=block, **figures) if block is not None else None,
             sweep_sizes(arch, **figures) if sweep else None))
     return report
+
+
+def _triton_launch(artifact) -> tuple[int, int] | None:
+    """(threads, dynamic shared bytes) of a kept Triton build's launches; None otherwise."""
+    from nvstage.inspect.fatbin import kind_of_file
+
+    if kind_of_file(artifact) != "build":
+        return None
+    from nvstage.compiler.record import load_build
+    from nvstage.compiler.triton_record import triton_info
+
+    info = triton_info(load_build(artifact))
+    return (info.threads, info.shared) if info is not None else None
 
 
 def _records(artifact, kernel: str | None, gpu, toolkit, nvcc, report: OccupancyReport

@@ -45,12 +45,14 @@ def own_shared(reported: int, arch: str, *, linked: bool) -> int:
 
 
 _COMPILING = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
-_PROPS = re.compile(r"(?:ptxas|nvlink) info\s*: Function properties for '?([^':\s]+)'?:?\s*$")
+# Triton ships CUDA 13's ptxas as "ptxas-blackwell", which names itself so in its report.
+_PROPS = re.compile(r"(?:ptxas(?:-blackwell)?|nvlink) info\s*: Function properties for "
+                    r"'?([^':\s]+)'?:?\s*$")
 # NVRTC's log prefixes the frame line with "ptxas         .".
 _FRAME = re.compile(r"^(?:ptxas\s+\.)?\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
                     r"(\d+) bytes spill loads")
-_USED = re.compile(r"(?:ptxas|nvlink) info\s*: [Uu]sed (\d+) registers(.*)$")
-_TIME = re.compile(r"ptxas info\s*: Compile time = ([\d.]+) ms")
+_USED = re.compile(r"(?:ptxas(?:-blackwell)?|nvlink) info\s*: [Uu]sed (\d+) registers(.*)$")
+_TIME = re.compile(r"ptxas(?:-blackwell)? info\s*: Compile time = ([\d.]+) ms")
 _FIELDS = {
     "barriers": re.compile(r"used (\d+) barriers"),
     "shared_bytes": re.compile(r"(\d+) bytes smem"),

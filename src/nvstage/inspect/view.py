@@ -248,11 +248,14 @@ class Shown:
     notes: list[str] = field(default_factory=list)  # about the build read (toolkit, stale files)
     partial: dict | None = None  # {"status", "note"} for a build that is not whole
     will_it_run: object = None  # a ``compat.Verdict`` when a GPU was named
+    triton: dict | None = None  # a Triton build's metadata and launch (``triton_view``)
 
     def to_json(self) -> dict:
         doc = {"artifact": self.artifact, "kind": self.kind, **to_json(self.data)}
         if self.partial:
             doc["partial"] = self.partial
+        if self.triton is not None:
+            doc["triton"] = self.triton
         if self.will_it_run is not None:
             doc["will_it_run"] = self.will_it_run.to_json()
         return doc
@@ -298,6 +301,10 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
             shown.notes.append(f"and {len(stale) - STALE_NAMED} more files left out")
         shown.data = collect_build(build, wanted, toolkit, kernel=kernel,
                                    lineinfo=lineinfo or None)
+        if getattr(build, "via", None) == "triton":
+            from nvstage.inspect.triton_view import triton_section
+
+            shown.triton = triton_section(build, toolkit)
     else:
         shown.data = collect_file(artifact, kind, wanted, toolkit, kernel=kernel,
                                   lineinfo=lineinfo)

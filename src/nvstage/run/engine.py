@@ -73,6 +73,10 @@ class Loaded:
     image: bytes
     mangled: dict[str, str]  # kernel name as the workload wrote it -> symbol to load
     helper_cubin: bytes
+    # Kept Triton builds: one module each, (kind, image, kernel symbols); and per kernel the
+    # null pointers Triton 3.9 appends to its arguments (global and profile scratch).
+    modules: list | None = None
+    extra_args: dict | None = None
 
 
 @dataclass
@@ -167,6 +171,7 @@ class Engine:
         self._pin_in: dict = {}
         self._pin_out: dict = {}
         self._views_out: dict = {}
+        self._scratch: list = []  # Triton kernels' scratch buffers, alive as long as the run
         self.use_hold = True
         self._proven = False  # the op sequence has run to completion once (bounded)
         self._holds = [0, 0]  # held samples, of which expired
@@ -249,10 +254,14 @@ class Engine:
         if self.loaded.kind == "ptx" and not image.endswith(b"\0"):
             image += b"\0"  # the driver reads PTX as a NUL-terminated string
         t0 = time.perf_counter_ns()
-        obj = self._step(f"loading the {self.loaded.kind}",
-                         lambda: ctor(image, name=self.w.name))
+        modules = self.loaded.modules or [(self.loaded.kind, image, None)]
+        objs = [(self._step(f"loading the {kind}" + (f" of {names[0]}" if names else ""),
+                            lambda c=ObjectCode.from_cubin if names else ctor, i=img:
+                            c(i, name=self.w.name)), names)
+                for kind, img, names in modules]
         for name in dict.fromkeys(lz.kernel for lz in self.w.launches):
             symbol = self.loaded.mangled.get(name, name)
+            obj = next((o for o, names in objs if names is None or symbol in names), objs[0][0])
             try:
                 self._kernels[name] = obj.get_kernel(symbol)
             except Exception as e:
@@ -262,7 +271,7 @@ class Engine:
                                     result=self.result) from None
         t1 = time.perf_counter_ns()
         self.result.load = {
-            "kind": self.loaded.kind, "bytes": len(self.loaded.image),
+            "kind": self.loaded.kind, "bytes": sum(len(img) for _, img, _ in modules),
             "seconds": (t1 - t0) / 1e9,
             "includes_ptx_jit": self.loaded.kind == "ptx",
             "module_loading": os.environ.get("CUDA_MODULE_LOADING", "driver default"),
@@ -276,12 +285,40 @@ class Engine:
                 self.result.notes.append(f"argument count of {lz.kernel} not checked "
                                          f"against the loaded module ({e})")
                 continue
-            if n != len(lz.args):
+            extra = self._extra(lz.kernel)
+            if n != len(lz.args) + extra:
                 raise WorkloadError(f"kernel {lz.kernel} takes {n} argument(s) (from the "
-                                    f"loaded module), the workload passes {len(lz.args)}",
+                                    f"loaded module), the workload passes {len(lz.args)}"
+                                    + (f" and Triton's {extra}" if extra else ""),
                                     where=self.w._where(f"launch[{i}]", "args"))
             self._check_widths(i, lz, k)
         self._opt_in_shared()
+
+    def _extra(self, kernel: str) -> int:
+        """Arguments appended to the workload's own: Triton's scratch pointers."""
+        return (self.loaded.extra_args or {}).get(kernel, 0)
+
+    def _triton_args(self, li: int, d: dict) -> tuple:
+        """Triton 3.9's two appended arguments for launch ``li`` (``driver.c``, ``launch``):
+        the global and the profile scratch, each null where the kernel asks for none, else
+        a device buffer of grid x num_ctas x its size per program (``CudaLauncher``),
+        allocated once per launch entry: scratch holds nothing across launches."""
+        import math
+
+        import numpy as np
+
+        k = next(k for k in self.w.code.triton if k.name == self.w.launches[li].kernel)
+        out = []
+        for size in (k.global_scratch_size, k.profile_scratch_size):
+            if not size:
+                out.append(np.uint64(0))
+                continue
+            nbytes = math.prod(d["grid"]) * k.num_ctas * size
+            buf = self._step(f"allocating {nbytes} bytes of Triton scratch for {k.name}",
+                             lambda n=nbytes: self.dev.allocate(n, stream=self.stream))
+            self._scratch.append(buf)
+            out.append(buf)
+        return tuple(out)
 
     def _check_widths(self, i: int, lz: Launch, kernel) -> None:
         """Each argument's packed width against the loaded kernel's parameter sizes: the
@@ -359,6 +396,8 @@ class Engine:
                 lz = self.w.launches[li]
                 d = self.w.dims(li, self.values)
                 args = kernel_args(self.w, li, self.values, self._dev_bufs)
+                if self._extra(lz.kernel):
+                    args += self._triton_args(li, d)
                 kernel = self._kernels[lz.kernel]
                 if _real_cuda_core(kernel):
                     issue = packed_launch(s, d["grid"], d["block"], d["shared"], kernel, args)

@@ -30,6 +30,10 @@ class Prepared:
     # Each kernel's resources for ``arch`` (``KernelRecord``), when asked for: ptxas -v
     # and cuobjdump for a source, cuobjdump for packaged code.
     resources: list | None = None
+    # Kept Triton builds: one module per build, (kind, image, kernel names), and how many
+    # arguments Triton appends to each kernel's own (its scratch pointers).
+    modules: list | None = None
+    extra_args: dict | None = None
 
     def mangled(self) -> Mapping[str, str]:
         """Each name a launch may give a kernel -> the symbol to load."""
@@ -50,6 +54,8 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
     from nvstage.artifacts import read_regular
 
     code = w.code
+    if code.kind == "triton":
+        return prepare_triton(w, arch, toolkit=toolkit, resources=resources)
     if code.kind == "source":
         from nvstage.errors import StageFailed
         from nvstage.compiler.options import CompileOptions
@@ -102,6 +108,49 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
     return Prepared(code.kind, image, arch,
                     kernel_signatures(ptx_text, ptx_path) if ptx_text else None,
                     resources=rows)
+
+
+def prepare_triton(w: Workload, arch: str, *, toolkit=None, resources: bool = False
+                   ) -> Prepared:
+    """Kept Triton builds: each one's cubin (a module of its own), its parameter list from
+    its PTX with Triton's types (the appended scratch pointers left out: the engine adds
+    them), and its figures from the build record. A cubin runs on its own SM only."""
+    from nvstage.artifacts import read_regular
+    from nvstage.compiler.triton_record import c_type
+    from nvstage.errors import WorkloadError
+    from nvstage.hw.gpus import parse_arch
+    from nvstage.run.workload.signatures import KernelSig, ParamSig
+
+    sigs, modules, rows, extra = [], [], [], {}
+    for k in w.code.triton:
+        if parse_arch(k.arch)[:2] != parse_arch(arch)[:2]:
+            raise WorkloadError(f"{k.folder} holds {k.name} built for {k.arch}, which does "
+                                f"not run on {arch}", where=w._where("kernel", "triton"),
+                                hint=f"build it for {arch} (nvstage compile ... --via triton "
+                                     f"--arch {arch.rstrip('af')}), or run with --arch "
+                                     f"{k.arch}")
+        ptx = kernel_signatures(read_regular(k.ptx, what="PTX file").decode(errors="replace"),
+                                k.ptx)
+        entry = ptx.get(k.name)
+        if entry is None or len(entry.params) != len(k.params) + k.extra_args:
+            raise WorkloadError(f"{k.ptx}: the PTX of {k.name} does not take its signature's "
+                                f"{len(k.params)} parameters and Triton's {k.extra_args}",
+                                where=w._where("kernel", "triton"))
+        types = [c_type(t) for _, t in k.params]
+        params = tuple(ParamSig(p.index, p.size, p.ptx_type, c)
+                       for p, c in zip(entry.params, types))
+        sigs.append(KernelSig(k.name, k.name, f"{k.name}({', '.join(types)})", params))
+        modules.append(("cubin", read_regular(k.cubin, what="cubin"), (k.name,)))
+        extra[k.name] = k.extra_args
+        if resources:
+            from nvstage.compiler.record import load_build
+            from nvstage.inspect.resources import build_resources
+
+            rows += build_resources(load_build(k.folder), toolkit)
+    names = KernelNames(sigs, lambda s: (s.mangled, s.demangled))
+    return Prepared("cubin", modules[0][1], arch, names, resources=rows if resources else None,
+                    modules=modules, extra_args=extra,
+                    build={"triton": [k.folder for k in w.code.triton]})
 
 
 def without_temp_keep(e, code: CodeSpec, arch: str):

@@ -23,12 +23,19 @@ def run_prepared(w: Workload, prep: Prepared, *, mode: str = "serialized",
                  use_cupti: bool = False, timeline: bool = True, toolkit=None,
                  log: Callable[[str], None] | None = None) -> RunResult:
     w.check_work(reps, warmup)  # the work as a whole, before the GPU is touched
+    for k in w.code.triton:  # launch shapes Triton makes and nvstage does not (yet)
+        if why := k.unsupported():
+            from nvstage.errors import WorkloadError
+
+            raise WorkloadError(f"nvstage run cannot launch {k.name} as Triton does: {why}",
+                                where=w._where("kernel", "triton"))
     require()
     from nvstage.run.devices import device_facts
     from nvstage.run.engine import Engine, Loaded
     from nvstage.run.helpers import helper_cubin
 
-    loaded = Loaded(prep.kind, prep.image, prep.mangled(), helper_cubin(prep.arch, toolkit))
+    loaded = Loaded(prep.kind, prep.image, prep.mangled(), helper_cubin(prep.arch, toolkit),
+                    prep.modules, prep.extra_args)
     engine = Engine(w, loaded, mode=mode, arch=prep.arch, use_cupti=use_cupti, log=log)
     try:
         engine.setup()
@@ -160,6 +167,8 @@ def open_session(workload, *, arch: str | None = None, mode: str = "serialized",
     arch_note = ""
     if arch is None:
         arch, arch_note = default_arch(p)
+        if w.code.triton and not p.available:  # kept Triton builds run on one arch: theirs
+            arch, arch_note = w.code.triton[0].arch, ""
     toolkit = toolkit or find_toolkit(nvcc)
     w, prep, findings = load_and_validate(w, arch, toolkit=toolkit)
     return Session(w, prep, p, findings, mode, reps, warmup, toolkit, arch_note)

@@ -1,4 +1,5 @@
-"""A build on a terminal: the stage table, the summary line, NVRTC's name map."""
+"""A build on a terminal: the stage table, the summary line, NVRTC's name map, Triton's
+metadata."""
 
 from __future__ import annotations
 
@@ -169,6 +170,10 @@ def _render_planning(build: Build, err) -> None:
 def _render_table(build: Build, con) -> None:
     con.print(stage_table(build, con.width))
     render_name_map(build, con)
+    if build.via == "triton":
+        from nvstage.report.terminal.triton import render_triton
+
+        render_triton(build, con)
 
 
 def _render_tools(build: Build, err) -> None:

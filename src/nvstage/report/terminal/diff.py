@@ -18,13 +18,36 @@ _LABELS = {"registers": "regs", "spill_stores": "spill st", "spill_loads": "spil
 def _fmt(v, metric: str) -> str:
     if v is None:
         return "-"
+    if metric == "occupancy":
+        return f"{v:g}%"
     return fmt_time(v) if metric == "seconds" else str(v)
 
 
 def _fmt_delta(d, metric: str) -> str:
     if d is None or d == 0:
         return "" if d == 0 else "-"
+    if isinstance(d, float) and metric != "seconds":
+        return f"{d:+.1f}"
     return fmt_time(d, "ms", sign=True) if metric == "seconds" else f"{d:+d}"
+
+
+# A diff across compilers (``inspect.build_compare``): each kernel's launch and occupancy too;
+# not the cubin's size, which holds every kernel of an nvcc file.
+_ACROSS = ("registers", "spills", "shared_bytes", "dynamic_shared", "instructions", "block",
+           "occupancy")
+_LABELS_ACROSS = {"registers": "regs", "spills": "spill st/ld", "shared_bytes": "smem",
+                  "dynamic_shared": "dyn smem", "instructions": "SASS instr",
+                  "block": "block", "occupancy": "occupancy"}
+
+
+def _cell(r, m: str) -> str:
+    if m == "spills":
+        def side(d):
+            st, ld = d.get("spill_stores"), d.get("spill_loads")
+            return "-" if st is None and ld is None else f"{_fmt(st, m)}/{_fmt(ld, m)}"
+        return f"{side(r.a)} -> {side(r.b)}"
+    # Two compilers' kernels: the figures side by side; the deltas are in the JSON.
+    return f"{_fmt(r.a.get(m), m)} -> {_fmt(r.b.get(m), m)}"
 
 
 def render(result, con, *, all_rows: bool = False) -> None:
@@ -34,22 +57,43 @@ def render(result, con, *, all_rows: bool = False) -> None:
 
     # Before the tables: they hold part of a build.
     notes([side["note"] for side in result.partial.values()], soft_wrap=True)
-    t = plain_table(title=f"kernels: A = {result.a}, B = {result.b}", title_justify="left",
-                    pad_edge=False)
-    t.add_column("kernel", overflow="fold")
-    for m in KERNEL_METRICS:
-        t.add_column(f"{_LABELS[m]} A->B", justify="right")
-    shown = 0
+    across = any("occupancy" in r.a or "occupancy" in r.b for r in result.kernels)
+    metrics = list(_ACROSS if across else KERNEL_METRICS)
+    labels = {m: f"{_LABELS[m]} A->B" for m in KERNEL_METRICS}
+    if across:  # each cell is "A -> B"
+        labels = _LABELS_ACROSS
+    rows, unpaired = [], 0
     for r in result.kernels:
+        if across and not all_rows and not (r.a and r.b):
+            unpaired += 1  # another compiler's build of other kernels: not a difference
+            continue
         if not all_rows and not r.changed:
             continue
-        shown += 1
-        t.add_row(r.key, *(f"{_fmt(r.a.get(m), m)} -> {_fmt(r.b.get(m), m)}"
-                           f" {_fmt_delta(r.delta(m), m)}".rstrip() for m in KERNEL_METRICS))
+        name = _short(r.key) + (f" ~ {_short(r.b_key)}" if r.b_key else "") if across \
+            else r.key
+        rows.append((name, *(_cell(r, m) if across else
+                             f"{_fmt(r.a.get(m), m)} -> {_fmt(r.b.get(m), m)}"
+                             f" {_fmt_delta(r.delta(m), m)}".rstrip() for m in metrics)))
+    title = f"kernels: A = {result.a}, B = {result.b}" + (", each cell A -> B" if across else "")
+    t = plain_table(title=title, title_justify="left", pad_edge=False)
+    # Across compilers the names are short: keep each on one line where it fits.
+    t.add_column("kernel", overflow="fold",
+                 min_width=min(40, max((len(r[0]) for r in rows), default=6)) if across
+                 else None)
+    for m in metrics:
+        t.add_column(labels[m], justify="right")
+    for row in rows:
+        t.add_row(*row)
+    shown = len(rows)
     if shown:
         con.print(t)
     else:
         con.print(f"kernels: no change in {len(result.kernels)} kernel(s)", markup=False)
+    if across:
+        if unpaired:
+            con.print(f"note: {unpaired} kernel(s) built on one side only are not shown "
+                      "(--all shows them)", markup=False)
+        render_mix(result, con, all_rows=all_rows)
     s = plain_table(title="stages", title_justify="left", pad_edge=False)
     for c, j in (("stage", "left"), ("A", "right"), ("B", "right"), ("delta", "right")):
         s.add_column(c, justify=j)
@@ -71,6 +115,38 @@ def render(result, con, *, all_rows: bool = False) -> None:
     if any_cached:
         con.print("note: (cached) stages were restored from the stage cache, not run; build "
                   "with --no-cache to compare compile times")
+
+
+def _short(key: str) -> str:
+    """``fused(float const*, ...) (sm_90)`` -> ``fused (sm_90)``: a kernel row's name without
+    its parameters, where two compilers' spellings stand side by side."""
+    from nvstage.inspect.kernels import display_name
+
+    name, sep, arch = key.rpartition(" (")
+    return f"{display_name(name)} ({arch}" if sep else key
+
+
+def render_mix(result, con, *, all_rows: bool = False) -> None:
+    """Each kernel's SASS instructions by class, A beside B (a diff across compilers)."""
+    from nvstage.inspect.build_compare import MIX
+
+    t = plain_table(title="SASS mix (instructions by class)", title_justify="left",
+                    pad_edge=False)
+    for c, j in (("kernel", "left"), ("class", "left"), ("A", "right"), ("B", "right"),
+                 ("delta", "right")):
+        t.add_column(c, justify=j, overflow="fold")
+    rows = 0
+    for r in result.kernels:
+        if not all_rows and not (r.changed and r.a and r.b):
+            continue
+        classes = sorted({m for m in (*r.a, *r.b) if m.startswith(MIX)},
+                         key=lambda m: -max(r.a.get(m) or 0, r.b.get(m) or 0))
+        for i, m in enumerate(classes):
+            t.add_row(_short(r.key) if i == 0 else "", m[len(MIX):], _fmt(r.a.get(m), m),
+                      _fmt(r.b.get(m), m), _fmt_delta(r.delta(m), m) or "0")
+            rows += 1
+    if rows:
+        con.print(t)
 
 
 def render_paths(result, con) -> None:

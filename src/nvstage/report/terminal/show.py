@@ -12,6 +12,10 @@ from nvstage.report.units import fmt_bytes, fmt_known
 def render_shown(shown, con, *, listing: bool = False) -> None:
     """A ``view.Shown``: its notes on stderr, the sections on ``con``, then the verdict."""
     notes(shown.notes, soft_wrap=True)
+    if getattr(shown, "triton", None):
+        from nvstage.report.terminal.triton import render_section
+
+        render_section(shown.triton, con)
     render(shown.data, con, listing=listing)
     if shown.will_it_run is not None:
         con.print(shown.will_it_run.explain(), markup=False)

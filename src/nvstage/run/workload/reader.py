@@ -96,7 +96,7 @@ class Reader:
                                 "to_device", names)
         from_dev = self.name_list(transfer.get("from_device", []), "transfer", "from_device",
                                   names)
-        launches = self.launches(names, {p for p, _ in params})
+        launches = self.launches(names, {p for p, _ in params}, code.triton)
         run = self.table("run")
         self.unknown("run", run, ("reps", "warmup"))
         reps = self.positive_int(run.get("reps", 10), "run", "reps")
@@ -111,6 +111,8 @@ class Reader:
     def code(self) -> CodeSpec:
         t = self.table("kernel", required=True)
         self.unknown("kernel", t, (*CODE_KINDS, "stop", "defines", "include_dirs"))
+        if "triton" in t:
+            return self.triton(t)
         given = [k for k in CODE_KINDS if k in t]
         packaged = [k for k in given if k != "ptx"]
         if not given:
@@ -133,6 +135,18 @@ class Reader:
                      for d in self.str_list(t.get("include_dirs", []), "kernel",
                                             "include_dirs"))
         return CodeSpec(kind, path, ptx if kind != "ptx" else None, stop, defines, incs)
+
+    def triton(self, t: Mapping) -> CodeSpec:
+        """Kept Triton builds (keep folders of nvstage compile --via triton), never Python."""
+        from nvstage.run.workload.triton import read_builds
+
+        other = [k for k in t if k != "triton"]
+        if other:
+            raise self.err(f"kept Triton builds are the whole code: drop {other[0]}", "kernel",
+                           other[0], hint="a Triton kernel's launch shape and parameters come "
+                                          "from its build")
+        kernels = read_builds(t["triton"], self.base, self.where("kernel", "triton"))
+        return CodeSpec("triton", kernels[0].folder, triton=kernels)
 
     def params(self) -> tuple[tuple[str, Any], ...]:
         t = self.table("params")
@@ -250,7 +264,8 @@ class Reader:
                 raise self.err("each dimension is an integer or an expression", table, key)
         return tuple(items)
 
-    def launches(self, buffers: set[str], params: set[str]) -> tuple[Launch, ...]:
+    def launches(self, buffers: set[str], params: set[str],
+                 triton: tuple = ()) -> tuple[Launch, ...]:
         raw = self.data.get("launch")
         if raw is None:
             raise WorkloadError("no [[launch]] entries: nothing to run",
@@ -269,7 +284,7 @@ class Reader:
             if not isinstance(t, Mapping):
                 raise self.err("must be a table", table)
             self.unknown(table, t, ("kernel", "grid", "block", "shared", "args", "repeat"))
-            for req in ("kernel", "grid", "block"):
+            for req in ("kernel", "grid") + (() if triton else ("block",)):
                 if req not in t:
                     raise self.err(f"missing {req}", table, req)
             if not isinstance(t["kernel"], str):
@@ -280,13 +295,18 @@ class Reader:
             args = t.get("args", [])
             if not isinstance(args, list):
                 raise self.err("must be a list", table, "args")
-            out.append(Launch(
+            launch = Launch(
                 kernel=t["kernel"], grid=self.dims(t["grid"], table, "grid"),
-                block=self.dims(t["block"], table, "block"),
+                block=self.dims(t.get("block", 1), table, "block"),
                 args=tuple(self.arg(a, table, j, buffers) for j, a in enumerate(args)),
                 shared=shared,
                 repeat=self.positive_int(t.get("repeat", 1), table, "repeat"),
-            ))
+            )
+            if triton:
+                from nvstage.run.workload.triton import launch_shape
+
+                launch = launch_shape(launch, t, triton, self.where(table))
+            out.append(launch)
         return tuple(out)
 
     def arg(self, a, table: str, j: int, buffers: set[str]) -> Arg:

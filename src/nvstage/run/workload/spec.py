@@ -27,7 +27,7 @@ SCALARS = {
     "u32": ("uint32", 4, False), "u64": ("uint64", 8, False),
     "f16": ("float16", 2, True), "f32": ("float32", 4, True), "f64": ("float64", 8, True),
 }
-CODE_KINDS = ("source", "cubin", "fatbin", "ptx")
+CODE_KINDS = ("source", "cubin", "fatbin", "ptx", "triton")
 # CUDA's launch limits (CUDA C++ Programming Guide, Technical Specifications: the same for
 # every compute capability nvstage knows): grid x, y, z and block x, y, z, threads per block.
 MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -48,14 +48,16 @@ MAX_TOTAL_OPERATIONS = 10_000_000
 
 @dataclass(frozen=True)
 class CodeSpec:
-    """Where the device code comes from: one of a .cu source, a cubin, a fatbin or PTX."""
+    """Where the device code comes from: one of a .cu source, a cubin, a fatbin, PTX, or
+    kept Triton builds."""
 
-    kind: str  # "source" | "cubin" | "fatbin" | "ptx"
-    path: str  # absolute
+    kind: str  # "source" | "cubin" | "fatbin" | "ptx" | "triton"
+    path: str  # absolute (for Triton: the first keep folder)
     ptx: str | None = None  # optional PTX for validating a packaged cubin/fatbin
     stop: str = "cubin"  # for a source: compile to "cubin" or "fatbin"
     defines: tuple[str, ...] = ()
     include_dirs: tuple[str, ...] = ()
+    triton: tuple = ()  # ``workload.triton.TritonKernel`` per keep folder named
 
 
 @dataclass(frozen=True)
