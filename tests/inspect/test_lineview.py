@@ -153,3 +153,20 @@ def test_line_numbers_spread_too_far_list_the_lines_with_code_alone():
     k = lineview.join(name, far, {}, arch="sm_90", image="peak.cubin")
     assert len(k.lines) == len({(i.file, i.line) for i in k.instructions if i.line})
     assert k.lines[-1].line == 999_999_999
+
+
+def test_many_files_each_spread_wide_are_bounded_as_a_whole():
+    """A source whose #line directives name 150 files, each at line 1 and line 20,001 (within
+    the span one file may list): 3 million rows, gigabytes and minutes before; now the
+    lines with code alone past the span the whole kernel may list."""
+    from dataclasses import replace
+
+    located = lineview.parse_located(
+        (CAPTURED / "cuda13.5-peak-sm_90-nvdisasm-gi.txt").read_text())
+    (name,) = located
+    files = [replace(x, file=f"f{n // 2}.cu", line=1 if n % 2 else lineview.MAX_SPAN + 1)
+             for n, x in enumerate(located[name])]
+    k = lineview.join(name, files, {}, arch="sm_90", image="peak.cubin")
+    with_code = {(i.file, i.line) for i in k.instructions if i.line}
+    assert len(k.lines) <= lineview.MAX_SPAN + len(with_code)
+    assert with_code <= {(ln.file, ln.line) for ln in k.lines}

@@ -28,7 +28,7 @@ from nvstage import proc
 from nvstage.errors import ArtifactError, ToolkitError
 from nvstage.inspect.mix import Mix, classify
 from nvstage.inspect.mix import mix as mix_of
-from nvstage.inspect.ptx_lines import PtxFunction, match_file
+from nvstage.inspect.ptx_lines import MAX_INLINED, PtxFunction, match_file
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _MARK = re.compile(r'^\s*//## File "(.*?)", line (\d+)(?: inlined at "(.*?)", line (\d+))?')
@@ -37,7 +37,9 @@ _HEADER = re.compile(r"^\s*//\s*\|((?:\s*[A-Z]+\s*\|)+)\s*$")
 _LABEL = re.compile(r"^\s*(\.L\w+):")
 _REGISTER_COUNT = "Invalid register count"
 COLUMNS = ("GPR", "PRED", "UGPR", "UPRED")
-MAX_SPAN = 20_000  # source lines listed between a kernel's first and last line with code
+# Source lines with no code listed between a kernel's first and last line with code, in one
+# file and in all its files together (#line directives can name any number of files).
+MAX_SPAN = 20_000
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ def parse_located(text: str) -> dict[str, list[Located]]:
         m = _INSN.match(raw)
         if m and current is not None:
             if marks:
-                where, marks = tuple(marks), []
+                where, marks = tuple(marks[:MAX_INLINED + 1]), []
             body = m.group(2).strip().rstrip(";").strip()
             if not body:
                 continue
@@ -227,16 +229,26 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
         if f not in files:
             files[f] = source_text(f) if source_text else None
     peak = max((i.gpr for i in ins if i.gpr is not None), default=None)
+    numbers = {f: sorted({n for g, n in by_line if g == f} | {n for g, n in ptx_count if g == f})
+               for f in files}
+    # The span the kernel covers in each file: lines in between with no SASS are shown too,
+    # unless the line numbers are spread too far to list (a crafted cubin or PTX may name line
+    # 1 and line 999,999,999, or a thousand files each at lines 1 and 20,001): then the lines
+    # with code alone. The files whose text is shown take their spans first.
+    spans: dict[str, object] = {}
+    budget = MAX_SPAN
+    for f in sorted(files, key=lambda f: (files[f] is None, f)):
+        ns = numbers[f]
+        gaps = ns[-1] - ns[0] + 1 - len(ns)
+        if gaps <= budget:
+            budget -= gaps
+            spans[f] = range(ns[0], ns[-1] + 1)
+        else:
+            spans[f] = ns
     lines: list[SourceLine] = []
     for f in sorted(files):
-        numbers = sorted({n for g, n in by_line if g == f} | {n for g, n in ptx_count if g == f})
         text = files[f]
-        # The span the kernel covers in its file: lines in between with no SASS are shown too,
-        # unless the line numbers are spread too far to list (a crafted cubin or PTX may
-        # name line 1 and line 999,999,999): then the lines with code alone.
-        span = numbers if numbers[-1] - numbers[0] > MAX_SPAN else \
-            range(numbers[0], numbers[-1] + 1)
-        for n in span:
+        for n in spans[f]:
             got = by_line.get((f, n), [])
             pk = max((i.gpr for i in got if i.gpr is not None), default=None)
             src = text[n - 1] if text is not None and 1 <= n <= len(text) else None
