@@ -337,7 +337,9 @@ JS = """
     });
   });
   function openTarget(){
-    var id = decodeURIComponent(location.hash.slice(1));
+    // A malformed fragment (#%E0) makes decodeURIComponent throw: the rest of the page's
+    // script would not run.
+    var id; try { id = decodeURIComponent(location.hash.slice(1)); } catch (e) { return; }
     var el = id && document.getElementById(id);
     if (el && el.tagName === 'DETAILS'){ el.open = true; el.scrollIntoView(); }
   }
