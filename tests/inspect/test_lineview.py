@@ -170,3 +170,27 @@ def test_many_files_each_spread_wide_are_bounded_as_a_whole():
     with_code = {(i.file, i.line) for i in k.instructions if i.line}
     assert len(k.lines) <= lineview.MAX_SPAN + len(with_code)
     assert with_code <= {(ln.file, ln.line) for ln in k.lines}
+
+
+def test_one_function_at_a_time_is_bounded(monkeypatch, tmp_path):
+    """Where nvdisasm refuses a whole cubin's live ranges ("Invalid register count"), the
+    view asks again one function at a time: a crafted cubin with 100,000 function symbols
+    made 100,000 nvdisasm runs (about a second each). Past a bound, the rest get no counts."""
+    from nvstage.errors import ToolkitError
+
+    calls = []
+
+    def run(argv, what):
+        calls.append(argv)
+        if "-fun" in argv or "--life-range-mode" not in argv:
+            return ""
+        raise ToolkitError("nvdisasm failed on k.cubin: Invalid register count : '255'")
+
+    class Toolkit:
+        def tool(self, name):
+            return "nvdisasm"
+
+    monkeypatch.setattr(lineview, "_run", run)
+    monkeypatch.setattr(lineview, "_function_symbols", lambda cubin: list(range(100_000)))
+    lineview._listings(tmp_path / "k.cubin", Toolkit())
+    assert len(calls) <= 2 + lineview.MAX_FUNCTIONS

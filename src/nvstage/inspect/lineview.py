@@ -37,6 +37,9 @@ _HEADER = re.compile(r"^\s*//\s*\|((?:\s*[A-Z]+\s*\|)+)\s*$")
 _LABEL = re.compile(r"^\s*(\.L\w+):")
 _REGISTER_COUNT = "Invalid register count"
 COLUMNS = ("GPR", "PRED", "UGPR", "UPRED")
+# Functions asked for one at a time where nvdisasm refuses a whole cubin's live ranges: each
+# run starts nvdisasm (about a second), and a crafted cubin may name 100,000 functions.
+MAX_FUNCTIONS = 128
 # Source lines with no code listed between a kernel's first and last line with code, in one
 # file and in all its files together (#line directives can name any number of files).
 MAX_SPAN = 20_000
@@ -289,7 +292,8 @@ def _function_symbols(cubin: Path) -> list[int]:
 def _listings(cubin: Path, toolkit) -> tuple[str, str]:
     """(``-gi -c``, ``-lrm count -c``) listings of a cubin. nvdisasm has been seen to refuse
     some whole cubins' live ranges (``Invalid register count``): then one function at a time,
-    and a function it still refuses keeps its instructions with no counts."""
+    and a function it still refuses (or past the first ``MAX_FUNCTIONS``) keeps its
+    instructions with no counts."""
     nvd, path = toolkit.tool("nvdisasm"), os.path.abspath(cubin)
     located = _run([nvd, "-gi", "-c", path], cubin.name)
     try:
@@ -298,7 +302,7 @@ def _listings(cubin: Path, toolkit) -> tuple[str, str]:
         if _REGISTER_COUNT not in str(e):
             raise
         parts = []
-        for index in _function_symbols(cubin):
+        for index in _function_symbols(cubin)[:MAX_FUNCTIONS]:
             try:
                 parts.append(_run([nvd, "--life-range-mode", "count", "-c", "-fun",
                                    str(index), path], cubin.name))
