@@ -31,12 +31,14 @@ def render_lines(kernels, con, _listing=True) -> None:
         root = ""
         if files:
             root = os.path.dirname(files[0]) if len(files) == 1 else os.path.commonpath(files)
-        peaks = [ln.line for ln in k.lines if ln.peak]
+        # Several files (headers, #line): each peak line by its file too.
+        peaks = [str(ln.line) if len(files) == 1 else f"{os.path.basename(ln.file)}:{ln.line}"
+                 for ln in k.lines if ln.peak]
         head = (f"\n{k.demangled or k.name} ({k.arch}, {k.image}): {len(k.instructions)} "
                 f"instructions, peak {k.peak_gpr if k.peak_gpr is not None else '?'} live "
                 "registers")
         if peaks:
-            head += f" at line{'s' if len(peaks) > 1 else ''} {', '.join(map(str, peaks))}"
+            head += f" at line{'s' if len(peaks) > 1 else ''} {', '.join(peaks)}"
         con.print(Text(head, style="bold"), soft_wrap=True)
         if k.instructions:
             con.print(f"mix: {mix_words(k.mix)}", markup=False, soft_wrap=True)
@@ -44,7 +46,9 @@ def render_lines(kernels, con, _listing=True) -> None:
             con.print(f"ptx: {k.ptx.module} ({k.ptx.arch}), {len(k.ptx.instructions)} "
                       "instructions, counted per line from its .loc directives", markup=False,
                       soft_wrap=True)
-        if root:
+        if len(files) == 1:  # the one file, named (not only its folder)
+            con.print(f"source: {files[0]}", markup=False, soft_wrap=True)
+        elif root:
             con.print(f"source: {root}{os.sep}", markup=False, soft_wrap=True)
         con.print("live: general, predicate, uniform registers at each instruction "
                   "(nvdisasm --life-range-mode count)", markup=False, style="dim",
