@@ -50,7 +50,9 @@ def _heat(n: int | None, peak: int | None) -> str:
 
 
 def _peak_words(k) -> str:
-    peaks = [str(ln.line) for ln in k.lines if ln.peak]
+    several = len({ln.file for ln in k.lines}) > 1  # then each line by its file too
+    peaks = [f"{os.path.basename(ln.file)}:{ln.line}" if several else str(ln.line)
+             for ln in k.lines if ln.peak]
     if k.peak_gpr is None:
         return "live registers unknown"
     at = f" at line{'s' if len(peaks) > 1 else ''} {', '.join(peaks)}" if peaks else ""
