@@ -228,14 +228,33 @@ def _location(source: str) -> tuple[str, int] | None:
     return (file, int(line)) if file and line.isdecimal() else None
 
 
+# What a translation unit nvcc compiles is called (and a header, should a manifest name one):
+# a manifest is a document, and one naming ~/.aws/credentials, with a cubin whose line info
+# names it too (#line 1 "..."), had its text printed into the terminal and the HTML report.
+SOURCE_SUFFIXES = frozenset({".cu", ".cup", ".cuh", ".c", ".cc", ".cp", ".cpp", ".cxx", ".c++",
+                             ".h", ".hh", ".hpp", ".hxx", ".inl", ".i", ".ii"})
+
+
+def is_source_name(path: str) -> bool:
+    """Whether ``path``, by its real name (links followed), is called as a source file is."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return False
+    return os.path.splitext(real)[1].lower() in SOURCE_SUFFIXES
+
+
 def source_reader(source: str | None, cwd: str = "", *, indent: bool = False):
     """``source_text`` for the views: the lines of ``source`` (the one file a manifest or build
     record names; relative against ``cwd``) for a location that names it, None for any other
-    file (a document chooses no file to read). The file is read once, when first named.
+    file (a document chooses no file to read), and for a file not called as a source is
+    (``SOURCE_SUFFIXES``, by its real name). The file is read once, when first named.
     ``indent``: keep each line's leading spaces (``source_lines``)."""
     if not source:
         return None
     target = os.path.join(cwd or "", source)
+    if not is_source_name(target):
+        return lambda f: None
     named: dict[str, bool] = {}
     read: list = []  # [lines or None] once read
 
