@@ -194,3 +194,28 @@ def test_one_function_at_a_time_is_bounded(monkeypatch, tmp_path):
     monkeypatch.setattr(lineview, "_function_symbols", lambda cubin: list(range(100_000)))
     lineview._listings(tmp_path / "k.cubin", Toolkit())
     assert len(calls) <= 2 + lineview.MAX_FUNCTIONS
+
+
+def test_a_big_kernel_is_printed_in_time_that_grows_with_it(monkeypatch):
+    """The terminal view asked for the kernel's peak (a walk of every instruction) once per
+    instruction: 12,000 instructions took a minute, 100,000 hours. Counted here as the reads
+    of the instructions' live registers."""
+    import io
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from nvstage.report.terminal.lines import render_lines
+
+    k = _kernel("sm_90")
+    many = tuple(replace(k.instructions[n % len(k.instructions)], offset=16 * n)
+                 for n in range(3000))
+    big = lineview.join(k.name, [lineview.Located(i.offset, i.text, i.file, i.line, (), None)
+                                 for i in many], {i.offset: {"GPR": 3} for i in many},
+                        arch="sm_90", image="big.cubin")
+    reads = []
+    gpr = lineview.LineInstruction.gpr
+    monkeypatch.setattr(lineview.LineInstruction, "gpr",
+                        property(lambda i: reads.append(1) or gpr.fget(i)))
+    render_lines([big], Console(file=io.StringIO(), width=120, color_system=None))
+    assert len(reads) < 10 * len(big.instructions)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from nvstage import proc
@@ -110,10 +111,11 @@ class KernelLines:
     padding_nops: int = 0  # left out of ``instructions``: never issued
     ptx: PtxFunction | None = None  # the kernel in the PTX the build kept, where it kept one
 
-    @property
+    @cached_property
     def peak_gpr(self) -> int | None:
-        live = [i.gpr for i in self.instructions if i.gpr is not None]
-        return max(live) if live else None
+        """Worked out once: the views ask for it per instruction and per line (a walk of every
+        instruction each time made a 12,000-instruction kernel take a minute to print)."""
+        return max((i.gpr for i in self.instructions if i.gpr is not None), default=None)
 
     @property
     def mix(self) -> Mix:

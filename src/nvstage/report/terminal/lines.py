@@ -40,6 +40,7 @@ def render_lines(kernels, con, _listing=True) -> None:
         if peaks:
             head += f" at line{'s' if len(peaks) > 1 else ''} {', '.join(peaks)}"
         con.print(Text(head, style="bold"), soft_wrap=True)
+        peak = k.peak_gpr
         if k.instructions:
             con.print(f"mix: {mix_words(k.mix)}", markup=False, soft_wrap=True)
         if k.ptx is not None and k.ptx.has_lineinfo and k.has_lineinfo:
@@ -57,7 +58,7 @@ def render_lines(kernels, con, _listing=True) -> None:
             con.print("no line info in this cubin (build with -lineinfo or -G): the SASS "
                       "alone, with its live registers", markup=False, soft_wrap=True)
             for i in k.instructions:
-                _instruction(con, i, k.peak_gpr)
+                _instruction(con, i, peak)
             continue
         by_line: dict[tuple[str, int], list] = {}
         for i in k.instructions:
@@ -79,12 +80,12 @@ def render_lines(kernels, con, _listing=True) -> None:
             line.append(f"   [{stats}]{mark}", style="cyan" if ln.instructions else "dim")
             con.print(line, soft_wrap=True)
             for i in by_line.get((ln.file, ln.line), []):
-                _instruction(con, i, k.peak_gpr)
+                _instruction(con, i, peak)
         elsewhere = [i for i in k.instructions if i.line is None]
         if elsewhere:
             con.print("      | (no source line)", markup=False)
             for i in elsewhere:
-                _instruction(con, i, k.peak_gpr)
+                _instruction(con, i, peak)
 
 
 def mix_words(m) -> str:
