@@ -219,3 +219,23 @@ def test_a_big_kernel_is_printed_in_time_that_grows_with_it(monkeypatch):
                         property(lambda i: reads.append(1) or gpr.fget(i)))
     render_lines([big], Console(file=io.StringIO(), width=120, color_system=None))
     assert len(reads) < 10 * len(big.instructions)
+
+
+def test_thousands_of_files_are_joined_in_time_that_grows_with_them():
+    """#line directives naming 10,000 files (a real build: cicc and ptxas keep them): every
+    file's lines were picked out of every line's, and each PTX line's file matched against
+    every file, 10^8 steps."""
+    import time
+
+    from nvstage.inspect.ptx_lines import PtxFunction, PtxInstruction
+
+    n = 10_000
+    located = [lineview.Located(16 * k, "FADD R1, R1, R2", f"/src/f{k}.cu", k + 1)
+               for k in range(n)]
+    ptx = PtxFunction("k", "k.ptx", "compute_90", tuple(
+        PtxInstruction(k + 1, "add.f32 %f1, %f1, %f2", f"/src/f{k}.cu", k + 1)
+        for k in range(n)))
+    start = time.monotonic()
+    k = lineview.join("k", located, {}, arch="sm_90", image="k.cubin", ptx=ptx)
+    assert time.monotonic() - start < 3
+    assert len(k.lines) == n and all(ln.ptx_instructions == 1 for ln in k.lines)

@@ -29,7 +29,7 @@ from nvstage import proc
 from nvstage.errors import ArtifactError, ToolkitError
 from nvstage.inspect.mix import Mix, classify
 from nvstage.inspect.mix import mix as mix_of
-from nvstage.inspect.ptx_lines import MAX_INLINED, PtxFunction, match_file
+from nvstage.inspect.ptx_lines import MAX_INLINED, PtxFunction, file_matcher
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _MARK = re.compile(r'^\s*//## File "(.*?)", line (\d+)(?: inlined at "(.*?)", line (\d+))?')
@@ -225,8 +225,12 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
     ptx_count: dict[tuple[str, int], int] = {}
     if ptx is not None and by_line:
         sass_files = {f for f, _ in by_line}
+        match = file_matcher(sass_files)
+        matched: dict = {}  # once per PTX file, not per line
         for (f, n), c in ptx.per_line().items():
-            g = match_file(f, sass_files)
+            if f not in matched:
+                matched[f] = match(f)
+            g = matched[f]
             if g in sass_files:
                 ptx_count[(g, n)] = ptx_count.get((g, n), 0) + c
     files: dict[str, list[str] | None] = {}
@@ -234,8 +238,10 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
         if f not in files:
             files[f] = source_text(f) if source_text else None
     peak = max((i.gpr for i in ins if i.gpr is not None), default=None)
-    numbers = {f: sorted({n for g, n in by_line if g == f} | {n for g, n in ptx_count if g == f})
-               for f in files}
+    numbers: dict[str, set[int]] = {f: set() for f in files}
+    for f, n in (*by_line, *ptx_count):
+        numbers[f].add(n)
+    numbers = {f: sorted(ns) for f, ns in numbers.items()}
     # The span the kernel covers in each file: lines in between with no SASS are shown too,
     # unless the line numbers are spread too far to list (a crafted cubin or PTX may name line
     # 1 and line 999,999,999, or a thousand files each at lines 1 and 20,001): then the lines

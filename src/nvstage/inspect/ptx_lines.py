@@ -194,13 +194,26 @@ def parse_ptx_lines(text: str, *, module: str = "", arch: str = "") -> list[PtxF
     return out
 
 
+def file_matcher(sass_files):
+    """``match(ptx_file)``: ``match_file`` against ``sass_files``, indexed once (a build whose
+    #line directives name thousands of files matched each against all of them)."""
+    files = set(sass_files)
+    by_name: dict[str, list[str]] = {}
+    for f in files:
+        by_name.setdefault(os.path.basename(f), []).append(f)
+
+    def match(ptx_file: str | None) -> str | None:
+        if ptx_file is None:
+            return None
+        if ptx_file in files:
+            return ptx_file
+        same = by_name.get(os.path.basename(ptx_file), [])
+        return same[0] if len(same) == 1 else ptx_file
+
+    return match
+
+
 def match_file(ptx_file: str | None, sass_files) -> str | None:
     """The name nvdisasm gave the file PTX names ``ptx_file``: the same path, else the one
     file of the same base name."""
-    if ptx_file is None:
-        return None
-    files = list(sass_files)
-    if ptx_file in files:
-        return ptx_file
-    same = [f for f in files if os.path.basename(f) == os.path.basename(ptx_file)]
-    return same[0] if len(same) == 1 else ptx_file
+    return file_matcher(sass_files)(ptx_file)
