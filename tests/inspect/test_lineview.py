@@ -239,3 +239,18 @@ def test_thousands_of_files_are_joined_in_time_that_grows_with_them():
     k = lineview.join("k", located, {}, arch="sm_90", image="k.cubin", ptx=ptx)
     assert time.monotonic() - start < 3
     assert len(k.lines) == n and all(ln.ptx_instructions == 1 for ln in k.lines)
+
+
+def test_a_line_with_a_run_of_blanks_is_read_in_linear_time():
+    """A crafted cubin whose called function's name holds 3,000 spaces: nvdisasm prints
+    ``CALL.REL.NOINC `($k$f<3,000 spaces>z)``, and the one pattern for the whole line
+    backtracked cubically (2,000 spaces: a minute; show --lineinfo ran past 2 minutes)."""
+    import time
+
+    head = '\t.section\t.text.k,"ax",@progbits\n'
+    call = "        /*0070*/   CALL.REL.NOINC `($k$f" + " " * 1000 + "z) ;"
+    start = time.monotonic()
+    (located,) = lineview.parse_located(head + call + "\n").values()
+    live = lineview.parse_live(head + "  // | GPR | PRED |\n" + call + "   // |  3 |  1 |\n")
+    assert time.monotonic() - start < 1
+    assert located[0].text.endswith("z)") and live["k"] == {0x70: {"GPR": 3, "PRED": 1}}

@@ -202,3 +202,19 @@ def test_a_manifest_naming_a_file_that_is_no_source_gets_no_text(tmp_path):
     assert source_reader("k.cu", str(tmp_path))("k.cu") is None
     (tmp_path / "real.cu").write_text("__global__ void k() {}\n")
     assert source_reader("real.cu", str(tmp_path))("real.cu") == ["__global__ void k() {}", ""]
+
+
+def test_a_line_with_a_run_of_blanks_is_read_in_linear_time():
+    """The same crafted name in ``show``'s SASS: the listing's pattern backtracked worse than
+    cubically on a run of blanks (300 blanks: seconds; show --sections sass of a 13 KB cubin
+    ran past 2 minutes)."""
+    import time
+
+    from nvstage.inspect.sass import parse_nvdisasm
+
+    text = ('\t.section\t.text.k,"ax",@progbits\n.text.k:\n'
+            "        /*0070*/   CALL.REL.NOINC `($k$f" + " " * 300 + "z) ;  /* 0x0 */\n")
+    start = time.monotonic()
+    (k,) = parse_nvdisasm(text)
+    assert time.monotonic() - start < 1
+    assert k.instructions[0].text.endswith("z)") and k.instructions[0].opcode == "CALL"

@@ -33,7 +33,11 @@ from nvstage.inspect.ptx_lines import MAX_INLINED, PtxFunction, file_matcher
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _MARK = re.compile(r'^\s*//## File "(.*?)", line (\d+)(?: inlined at "(.*?)", line (\d+))?')
-_INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;?\s*(?://\s*\|(.*)\|\s*)?$")
+# An instruction's line: its offset, then the rest, split in Python (``_instruction``). One
+# pattern for the whole line backtracked cubically on a run of blanks: a crafted cubin whose
+# called function's name holds 3,000 spaces kept show --lineinfo busy for minutes.
+_INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*)$")
+_COLUMNS = re.compile(r"//\s*\|")
 _HEADER = re.compile(r"^\s*//\s*\|((?:\s*[A-Z]+\s*\|)+)\s*$")
 _LABEL = re.compile(r"^\s*(\.L\w+):")
 _REGISTER_COUNT = "Invalid register count"
@@ -132,6 +136,23 @@ class KernelLines:
                 "ptx": None if self.ptx is None else self.ptx.to_json()}
 
 
+def _instruction(raw: str) -> tuple[int, str, str | None] | None:
+    """(offset, the instruction as written, the ``-lrm`` columns between the first and last
+    ``|`` of its ``// |...|`` comment, or None) of a listing's line; None for another line."""
+    m = _INSN.match(raw)
+    if m is None:
+        return None
+    body, cells = m.group(2), None
+    end = body.rstrip()
+    if end.endswith("|"):
+        c = _COLUMNS.search(body)
+        if c is not None and c.end() < len(end):
+            body, cells = body[:c.start()], end[c.end():-1]
+    body = body.rstrip()
+    body = body[:-1] if body.endswith(";") else body  # its ";", then any the text ends with
+    return int(m.group(1), 16), body.strip().rstrip(";").strip(), cells
+
+
 def parse_located(text: str) -> dict[str, list[Located]]:
     """nvdisasm ``-gi -c`` -> each function's instructions with their source location."""
     out: dict[str, list[Located]] = {}
@@ -153,15 +174,15 @@ def parse_located(text: str) -> dict[str, list[Located]]:
         if m:
             label = m.group(1)
             continue
-        m = _INSN.match(raw)
-        if m and current is not None:
+        got = _instruction(raw)
+        if got is not None and current is not None:
             if marks:
                 where, marks = tuple(marks[:MAX_INLINED + 1]), []
-            body = m.group(2).strip().rstrip(";").strip()
+            offset, body, _ = got
             if not body:
                 continue
             file, line = where[0] if where else (None, None)
-            current.append(Located(int(m.group(1), 16), body, file, line, where[1:], label))
+            current.append(Located(offset, body, file, line, where[1:], label))
             label = None
     return out
 
@@ -183,16 +204,16 @@ def parse_live(text: str) -> dict[str, dict[int, dict[str, int]]]:
             if all(c in COLUMNS for c in got):
                 names = got
             continue
-        m = _INSN.match(raw)
-        if m and current is not None and m.group(3) is not None and names:
-            cells = [c.strip() for c in m.group(3).split("|")]
+        got = _instruction(raw)
+        if got is not None and current is not None and got[2] is not None and names:
+            cells = [c.strip() for c in got[2].split("|")]
             counts = {}
             for name, cell in zip(names, cells):
-                if cell and not cell.isdecimal():
+                if cell and not (cell.isdecimal() and len(cell) <= 9):
                     raise ArtifactError(f"nvdisasm's live-register column {name} reads "
-                                        f"{cell!r}: not a count")
+                                        f"{cell[:40]!r}: not a count")
                 counts[name] = int(cell) if cell else 0
-            current[int(m.group(1), 16)] = counts
+            current[got[0]] = counts
     return out
 
 

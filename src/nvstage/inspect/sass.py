@@ -24,7 +24,10 @@ from nvstage.inspect.names import demangle_all
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _OTHER_ENTRY = re.compile(r"^\s*\.other\s+([^,\s]+),\s*@\"[^\"]*STO_CUDA_ENTRY")
-_INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;?\s*(?:/\*.*\*/)?\s*$")
+# An instruction's line: its offset, then the rest, its /* encoding */ cut off in Python
+# (``_instruction_text``). One pattern for the whole line backtracked cubically on a run of
+# blanks: a crafted cubin whose called function's name holds 3,000 spaces hung show.
+_INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*)$")
 _LABEL = re.compile(r"^\s*(\.L\w+):\s*$")
 _LINE = re.compile(r'^\s*//## File "(.*)", line (\d+)(?:.*inlined at "(.*)", line (\d+))?')
 _TARGET = re.compile(r"^\s*\.target\s+(\w+)")
@@ -130,7 +133,7 @@ def parse_nvdisasm(text: str, *, arch: str | None = None, image: str = "",
             continue
         m = _INSN.match(line)
         if m and funcs:
-            text_ = m.group(2).strip().rstrip(";").strip()
+            text_ = _instruction_text(m.group(2))
             if not text_:
                 continue
             op = _PRED.sub("", text_).split(" ", 1)[0].split(".", 1)[0]
@@ -221,6 +224,18 @@ def source_lines(path: str | os.PathLike, *, indent: bool = False) -> list[str] 
         line = line if indent else line.lstrip()
         out.append(line if len(line) <= MAX_SOURCE_LINE else line[:MAX_SOURCE_LINE - 3] + "...")
     return out
+
+
+def _instruction_text(body: str) -> str:
+    """The instruction of what follows a listing line's offset: without a trailing
+    ``/* ... */`` comment (the encoding) and its ``;``."""
+    end = body.rstrip()
+    start = body.find("/*")
+    if end.endswith("*/") and 0 <= start <= len(end) - 4:
+        body = body[:start]
+    body = body.rstrip()
+    body = body[:-1] if body.endswith(";") else body  # its ";", then any the text ends with
+    return body.strip().rstrip(";").strip()
 
 
 def _location(source: str) -> tuple[str, int] | None:
