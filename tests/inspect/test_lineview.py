@@ -254,3 +254,21 @@ def test_a_line_with_a_run_of_blanks_is_read_in_linear_time():
     live = lineview.parse_live(head + "  // | GPR | PRED |\n" + call + "   // |  3 |  1 |\n")
     assert time.monotonic() - start < 1
     assert located[0].text.endswith("z)") and live["k"] == {0x70: {"GPR": 3, "PRED": 1}}
+
+
+def test_a_file_with_thousands_of_cubins_is_refused_before_any_is_read(monkeypatch):
+    """A crafted fatbin (or a manifest) with 5,000 different cubins: two nvdisasm runs each,
+    about three hours. Past ``MAX_CUBINS`` one error, before nvdisasm runs."""
+    from types import SimpleNamespace
+
+    from nvstage.errors import ArtifactError
+    from nvstage.inspect import fatbin
+
+    images = [(SimpleNamespace(index=n, arch_name="sm_90"), b"cubin %d" % n)
+              for n in range(5000)]
+    monkeypatch.setattr(fatbin, "kind_of_file", lambda p: "fatbin")
+    monkeypatch.setattr(fatbin, "image_bytes",
+                        lambda p, tk, kind: images if kind == "cubin" else [])
+    monkeypatch.setattr(lineview, "cubin_lines", lambda *a, **k: pytest.fail("read one"))
+    with pytest.raises(ArtifactError, match="5000 different cubins"):
+        lineview.lines_of("crafted.fatbin", object())

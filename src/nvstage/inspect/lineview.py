@@ -45,6 +45,9 @@ COLUMNS = ("GPR", "PRED", "UGPR", "UPRED")
 # Functions asked for one at a time where nvdisasm refuses a whole cubin's live ranges: each
 # run starts nvdisasm (about a second), and a crafted cubin may name 100,000 functions.
 MAX_FUNCTIONS = 128
+# Distinct cubins of one file joined line by line: two nvdisasm runs each (about a second),
+# and a crafted fatbin may hold thousands.
+MAX_CUBINS = 256
 # Source lines with no code listed between a kernel's first and last line with code, in one
 # file and in all its files together (#line directives can name any number of files).
 MAX_SPAN = 20_000
@@ -415,12 +418,18 @@ def lines_of(path: str | os.PathLike, toolkit, *, source_text=None) -> list[Kern
                             for im, data in image_bytes(path, toolkit, "ptx"))
     except ArtifactError:
         ptx = []
-    with tempfile.TemporaryDirectory(prefix="nvstage-lines-") as tmp:
-        for im, data in image_bytes(path, toolkit, "cubin"):
-            key = hashlib.sha256(data).digest()
-            if key in seen:
-                continue
+    cubins = []
+    for im, data in image_bytes(path, toolkit, "cubin"):
+        key = hashlib.sha256(data).digest()
+        if key not in seen:
             seen.add(key)
+            cubins.append((im, data))
+    if len(cubins) > MAX_CUBINS:
+        raise ArtifactError(f"{path} holds {len(cubins)} different cubins: the line view reads "
+                            f"{MAX_CUBINS} at most (two nvdisasm runs each)",
+                            hint="extract the one you want (cuobjdump -xelf) and show that")
+    with tempfile.TemporaryDirectory(prefix="nvstage-lines-") as tmp:
+        for im, data in cubins:
             arch = refine_arch(read_cubin(data, f"{path} image {im.index}").arch, im.arch_name)
             name = f"{stem}.{im.index}.{arch}.cubin"  # the inventory's name
             one = Path(tmp, name)
@@ -452,8 +461,12 @@ def build_lines(build, toolkit=None) -> list[KernelLines]:
                 continue
     ptx = ptx_functions(kept)
     out: list[KernelLines] = []
-    for a in build.artifacts:
-        if a.kind == "cubin" and os.path.isfile(a.path):
-            arch = refine_arch(read_cubin(read_bytes(a.path), a.path).arch, a.arch)
-            out += cubin_lines(a.path, toolkit, arch=arch, source_text=text, ptx=ptx)
+    cubins = [a for a in build.artifacts if a.kind == "cubin" and os.path.isfile(a.path)]
+    if len(cubins) > MAX_CUBINS:
+        raise ArtifactError(f"{build.keep_dir or 'the build'} records {len(cubins)} cubins: the "
+                            f"line view reads {MAX_CUBINS} at most (two nvdisasm runs each)",
+                            hint="show one of them: nvstage show CUBIN --kernel NAME --lineinfo")
+    for a in cubins:
+        arch = refine_arch(read_cubin(read_bytes(a.path), a.path).arch, a.arch)
+        out += cubin_lines(a.path, toolkit, arch=arch, source_text=text, ptx=ptx)
     return out
