@@ -181,13 +181,20 @@ def _side(view: BuildView, spec: str, which: str | None, default: int = -1) -> S
                 sorted(state.values(), key=lambda u: u.entry.started))
 
 
-def _rel(key: tuple, root: str) -> str:
-    """A unit's key as a path inside ``root`` (two build folders' units meet there)."""
-    *head, what, value = key
-    if what == "output" and (value == root or value.startswith(root.rstrip("/") + "/")):
-        value = os.path.relpath(value, root)
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _rel(u: TranslationUnit, root: str) -> str:
+    """A unit's key as a path inside the build folder ``root``, else inside the folder its
+    command ran in (two build folders' units meet there; so do a record's and its copy's)."""
+    *head, what, value = u.key
+    cwd = getattr(u.entry, "cwd", "") or root
+    base = root if _inside(value, root) or not _inside(value, cwd) else cwd
+    if what == "output" and _inside(value, base):
+        value = os.path.relpath(value, base)
     elif what == "command":
-        value = value.split("\0")[0].replace(root.rstrip("/") + "/", "")
+        value = value.split("\0")[0].replace(base.rstrip("/") + "/", "")
     return " ".join([*head[1:], value]) if head else value
 
 
@@ -226,7 +233,7 @@ def _code_bytes(u: TranslationUnit) -> dict:
 def _kernels(side: Side, block: int, known: dict) -> dict[str, tuple]:
     out: dict[str, tuple] = {}
     for u in side.units:
-        unit = _rel(u.key, side.root)
+        unit = _rel(u, side.root)
         sizes = _code_bytes(u)
         for r in u.kernels:
             row = kernel_row(r, u.index, block, known)
@@ -243,8 +250,8 @@ def _kernels(side: Side, block: int, known: dict) -> dict[str, tuple]:
 def compare(a: Side, b: Side, *, block: int = DEFAULT_BLOCK,
             notes: list[str] | None = None) -> RecordDiff:
     """The two sides, unit by unit and kernel by kernel."""
-    ua = {_rel(u.key, a.root): u for u in a.units}
-    ub = {_rel(u.key, b.root): u for u in b.units}
+    ua = {_rel(u, a.root): u for u in a.units}
+    ub = {_rel(u, b.root): u for u in b.units}
     units = []
     for key in dict.fromkeys([*ua, *ub]):
         x, y = ua.get(key), ub.get(key)
