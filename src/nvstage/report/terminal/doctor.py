@@ -56,4 +56,6 @@ def render_toolchain(t) -> None:
     if t.launcher:
         say("nvstage in front of every compile, device link, link and archive: "
             + " ".join(t.launcher), soft_wrap=True)
-    say(f"use: cmake -DCMAKE_TOOLCHAIN_FILE={t.path} ...", soft_wrap=True)
+    import os
+
+    say(f"use: cmake -DCMAKE_TOOLCHAIN_FILE={os.path.abspath(t.path)} ...", soft_wrap=True)
