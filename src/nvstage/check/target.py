@@ -178,7 +178,7 @@ def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -
     from nvstage.check.metrics import Measurements
     from nvstage.inspect.build_view import load_build_view
 
-    view = load_build_view(record)
+    view = load_build_view(record, earlier=False)  # the project as it is: no history
     violations, kernels, stages, notes, unchecked = [], [], [], list(view.notes), []
     units: list[Unchecked] = []
     arches: set[str] = set()

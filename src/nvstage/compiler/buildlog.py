@@ -27,6 +27,7 @@ without touching a file unless asked to.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -349,11 +350,11 @@ class BuildRun:
             return None
         return self.ident.split(":", 1)[0]
 
-    @property
+    @functools.cached_property
     def started(self) -> float:
         return min(e.started for e in self.entries)
 
-    @property
+    @functools.cached_property
     def ended(self) -> float:
         return max(e.ended for e in self.entries)
 

@@ -389,10 +389,12 @@ def _one_unit(view: BuildView, text: str) -> TranslationUnit:
 # -- reading ---------------------------------------------------------------------------------
 
 def load_build_view(path: str | os.PathLike, *, block: int = DEFAULT_BLOCK,
-                    every_entry: bool = False) -> BuildView:
+                    every_entry: bool = False, earlier: bool = True) -> BuildView:
     """The build record at ``path`` (a build folder or its ``.nvstage-build``) as a whole
     build: the latest entry of each unit (every entry with ``every_entry``), occupancy at
-    ``block`` threads per block. ``UsageError`` when ``path`` holds no build record."""
+    ``block`` threads per block; with ``earlier``, the entries the last build replaced too
+    (read as units: what ``record_diff.since_previous`` compares). ``UsageError`` when
+    ``path`` holds no build record."""
     from nvstage.compiler import buildlog
 
     if not isinstance(block, int) or not 1 <= block <= 1024:
@@ -404,16 +406,16 @@ def load_build_view(path: str | os.PathLike, *, block: int = DEFAULT_BLOCK,
     last = runs[-1] if runs else None
     view = BuildView(rec.folder, last.started if last else 0.0, [], [], block, superseded,
                      list(rec.skipped), builds=runs)
-    earlier: dict = {}
-    if not every_entry and last is not None:
+    before: dict = {}
+    if earlier and not every_entry and last is not None:
         # What the units the last build ran were before it: each one's entry before.
         rebuilt = {e.unit for e in last.entries}
         for e in rec.entries:  # oldest first
             if run_of[id(e)].number < last.number and e.unit in rebuilt:
-                earlier[e.unit] = e
+                before[e.unit] = e
     problems: list[str] = []
     units, builds = [], []
-    for n, e in enumerate([*entries, *earlier.values()]):
+    for n, e in enumerate([*entries, *before.values()]):
         r = run_of[id(e)]
         unit, build = _unit(n if n < len(entries) else n - len(entries), e, r.started)
         unit.run = r.number
