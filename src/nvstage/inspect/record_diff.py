@@ -74,6 +74,7 @@ class KernelRow:
     kernel: dict  # the mangled name on each side: {"a": ..., "b": ...}
     a: dict | None
     b: dict | None
+    unit_name: str = ""  # short, for tables: the unit's source file name
 
     @property
     def status(self) -> str:
@@ -243,7 +244,7 @@ def _kernels(side: Side, block: int, known: dict) -> dict[str, tuple]:
                        "sass_bytes": sizes.get((r.kernel, r.arch, r.final)),
                        "occupancy": None if occ is None else round(occ.occupancy, 4)}
             key = f"{r.name} ({r.arch}{'' if r.final else ', per file'}) in {unit}"
-            out.setdefault(key, (r, unit, figures))
+            out.setdefault(key, (r, unit, figures, u.name))
     return out
 
 
@@ -268,10 +269,11 @@ def compare(a: Side, b: Side, *, block: int = DEFAULT_BLOCK,
     kernels = []
     for key in dict.fromkeys([*ka, *kb]):
         x, y = ka.get(key), kb.get(key)
-        r, unit, _ = y or x
+        r, unit, _, name = y or x
         kernels.append(KernelRow(key, r.name, r.arch, unit,
                                  {"a": x and x[0].kernel, "b": y and y[0].kernel},
-                                 None if x is None else x[2], None if y is None else y[2]))
+                                 None if x is None else x[2], None if y is None else y[2],
+                                 name))
     return RecordDiff(a, b, units, kernels, block, list(notes or []))
 
 

@@ -67,7 +67,7 @@ def since_section(view, changes) -> str:
     moved = [k for k in changes.kernels if k.status != "same"]
     kernels = "".join(
         "<tr>" + f'<td class="kname">{esc(k.name)}</td>' + _td(k.arch)
-        + _td(k.unit.rsplit("/", 1)[-1]) + _td(k.status)
+        + _td(k.unit_name or k.unit.rsplit("/", 1)[-1]) + _td(k.status)
         + "".join(_td(f"{_figure((k.a or {}).get(m), m)} → {_figure((k.b or {}).get(m), m)}",
                       True) for m, _ in _METRICS) + "</tr>" for k in moved)
     head = "".join(f"<th>{esc(t)}</th>" for t in ("kernel", "arch", "unit", "")) + \

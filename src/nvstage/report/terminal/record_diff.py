@@ -43,6 +43,15 @@ def _cell(row, metric: str) -> str:
     return f"{a} -> {b} {_delta(row, metric)}".strip()
 
 
+def _spills(row) -> str:
+    """Spill stores and loads, ``0/0 -> 64/96``."""
+    def side(d):
+        if d is None:
+            return ""
+        return f"{_fmt(d.get('spill_stores'), '')}/{_fmt(d.get('spill_loads'), '')}"
+    return f"{side(row.a)} -> {side(row.b)}".strip()
+
+
 def _unit_cell(d: dict | None) -> str:
     if d is None:
         return "-"
@@ -66,16 +75,19 @@ def render(result, con, *, all_rows: bool = False) -> None:
     con.print(f"B: {build_line(result.b)}", markup=False, soft_wrap=True)
     rows = [k for k in result.kernels if all_rows or k.status != "same"]
     if rows:
-        t = plain_table(title=f"kernels (occupancy at {result.block} threads per block)",
-                        title_justify="left", pad_edge=False)
-        for col in ("kernel", "arch", "unit", "", *(f"{_LABELS[m]} A->B"
-                                                   for m in KERNEL_METRICS)):
-            t.add_column(col, justify="left" if col in ("kernel", "arch", "unit", "")
-                         else "right", overflow="fold")
+        t = plain_table(title=f"kernels, A -> B (occupancy at {result.block} threads per "
+                        "block)", title_justify="left", pad_edge=False)
+        t.add_column("kernel", overflow="fold")
+        for col in ("arch", "unit", ""):
+            t.add_column(col, no_wrap=True)
+        shown = [m for m in KERNEL_METRICS if m != "spill_loads"]
+        for m in shown:  # "512 -> 1024 +512" on one line
+            t.add_column("spill st/ld" if m == "spill_stores" else _LABELS[m], justify="right",
+                         no_wrap=True)
         for k in rows:
-            t.add_row(k.name, k.arch, k.unit.rsplit("/", 1)[-1],
+            t.add_row(k.name, k.arch, k.unit_name or k.unit.rsplit("/", 1)[-1],
                       "" if k.status == "same" else k.status,
-                      *(_cell(k, m) for m in KERNEL_METRICS))
+                      *(_spills(k) if m == "spill_stores" else _cell(k, m) for m in shown))
         con.print(t)
     else:
         con.print(f"kernels: no change in {len(result.kernels)} kernel records", markup=False)
