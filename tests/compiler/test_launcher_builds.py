@@ -93,6 +93,12 @@ def test_cmake_ninja_objects_deps_and_program_are_nvccs(toolkit, cmake_builds, d
     assert [e.status for e in rec.entries] == ["ok"] * 5, [(e.status, e.reason)
                                                            for e in rec.entries]
     assert not rec.skipped
+    # One run of ninja; and the report says which kinds of step it never saw.
+    from nvstage.inspect.build_view import load_build_view
+
+    view = load_build_view(ours)
+    assert [b.tool for b in view.builds] == ["ninja"]
+    assert view.not_seen() == ["cxx-compile", "device-link", "link", "archive"]
 
 
 @needs_cmake
