@@ -157,9 +157,11 @@ def _launch(argv: list[str]) -> int:
         code = _plain(nvcc, args, cwd)
         if os.environ.get("NVSTAGE_LAUNCHER_VERBOSE"):
             sys.stderr.write(f"nvstage: ran plain nvcc ({entry.reason})\n")
-    if entry.status == "fallback" and steps.kind_of(entry.argv) in LINK_STEPS:
-        # A device link, link or library: nvstage never stages these; plain nvcc ran it, as
-        # it runs a C++ compile, and no compile of the build's fell back.
+    if entry.status == "fallback" and steps.kind_of(entry.argv) in LINK_STEPS and \
+            steps.source_of(entry.argv) is None:
+        # A device link, link or library of objects: nvstage never stages these; plain nvcc
+        # ran it, as it runs a C++ compile, and no compile of the build's fell back. (One
+        # that compiles a source too, "nvcc a.cu -o app", is a compile that fell back.)
         entry.status = "ran" if code == 0 else "failed"
     entry.exit_code = code
     entry.seconds = time.perf_counter() - t0
