@@ -1,0 +1,151 @@
+"""Builds with NVSTAGE_DIST=sccache on the loopback farm: cicc and ptxas run on the build
+server (sccache's statistics count them), the object equals plain nvcc's (module id aside),
+a rerun is all hits, and each fault gives one line and a correct local build."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import nvstage
+from nvstage.compiler.cache.remote import tier
+from nvstage.compiler.dist import choice, stage as dist_stage
+from nvstage.compiler.options import CompileOptions
+
+_n = itertools.count()
+
+
+def source(tag: str) -> str:
+    """A kernel of its own per test: the client's cache must miss where a test says so."""
+    return (f"namespace {{ __device__ float f(float x) {{ return x * {next(_n)}.5f; }} }}\n"
+            f"__global__ void {tag}(float *a) {{ a[threadIdx.x] = f(a[threadIdx.x]); }}\n")
+
+
+@pytest.fixture
+def lines(monkeypatch):
+    """The notices nvstage says (each backend and line afresh for every test)."""
+    said: list[str] = []
+    tier.set_notice_sink(said.append)
+    monkeypatch.setattr(choice, "_said", set())
+    monkeypatch.setattr(dist_stage, "_backends", {})
+    yield said
+    tier.set_notice_sink(None)
+
+
+def use(monkeypatch, client, **extra):
+    for k, v in {**client.env, "NVSTAGE_DIST": "sccache",
+                 "NVSTAGE_SCCACHE": client.sccache, **extra}.items():
+        monkeypatch.setenv(k, v)
+
+
+def build(toolkit, tag: str):
+    Path(f"{tag}.cu").write_text(source(tag))
+    return nvstage.compile(f"{tag}.cu", CompileOptions(archs=("sm_90",), compile_only=True,
+                                                       output=f"{tag}.o"),
+                           toolkit=toolkit, cache=False)
+
+
+def where(b) -> dict[str, str | None]:
+    return {r.stage.kind.value: r.where for r in b.runs
+            if r.stage.kind.value in ("cicc", "ptxas")}
+
+
+def test_cicc_and_ptxas_run_on_the_farm_and_give_plain_nvcc_s_object(
+        farm, farm_client, toolkit, workdir, monkeypatch, lines, dump):
+    use(monkeypatch, farm_client)
+    before = farm_client.stats()["dist_compiles"].get(farm.server_addr, 0)
+    b = build(toolkit, "onfarm")
+    assert where(b) == {"cicc": "remote", "ptxas": "remote"}, lines
+    assert farm_client.stats()["dist_compiles"].get(farm.server_addr, 0) == before + 2
+    assert all(r.where is None for r in b.runs if r.stage.kind.value not in ("cicc", "ptxas"))
+    plain = subprocess.run([toolkit.nvcc, "-arch=sm_90", "-c", "onfarm.cu", "-o", "plain.o"],
+                           capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr
+    assert dump("onfarm.o") == dump("plain.o")
+    assert lines == []
+    # The record says it, and reads back.
+    doc = b.to_json()
+    assert [s.get("where") for s in doc["stages"] if s["kind"] in ("cicc", "ptxas")] == \
+        ["remote", "remote"]
+
+
+def test_a_rerun_is_answered_by_the_client_s_cache(farm_client, toolkit, workdir,
+                                                   monkeypatch, lines):
+    """Two builds of one source (no internal-linkage names: the module id, new each build,
+    is then in no PTX) in one kept folder: the second's cicc and ptxas are the client's
+    hits."""
+    use(monkeypatch, farm_client)
+    Path("again.cu").write_text(f"__global__ void again(float *a) "
+                                f"{{ a[threadIdx.x] *= {next(_n)}.25f; }}\n")
+    opts = CompileOptions(archs=("sm_90",), compile_only=True, output="again.o")
+    nvstage.compile("again.cu", opts, toolkit=toolkit, cache=False, keep="kept")
+    b = nvstage.compile("again.cu", opts, toolkit=toolkit, cache=False, keep="kept")
+    assert where(b) == {"cicc": "remote-hit", "ptxas": "remote-hit"}, lines
+
+
+def _faulty(toolkit, monkeypatch, lines, client, tag, **extra):
+    use(monkeypatch, client, **extra)
+    b = build(toolkit, tag)
+    plain = subprocess.run([toolkit.nvcc, "-arch=sm_90", "-c", f"{tag}.cu", "-o", "plain.o"],
+                           capture_output=True, text=True)
+    assert plain.returncode == 0
+    assert b.status == "ok" and Path(f"{tag}.o").is_file()
+    assert len(lines) == 1, lines
+    return where(b), lines[0]
+
+
+def test_wrong_token(farm, toolkit, workdir, monkeypatch, lines):
+    bad = farm.client(token="not-the-token", name="badtoken")
+    placed, line = _faulty(toolkit, monkeypatch, lines, bad, "badtoken")
+    # sccache 0.16 fails the compile itself (no local run of its own): nvstage runs it here.
+    assert placed == {"cicc": "local-fallback", "ptxas": "local-fallback"}
+    assert "401" in line and "token" in line
+
+
+def test_scheduler_down(farm, toolkit, workdir, monkeypatch, lines):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gone = farm.client(scheduler_port=port, name="noscheduler")
+    placed, line = _faulty(toolkit, monkeypatch, lines, gone, "noscheduler")
+    assert placed == {"cicc": "local", "ptxas": "local"}, line
+
+
+def test_build_server_down(farm, farm_client, toolkit, workdir, monkeypatch, lines):
+    farm.stop_server()
+    try:
+        placed, line = _faulty(toolkit, monkeypatch, lines, farm_client, "serverdown")
+    finally:
+        farm.start_server()
+    assert placed == {"cicc": "local", "ptxas": "local"}, line
+
+
+def test_timeout_runs_the_stage_here(farm_client, toolkit, workdir, monkeypatch, lines):
+    placed, line = _faulty(toolkit, monkeypatch, lines, farm_client, "slow",
+                           NVSTAGE_DIST_TIMEOUT="0.001")
+    assert placed == {"cicc": "local-fallback", "ptxas": "local-fallback"}
+    assert "NVSTAGE_DIST_TIMEOUT" in line
+
+
+def test_a_client_that_fails_runs_the_stage_here(farm_client, toolkit, workdir, monkeypatch,
+                                                 lines):
+    placed, line = _faulty(toolkit, monkeypatch, lines, farm_client, "broken",
+                           NVSTAGE_SCCACHE="/bin/false")
+    assert placed == {"cicc": "local-fallback", "ptxas": "local-fallback"}
+    assert "exited 1" in line
+
+
+def test_unset_or_unknown_backend_changes_nothing(toolkit, workdir, monkeypatch, lines):
+    monkeypatch.setenv("NVSTAGE_DIST", "distcc")
+    b = build(toolkit, "unknown")
+    assert where(b) == {"cicc": None, "ptxas": None}
+    assert lines == ["NVSTAGE_DIST='distcc' is not a known backend (sccache): stages run "
+                     "locally"]
+    monkeypatch.delenv("NVSTAGE_DIST")
+    lines.clear()
+    assert where(build(toolkit, "unset")) == {"cicc": None, "ptxas": None} and lines == []
