@@ -154,7 +154,7 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
     runs: dict[int, StageRun] = {}
     try:
         failed = schedule(graph, lambda stage: with_figures(stages.run(stage)), jobs,
-                          observer, runs, slots=slots)
+                          observer, runs, slots=slots, remote=dist.remote_lane(stages.env, cwd))
         stages.settle()
     except KeyboardInterrupt as e:  # Ctrl-C, or a signal under proc.handle_signals
         build.runs = [runs[i] for i in sorted(runs)]

@@ -149,3 +149,23 @@ def test_unset_or_unknown_backend_changes_nothing(toolkit, workdir, monkeypatch,
     monkeypatch.delenv("NVSTAGE_DIST")
     lines.clear()
     assert where(build(toolkit, "unset")) == {"cicc": None, "ptxas": None} and lines == []
+
+
+def test_farm_stages_take_no_local_job(farm_client, toolkit, workdir, monkeypatch, lines):
+    """With -j 1, the two arches' cicc stages run on the farm at once (each arch's device
+    preprocessing, local, goes on meanwhile), and the object is right."""
+    use(monkeypatch, farm_client)
+    Path("twoarch.cu").write_text(source("twoarch"))
+    b = nvstage.compile("twoarch.cu", CompileOptions(archs=("sm_80", "sm_90"),
+                                                     compile_only=True, output="twoarch.o"),
+                        toolkit=toolkit, cache=False, jobs=1)
+    farm_runs = [r for r in b.runs if r.where == "remote"]
+    local = [r for r in b.runs if r.where is None and r.stage.kind.value != "cleanup"]
+    assert len(farm_runs) == 4, [(r.stage.kind.value, r.where) for r in b.runs]
+
+    def overlap(a, c):
+        return a.started < c.started + c.seconds and c.started < a.started + a.seconds
+
+    # Local stages never overlap one another (-j 1); some farm stage overlaps another stage.
+    assert not any(overlap(a, c) for a in local for c in local if a is not c)
+    assert any(overlap(a, c) for a in farm_runs for c in b.runs if a is not c)

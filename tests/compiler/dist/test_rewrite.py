@@ -79,3 +79,20 @@ def test_rewritten_cicc_and_ptxas_write_the_bytes_nvcc_s_commands_write(toolkit,
         assert rw.argv != run.stage.argv  # something was rewritten
         checked.add(run.stage.kind)
     assert checked == {StageKind.CICC, StageKind.PTXAS}
+
+
+def test_placement_from_the_client_s_statistics():
+    from nvstage.compiler.dist.sccache import Counts, parse_stats, placement
+    from nvstage.compiler.dist.where import Where
+
+    text = ('{"stats": {"compilations": 3, "cache_hits": {"counts": {"CUBIN": 2}}, '
+            '"dist_compiles": {"127.0.0.1:10501": 3}, "dist_errors": 0}}')
+    assert parse_stats(text) == Counts(3, 3, 2, 0)
+    assert placement(Counts(1, 1, 0, 0))[0] is Where.REMOTE
+    assert placement(Counts(2, 2, 0, 0))[0] is Where.REMOTE  # a neighbour's, also remote
+    assert placement(Counts(0, 0, 1, 0))[0] is Where.REMOTE_HIT
+    assert placement(Counts(1, 0, 0, 1)) == (Where.LOCAL, "the farm answered with an error")
+    assert placement(Counts(2, 1, 0, 0))[0] is Where.UNKNOWN  # one here, one there: whose?
+    assert placement(Counts(1, 1, 1, 0))[0] is Where.UNKNOWN
+    with pytest.raises(ValueError):
+        parse_stats("sccache: error: no server")

@@ -8,7 +8,7 @@ stage ran (``where.py``). Standard library only: the driver imports this on ever
 """
 
 from nvstage.compiler.dist.choice import backend_from_env
-from nvstage.compiler.dist.stage import run_distributed
+from nvstage.compiler.dist.stage import remote_lane, run_distributed
 from nvstage.compiler.dist.where import Where
 
-__all__ = ["backend_from_env", "run_distributed", "Where"]
+__all__ = ["backend_from_env", "remote_lane", "run_distributed", "Where"]

@@ -10,7 +10,7 @@ one line too, and that result stands.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from nvstage.compiler.dist.backend import Attempt, Backend
 from nvstage.compiler.dist.choice import (CLIENT_ENV, ENV, TIMEOUT_ENV, backend_from_env,
@@ -65,3 +65,11 @@ def run_distributed(stage: Stage, env: Mapping[str, str], cwd: str,
         notice(f"{backend.name} compiled {stage.tool} on this machine: {attempt.why}",
                once="local")
     return attempt, None
+
+
+def remote_lane(env: Mapping[str, str], cwd: str) -> Callable[[Stage], bool] | None:
+    """For the scheduler: which stages go to the farm (they take no local job slot); None
+    when distribution is off."""
+    if not env.get(ENV) or _backend(env) is None:
+        return None
+    return lambda s: s.kind in DISTRIBUTED and rewrite(s, cwd) is not None

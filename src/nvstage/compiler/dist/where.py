@@ -11,7 +11,7 @@ class Where(str, Enum):
     REMOTE = "remote"  # compiled on a build server
     REMOTE_HIT = "remote-hit"  # the client's cache answered: nothing compiled
     FALLBACK = "local-fallback"  # the farm's run failed: run again here, plainly
-    UNKNOWN = "remote-or-local"  # other compiles overlapped and disagreed: cannot tell
+    UNKNOWN = "remote-or-local"  # compiles finished alongside disagreed: cannot tell
 
     def __str__(self) -> str:
         return self.value
