@@ -117,6 +117,7 @@ class Farm:
     server_port: int
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     clients: list[Client] = field(default_factory=list)
+    toolchains: Path | None = None  # the clients' packaged toolchains (another farm's)
 
     @property
     def server_addr(self) -> str:
@@ -129,7 +130,9 @@ class Farm:
         folder.mkdir()
         (folder / "client.conf").write_text(
             f'[dist]\nscheduler_url = "http://127.0.0.1:{scheduler_port or self.scheduler_port}"'
-            f'\ncache_dir = "{folder / "toolchains"}"\n'
+            # The packaged toolchains (cicc's about 44 MB) shared by the farm's clients:
+            # packed once a session.
+            f'\ncache_dir = "{self.toolchains or self.folder / "client-toolchains"}"\n'
             f'[dist.auth]\ntype = "token"\ntoken = "{token}"\n')
         for _ in range(5):
             port = free_port()
@@ -179,7 +182,10 @@ class Farm:
         self.procs.clear()
 
 
-def start_farm(folder: Path) -> Farm:
+def start_farm(folder: Path, server_extra: str = "", toolchains: Path | None = None) -> Farm:
+    """``server_extra``: top-level lines for the build server's config
+    (``toolchain_cache_size = 1``: every toolchain upload fails); ``toolchains``: where the
+    clients keep their packaged toolchains (another farm's: packed once)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         missing("bubblewrap is not installed (apt-get install bubblewrap): sccache-dist's "
@@ -193,12 +199,13 @@ def start_farm(folder: Path) -> Farm:
                             "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         missing(f"bubblewrap cannot make a sandbox here: {probe.stderr.strip()[:200]}")
-    farm = Farm(folder, sccache, dist, free_port(), free_port())
+    farm = Farm(folder, sccache, dist, free_port(), free_port(), toolchains=toolchains)
     (folder / "scheduler.conf").write_text(
         f'public_addr = "127.0.0.1:{farm.scheduler_port}"\n'
         f'[client_auth]\ntype = "token"\ntoken = "{TOKEN}"\n'
         '[server_auth]\ntype = "DANGEROUSLY_INSECURE"\n')
     (folder / "server.conf").write_text(
+        server_extra +
         f'cache_dir = "{folder / "server-toolchains"}"\n'
         f'public_addr = "{farm.server_addr}"\nbind_address = "{farm.server_addr}"\n'
         f'scheduler_url = "http://127.0.0.1:{farm.scheduler_port}"\n'
@@ -231,3 +238,21 @@ def farm_client(farm):
     """The session's one good client (its sccache cache shared by the tests: give each test
     sources of its own where a miss matters)."""
     return farm.clients[0]
+
+
+@pytest.fixture
+def farm_factory(farm, tmp_path_factory):
+    """``farm_factory(server_extra)``: another farm, of a build server configured otherwise
+    (its clients share the session farm's packaged toolchains); every one stopped after the
+    test."""
+    started: list[Farm] = []
+
+    def make(server_extra: str = "") -> Farm:
+        started.append(start_farm(tmp_path_factory.mktemp("farm"), server_extra,
+                                  farm.folder / "client-toolchains"))
+        return started[-1]
+
+    yield make
+    for f in started:
+        f.close()
+        shutil.rmtree(f.folder, ignore_errors=True)

@@ -125,6 +125,15 @@ def test_build_server_down(farm, farm_client, toolkit, workdir, monkeypatch, lin
     assert placed == {"cicc": "local", "ptxas": "local"}, line
 
 
+def test_a_toolchain_upload_that_fails(toolkit, workdir, monkeypatch, lines, farm_factory):
+    """A build server that cannot keep any toolchain (its cache holds 1 byte): sccache
+    counts a distribution error and compiles here itself."""
+    small = farm_factory("toolchain_cache_size = 1\n")
+    placed, line = _faulty(toolkit, monkeypatch, lines, small.clients[0], "noupload")
+    assert placed == {"cicc": "local", "ptxas": "local"}
+    assert "the farm answered with an error" in line
+
+
 def test_timeout_runs_the_stage_here(farm_client, toolkit, workdir, monkeypatch, lines):
     placed, line = _faulty(toolkit, monkeypatch, lines, farm_client, "slow",
                            NVSTAGE_DIST_TIMEOUT="0.001")
