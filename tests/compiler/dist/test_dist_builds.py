@@ -178,3 +178,13 @@ def test_farm_stages_take_no_local_job(farm_client, toolkit, workdir, monkeypatc
     # Local stages never overlap one another (-j 1); some farm stage overlaps another stage.
     assert not any(overlap(a, c) for a in local for c in local if a is not c)
     assert any(overlap(a, c) for a in farm_runs for c in b.runs if a is not c)
+
+
+def test_the_compile_table_says_where_stages_ran(cli, farm_client, workdir, monkeypatch,
+                                                 lines):
+    use(monkeypatch, farm_client)
+    Path("table.cu").write_text(source("table"))
+    r = cli("compile", "table.cu", "-arch=sm_90", "-c", "-o", "table.o", "--no-cache")
+    assert r.exit_code == 0, r.output
+    rows = [ln for ln in r.output.splitlines() if " cicc " in ln or " ptxas " in ln]
+    assert len(rows) == 2 and all("(remote)" in ln for ln in rows), r.output
