@@ -70,6 +70,10 @@ def test_cicc_and_ptxas_run_on_the_farm_and_give_plain_nvcc_s_object(
     doc = b.to_json()
     assert [s.get("where") for s in doc["stages"] if s["kind"] in ("cicc", "ptxas")] == \
         ["remote", "remote"]
+    # The report's stage graph says it in the stage's box.
+    from nvstage.report.stage_charts import stage_graph_svg
+
+    assert stage_graph_svg(b, None).count("ran remote") == 2
 
 
 def test_a_rerun_is_answered_by_the_client_s_cache(farm_client, toolkit, workdir,
