@@ -2,9 +2,9 @@
 
 Faults never fail a build plain nvcc passes: a client that cannot start, a run past
 ``NVSTAGE_DIST_TIMEOUT`` or a failing exit give one line on stderr and a plain local run,
-whose result stands (a real compile error then fails as plain nvcc's does). A farm the client
-could not use (scheduler or server down, a wrong token) makes sccache compile locally itself:
-one line too, and that result stands.
+whose result stands (a real compile error then fails as plain nvcc's does); sccache 0.16 fails
+that way on a wrong token. A farm it cannot use (scheduler or build server down, a toolchain
+upload that fails) makes sccache compile locally itself: one line too, and that result stands.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ _backends: dict[tuple[str, str, str], Backend | None] = {}
 
 
 def _backend(env: Mapping[str, str]) -> Backend | None:
-    """One backend per setting a process (its runs share the overlap bookkeeping)."""
+    """One backend per setting a process (its unusable settings said once)."""
     key = (env.get(ENV, ""), env.get(CLIENT_ENV, ""), env.get("PATH", ""))
     with _lock:
         if key not in _backends:
