@@ -5,6 +5,7 @@ a rerun is all hits, and each fault gives one line and a correct local build."""
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 from pathlib import Path
 
@@ -192,3 +193,29 @@ def test_the_compile_table_says_where_stages_ran(cli, farm_client, workdir, monk
     assert r.exit_code == 0, r.output
     rows = [ln for ln in r.output.splitlines() if " cicc " in ln or " ptxas " in ln]
     assert len(rows) == 2 and all("(remote)" in ln for ln in rows), r.output
+
+
+def test_the_launcher_s_record_says_where_and_measures_the_round_trip(
+        cli, farm_client, toolkit, workdir, monkeypatch, lines):
+    """nvstage in front of nvcc: one unit built here, one on the farm; the build record
+    holds both, and --what-if-remote reads the round trip from it."""
+    import json
+    import sys
+
+    from nvstage.inspect.build_view import load_build_view
+
+    base = {**os.environ, **farm_client.env, "NVSTAGE_SCCACHE": farm_client.sccache}
+    for name, extra in (("here", {}), ("there", {"NVSTAGE_DIST": "sccache"})):
+        Path(f"{name}.cu").write_text(source(name))
+        cp = subprocess.run([sys.executable, "-m", "nvstage", toolkit.nvcc, "-arch=sm_90", "-c",
+                             f"{name}.cu", "-o", f"{name}.o"], env={**base, **extra},
+                            capture_output=True, text=True, timeout=600)
+        assert cp.returncode == 0 and cp.stderr == "", cp.stderr
+    view = load_build_view(workdir)
+    placed = {(u.name, s.kind): s.where for u in view.units for s in u.stages
+              if s.kind in ("cicc", "ptxas")}
+    assert placed == {("here.cu", "cicc"): None, ("here.cu", "ptxas"): None,
+                      ("there.cu", "cicc"): "remote", ("there.cu", "ptxas"): "remote"}
+    r = cli("report", workdir, "--what-if-remote", "8", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["round_trip"] == "measured"
