@@ -55,9 +55,9 @@ def schedule(graph: Graph, run: Callable[[Stage], StageRun], jobs: int, observer
     heapq.heapify(ready)
     failures: list[StageRun] = []
 
-    # The scope exits first: on an exception its tools end, so the pool's wait is short.
     far = {i: bool(remote and remote(s)) for i, s in graph.stages.items()}
     workers = jobs + (REMOTE_LANES if any(far.values()) else 0)
+    # The scope exits first: on an exception its tools end, so the pool's wait is short.
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nvstage-stage") as pool, \
             proc.tool_scope():
         running: dict[Future, int] = {}
