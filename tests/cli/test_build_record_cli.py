@@ -204,3 +204,18 @@ def test_a_crafted_source_is_never_an_annotation(cli, cuproject_record, tmp_path
     r = cli("report", rec, "-o", tmp_path / "r.html")
     assert r.exit_code == 0, r.output
     assert "root:" not in (tmp_path / "r.html").read_text()
+
+
+def test_what_if_remote_estimates_the_recorded_build(cli, cuproject_record):
+    _, build = cuproject_record
+    r = cli("report", build, "--what-if-remote", "8", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["estimate"] is True and doc["remote_cores"] == 8 and doc["local_cores"] >= 1
+    # No stage of this record ran remotely: the round trip is an assumption, said so.
+    assert doc["round_trip"] == "assumed" and doc["wall_seconds"] > 0
+    assert doc["wall_seconds"] >= doc["critical_path_seconds"]
+    text = cli("report", build, "--what-if-remote", "64", "--round-trip", "0.1")
+    assert text.exit_code == 0, text.output
+    assert text.stdout.startswith("estimate: wall with 64 remote cores")
+    assert "100.0 ms (assumed)" in text.stdout

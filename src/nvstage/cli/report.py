@@ -36,6 +36,15 @@ def report_cmd(
         "leaves them out (a build record is then read alone).")
         ] = True,
     title: Annotated[Optional[str], typer.Option("--title", help="The page title.")] = None,
+    what_if_remote: Annotated[Optional[int], typer.Option("--what-if-remote", min=1,
+        max=100000, help="For a build record: instead of the page, an estimate of the build's "
+        "wall time with this many remote cores running its cicc and ptxas stages.")] = None,
+    round_trip: Annotated[Optional[float], typer.Option("--round-trip", min=0.0,
+        help="With --what-if-remote: the seconds a remote stage adds (default: measured in "
+        "the record where it holds remote and local runs, else 0).")] = None,
+    upload: Annotated[float, typer.Option("--upload", min=0.0,
+        help="With --what-if-remote: the toolchain upload's seconds, paid once "
+        "(bench/dist_stages.py measures it).")] = 0.0,
     nvcc: nvcc_option("Read the build with the tools (cuobjdump, nvdisasm) of this nvcc's "
                       "toolkit.") = None,
     json_out: json_option("Print {\"output\": PATH, ...} as JSON instead of the bare path; for "
@@ -64,6 +73,24 @@ def report_cmd(
     from nvstage.report.terminal.console import notes
 
     with handled(json_out):
+        if what_if_remote is not None:
+            if find(build) is None:
+                raise UsageError(f"--what-if-remote estimates a whole build from its build "
+                                 f"record; {build} is not one",
+                                 hint="give the build folder of a build run with nvstage as "
+                                      "the compiler launcher")
+            from nvstage.compiler.dist.estimate import estimate, units_of
+            from nvstage.inspect.build_view import load_build_view
+            from nvstage.report.terminal.what_if import render_what_if
+
+            view = load_build_view(build)
+            est = estimate(units_of(view), what_if_remote, max(1, view.lanes),
+                           view.wall_seconds, round_trip=round_trip, upload=upload)
+            if json_out:
+                emit_json(est.to_json())
+            else:
+                typer.echo(render_what_if(est))
+            return
         if find(build) is not None:
             if run is not None or trace is not None:
                 raise UsageError("--run and --trace add a GPU run to the report of one build "

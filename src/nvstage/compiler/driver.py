@@ -22,6 +22,7 @@ from pathlib import Path
 
 from nvstage import proc
 from nvstage.artifacts import kind_of_mode, shown_path
+from nvstage.compiler import dist
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.stage import StageCache, open_cache
 from nvstage.compiler.graph import build_graph
@@ -153,7 +154,7 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
     runs: dict[int, StageRun] = {}
     try:
         failed = schedule(graph, lambda stage: with_figures(stages.run(stage)), jobs,
-                          observer, runs, slots=slots)
+                          observer, runs, slots=slots, remote=dist.remote_lane(stages.env, cwd))
         stages.settle()
     except KeyboardInterrupt as e:  # Ctrl-C, or a signal under proc.handle_signals
         build.runs = [runs[i] for i in sorted(runs)]
@@ -450,11 +451,15 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
         except OSError as e:
             return StageRun(stage, time.perf_counter() - t, 1, "", f"rm: {e}", started=started)
         return StageRun(stage, time.perf_counter() - t, 0, started=started)
+    # NVSTAGE_DIST: cicc and ptxas on a farm (compiler/dist); None: run here as always.
+    remote, where = dist.run_distributed(stage, env, cwd, extra_args)
     try:
-        cp = proc.run([*stage.argv, *extra_args], cwd=cwd, env=env)
+        cp = remote or proc.run([*stage.argv, *extra_args], cwd=cwd, env=env)
     except ToolMissing as e:
         return StageRun(stage, 0.0, 127, "", str(e), started=started)
-    run = StageRun(stage, cp.seconds, cp.returncode, cp.stdout, cp.stderr, started=started)
+    placed = remote.where if remote else where
+    run = StageRun(stage, cp.seconds, cp.returncode, cp.stdout, cp.stderr, started=started,
+                   where=None if placed is None else str(placed))
     if cp.returncode == 0:
         run.artifacts = [Artifact.of(Path(cwd, p), stage=stage.index, arch=stage_arch(stage))
                          for p in stage.outputs if Path(cwd, p).is_file()]

@@ -142,6 +142,9 @@ class StageRun:
     # stack, spills, shared and constant memory, read after the stage ran (the driver).
     # None: not read (not a ptxas stage, or a manifest from before).
     figures: list[KernelFigures] | None = None
+    # Where a distributed stage ran (``dist.Where``'s values: remote, remote-hit, local,
+    # local-fallback, remote-or-local). None: not sent to a farm, an ordinary local run.
+    where: str | None = None
 
     def __post_init__(self):
         if self.resources is None:
@@ -175,6 +178,7 @@ class StageRun:
             "resources": self.resources,
             **({} if self.figures is None else
                {"cubin_figures": [f.to_json() for f in self.figures]}),
+            **({} if self.where is None else {"where": self.where}),
             "artifacts": [a.to_json() for a in self.artifacts],
         }
 
@@ -625,7 +629,15 @@ def _run(d, where: str, files: _Files, stale: list[str], budget: list[int]) -> S
                     _field(d, "returncode", where, "int"), _field(d, "stdout", where, "str", ""),
                     _field(d, "stderr", where, "str", ""), arts,
                     _field(d, "started", where, "num", 0.0),
-                    _field(d, "cached", where, "bool", False), resources, figures)
+                    _field(d, "cached", where, "bool", False), resources, figures,
+                    _where(_field(d, "where", where, "str?", None)))
+
+
+def _where(value: str | None) -> str | None:
+    """A stage's placement, one of ``dist.Where``'s values (anything else: unknown, None)."""
+    from nvstage.compiler.dist.where import Where
+
+    return value if value in {w.value for w in Where} else None
 
 
 def _from_json(doc, folder: Path) -> Build:

@@ -53,6 +53,7 @@ class StageTime:
     seconds: float
     cached: bool  # restored from the stage cache
     ran: bool  # False in a unit answered whole from the cache: these are the kept figures
+    where: str | None = None  # a distributed stage's placement (compiler/dist: remote, ...)
 
     @property
     def label(self) -> str:
@@ -61,7 +62,8 @@ class StageTime:
     def to_json(self) -> dict:
         return {"index": self.index, "kind": self.kind, "arch": self.arch,
                 "start": round(self.start, 6), "seconds": round(self.seconds, 6),
-                "cached": self.cached, "ran": self.ran}
+                "cached": self.cached, "ran": self.ran,
+                **({} if self.where is None else {"where": self.where})}
 
 
 @dataclass
@@ -478,7 +480,7 @@ def _unit(index: int, e, t0: float) -> tuple[TranslationUnit, object]:
         start = min(max(0.0, run.started), e.seconds)
         u.stages.append(StageTime(run.stage.index, run.stage.kind.value, run.stage.arch,
                                   u.start + start, min(run.seconds, e.seconds - start),
-                                  run.cached, not e.hit))
+                                  run.cached, not e.hit, run.where))
     return u, build
 
 

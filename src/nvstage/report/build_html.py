@@ -233,7 +233,7 @@ def _slowest_tables(view: BuildView) -> str:
     srows = ["<tr>" + _cell(_unit_link(u), raw=True, sort=u.name) + _cell(s.index, num=True,
                                                                           sort=s.index)
              + _cell(s.label) + _cell(fmt_time(s.seconds), num=True, sort=s.seconds)
-             + _cell("cached" if s.cached else "") + "</tr>"
+             + _cell("cached" if s.cached else s.where or "") + "</tr>"
              for u, s in view.slowest_stages()]
     return ('<div class="two"><div><h3>Slowest translation units</h3>'
             + _table("slowest-units", [("unit", False), ("status", False), ("time", True),

@@ -62,7 +62,8 @@ def _box_lines(r) -> tuple[str, str, list[tuple[str, str, str]]]:
     a stage's box holds."""
     s = r.stage
     sub = f"{s.tool}{' ' + s.arch if s.arch else ''}"
-    when = f"cached: {fmt_time(r.seconds)} to restore" if r.cached else ""
+    when = f"cached: {fmt_time(r.seconds)} to restore" if r.cached else \
+        f"ran {r.where}" if getattr(r, "where", None) else ""  # a farm stage: where
     rows: list[tuple[str, str, str]] = []
     for a in r.artifacts:
         size = fmt_bytes(a.size)

@@ -72,6 +72,8 @@ def _row(run: StageRun, build: Build, narrow: bool = False) -> list[str]:
     size = sum(a.size for a in run.artifacts)
     time = fmt_time(run.seconds) + (("\n" if narrow else " ") + "(cached)"
                                        if run.cached else "")
+    if run.where is not None:  # a distributed stage (compiler/dist): where it ran
+        time += ("\n" if narrow else " ") + f"({run.where})"
     if not run.ok:
         time = f"FAILED ({run.returncode})"
     return [str(s.index), s.kind.value, s.tool, s.arch or "", io,
