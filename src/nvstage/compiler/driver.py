@@ -23,6 +23,7 @@ from pathlib import Path
 from nvstage import proc
 from nvstage.artifacts import kind_of_mode, shown_path
 from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.lazy import Diverged
 from nvstage.compiler.cache.stage import StageCache, open_cache
 from nvstage.compiler.graph import build_graph
 from nvstage.compiler.observer import Observer
@@ -148,7 +149,7 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
     # may stand in for it).
     runner = run_stage if depfile is None else functools.partial(run_stage, depfile=depfile)
     stages = StageCache(plan, graph, stage_env(plan), cwd, str(work), toolkit, store,
-                        t_start, runner)
+                        t_start, runner, keep=keep is not None)
     finish(build, work, t_start, running=True)
     runs: dict[int, StageRun] = {}
     try:
@@ -159,8 +160,19 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
         build.runs = [runs[i] for i in sorted(runs)]
         finish_interrupted(build, work, t_start, e)
         raise
+    except Diverged:
+        failed = diverged = True
+    else:
+        diverged = False
     finally:
         stages.close()
+    if diverged:
+        # A file made again was not the one its entry recorded: the cached results may not
+        # fit together. The build runs again, all of it, without the cache.
+        return _build(plan, dryrun_argv, plan_seconds, source=source, options=options,
+                      toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
+                      jobs=jobs, store=None, t_start=t_start, depfile=depfile, slots=slots,
+                      on_built=on_built)
     build.runs = [runs[i] for i in sorted(runs)]
     build.critical_path, build.critical_path_seconds = graph.critical_path(
         {i: runs[i].seconds if i in runs else 0.0 for i in graph.stages})
@@ -402,16 +414,22 @@ def _depfile_spec(words: list[str], source: str,
     return depfile_options(grammar_for(toolkit.nvcc).parse(words), source)
 
 
-def _write_depfile(stage: Stage, cwd: str, spec: tuple[str, bool, bool]) -> tuple[int, str]:
+def _write_depfile(stage: Stage, cwd: str, spec: tuple[str, bool, bool],
+                   marks=None) -> tuple[int, str]:
     """nvcc's "-- Filter Dependencies --": the dependency file from the preprocessed outputs
-    (``depfile.py``). (exit status, message)."""
+    (``depfile.py``); ``marks(path)``: what a preprocessed output the cache left unwritten
+    names, as its entry recorded it (None: read the file). (exit status, message)."""
     from nvstage.artifacts import read_regular
-    from nvstage.compiler.depfile import render
+    from nvstage.compiler.depfile import marked_files, render_marked
 
     target, nonsystem, phony = spec
     try:
-        text = render(target, [read_regular(Path(cwd, p)) for p in stage.inputs],
-                      nonsystem=nonsystem, phony=phony)
+        lists = []
+        for p in stage.inputs:
+            got = marks(str(Path(cwd, p))) if marks is not None else None
+            lists.append(got if got is not None else
+                         marked_files(read_regular(Path(cwd, p))))
+        text = render_marked(target, lists, nonsystem=nonsystem, phony=phony)
         if not stage.outputs:
             return 1, "nvstage: a dependency file with no name to write"
         with open(Path(cwd, stage.outputs[0]), "w", encoding="utf-8",
@@ -424,18 +442,19 @@ def _write_depfile(stage: Stage, cwd: str, spec: tuple[str, bool, bool]) -> tupl
 
 def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
               extra_args: tuple[str, ...] = (),
-              depfile: tuple[str, bool, bool] | None = None) -> StageRun:
+              depfile: tuple[str, bool, bool] | None = None, marks=None) -> StageRun:
     """Run one stage (a cleanup is done here, in-process) and record what it produced.
 
     ``extra_args`` go after the plan's arguments without becoming part of the stage (the
-    cache's ``-MD -MF`` for the host compiler). ptxas runs as the plan says: a ``-v`` of
+    cache's ``-MD -MF`` for the host compiler); ``marks``: ``_write_depfile``'s. ptxas runs as
+    the plan says: a ``-v`` of
     nvstage's own would be written into the cubin's note of ptxas's options. Its figures are
     read from the cubin instead (``ptxas_report.with_figures``).
     """
     started = time.perf_counter() - t0
     if stage.kind is StageKind.DEPFILE:
         t = time.perf_counter()
-        code, msg = _write_depfile(stage, cwd, depfile or ("", False, False))
+        code, msg = _write_depfile(stage, cwd, depfile or ("", False, False), marks)
         run = StageRun(stage, time.perf_counter() - t, code, "", msg, started=started)
         if code == 0:
             run.artifacts = [Artifact.of(Path(cwd, p), stage=stage.index) for p in stage.outputs]

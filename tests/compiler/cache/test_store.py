@@ -105,7 +105,7 @@ def test_outputs_are_cut_at_the_work_folder_and_pasted_back(tmp_path):
 def test_whole_command_entries_count_and_go_oldest_first(tmp_path):
     """warm/entry.py's entries (inv/) hold outputs too: they share the size limit."""
     c = Cache(tmp_path / "c", max_bytes=3000)
-    (tmp_path / "f").write_bytes(b"x" * 1000)
+    (tmp_path / "f").write_bytes(os.urandom(1000))
     c.put("aa" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
     os.utime(c.get("aa" * 32).path / "meta.json", (3000, 3000))
     olds = []
@@ -138,7 +138,7 @@ def test_a_whole_command_entry_a_killed_process_left_half_written_is_swept(tmp_p
 
 def test_least_recently_used_entries_go_first(tmp_path):
     c = Cache(tmp_path / "c", max_bytes=3000)
-    (tmp_path / "f").write_bytes(b"x" * 1000)
+    (tmp_path / "f").write_bytes(os.urandom(1000))
     keys = [f"{n:02d}" * 32 for n in range(4)]
     for n, k in enumerate(keys):
         c.put(k, [tmp_path / "f"], stdout="", stderr="", seconds=0)
@@ -152,7 +152,7 @@ def test_least_recently_used_entries_go_first(tmp_path):
 def test_the_size_ledger_spares_builds_a_count_until_the_limit_is_passed(tmp_path,
                                                                           monkeypatch):
     c = Cache(tmp_path / "c", max_bytes=3500)
-    (tmp_path / "f").write_bytes(b"x" * 1000)
+    (tmp_path / "f").write_bytes(os.urandom(1000))
     c.put("00" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
     assert c.evict() == 0  # no count yet: one is made, and written down
     counted = []
