@@ -238,6 +238,8 @@ class StageCache:
             self._scratch.close()
         if self.tiers is not None:
             self.counters.tiers = self.tiers.to_json()
+        if self.lazy is not None:
+            self.counters.made_again = self.lazy.replayed
         if self.cache is not None:
             try:
                 if self.counters.hits or self.counters.misses:

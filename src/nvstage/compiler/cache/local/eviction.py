@@ -58,7 +58,7 @@ def _max_bytes_from_env() -> int:
         raise CacheError(f"{ENV_MAX}={shown!r} is not a size: give {SIZE_FORMS}") from None
 
 
-_COUNTED = ("hits", "misses", "corrupt", "stored", "direct_hits")
+_COUNTED = ("hits", "misses", "corrupt", "stored", "direct_hits", "made_again")
 
 
 @dataclass
@@ -70,6 +70,9 @@ class Counters:
     corrupt: int = 0  # misses because an entry failed its hash check (removed, rebuilt)
     stored: int = 0
     direct_hits: int = 0  # hits found through recorded headers, without the compiler
+    # hit stages run again for an output their entry does not hold, which a stage that ran
+    # needed (``cache/lazy.py``): a preprocessor, cudafe++, fatbinary
+    made_again: int = 0
     # Each tier's figures for this build (``remote/tiers.py``), when a remote tier is configured:
     # in the manifest only then, so a build without one reads as before.
     tiers: list | None = None
