@@ -107,7 +107,7 @@ def test_links_for_the_caches_own_names_lead_nowhere(tmp_path, name):
     (c.root / name).symlink_to(outside)
     (tmp_path / "f").write_bytes(b"x" * 100)
     assert c.put("cd" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
-    c.add_header_set("ef" * 32, {"h": "0" * 64}, "s")
+    c.add_header_set("ef" * 32, ["[\"h\"]"], "0" * 64, "s")
     c.set_note("n1", [1])
     c.record(c.totals())
     c.discard("ab" * 32)

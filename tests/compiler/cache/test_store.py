@@ -186,12 +186,12 @@ def test_header_sets_and_plans_count_against_the_limit(tmp_path):
     (tmp_path / "f").write_bytes(b"x")
     c.put("00" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)  # marks the folder
     for n in range(20):
-        c.add_header_set(f"{n:02d}" * 32, {f"/inc/h{i}.h": "ab" * 32 for i in range(40)},
-                         "cd" * 32)
+        c.add_header_set(f"{n:02d}" * 32, [f'["/inc/{os.urandom(8).hex()}/h{i}.h"]'
+                                           for i in range(40)], "ab" * 32, "cd" * 32)
     plan = c.root / "plans" / "ee" / ("ee" * 32)
     plan.parent.mkdir(parents=True)
     plan.write_bytes(b"p" * 5000)
-    held = sum(f.stat().st_size for f in (c.root / "direct").rglob("*.json")) + 5000
+    held = sum(f.stat().st_size for f in (c.root / "direct").rglob("*.z")) + 5000
     assert held > 20_000 and c.size() >= held
     assert c.evict() >= 1
     assert c.size() <= 20_000

@@ -49,6 +49,7 @@ from nvstage.compiler.cache.lazy import Lazy, held, written_at_once
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.local.eviction import Counters
 from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, Scratch, read_file
+from nvstage.compiler.cache.local.notes import headers_digest
 from nvstage.compiler.cache.remote.tier import TierStats
 from nvstage.compiler.cache.remote.tiers import Tiers, open_tiers
 from nvstage.compiler.cache.remote.tiers import record as record_tiers
@@ -134,6 +135,9 @@ class Seen:
     shadow: dict[int, tuple[list[str], list]] = field(default_factory=dict)
     # A virtual preprocessed output's names, as its entry recorded them (``lazy.Lazy.marks``).
     marks: Callable[[str], list | None] | None = None
+    # An output outside the work folder -> (the entry's file holding it, its SHA-256, size):
+    # the whole-command entry links that file rather than keep the bytes twice.
+    blobs: dict[str, tuple[str, str, int]] = field(default_factory=dict)
 
     def preprocessed(self, stage: Stage, cwd: str, work: str, env,
                      fixed: list[str]) -> tuple[list[str], tuple[list[str], list]] | None:
@@ -206,10 +210,11 @@ class StageCache:
         self.lazy = Lazy(cache, self.keys, graph, cwd, env, t0, run_stage) \
             if cache is not None else None
         self._thin: set[int] = set()  # stages whose entry held too little for this build
+        self._blobs: dict[str, tuple[str, str, int]] = {}  # ``Seen.blobs``
 
     def seen(self) -> Seen:
         return Seen(dict(self._reads), self._digest, dict(self._shadow_of),
-                    self.lazy.marks if self.lazy is not None else None)
+                    self.lazy.marks if self.lazy is not None else None, dict(self._blobs))
 
     def _digest(self, path: str) -> str | None:
         look = self.keys.hasher.look(path)
@@ -376,6 +381,7 @@ class StageCache:
             return
         looks = [hasher.look(paths.abs(n)) for n in names]
         headers = {paths.name(n): look and look.digest for n, look in zip(names, looks)}
+        digest = headers_digest(headers.items()) if all(headers.values()) else None
         # The places a hiding file could be, as they are now (not the build's memory): one
         # that appeared while the compiler ran may or may not have been seen, so the result
         # is not stored (ccache's "file too new", for the places nobody read). Time macros
@@ -391,32 +397,33 @@ class StageCache:
         if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \
                 not not_cacheable([f for f in files if f not in trees],
                                   assembles="-c" in stage.argv):
-            self._store(stage, self.keys.candidates([dkey, sorted(headers.items())],
+            self._store(stage, self.keys.candidates([dkey, "headers", digest],
                                                     self.keys.pinned(stage, looks)), run)
             shadow = fsio.json_digest(self.keys.place.tree([layout, shown]))
+            mine = (sorted(headers), digest, shadow)
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
-                self.cache.add_header_set(dkey, headers, shadow)
+                self.cache.add_header_set(dkey, *mine)
             if self.tiers is not None:
-                both = [(headers, shadow), *self.cache.header_sets(dkey), *held]
+                both = [mine, *self.cache.header_sets(dkey), *held]
                 self.tiers.push_sets(dkey, [s for n, s in enumerate(both) if s not in both[:n]])
 
     def _match_sets(self, stage: Stage, dkey: str, sets: list, search: list[str],
                     fixed: list[str], started: float, t: float,
                     remember: bool = False) -> StageRun | None:
-        """The result found through the first of ``sets`` (header -> digest, shadow) whose
-        headers are unchanged and unhidden; ``remember``: a set from a remote tier, added to
-        the local folder when it hits."""
+        """The result found through the first of ``sets`` (names, their contents' digest,
+        shadow) whose headers are unchanged and unhidden; ``remember``: a set from a remote
+        tier, added to the local folder when it hits."""
         paths, hasher = self.keys.paths, self.keys.hasher
-        for headers, shadow in sets:
-            named = [paths.real(name) for name in headers]
+        for names, digest, shadow in sets:
+            named = [paths.real(name) for name in names]
             if None in named:
                 continue
             files = [paths.abs(f) for f in named]
             looks = [hasher.look(f) for f in files]
-            if all(look is not None and look.digest == sha
-                   for look, sha in zip(looks, headers.values())) and \
+            if all(look is not None for look in looks) and headers_digest(
+                    (n, look.digest) for n, look in zip(names, looks)) == digest and \
                     self._shadow(files, search, fixed) == shadow:
-                keys = self.keys.candidates([dkey, sorted(headers.items())],
+                keys = self.keys.candidates([dkey, "headers", digest],
                                             self.keys.pinned(stage, looks))
                 hit = self._restore(stage, keys, started, t)
                 if hit is not None:
@@ -425,7 +432,7 @@ class StageCache:
                     self.count(direct_hits=1)
                     if remember:
                         with contextlib.suppress(OSError):
-                            self.cache.add_header_set(dkey, headers, shadow)
+                            self.cache.add_header_set(dkey, names, digest, shadow)
                     return hit
         return None
 
@@ -543,7 +550,18 @@ class StageCache:
         if self.lazy is not None:
             self.lazy.forget(restored.files)
             self.lazy.add(stage, entry, later)
+        self._note_blobs(entry, dests)
         return self._hit(stage, entry, restored, later, started, t)
+
+    def _note_blobs(self, entry, dests: list[str]) -> None:
+        """Which of ``entry``'s files hold an output outside the work folder as it is
+        (``Seen.blobs``)."""
+        for i, dest in enumerate(dests):
+            info = entry.files[i]
+            if "z" in info and not info["sites"] and \
+                    not dest.startswith(os.path.join(self.keys.work, "")):
+                with self._lock:
+                    self._blobs[dest] = (str(entry.path / str(i)), info["sha256"], info["size"])
 
     def _local(self, **kw) -> None:
         with self._lock:
@@ -587,6 +605,9 @@ class StageCache:
             return  # an output vanished or the disk is full: the build itself is fine
         if key is None:
             return
+        entry = self.cache.get(key, self.keys.where)
+        if entry and len(entry.files) == len(outs):  # in the order they were stored
+            self._note_blobs(entry, outs)
         self.count(stored=1)
         self._local(stored=1, seconds=time.perf_counter() - t,
                     bytes_written=sum(a.size for a in run.artifacts))

@@ -121,15 +121,19 @@ class Eviction(CacheFolder):
             pass
         return total
 
-    def entries(self) -> list[tuple[Path, float, int]]:
-        """(entry folder, last use, bytes) for every entry (folders named as keys only)."""
-        return self._listed("entries", "meta.json")
+    def entries(self, counted: set | None = None) -> list[tuple[Path, float, int]]:
+        """(entry folder, last use, bytes) for every entry (folders named as keys only).
+        ``counted``: the files counted already, (device, inode): a whole-command entry links
+        the file of the stage entry holding its output, and a file is counted once."""
+        return self._listed("entries", "meta.json", counted)
 
-    def whole_commands(self) -> list[tuple[Path, float, int]]:
+    def whole_commands(self, counted: set | None = None) -> list[tuple[Path, float, int]]:
         """(folder, when written, bytes) for every whole-command entry (``warm/entry.py``, inv/)."""
-        return self._listed(WHOLE, "meta")
+        return self._listed(WHOLE, "meta", counted)
 
-    def _listed(self, folder: str, meta: str) -> list[tuple[Path, float, int]]:
+    def _listed(self, folder: str, meta: str,
+                counted: set | None = None) -> list[tuple[Path, float, int]]:
+        counted = set() if counted is None else counted
         out = []
         base = self.root / folder
         if not is_dir(base):
@@ -150,7 +154,14 @@ class Eviction(CacheFolder):
                     continue
                 try:
                     used = os.lstat(d / meta).st_mtime
-                    size = sum(os.lstat(f).st_size for f in d.iterdir())
+                    size = 0
+                    for f in d.iterdir():
+                        st = os.lstat(f)
+                        if st.st_nlink > 1:
+                            if (st.st_dev, st.st_ino) in counted:
+                                continue
+                            counted.add((st.st_dev, st.st_ino))
+                        size += st.st_size
                 except OSError:
                     continue
                 out.append((d, used, size))
@@ -184,8 +195,10 @@ class Eviction(CacheFolder):
 
     def _held(self) -> list[tuple[Path, float, int, bool]]:
         """What counts against the size limit: (path, last use, bytes, a stage entry?)."""
-        return [(d, t, n, True) for d, t, n in self.entries()] + \
-            [(d, t, n, False) for d, t, n in (*self.whole_commands(), *self.small_files())]
+        counted: set = set()
+        return [(d, t, n, True) for d, t, n in self.entries(counted)] + \
+            [(d, t, n, False) for d, t, n in (*self.whole_commands(counted),
+                                              *self.small_files())]
 
     def size(self) -> int:
         return sum(n for _, _, n, _ in self._held())
