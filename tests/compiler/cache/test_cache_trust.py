@@ -282,7 +282,7 @@ def test_fifos_in_the_tool_notes_hang_no_command(kernels, workdir, private_cache
         f.unlink()
         os.mkfifo(f)
     for args in (("show", "q.o"), ("doctor",), ("compile", src, "--arch", "sm_90", "-c",
-                                                "-o", "q.o")):
+                                                "-o", "r.o")):  # not answered whole
         r = nvstage_cmd(*args, cwd=workdir, timeout=60)
         assert r.returncode in (0, 1) and "Traceback" not in r.stderr, (args, r.stderr)
     assert all(f.is_file() for f in notes)  # what was worked out again replaced them
