@@ -91,6 +91,9 @@ def pytest_configure(config):
         os.environ["NVSTAGE_CACHE_DIR"] = os.path.join(root, "cache")
     os.environ["XDG_CONFIG_HOME"] = os.path.join(root, "config")
     os.environ["TMPDIR"] = _SESSION["tmp"]
+    # No resident nvstage outlives a test (tests/compiler/test_resident.py starts and stops
+    # its own).
+    os.environ["NVSTAGE_SERVER"] = "0"
     tempfile.tempdir = None  # gettempdir() reads $TMPDIR again
 
 

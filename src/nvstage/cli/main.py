@@ -30,12 +30,29 @@ def _launch(argv: list[str]) -> int:
     from nvstage.compiler.warm.answer import serve
 
     # The warm path first: the whole command from the cache, before anything else is imported.
-    if serve(argv, os.getcwd(), os.environ):
+    cwd = os.getcwd()
+    if serve(argv, cwd, os.environ):
         _answered.append(True)
         return 0
+    # Then the resident nvstage, whose imports are done (``compiler/warm/resident.py``).
+    from nvstage.compiler.warm import resident
+    from nvstage.compiler.warm.folder import cache_root
+
+    root = cache_root(os.environ) if resident.enabled(os.environ) else None
+    if root is not None:
+        code = resident.delegate(argv, cwd, os.environ, root)
+        if code is not None:
+            _answered.append(True)
+            return code
     from nvstage.compiler.launcher import main as launch
 
-    return launch(argv)
+    code = launch(argv)
+    root = cache_root(os.environ) if resident.enabled(os.environ) else None
+    if root is not None:  # for the next commands
+        from nvstage.compiler.resident import ensure
+
+        ensure(root, os.environ)
+    return code
 
 
 def run(argv: list[str]) -> int:

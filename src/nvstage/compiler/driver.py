@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -101,6 +102,7 @@ def compile_command(
     cache: bool | str | os.PathLike | Cache = True,
     observer: Observer | None = None,
     on_built=None,
+    later: list | None = None,
 ) -> Build:
     """Run an nvcc command line (``args``, as a build system gave it, without nvcc) stage by
     stage: the launcher's build. nvcc plans it with its words unchanged (and ``--dryrun``, its
@@ -109,7 +111,10 @@ def compile_command(
     ``slots``: job slots lent by the build (``jobserver.JobServer``), up to ``jobs``.
     ``on_built(build, work, seen)`` is called after a successful build, while the work folder
     and its intermediates still exist (the launcher records what a later hit needs; ``seen``:
-    what the stage cache learnt of the files read, ``cache.stage.Seen``, None without one)."""
+    what the stage cache learnt of the files read, ``cache.stage.Seen``, None without one).
+    ``later``: a successful build's bookkeeping (storing what ran, ``on_built``, removing the
+    work folder) is appended to it as one callable rather than done before returning: the
+    resident server's child answers its client first (``compiler/resident.py``)."""
     t_start = time.perf_counter()
     observer = observer or Observer()
     cwd = os.path.abspath(cwd or os.getcwd())
@@ -117,21 +122,41 @@ def compile_command(
         raise UsageError(f"cannot build from a folder whose path contains quotes or backslashes: "
                          f"{cwd}")
     store = open_cache(cache)
-    with work_folder(None, cwd) as work:
+    folder = work_folder(None, cwd)
+    work = folder.__enter__()
+    try:
         plan, dryrun_argv, plan_seconds = _plan_words(list(args), toolkit, work, cwd,
                                                       remember=store is not None, kept=False)
+        mine: list = []
         build = _build(plan, dryrun_argv, plan_seconds, source=str(Path(cwd, source)),
                        options=CompileOptions(extra=tuple(args)), toolkit=toolkit, cwd=cwd,
                        work=work, keep=None, observer=observer, jobs=jobs, store=store,
-                       t_start=t_start, depfile=depfile, slots=slots, on_built=on_built)
-        return build
+                       t_start=t_start, depfile=depfile, slots=slots, on_built=on_built,
+                       later=mine if later is not None else None)
+    except BaseException:
+        folder.__exit__(*sys.exc_info())
+        raise
+
+    def tail():
+        try:
+            for fn in mine:
+                fn()
+        finally:
+            folder.__exit__(None, None, None)
+
+    if later is None:
+        tail()
+    else:
+        later.append(tail)
+    return build
 
 
 def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: str,
            options: CompileOptions, toolkit: Toolkit, cwd: str, work: Path, keep, observer,
-           jobs: int, store, t_start: float, depfile=None, slots=None, on_built=None) -> Build:
+           jobs: int, store, t_start: float, depfile=None, slots=None, on_built=None,
+           later: list | None = None) -> Build:
     """Run a planned build's stages in ``work``: the part ``compile`` and ``compile_command``
-    share."""
+    share. ``later``: ``compile_command``'s."""
     check_outputs(plan, cwd)
     if keep is not None:
         removed = clear_planted(work, [o for s in plan.runnable for o in s.outputs]
@@ -155,24 +180,26 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
     try:
         failed = schedule(graph, lambda stage: with_figures(stages.run(stage)), jobs,
                           observer, runs, slots=slots)
-        stages.settle()
+        if later is None or failed:
+            stages.settle()
     except KeyboardInterrupt as e:  # Ctrl-C, or a signal under proc.handle_signals
+        stages.close()
         build.runs = [runs[i] for i in sorted(runs)]
         finish_interrupted(build, work, t_start, e)
         raise
     except Diverged:
-        failed = diverged = True
-    else:
-        diverged = False
-    finally:
-        stages.close()
-    if diverged:
         # A file made again was not the one its entry recorded: the cached results may not
         # fit together. The build runs again, all of it, without the cache.
+        stages.close()
         return _build(plan, dryrun_argv, plan_seconds, source=source, options=options,
                       toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
                       jobs=jobs, store=None, t_start=t_start, depfile=depfile, slots=slots,
-                      on_built=on_built)
+                      on_built=on_built, later=later)
+    except BaseException:
+        stages.close()
+        raise
+    if later is None or failed:
+        stages.close()
     build.runs = [runs[i] for i in sorted(runs)]
     build.critical_path, build.critical_path_seconds = graph.critical_path(
         {i: runs[i].seconds if i in runs else 0.0 for i in graph.stages})
@@ -193,8 +220,20 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
         finish(build, work, t_start)
         raise err
     finish(build, work, t_start)
-    if on_built is not None:
-        on_built(build, str(work), stages.seen() if store is not None else None)
+
+    def tail():
+        if later is not None:  # what the stages that ran stored, and the cache's figures
+            stages.settle()
+            stages.close()
+            if store is not None:
+                build.cache = {"dir": str(store.root), **stages.counters.to_json()}
+        if on_built is not None:
+            on_built(build, str(work), stages.seen() if store is not None else None)
+
+    if later is None:
+        tail()
+    else:
+        later.append(tail)
     return build
 
 
