@@ -2,6 +2,7 @@
 per command a launcher hands it (``warm/resident.py`` is the client; read it first).
 
     python -m nvstage.compiler.resident CACHE_FOLDER        (started by a launcher, detached)
+    python -m nvstage.compiler.resident --stop CACHE_FOLDER (ends it, if it runs)
 
 Started on demand: a launcher that ran a command itself starts one for the next commands
 (``ensure``), unless ``NVSTAGE_SERVER=0``. One per user, cache folder and nvstage (a lock beside
@@ -27,6 +28,7 @@ from nvstage.compiler.warm import resident as client
 
 _IDLE_S = 600
 _MAX_REQUEST = 64 << 20
+_OWN: list[int] = []  # the server's lock and socket: a child lets go of them
 
 
 def ensure(root: str, env) -> None:
@@ -53,7 +55,43 @@ def ensure(root: str, env) -> None:
         pass
 
 
+def stop(root: str, env) -> bool:
+    """End the server for ``root`` (and this nvstage), if one runs: whether one did."""
+    path = client.socket_path(root, env)
+    try:
+        fd = os.open(path + ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False  # nobody holds it: no server
+        except OSError:
+            pass
+        pid = int(os.read(fd, 32).split()[0])
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError, IndexError):
+        return False
+    finally:
+        os.close(fd)
+    for _ in range(100):  # gone once its lock is let go
+        try:
+            fd = os.open(path + ".lock", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            time.sleep(0.05)
+        finally:
+            os.close(fd)
+    return True
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--stop"]:
+        return 0 if stop(argv[1], dict(os.environ)) else 1
     root = argv[0]
     env = dict(os.environ)
     path = client.socket_path(root, env)
@@ -64,6 +102,8 @@ def main(argv: list[str]) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another server has it
+    os.ftruncate(lock, 0)
+    os.write(lock, b"%d\n" % os.getpid())
     try:
         os.unlink(path)  # left by a server that was killed
     except FileNotFoundError:
@@ -71,6 +111,7 @@ def main(argv: list[str]) -> int:
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     srv.listen(64)
+    _OWN[:] = [lock, srv.fileno()]
     _warm_up()
     try:
         idle = float(env.get("NVSTAGE_SERVER_IDLE", _IDLE_S))
@@ -168,6 +209,8 @@ def _child(conn: socket.socket, req: dict, fds: list[int], wanted: list[int]) ->
     try:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
+        for fd in _OWN:  # a stop waits for the lock; the next server binds the socket
+            os.close(fd)
         conn.settimeout(None)
         # The client's descriptors at the numbers it had them (out of the way first).
         moved = [os.dup(fd) for fd in fds]
