@@ -129,8 +129,8 @@ def main(argv: list[str]) -> int:
             except socket.timeout:
                 if not children and time.monotonic() - last > idle:
                     return 0
-                if not os.path.exists(path):  # removed under us: leave
-                    return 0
+                if not os.path.exists(path) or not os.path.isdir(root):
+                    return 0  # its socket or its cache folder removed under it: leave
                 continue
             last = time.monotonic()
             try:
@@ -148,7 +148,7 @@ def main(argv: list[str]) -> int:
         except OSError:
             pass
         try:
-            os.unlink(path)
+            os.unlink(path + ".lock")  # held to the end: a server starting now makes another
         except OSError:
             pass
 

@@ -83,7 +83,8 @@ def socket_path(root: str, env) -> str:
     """The server's socket for the cache folder ``root`` and this nvstage."""
     from nvstage import fsio
 
-    ident = [os.getuid(), os.path.realpath(root), sys.executable, sys.version,
+    ident = [os.getuid(), os.path.realpath(root), sys.prefix, os.path.realpath(sys.executable),
+             sys.version,
              [env.get(k) for k in _LOCALE], _code_stamp()]
     return os.path.join(folder(), fsio.hexdigest(repr(ident).encode(
         "utf-8", "surrogateescape"))[:24] + ".sock")
