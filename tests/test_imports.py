@@ -162,6 +162,12 @@ def test_the_warm_path_imports_the_base_only():
         {"nvstage.errors", "nvstage.errors.CacheError"}
 
 
+def test_a_step_that_is_not_nvcc_imports_the_base_only():
+    # A link of a big project goes through compiler/tool_step: as light as a hit.
+    found = {n for n in imported(SRC / "compiler" / "tool_step.py") if _under(n, "nvstage")}
+    assert sorted(n for n in found if not any(_under(n, m) for m in WARM_BASE)) == []
+
+
 def test_no_module_outgrows_one_reader():
     sizes = {str(p.relative_to(SRC)): len(p.read_text().splitlines())
              for p in SRC.rglob("*.py")}

@@ -314,8 +314,34 @@ def test_readme_limits_are_the_codes_limits():
             f"{fatbin.MAX_UNPACKED_BYTES // gib} GiB",
             f"a build record at most {buildlog.MAX_ENTRIES:,} entries of "
             f"{buildlog.MAX_ENTRY_BYTES // mib} MiB and {buildlog.MAX_RECORD_BYTES // gib} GiB "
-            "in all"):
+            "in all",
+            f"The record keeps the last {buildlog.KEEP_BUILDS} builds whole",
+            f"told apart by pauses of {buildlog.GAP_SECONDS:g} s or more"):
         assert shown in text, shown
+
+
+def test_readme_build_diff_is_what_diff_prints(cli, cuproject_record):
+    """README's `nvstage diff build` (the test project built, its header edited, built again):
+    the builds' steps by kind and the kernels' figures are what diff prints of the same two
+    builds (the times are one run's)."""
+    text = README.read_text()
+    block = text[text.index("$ nvstage diff build\n"):]
+    block = block[:block.index("```")]
+    r = cli("diff", cuproject_record[1])
+    assert r.exit_code == 0, r.output
+    printed = r.stdout.splitlines()
+    for side in ("A", "B"):
+        shown = next(x for x in block.splitlines() if x.startswith(f"{side}: "))
+        real = next(x for x in printed if x.startswith(f"{side}: "))
+        # (README's build ran under `cmake --build`, the fixture's under ninja.)
+        steps = re.compile(r"\(build (\d of \d), \w+\): (\d+ steps \([^)]*\))")
+        assert steps.search(shown).groups() == steps.search(real).groups(), (shown, real)
+    figures = re.compile(r"^\s*(block_sum)\s+(sm_\d+)\s+(\S+)\s+(changed)\s+(.*?)\s+\d+%")
+    shown = [figures.match(x).groups() for x in block.splitlines() if figures.match(x)]
+    real = [figures.match(x).groups() for x in printed if figures.match(x)]
+    assert len(shown) == 2 and shown == real, (shown, real)
+    units = [x.split()[0] for x in block.splitlines() if x.startswith(" CMakeFiles")]
+    assert units and all(u in r.stdout for u in units)
 
 
 def test_readme_view_figures_are_what_report_writes(cli, workdir, kernels):

@@ -33,11 +33,20 @@ def test_report_writes_the_page_the_trace_and_the_summary(cli, cuproject_record,
     doc = json.loads(r.stdout)
     assert doc["output"] == str(tmp_path / "build.html")
     assert doc["build_trace"] == str(tmp_path / "trace.json")
-    assert doc["schema"] == "nvstage.build-view/1" and doc["counts"]["units"] == 5
-    assert len(doc["kernels"]) == 8 and len(doc["units"]) == 5
+    # The last build's figures (4 steps), the project's units (12) and kernels (8).
+    assert doc["schema"] == "nvstage.build-view/1" and doc["counts"]["units"] == 4
+    assert len(doc["kernels"]) == 8 and len(doc["units"]) == 12
     assert {k["kind"] for k in doc["stage_kinds"]} >= {"cicc", "ptxas", "cudafe++"}
-    assert "<svg id=\"build-timeline\"" in (tmp_path / "build.html").read_text()
-    assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    # What the last build changed: block_sum's shared memory, in reduce.cu's object.
+    since = doc["since_previous"]
+    assert [(k["name"], k["delta"]["shared_bytes"]) for k in since["kernels"]
+            if k["status"] == "changed"] == [("block_sum", 512), ("block_sum", 512)]
+    page = (tmp_path / "build.html").read_text()
+    assert "<svg id=\"build-timeline\"" in page and "Since the build before" in page
+    assert 'id="kernels-moved"' in page and "Builds in the record" in page
+    trace = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    assert {e["name"] for e in trace if e.get("cat", "").startswith("command")} == \
+        {"scale.cu", "reduce.cu", "cmake_device_link.o", "app"}
     # The record folder itself is a record too; without -o the page goes into it.
     r = cli("report", build / buildlog.FOLDER)
     assert r.exit_code == 0, r.output
@@ -58,12 +67,14 @@ def test_check_over_budget_annotates_each_kernel_at_its_line(cli, cuproject_reco
                                                              monkeypatch):
     src, build = cuproject_record
     (tmp_path / "budgets.toml").write_text(OVER)
-    monkeypatch.chdir(src)  # annotations are relative to the workspace
+    # Annotations are relative to the build's source folder (CMake's), wherever check runs.
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
+    monkeypatch.chdir(tmp_path)
     r = cli("check", build, "--config", tmp_path / "budgets.toml", "--format", "github")
     assert r.exit_code == 1, r.output
     lines = r.stdout.splitlines()
     assert ("::error file=src/reduce.cu,line=3,title=nvstage check%3A shared_bytes::"
-            "block_sum(float const*, float*, int) (sm_90) uses 512 bytes of static shared "
+            "block_sum(float const*, float*, int) (sm_90) uses 1024 bytes of static shared "
             "memory; the budget is 100") in lines
     assert any(x.startswith("::error file=lib/devuse.cu,line=3,title=nvstage check%3A "
                             "registers::squares(float*, int) (sm_80) uses 24 registers")
@@ -72,7 +83,14 @@ def test_check_over_budget_annotates_each_kernel_at_its_line(cli, cuproject_reco
     # -rdc units carry their arches too (as relocatable code): no arch is missing.
     assert not any("required_arch" in x for x in lines)
     assert "failed: 7 violations" in r.stderr
+    # ... or to the workspace GitHub checked out, where one is named.
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(src.parent))
+    r = cli("check", build, "--config", tmp_path / "budgets.toml", "--format", "github")
+    assert any(x.startswith("::error file=src/src/reduce.cu,line=3,") for x in
+               r.stdout.splitlines()), r.stdout
+    monkeypatch.delenv("GITHUB_WORKSPACE")
 
+    monkeypatch.chdir(src)
     r = cli("check", build, "--config", tmp_path / "budgets.toml")
     assert r.exit_code == 1 and "FAIL src/reduce.cu:3: block_sum" in r.stdout
     r = cli("check", build, "--config", tmp_path / "budgets.toml", "--json")
@@ -95,14 +113,15 @@ def test_check_within_budget_passes(cli, cuproject_record, tmp_path):
 def test_check_names_what_it_could_not_check(cli, cuproject_record, tmp_path):
     rec = tmp_path / "rec"
     shutil.copytree(cuproject_record[1] / buildlog.FOLDER, rec)
-    entry = buildlog.Entry(["/usr/bin/nvcc", "-dlink", "a.o", "-o", str(tmp_path / "d.o")],
+    entry = buildlog.Entry(["/usr/bin/nvcc", "-c", "d.cu", "-foo", "-o", str(tmp_path / "d.o")],
                            str(tmp_path), buildlog.now(), 0.1, "fallback", 0, 1,
-                           reason="not staged: -dlink links device code")
+                           reason="nvcc does not know -foo: nvcc says what it thinks of it")
     buildlog.add(entry, str(tmp_path), {buildlog.ENV: str(rec)})
     (tmp_path / "budgets.toml").write_text(WITHIN)
     r = cli("check", rec, "--config", tmp_path / "budgets.toml")
     assert r.exit_code == 0, r.output
-    assert "1 of 6 translation units not checked: d.o (fallback: not staged: -dlink" in \
+    # The steps that build no kernels (links, archives, C++ compiles) are no units to check.
+    assert "1 of 6 translation units not checked: d.cu (fallback: nvcc does not know" in \
         " ".join(r.stderr.split())
 
 
@@ -113,7 +132,7 @@ def test_show_finds_the_kernel_in_the_unit_that_built_it(cli, cuproject_record, 
     doc = json.loads(r.stdout)
     assert doc["kind"] == "build" and doc["artifact"].endswith("reduce.cu")
     assert {(k["arch"], k["registers"], k["shared_bytes"]) for k in doc["resources"]} == \
-        {("sm_80", 10, 512), ("sm_90", 10, 512)}
+        {("sm_80", 10, 1024), ("sm_90", 10, 1024)}
     # The object is still the recorded one: its SASS and images are shown too.
     assert {k["arch"] for k in doc["sass"]} == {"sm_80", "sm_90"}
     assert len(doc["fatbin"]) == 4
@@ -130,8 +149,9 @@ def test_show_finds_the_kernel_in_the_unit_that_built_it(cli, cuproject_record, 
 def test_show_lists_the_units_when_several_built_the_kernel(cli, cuproject_record, tmp_path):
     rec = tmp_path / "rec"
     shutil.copytree(cuproject_record[1] / buildlog.FOLDER, rec)
-    path = next(p for p in (rec / "tu").glob("*.json")
-                if json.loads(p.read_text())["build"]["source"].endswith("reduce.cu"))
+    path = next(p for p in sorted((rec / "tu").glob("*.json"))
+                if (json.loads(p.read_text())["build"] or {}).get("source", "")
+                .endswith("reduce.cu"))
     doc = json.loads(path.read_text())
     doc["build"]["output"] = str(tmp_path / "reduce-debug.o")
     doc["started"] += 1
@@ -153,8 +173,9 @@ def test_a_crafted_source_is_never_an_annotation(cli, cuproject_record, tmp_path
     name."""
     rec = tmp_path / "rec"
     shutil.copytree(cuproject_record[1] / buildlog.FOLDER, rec)
-    base = next(json.loads(p.read_text()) for p in (rec / "tu").glob("*.json")
-                if json.loads(p.read_text())["build"]["source"].endswith("reduce.cu"))
+    base = next(json.loads(p.read_text()) for p in sorted((rec / "tu").glob("*.json"))
+                if (json.loads(p.read_text())["build"] or {}).get("source", "")
+                .endswith("reduce.cu"))
     # A file with no source's name that does define the kernel: not read for its line.
     secret = tmp_path / "secret"
     secret.write_text("\n\n__global__ void block_sum(float* x) {}\n")

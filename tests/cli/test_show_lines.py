@@ -69,3 +69,24 @@ def test_without_line_info_the_sass_and_its_live_registers_still_show(cli, kept)
     assert "no line info in this cubin" in r.stdout
     assert "peak 14 live registers" in r.stdout
     assert "mix: int 12, global_load 8 (32 B)" in r.stdout and "ptx:" not in r.stdout
+
+
+def test_the_source_file_is_named_and_peaks_in_several_files_say_which(cli, kept, tmp_path):
+    """One file: ``source:`` named its folder alone (``source: /.../``), never the file.
+    Several (#line directives, headers): the peak lines were bare numbers, the same number
+    repeated for each file."""
+    r = cli("show", kept / "peak.nvstage", "--kernel", "peak", "--lineinfo")
+    assert f"source: {kept / 'peak.cu'}\n" in r.stdout
+    import nvstage
+
+    src = tmp_path / "two.cu"
+    src.write_text('__global__ void k(float* y) {\n#line 1 "other.cu"\n  y[threadIdx.x] = 1;\n'
+                   '#line 5 "two.cu"\n  y[threadIdx.x + 1] = 2;\n}\n')
+    nvstage.compile(src, nvstage.CompileOptions(archs=("sm_90",), lineinfo=True, stop="cubin",
+                                                output=str(tmp_path / "two.cubin")),
+                    keep=tmp_path / "two.nvstage", cwd=tmp_path)
+    r = cli("show", tmp_path / "two.nvstage", "--kernel", "k", "--lineinfo")
+    assert r.exit_code == 0, r.output
+    head = next(ln for ln in r.stdout.splitlines() if "live registers at line" in ln)
+    assert all(".cu:" in p for p in head.split(" at line")[1].split(" ", 1)[1].split(", ")), \
+        head

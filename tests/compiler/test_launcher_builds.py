@@ -93,6 +93,12 @@ def test_cmake_ninja_objects_deps_and_program_are_nvccs(toolkit, cmake_builds, d
     assert [e.status for e in rec.entries] == ["ok"] * 5, [(e.status, e.reason)
                                                            for e in rec.entries]
     assert not rec.skipped
+    # One run of ninja; and the report says which kinds of step it never saw.
+    from nvstage.inspect.build_view import load_build_view
+
+    view = load_build_view(ours)
+    assert [b.tool for b in view.builds] == ["ninja"]
+    assert view.not_seen() == ["cxx-compile", "device-link", "link", "archive"]
 
 
 @needs_cmake
@@ -114,11 +120,14 @@ def test_touching_the_shared_header_rebuilds_exactly_its_includers(toolkit, cmak
 def test_make_j2_through_the_launcher(toolkit, tmp_path, dump):
     env = _env(NVSTAGE_CACHE_DIR=str(tmp_path / "cache"))
     outs = {}
-    for name, nvcc in (("plain", toolkit.nvcc),
-                       ("nvstage", " ".join([*_launcher(), toolkit.nvcc]))):
+    launcher = " ".join(_launcher())
+    # Through nvstage: nvcc, and the C++ compiles and the link (CXX) too.
+    for name, nvcc, cxx in (("plain", toolkit.nvcc, "c++"),
+                            ("nvstage", f"{launcher} {toolkit.nvcc}", f"{launcher} c++")):
         src = tmp_path / name
         shutil.copytree(PROJECT, src)
-        cp = proc.run(["make", "-j2", f"NVCC={nvcc}"], cwd=src, env=env, timeout=1200)
+        cp = proc.run(["make", "-j2", f"NVCC={nvcc}", f"CXX={cxx}"], cwd=src, env=env,
+                      timeout=1200)
         assert cp.returncode == 0, cp.stdout + cp.stderr
         outs[name] = src
     for obj in ("scale", "reduce", "other", "devlib", "devuse"):
@@ -129,9 +138,16 @@ def test_make_j2_through_the_launcher(toolkit, tmp_path, dump):
                 str(outs["nvstage"]), str(outs["plain"]))
     runs = [proc.run([str(outs[n] / "out" / "app")]).stdout for n in ("plain", "nvstage")]
     assert runs[0] == runs[1]
-    # The device link is a command nvstage does not stage: plain nvcc ran it, and said why.
-    from nvstage.compiler.buildlog import load_build_record
+    for obj in ("host", "main"):  # the C++ compiles through nvstage: the same objects
+        assert (outs["plain"] / f"out/{obj}.o").read_bytes() == \
+            (outs["nvstage"] / f"out/{obj}.o").read_bytes(), obj
+    # The device link is a command nvstage does not stage: plain nvcc ran it, and said why;
+    # the C++ compiles and the link ran unchanged. One build: one run of make.
+    from nvstage.compiler.buildlog import builds_of, load_build_record
 
     rec = load_build_record(outs["nvstage"])
-    assert sorted(e.status for e in rec.entries) == ["fallback"] + ["ok"] * 5
-    assert "-dlink" in next(e.reason for e in rec.entries if e.status == "fallback")
+    assert sorted((e.kind, e.status) for e in rec.entries) == sorted(
+        [("cuda-compile", "ok")] * 5 + [("device-link", "ran"), ("cxx-compile", "ran"),
+                                        ("cxx-compile", "ran"), ("link", "ran")])
+    assert "-dlink" in next(e.reason for e in rec.entries if e.kind == "device-link")
+    assert [b.tool for b in builds_of(rec.entries)] == ["make"]

@@ -125,7 +125,8 @@ def _same_but_run_tokens(one: bytes, two: bytes, toolkit, tmp_path: Path) -> Non
 @pytest.mark.parametrize("case", list(CASES))
 def test_two_plain_runs_differ_only_in_run_tokens(objects, case, toolkit, tmp_path):
     one, two, _, _ = objects[case]
-    assert len(one) == len(two)
+    if case != "debug":  # a -G fatbin is compressed: nvcc's pid inside can change its length
+        assert len(one) == len(two)
     _same_but_run_tokens(one, two, toolkit, tmp_path)
 
 

@@ -35,17 +35,37 @@ def write_entry(record: Path, name: str, doc: dict) -> Path:
 
 
 def entry_of(record: Path, source_name: str) -> dict:
-    return next(d for _, d in entries(record) if d["build"]["source"].endswith(source_name))
+    """The first (the oldest build's) entry of the CUDA unit of ``source_name``."""
+    return next(d for _, d in entries(record)
+                if d["build"] and d["build"]["source"].endswith(source_name))
+
+
+CUDA_UNITS = ["devlib.cu", "devuse.cu", "other.cu", "reduce.cu", "scale.cu"]
 
 
 def test_the_cmake_build_as_a_whole(cuproject_record):
     src, build = cuproject_record
     view = load_build_view(build)
-    assert view.counts() == {"units": 5, "ok": 5, "hit": 0, "fallback": 0, "failed": 0}
-    assert view.superseded == 0 and not view.skipped
-    assert sorted(u.name for u in view.units) == ["devlib.cu", "devuse.cu", "other.cu",
-                                                  "reduce.cu", "scale.cu"]
-    for u in view.units:
+    # Two runs of ninja: the cold build, and the build after the header's edit.
+    assert [b.tool for b in view.builds] == ["ninja", "ninja"]
+    first, last = view.builds
+    assert view.last_build is last and view.previous_build is first
+    assert first.kinds() == {"cuda-compile": 5, "cxx-compile": 2, "device-link": 1, "link": 1,
+                             "archive": 2, "other": 1}
+    assert not any(e.hit for e in first.entries)  # a cold cache
+    assert last.kinds() == {"cuda-compile": 2, "device-link": 1, "link": 1}
+    # The headline figures are the last build's; the units the project's.
+    assert view.counts() == {"units": 4, "ok": 2, "hit": 0, "fallback": 0, "failed": 0,
+                             "ran": 2}
+    assert view.step_kinds() == last.kinds() and view.not_seen() == []
+    assert view.superseded == 4 and not view.skipped and len(view.units) == 12
+    assert sorted(u.name for u in view.last_units) == ["app", "cmake_device_link.o",
+                                                       "reduce.cu", "scale.cu"]
+    assert set(view.earlier) == {u.key for u in view.last_units}
+    assert all(view.earlier[u.key].run == 1 for u in view.last_units)
+    cuda = [u for u in view.units if u.kind == "cuda-compile"]
+    assert sorted(u.name for u in cuda) == CUDA_UNITS
+    for u in cuda:
         assert u.source.startswith(str(src)) and u.output.endswith(".cu.o")
         kinds = [s.kind for s in u.stages]
         assert kinds.count("cicc") == 2 and kinds.count("ptxas") == 2, kinds
@@ -54,33 +74,43 @@ def test_the_cmake_build_as_a_whole(cuproject_record):
             assert u.start - 1e-9 <= s.start and s.start + s.seconds <= u.end + 1e-6
         assert u.wall_seconds is not None and 0 < u.wall_seconds <= u.seconds
         assert 0 <= u.overhead_seconds < u.seconds
-    # -j2: as many rows as units ever ran at once (at most two), and the units of one row
-    # never overlap.
-    edges = sorted([(u.start, 1) for u in view.units] + [(u.end, -1) for u in view.units],
-                   key=lambda e: (e[0], e[1]))
-    running = peak = 0
-    for _, step in edges:
-        running += step
-        peak = max(peak, running)
-    assert view.lanes == peak and peak <= 2
-    for lane in range(view.lanes):
-        row = sorted((u for u in view.units if u.lane == lane), key=lambda u: u.start)
-        assert all(a.end <= b.start + 1e-9 for a, b in zip(row, row[1:]))
+    for u in view.units:
+        if u.kind != "cuda-compile":
+            assert u.status == "ran" and u.entry.exit_code == 0
+            assert u.stages == [] and u.kernels == []
+    # -j2: in each build as many rows as units ever ran at once (at most two), and the units
+    # of one row never overlap.
+    for number in (1, 2):
+        units = [u for u in view.units if u.run == number]
+        edges = sorted([(u.start, 1) for u in units] + [(u.end, -1) for u in units],
+                       key=lambda e: (e[0], e[1]))
+        running = peak = 0
+        for _, step in edges:
+            running += step
+            peak = max(peak, running)
+        assert max(u.lane for u in units) + 1 == peak and peak <= 2
+        for lane in range(peak):
+            row = sorted((u for u in units if u.lane == lane), key=lambda u: u.start)
+            assert all(a.end <= b.start + 1e-9 for a, b in zip(row, row[1:]))
+    assert view.wall_seconds == pytest.approx(last.wall_seconds)
+    assert view.unit_seconds == pytest.approx(last.step_seconds)
     assert view.wall_seconds <= view.unit_seconds + 1e-9
     totals = {t.kind: t for t in view.kind_totals()}
-    assert totals["ptxas"].stages == 10 and totals["cicc"].ran == 10
-    # A cold cache: every stage ran; the stage times add up to the kinds' totals.
-    assert view.cache_totals()["stage_hits"] == 0 and view.cache_totals()["command_hits"] == 0
+    # The last build's two compiles: reduce.cu's device code changed (its ptxas ran).
+    assert totals["ptxas"].stages == 4 and totals["ptxas"].ran >= 2
+    assert totals["ptxas"].ran + totals["ptxas"].cached == 4
+    assert view.cache_totals()["command_hits"] == 0 and view.cache_totals()["commands"] == 2
     assert sum(t.seconds for t in totals.values()) == pytest.approx(
-        sum(s.seconds for u in view.units for s in u.stages))
-    assert view.slowest_units()[0].seconds == max(u.seconds for u in view.units)
+        sum(s.seconds for u in view.last_units for s in u.stages))
+    assert view.slowest_units()[0].seconds == max(u.seconds for u in view.last_units)
 
     rows = {(k.record.name, k.record.arch): k for k in view.kernels}
     assert {name for name, _ in rows} == KERNELS
     assert len(rows) == 8 and len(view.kernels) == 8
     block_sum = rows["block_sum", "sm_90"]
     assert view.units[block_sum.unit].name == "reduce.cu"
-    assert block_sum.record.shared_bytes == 512 and block_sum.record.barriers == 1
+    # The edit doubled its shared array: 256 floats.
+    assert block_sum.record.shared_bytes == 1024 and block_sum.record.barriers == 1
     assert block_sum.occupancy.block_size == 256 and 0 < block_sum.occupancy.occupancy <= 1
     assert block_sum.best is not None
     # -rdc -c: ptxas' numbers are the file's, not final until the device link.
@@ -89,7 +119,9 @@ def test_the_cmake_build_as_a_whole(cuproject_record):
     assert all(not k.record.spills for k in view.kernels)
 
     doc = json.loads(json.dumps(view.to_json()))  # JSON-ready
-    assert doc["schema"] == "nvstage.build-view/1" and len(doc["units"]) == 5
+    assert doc["schema"] == "nvstage.build-view/1" and len(doc["units"]) == 12
+    assert doc["build"] == 2 and [b["steps"] for b in doc["builds"]] == [12, 4]
+    assert doc["rebuilt"] == 4 and doc["not_seen"] == []
     assert {k["name"] for k in doc["kernels"]} == KERNELS
 
 
@@ -120,26 +152,31 @@ def test_the_view_reads_only_the_record(cuproject_record, monkeypatch):
 
 def test_latest_entry_per_unit_and_whole_command_hits(cuproject_record, tmp_path):
     rec = record_copy(cuproject_record[1], tmp_path / "rec")
-    doc = entry_of(rec, "reduce.cu")
-    # The same command again, later, answered whole from the cache (as
-    # warm/build_record.add_hit writes it).
-    hit = dict(doc, started=doc["started"] + 600, seconds=0.05, hit=True, pid=4242)
+    doc = next(d for _, d in reversed(entries(rec))
+               if d["build"] and d["build"]["source"].endswith("reduce.cu"))
+    # The same command again, later, in a build of its own, answered whole from the cache
+    # (as warm/build_record.add_hit writes it).
+    hit = dict(doc, started=doc["started"] + 600, seconds=0.05, hit=True, pid=4242,
+               build_id="ninja:4242:1")
     write_entry(rec, "99999999999999999-4242-h.json", hit)
     view = load_build_view(rec)
-    assert len(view.units) == 5 and view.superseded == 1
+    assert len(view.units) == 12 and view.superseded == 5 and len(view.builds) == 3
     assert any("older entr" in n for n in view.notes)
-    unit = next(u for u in view.units if u.name == "reduce.cu")
+    (unit,) = view.last_units
+    assert unit.name == "reduce.cu" and unit.run == 3
     assert unit.state == "hit" and unit.seconds == 0.05 and unit.overhead_seconds is None
     assert unit.stages and not any(s.ran for s in unit.stages)
+    assert view.counts()["hit"] == 1 and view.wall_seconds == pytest.approx(0.05)
     totals = {t.kind: t for t in view.kind_totals()}
-    assert totals["ptxas"].whole == 2 and totals["ptxas"].ran == 8
-    assert totals["ptxas"].hit_rate == pytest.approx(0.2)
+    assert totals["ptxas"].whole == 2 and totals["ptxas"].ran == 0
+    assert totals["ptxas"].hit_rate == pytest.approx(1.0)
     cache = view.cache_totals()
     assert cache["command_hits"] == 1 and cache["stages_in_command_hits"] == len(unit.stages)
     # Its kernels are still the project's: from the manifest the hit kept.
     assert {view.units[k.unit].name for k in view.kernels if k.record.name == "block_sum"} == \
         {"reduce.cu"}
-    assert len(load_build_view(rec, every_entry=True).units) == 6
+    assert len(view.kernels) == 8
+    assert len(load_build_view(rec, every_entry=True).units) == 17
 
 
 def test_a_fallback_shows_its_reason(cuproject_record, tmp_path):

@@ -153,3 +153,122 @@ def test_line_numbers_spread_too_far_list_the_lines_with_code_alone():
     k = lineview.join(name, far, {}, arch="sm_90", image="peak.cubin")
     assert len(k.lines) == len({(i.file, i.line) for i in k.instructions if i.line})
     assert k.lines[-1].line == 999_999_999
+
+
+def test_many_files_each_spread_wide_are_bounded_as_a_whole():
+    """A source whose #line directives name 150 files, each at line 1 and line 20,001 (within
+    the span one file may list): 3 million rows, gigabytes and minutes before; now the
+    lines with code alone past the span the whole kernel may list."""
+    from dataclasses import replace
+
+    located = lineview.parse_located(
+        (CAPTURED / "cuda13.5-peak-sm_90-nvdisasm-gi.txt").read_text())
+    (name,) = located
+    files = [replace(x, file=f"f{n // 2}.cu", line=1 if n % 2 else lineview.MAX_SPAN + 1)
+             for n, x in enumerate(located[name])]
+    k = lineview.join(name, files, {}, arch="sm_90", image="peak.cubin")
+    with_code = {(i.file, i.line) for i in k.instructions if i.line}
+    assert len(k.lines) <= lineview.MAX_SPAN + len(with_code)
+    assert with_code <= {(ln.file, ln.line) for ln in k.lines}
+
+
+def test_one_function_at_a_time_is_bounded(monkeypatch, tmp_path):
+    """Where nvdisasm refuses a whole cubin's live ranges ("Invalid register count"), the
+    view asks again one function at a time: a crafted cubin with 100,000 function symbols
+    made 100,000 nvdisasm runs (about a second each). Past a bound, the rest get no counts."""
+    from nvstage.errors import ToolkitError
+
+    calls = []
+
+    def run(argv, what):
+        calls.append(argv)
+        if "-fun" in argv or "--life-range-mode" not in argv:
+            return ""
+        raise ToolkitError("nvdisasm failed on k.cubin: Invalid register count : '255'")
+
+    class Toolkit:
+        def tool(self, name):
+            return "nvdisasm"
+
+    monkeypatch.setattr(lineview, "_run", run)
+    monkeypatch.setattr(lineview, "_function_symbols", lambda cubin: list(range(100_000)))
+    lineview._listings(tmp_path / "k.cubin", Toolkit())
+    assert len(calls) <= 2 + lineview.MAX_FUNCTIONS
+
+
+def test_a_big_kernel_is_printed_in_time_that_grows_with_it(monkeypatch):
+    """The terminal view asked for the kernel's peak (a walk of every instruction) once per
+    instruction: 12,000 instructions took a minute, 100,000 hours. Counted here as the reads
+    of the instructions' live registers."""
+    import io
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from nvstage.report.terminal.lines import render_lines
+
+    k = _kernel("sm_90")
+    many = tuple(replace(k.instructions[n % len(k.instructions)], offset=16 * n)
+                 for n in range(3000))
+    big = lineview.join(k.name, [lineview.Located(i.offset, i.text, i.file, i.line, (), None)
+                                 for i in many], {i.offset: {"GPR": 3} for i in many},
+                        arch="sm_90", image="big.cubin")
+    reads = []
+    gpr = lineview.LineInstruction.gpr
+    monkeypatch.setattr(lineview.LineInstruction, "gpr",
+                        property(lambda i: reads.append(1) or gpr.fget(i)))
+    render_lines([big], Console(file=io.StringIO(), width=120, color_system=None))
+    assert len(reads) < 10 * len(big.instructions)
+
+
+def test_thousands_of_files_are_joined_in_time_that_grows_with_them():
+    """#line directives naming 10,000 files (a real build: cicc and ptxas keep them): every
+    file's lines were picked out of every line's, and each PTX line's file matched against
+    every file, 10^8 steps."""
+    import time
+
+    from nvstage.inspect.ptx_lines import PtxFunction, PtxInstruction
+
+    n = 10_000
+    located = [lineview.Located(16 * k, "FADD R1, R1, R2", f"/src/f{k}.cu", k + 1)
+               for k in range(n)]
+    ptx = PtxFunction("k", "k.ptx", "compute_90", tuple(
+        PtxInstruction(k + 1, "add.f32 %f1, %f1, %f2", f"/src/f{k}.cu", k + 1)
+        for k in range(n)))
+    start = time.monotonic()
+    k = lineview.join("k", located, {}, arch="sm_90", image="k.cubin", ptx=ptx)
+    assert time.monotonic() - start < 3
+    assert len(k.lines) == n and all(ln.ptx_instructions == 1 for ln in k.lines)
+
+
+def test_a_line_with_a_run_of_blanks_is_read_in_linear_time():
+    """A crafted cubin whose called function's name holds 3,000 spaces: nvdisasm prints
+    ``CALL.REL.NOINC `($k$f<3,000 spaces>z)``, and the one pattern for the whole line
+    backtracked cubically (2,000 spaces: a minute; show --lineinfo ran past 2 minutes)."""
+    import time
+
+    head = '\t.section\t.text.k,"ax",@progbits\n'
+    call = "        /*0070*/   CALL.REL.NOINC `($k$f" + " " * 1000 + "z) ;"
+    start = time.monotonic()
+    (located,) = lineview.parse_located(head + call + "\n").values()
+    live = lineview.parse_live(head + "  // | GPR | PRED |\n" + call + "   // |  3 |  1 |\n")
+    assert time.monotonic() - start < 1
+    assert located[0].text.endswith("z)") and live["k"] == {0x70: {"GPR": 3, "PRED": 1}}
+
+
+def test_a_file_with_thousands_of_cubins_is_refused_before_any_is_read(monkeypatch):
+    """A crafted fatbin (or a manifest) with 5,000 different cubins: two nvdisasm runs each,
+    about three hours. Past ``MAX_CUBINS`` one error, before nvdisasm runs."""
+    from types import SimpleNamespace
+
+    from nvstage.errors import ArtifactError
+    from nvstage.inspect import fatbin
+
+    images = [(SimpleNamespace(index=n, arch_name="sm_90"), b"cubin %d" % n)
+              for n in range(5000)]
+    monkeypatch.setattr(fatbin, "kind_of_file", lambda p: "fatbin")
+    monkeypatch.setattr(fatbin, "image_bytes",
+                        lambda p, tk, kind: images if kind == "cubin" else [])
+    monkeypatch.setattr(lineview, "cubin_lines", lambda *a, **k: pytest.fail("read one"))
+    with pytest.raises(ArtifactError, match="5000 different cubins"):
+        lineview.lines_of("crafted.fatbin", object())

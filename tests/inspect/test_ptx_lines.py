@@ -119,3 +119,18 @@ def test_the_line_view_counts_ptx_per_line_and_the_mix(toolkit, tmp_path):
     assert doc["mix"]["counts"]["sync"] == k.mix.counts["sync"]
     assert doc["ptx"]["instructions"][0]["line"] == 12
     assert {ln["line"]: ln["ptx_instructions"] for ln in doc["lines"]}[9] == 5
+
+
+def test_a_chain_of_inlined_calls_is_bounded():
+    """A crafted PTX whose every .loc is inlined at the one before it: the chain of calls grew
+    by one per line (20,000 lines took seconds and 20,000-long chains, a million hours)."""
+    import time
+
+    body = ".loc 1 1 0, function_name $s, inlined_at 1 1 0\nadd.s32 %r1, %r1, 1;\n" * 20_000
+    text = (".version 9.5\n.target sm_90\n.visible .entry k()\n{\n" + body + "ret;\n}\n"
+            '.file 1 "k.cu"\n')
+    start = time.monotonic()
+    (fn,) = parse_ptx_lines(text)
+    assert time.monotonic() - start < 5
+    assert len(fn.instructions) == 20_001
+    assert max(len(i.inlined_at) for i in fn.instructions) <= 64

@@ -186,3 +186,35 @@ def test_only_the_file_the_manifest_names_is_read(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sass, "MAX_SOURCE_BYTES", 8)
     assert real(tmp_path / "k.cu") is None  # past the bound: not read
+
+
+def test_a_manifest_naming_a_file_that_is_no_source_gets_no_text(tmp_path):
+    """A crafted keep folder whose manifest names ~/.aws/credentials as its source, and whose
+    cubin's line info (#line 1 "...credentials") names the same file: show --lineinfo and the
+    HTML report printed the file. Only a file with a C, C++ or CUDA source's suffix is read,
+    by its real name (a link named k.cu to the secret is no source either)."""
+    from nvstage.inspect.sass import source_reader
+
+    secret = tmp_path / "credentials"
+    secret.write_text("aws_secret_access_key = s3cr3t\n")
+    assert source_reader(str(secret), str(tmp_path))(str(secret)) is None
+    (tmp_path / "k.cu").symlink_to(secret)
+    assert source_reader("k.cu", str(tmp_path))("k.cu") is None
+    (tmp_path / "real.cu").write_text("__global__ void k() {}\n")
+    assert source_reader("real.cu", str(tmp_path))("real.cu") == ["__global__ void k() {}", ""]
+
+
+def test_a_line_with_a_run_of_blanks_is_read_in_linear_time():
+    """The same crafted name in ``show``'s SASS: the listing's pattern backtracked worse than
+    cubically on a run of blanks (300 blanks: seconds; show --sections sass of a 13 KB cubin
+    ran past 2 minutes)."""
+    import time
+
+    from nvstage.inspect.sass import parse_nvdisasm
+
+    text = ('\t.section\t.text.k,"ax",@progbits\n.text.k:\n'
+            "        /*0070*/   CALL.REL.NOINC `($k$f" + " " * 300 + "z) ;  /* 0x0 */\n")
+    start = time.monotonic()
+    (k,) = parse_nvdisasm(text)
+    assert time.monotonic() - start < 1
+    assert k.instructions[0].text.endswith("z)") and k.instructions[0].opcode == "CALL"

@@ -126,3 +126,38 @@ def test_fitting_on_a_workload_not_measured_is_one_error(toolkit):
     with pytest.raises(CalibrationError, match="no measurement of fma_chain to fit on"):
         validate(measured, WORKLOADS, GPUS["h200"], fit_on="fma_chain", fitted=fitted,
                  toolkit=toolkit)
+
+
+def _fixture(tmp_path, workloads) -> Path:
+    import json
+
+    p = tmp_path / "frozen.json"
+    p.write_text(json.dumps({"schema": "nvstage.measured-fixture/1", "workloads": workloads}))
+    return p
+
+
+def test_a_fixture_whose_workloads_are_no_table_is_one_error(tmp_path):
+    """``"workloads": [1, 2]`` was an AttributeError traceback."""
+    from nvstage.errors import CalibrationError
+
+    with pytest.raises(CalibrationError, match="workloads are a JSON list"):
+        load_frozen(_fixture(tmp_path, [1, 2]))
+
+
+def test_a_figure_that_is_zero_seconds_is_no_figure(tmp_path):
+    """1e-320 us is positive, but 0.0 s once scaled: the errors then divided by zero."""
+    measured, _ = load_frozen(_fixture(tmp_path, {"x": {"measured_us": {"kernel": 1e-320,
+                                                                        "launch": 2.0}}}))
+    assert measured["x"].terms_s == {"launch": 2e-6}
+
+
+def test_a_report_linked_from_outside_the_folder_is_refused(tmp_path):
+    """A measured folder is a document: a ``*.run.json`` link to a file elsewhere (here the
+    frozen fixture) was read as if it were one of its reports."""
+    from nvstage.errors import CalibrationError
+
+    folder = tmp_path / "measured"
+    folder.mkdir()
+    (folder / "x.run.json").symlink_to(FROZEN)
+    with pytest.raises(CalibrationError, match="leads out of"):
+        load_profiles(folder)

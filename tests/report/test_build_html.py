@@ -37,12 +37,14 @@ def test_the_page_holds_every_unit_stage_and_kernel(page):
     assert html.startswith("<!DOCTYPE html>") and "nvstage build report" in html
     for u in view.units:
         assert f'id="unit-{u.index}"' in html and u.name in html
-    # One bar per command and one per stage that ran; every kernel row.
-    assert html.count('class="unit-bar"') == len(view.units)
-    assert html.count('class="stage-bar"') == sum(len(u.stages) for u in view.units)
+    # The timeline is the last build's: one bar per command and one per stage that ran;
+    # the tables hold every kernel of the project.
+    assert len(view.last_units) == 4 and len(view.units) == 12
+    assert html.count('class="unit-bar"') == len(view.last_units)
+    assert html.count('class="stage-bar"') == sum(len(u.stages) for u in view.last_units)
     assert len(re.findall(r'<tr[^>]*>(?:(?!</tr>).)*class="wrap kname"', html)) == 8
     for table in ("build-timeline", "slowest-units", "slowest-stages", "stage-kinds", "units",
-                  "kernels"):
+                  "kernels", "builds", "rebuilt", "kernels-moved"):
         assert f'id="{table}"' in html, table
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert "https://" not in html
@@ -53,8 +55,9 @@ def test_the_trace_nests_for_perfetto(page):
     events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     units = [e for e in events if e["cat"].startswith("command")]
     stages = [e for e in events if e["cat"].startswith("stage")]
-    # Every stage that ran is one event (nvcc's own cleanup stage among them).
-    assert len(units) == 5 and len(stages) == sum(len(u.stages) for u in page.view.units)
+    # The last build's: every stage that ran is one event (nvcc's own cleanup stage among
+    # them).
+    assert len(units) == 4 and len(stages) == sum(len(u.stages) for u in page.view.last_units)
     assert all(e["pid"] == 1 and e["dur"] >= 0 for e in events)
     # On each thread, any two events are either disjoint or one holds the other.
     by_tid: dict[int, list[dict]] = {}
@@ -135,12 +138,12 @@ def test_the_page_in_chromium(page, tmp_path):
             tab.on("request", lambda r: requests.append(r.url))
             tab.goto(Path(page.path).as_uri(), wait_until="load")
             tab.wait_for_selector("body[data-ready='1']", timeout=10_000)
-            assert tab.get_attribute("body", "data-units") == "5"
+            assert tab.get_attribute("body", "data-units") == "12"
             box = tab.locator("svg#build-timeline").bounding_box()
             assert box and box["width"] > 600 and box["height"] > 40
-            assert tab.locator("svg#build-timeline rect.unit-bar").count() == 5
+            assert tab.locator("svg#build-timeline rect.unit-bar").count() == 4
             assert tab.locator("svg#build-timeline rect.stage-bar").count() == \
-                sum(len(u.stages) for u in view.units)
+                sum(len(u.stages) for u in view.last_units)
             assert tab.locator("table#kernels tbody tr").count() == len(view.kernels)
             # Sorting: registers, largest first, then smallest first; names A to Z.
             regs = sorted((k.record.registers for k in view.kernels), reverse=True)

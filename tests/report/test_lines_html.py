@@ -108,3 +108,12 @@ def test_a_huge_kernel_is_cut_with_a_note():
     html = kernel_view(replace(k, instructions=many), "kv-0")
     assert len(_rows(html, "ai")) == MAX_VIEW_ROWS
     assert "7 more instructions not drawn" in html
+
+
+def test_peak_lines_in_several_files_say_which_file():
+    """#line directives or headers: the summary listed bare line numbers, one per file."""
+    k = _kernel()
+    two = tuple(replace(ln, file="other.cu") if n % 2 else ln for n, ln in enumerate(k.lines))
+    html = kernel_view(replace(k, lines=two), "kv-0")
+    said = re.search(r"peak 14 live registers at lines ([^<]*)<", html).group(1)
+    assert all(re.fullmatch(r"[\w.-]+\.cu:\d+", p) for p in said.split(", ")), said

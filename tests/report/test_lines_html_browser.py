@@ -163,3 +163,16 @@ def test_a_wide_fused_kernel_fits(pages, browser, width, tmp_path):
     view.screenshot(path=str(_shots(tmp_path) / f"fused_wide-{width}.png"))
     tab.close()
     assert errors == []
+
+
+def test_a_link_with_a_malformed_hash_opens_the_page_without_an_error(pages, browser):
+    """``report.html#%E0%A4%A``: decodeURIComponent threw (URIError) in the script that opens
+    a kernel's view from the link."""
+    errors: list = []
+    tab = browser.new_page(viewport={"width": 1000, "height": 1000})
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    tab.goto(pages["stencil"].as_uri() + "#%E0%A4%A", wait_until="load")
+    tab.wait_for_selector("body[data-ready='1']", timeout=10_000)
+    tab.close()
+    assert not errors

@@ -94,6 +94,9 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
     unmatched: list[Unmatched] = field(default_factory=list)  # vs the baseline
     unchecked: list[Unchecked] = field(default_factory=list)  # a build record's units
+    # The folder a whole build's sources are in (CMake's source folder): what annotations'
+    # paths are relative to where $GITHUB_WORKSPACE is not set. None for one build.
+    source_folder: str | None = None
 
     @property
     def failed_units(self) -> list[Unchecked]:

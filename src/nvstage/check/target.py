@@ -178,14 +178,17 @@ def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -
     from nvstage.check.metrics import Measurements
     from nvstage.inspect.build_view import load_build_view
 
-    view = load_build_view(record)
+    view = load_build_view(record, earlier=False)  # the project as it is: no history
     violations, kernels, stages, notes, unchecked = [], [], [], list(view.notes), []
     units: list[Unchecked] = []
     arches: set[str] = set()
     cubins: dict[str, int] = {}
     fatbin = None
     checked = 0
-    for u in view.units:
+    # The CUDA compiles: C++ compiles, links and archives (and nvcc's device links, which
+    # nvstage runs unchanged) build no kernel figures of their own.
+    cuda = [u for u in view.units if u.kind == "cuda-compile" and u.status != "ran"]
+    for u in cuda:
         label = u.name
         if u.status != "ok" or u.entry.build is None:
             unchecked.append(f"{label} ({u.state}{': ' + u.reason if u.reason else ''})")
@@ -221,12 +224,45 @@ def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -
             fatbin = max(fatbin or 0, m.fatbin_bytes)
         notes += [f"{label}: {n}" for n in result.notes]
     if unchecked:
-        notes.append(f"{len(unchecked)} of {len(view.units)} translation units not checked: "
+        notes.append(f"{len(unchecked)} of {len(cuda)} translation units not checked: "
                      + "; ".join(unchecked[:NAMED])
                      + (f" and {len(unchecked) - NAMED} more" if len(unchecked) > NAMED else ""))
-    staged = len(view.units) - len(unchecked)
+    staged = len(cuda) - len(unchecked)
     m = Measurements(view.folder, kernels, sorted(arches),
                      f"the {staged} translation unit{'s' if staged != 1 else ''} of the build "
                      "record", cubins, fatbin, stages)
     return CheckResult(m, violations, checked, budgets.path, None, list(dict.fromkeys(notes)),
-                       unchecked=units)
+                       unchecked=units, source_folder=source_folder(view))
+
+
+_CMAKE_SOURCE = "CMAKE_HOME_DIRECTORY:INTERNAL="
+
+
+def source_folder(view) -> str | None:
+    """The folder the build's sources are in: CMake's source folder (``CMakeCache.txt``'s
+    ``CMAKE_HOME_DIRECTORY`` in the build folder), else the folder all the units' sources are
+    under; None when they share none but the root. A name only: nothing under it is read."""
+    from nvstage.artifacts import is_folder, read_regular
+    from nvstage.compiler.buildlog import FOLDER
+
+    record = os.path.abspath(view.folder)
+    build = os.path.dirname(record) if os.path.basename(record) == FOLDER else record
+    cache = os.path.join(build, "CMakeCache.txt")
+    try:
+        text = read_regular(cache, limit=8 << 20, what="CMakeCache.txt").decode("utf-8",
+                                                                                 "replace")
+    except (NvstageError, OSError):  # no CMake build, or no readable cache
+        text = ""
+    for line in text.splitlines():
+        if line.startswith(_CMAKE_SOURCE):
+            found = line[len(_CMAKE_SOURCE):].strip()
+            if os.path.isabs(found) and is_folder(found):
+                return os.path.normpath(found)
+    sources = [u.source for u in view.units if u.source and os.path.isabs(u.source)]
+    try:
+        common = os.path.commonpath(sources) if sources else None
+    except ValueError:
+        return None
+    if common and len(sources) == 1:
+        common = os.path.dirname(common)
+    return common if common and common != os.path.dirname(common) else None

@@ -13,11 +13,12 @@ from nvstage.cli.options import JsonOpt, nvcc_option
 
 def diff_cmd(
     a: Annotated[Path, typer.Argument(
-        help="A build (keep folder or stages.json); with --via, the .cu file.",
-        show_default=False)],
+        help="A build: a keep folder or stages.json, or a build folder with a build record "
+        "(BUILD@N for its build N; alone, its last build against the one before); with --via, "
+        "the .cu file.", show_default=False)],
     b: Annotated[Optional[Path], typer.Argument(
-        help="The other build (keep folder or stages.json); with --via, a second .cu file "
-        "linked with the first.", show_default=False)] = None,
+        help="The other build (of the same kind as A); with --via, a second .cu file linked "
+        "with the first.", show_default=False)] = None,
     via: Annotated[Optional[str], typer.Option("--via",
         help="Compare compiler paths for ONE .cu file instead: nvcc,nvrtc.")] = None,
     arch: Annotated[Optional[str], typer.Option("--arch", help="With --via: the arch (sm_90); "
@@ -44,13 +45,22 @@ def diff_cmd(
     """Compare two builds kernel by kernel and stage by stage.
 
     Per kernel registers, spills, shared memory, SASS instructions, cubin size; per stage
-    time; each with its delta. Builds through different compilers (a kept Triton build and
-    an nvcc one of the same operation) pair their kernels by name and add occupancy and the
-    SASS instruction mix. With --via, one source through nvcc, NVRTC and LTO instead.
+    time; each with its delta. Two build folders (or two builds of one record): per unit and
+    stage time, cache hits and fallbacks; per kernel registers, spills, shared memory, SASS
+    bytes and occupancy; added and removed kernels. Builds through different compilers (a kept
+    Triton build and an nvcc one of the same operation) pair their kernels by name and add
+    occupancy and the SASS instruction mix. With --via, one source through nvcc, NVRTC and LTO
+    instead.
 
     Examples:
 
           nvstage diff before.nvstage after.nvstage
+
+          nvstage diff build build-release
+
+          nvstage diff build                  # its last build against the one before
+
+          nvstage diff build@1 build@3
 
           nvstage diff chain.nvstage fused.triton --block 256
 
@@ -64,6 +74,7 @@ def diff_cmd(
     """
     from nvstage.compiler.toolkit import find_toolkit
     from nvstage.errors import UsageError
+    from nvstage.inspect import record_diff
     from nvstage.report.terminal import diff as terminal
     from nvstage.report.terminal.console import data_console
 
@@ -91,10 +102,22 @@ def diff_cmd(
             result = diff_lines(a, a if b is None else b, kernel, find_toolkit(nvcc),
                                 arch=arch)
             terminal.render_lines(result, data_console(json_out), all_rows=all_rows)
+        elif record_diff.is_record(str(a)) or (b is not None and record_diff.is_record(str(b))):
+            if b is not None and not (record_diff.is_record(str(a))
+                                      and record_diff.is_record(str(b))):
+                one, other = (a, b) if record_diff.is_record(str(a)) else (b, a)
+                raise UsageError(f"{one} is a build folder with a build record and {other} is "
+                                 "not: diff compares two of a kind",
+                                 hint="give two build folders, or two keep folders")
+            from nvstage.report.terminal import record_diff as records
+
+            result = record_diff.diff_records(a, b)
+            records.render(result, data_console(json_out), all_rows=all_rows)
         else:
             if b is None:
                 raise UsageError("diff needs two builds", hint="nvstage diff A B (keep folders "
-                                 "or stages.json), or one .cu file with --via nvcc,nvrtc")
+                                 "or stages.json, or build folders), or one .cu file with "
+                                 "--via nvcc,nvrtc")
             from nvstage.inspect.build_diff import diff_builds
 
             if block is not None and not 1 <= block <= 1024:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
 
 from nvstage.cli.common import emit_json, handled
@@ -11,6 +14,13 @@ from nvstage.cli.options import json_option, nvcc_option
 def doctor_cmd(
     nvcc: nvcc_option("Check this nvcc instead of the one from the pip wheels.") = None,
     json_out: json_option("Print the report as JSON.") = False,
+    cmake_toolchain: Annotated[Optional[Path], typer.Option("--cmake-toolchain",
+        metavar="FILE", help="Write a CMake toolchain file for this toolkit instead: nvcc, "
+        "CUDAToolkit_ROOT and the libraries FindCUDAToolkit cannot find by name (the wheels' "
+        "libcudart.so.13, ...). Use: cmake -DCMAKE_TOOLCHAIN_FILE=FILE.")] = None,
+    launcher: Annotated[bool, typer.Option("--launcher", help="With --cmake-toolchain: nvstage "
+        "in front of every compile, device link, link and archive, so the build record holds "
+        "the whole build.")] = False,
 ) -> None:
     """Say what this machine can do: toolkit, host compiler, driver, GPUs.
 
@@ -28,12 +38,27 @@ def doctor_cmd(
           nvstage doctor --json | python -m json.tool
 
           nvstage doctor --nvcc "$CUDA_HOME/bin/nvcc"
+
+          nvstage doctor --cmake-toolchain nvstage.cmake --launcher
     """
     from nvstage.doctor import diagnose
     from nvstage.report.terminal.console import data_console
-    from nvstage.report.terminal.doctor import render
+    from nvstage.report.terminal.doctor import render, render_toolchain
 
     with handled(json_out):
+        if cmake_toolchain is not None or launcher:
+            from nvstage.errors import UsageError
+
+            if cmake_toolchain is None:
+                raise UsageError("--launcher goes with --cmake-toolchain FILE",
+                                 hint="nvstage doctor --cmake-toolchain nvstage.cmake --launcher")
+            from nvstage.compiler.cmake_toolchain import write_cmake_toolchain
+
+            written = write_cmake_toolchain(cmake_toolchain, launcher=launcher, nvcc=nvcc)
+            if json_out:
+                emit_json(written.to_json())
+            render_toolchain(written)
+            return
         r = diagnose(nvcc)
         if json_out:
             emit_json(r.to_json())

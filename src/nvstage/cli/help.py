@@ -12,7 +12,8 @@ COMMANDS = (
     ("Inspect", (("show", "What is inside an artifact: PTX entries, SASS, resources, fatbin "
                           "images."),
                  ("occupancy", "Theoretical occupancy per kernel, and what limits it."),
-                 ("diff", "Two builds kernel by kernel and stage by stage."))),
+                 ("diff", "Two builds (or two builds from a build record) kernel by kernel and "
+                          "stage by stage."))),
     ("Run and estimate", (("run", "Run a workload's kernels on the GPU, check the results, "
                                   "measure the time."),
                           ("model", "Estimate T = launches + kernels + transfers offline."),
@@ -22,12 +23,15 @@ COMMANDS = (
                       "arches, times."),
             ("report", "One HTML file: stage graph, stage times, resources, SASS, PTX, the "
                        "run."))),
-    ("Setup", (("doctor", "What toolkit, host compiler, driver and GPUs this machine has."),)),
+    ("Setup", (("doctor", "What toolkit, host compiler, driver and GPUs this machine has; a "
+                          "CMake toolchain file for it."),)),
 )
 
 HELP = """\
 Usage: nvstage COMMAND [ARGS]...     (nvstage COMMAND --help for each)
        nvstage NVCC [NVCC ARGS]...   (in front of nvcc, as ccache: CMake's compiler launcher)
+       nvstage TOOL [ARGS]...        (in front of any other build step: run unchanged, timed
+                                      and recorded)
 
   See and measure how CUDA source becomes work on a GPU. compile runs nvcc's own plan stage
   by stage and keeps every artifact; show, occupancy and diff look inside what it built; run

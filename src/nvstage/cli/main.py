@@ -15,18 +15,50 @@ import sys
 from nvstage import __version__
 
 
-def is_launcher_command(first: str) -> bool:
-    """``nvstage FIRST ...`` stands in front of a compiler (a path, or a name like nvcc), not
-    one of nvstage's commands (none of which is spelt so)."""
+def is_nvcc(first: str) -> bool:
+    """Whether ``nvstage FIRST ...`` stands in front of nvcc (a path or name like nvcc)."""
     import os
 
     base = os.path.basename(first)
-    return os.sep in first or base == "nvcc" or base.startswith("nvcc-")
+    return base == "nvcc" or base.startswith("nvcc-")
+
+
+def is_launcher_command(first: str) -> bool:
+    """``nvstage FIRST ...`` stands in front of a compiler or another build tool (a path, or a
+    name like nvcc), not one of nvstage's commands (none of which is spelt so)."""
+    import os
+
+    return os.sep in first or is_nvcc(first)
+
+
+def _on_path(name: str) -> bool:
+    """A program ``name`` on PATH, as a shell finds it (``nvstage g++ ...`` in a Makefile)."""
+    import os
+
+    if not name or name.startswith("-") or os.sep in name:
+        return False
+    for folder in os.get_exec_path():
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return True
+    return False
+
+
+def _step(argv: list[str]) -> int:
+    """A step that is not nvcc (a C++ compile, a link, an archive): run unchanged, timed and
+    recorded (``compiler/tool_step``), on the standard library alone."""
+    from nvstage.compiler.tool_step import run_step
+
+    code = run_step(argv)
+    _answered.append(True)  # nothing of nvstage's own is left to tidy up
+    return code
 
 
 def _launch(argv: list[str]) -> int:
     import os
 
+    if not is_nvcc(argv[0]):
+        return _step(argv)
     from nvstage.compiler.warm.answer import serve
 
     # The warm path first: the whole command from the cache, before anything else is imported.
@@ -78,6 +110,8 @@ def run(argv: list[str]) -> int:
     from nvstage.cli.help import COMMANDS
 
     if argv[0] not in {name for _, commands in COMMANDS for name, _ in commands}:
+        if _on_path(argv[0]):  # nvstage g++ ARGS: a build step, as a path to it would be
+            return _step(argv)
         # One line, as every other bad input gets, and before typer is imported.
         what = "option" if argv[0].startswith("-") else "command"
         sys.stderr.write(f"error: no such {what} {argv[0]!r} (nvstage --help lists them)\n")

@@ -88,12 +88,14 @@ def show_cmd(
                                      "listings are one kernel's: give --kernel NAME",
                                      hint=f"nvstage show {artifact} lists every kernel")
                 from nvstage.inspect.build_view import load_build_view
+                from nvstage.inspect.record_diff import since_previous
                 from nvstage.report.terminal.build_record import render_view
 
                 view = load_build_view(artifact)
-                render_view(view, data_console(json_out))
+                changes = since_previous(view)
+                render_view(view, data_console(json_out), changes=changes)
                 if json_out:
-                    emit_json(view.to_json())
+                    emit_json({**view.to_json(), "since_previous": changes and changes.to_json()})
                 return
             from nvstage.inspect.build_view import show_kernel
 

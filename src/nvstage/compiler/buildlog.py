@@ -1,26 +1,33 @@
-"""The build record: one entry per nvcc command nvstage stood in front of, for a whole build.
+"""The build record: one entry per command nvstage stood in front of, for a whole build.
 
-A build run with nvstage as its CUDA compiler launcher (CMake, Ninja, Make, PyTorch) leaves a
+A build run with nvstage as its compiler launcher (CMake, Ninja, Make, PyTorch) leaves a
 folder with one JSON file per command, written atomically under its own name, so any number
 of commands at once (``ninja -j``, ``make -j``) need no lock::
 
     BUILD/.nvstage-build/NVSTAGE_BUILD_RECORD      the folder's mark
     BUILD/.nvstage-build/tu/<start>-<pid>-<n>.json one entry per command
+    BUILD/.nvstage-build/builds/<build>            one mark per build a staged command saw
 
 Where: ``$NVSTAGE_BUILD_RECORD`` (a folder) if set, else ``.nvstage-build`` in the folder the
-command runs in: CMake runs every compile from the build folder, so ``nvstage report BUILD``
-finds it there. ``load_build_record`` is the one typed reader; an entry is a document like any
-other (bounded, checked, never trusted to name a program or a place to write).
+command runs in: CMake runs every compile and link from the build folder, so ``nvstage report
+BUILD`` finds it there. ``load_build_record`` is the one typed reader; an entry is a document
+like any other (bounded, checked, never trusted to name a program or a place to write).
 
-The record keeps every command of every build run in that folder: a translation unit built
-again (an edited header, a clean rebuild) has one entry per build. ``current`` keeps the
-latest entry of each unit (its output file names it), which is what the project is now.
+A command is an nvcc command (staged, answered from the cache, or run by plain nvcc) or
+another step (``compiler/tool_step``: C++ compiles, links, archives; status ``ran``); its
+kind is read from its words (``compiler/steps``). Each entry names the run of the build tool
+it was part of (``build_id``: the tool's process and start); ``builds_of`` groups entries
+into builds (by time, where no build tool was named: old records, scripts). The record keeps
+the last ``KEEP_BUILDS`` builds whole and, of older ones, the latest entry of each unit:
+``prune`` runs when a staged command sees a new build. ``current`` keeps the latest entry of
+each unit (its output file names it), which is what the project is now.
 ``Entry.manifest_build`` reads an entry's manifest as the ``Build`` a keep folder gives,
 without touching a file unless asked to.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -30,8 +37,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nvstage.artifacts import write_json_atomic
-from nvstage.compiler.warm.build_record import (ENV, FOLDER, MARK, SCHEMA, ready_record,
-                                                 record_folder)
+from nvstage.compiler import steps
+from nvstage.compiler.warm.build_record import (ENV, FOLDER, MARK, SCHEMA, build_identity,
+                                                 ready_record, record_folder)
 from nvstage.errors import ArtifactError, UsageError
 
 MAX_ENTRIES = 100_000  # a build of this many translation units is far beyond the largest
@@ -39,6 +47,15 @@ MAX_ENTRY_BYTES = 64 << 20
 # All entries together (a real one is 20 to 40 KB): past this the older ones are left unread.
 MAX_RECORD_BYTES = 1 << 30
 _counter = itertools.count()
+# Builds kept whole; past KEEP_BUILDS + PRUNE_AFTER builds the older ones are pruned to the
+# latest entry of each unit (what the project still is).
+KEEP_BUILDS = 10
+PRUNE_AFTER = 5
+# Where no build tool named the build (a script, an old record): a pause this long between
+# commands starts a new build.
+GAP_SECONDS = 10.0
+STATUSES = ("ok", "fallback", "failed", "ran")
+_ENTRY_NAME = re.compile(r"^\d{17}-\d+-\w+\.json$")
 
 
 # C0 and C1 control characters: a crafted entry's escape sequences would reach the terminal
@@ -56,18 +73,23 @@ def printable(text: str, *, lines: bool = False) -> str:
 
 @dataclass
 class Entry:
-    """One nvcc command: what it was, how it went, and (when staged) its build manifest."""
+    """One command: what it was, how it went, and (when staged) its build manifest."""
 
-    argv: list[str]  # the command as the build system gave it (nvcc first)
+    argv: list[str]  # the command as the build system gave it (the tool first)
     cwd: str
     started: float  # Unix time: entries from many processes share one clock
     seconds: float
-    status: str  # "ok" (staged), "fallback" (plain nvcc ran it), "failed"
+    # "ok" (staged), "fallback" (plain nvcc ran it), "failed", "ran" (a step run unchanged:
+    # not nvcc, or an nvcc link, which nvstage does not stage)
+    status: str
     exit_code: int
     pid: int = 0
-    reason: str | None = None  # why plain nvcc ran it
+    reason: str | None = None  # why plain nvcc ran it, or how the step failed
     build: dict | None = None  # the staged build's manifest (stages.json's content)
     hit: bool = False  # answered whole from the cache (warm/); build is the manifest it kept
+    # The run of the build tool it was part of ("ninja:PID:START"; "process:..." names the
+    # nearest ancestor where no build tool was found); None in older records.
+    build_id: str | None = None
     # The entry's file name under tu/, when read back (not written: the name is the file's).
     file: str = field(default="", compare=False)
 
@@ -75,7 +97,7 @@ class Entry:
         return {"schema": SCHEMA, "argv": self.argv, "cwd": self.cwd, "started": self.started,
                 "seconds": round(self.seconds, 6), "status": self.status,
                 "exit_code": self.exit_code, "pid": self.pid, "reason": self.reason,
-                "hit": self.hit, "build": self.build}
+                "hit": self.hit, "build_id": self.build_id, "build": self.build}
 
     @classmethod
     def from_json(cls, d, where: str) -> Entry:
@@ -96,15 +118,34 @@ class Entry:
         if not (0 <= started < 1e11 and 0 <= seconds < 1e7):
             raise ArtifactError(f"{where}: started/seconds out of range")
         status = need("status", str)
-        if status not in ("ok", "fallback", "failed"):
-            raise ArtifactError(f"{where}: status must be ok, fallback or failed")
+        if status not in STATUSES:
+            raise ArtifactError(f"{where}: status must be one of {', '.join(STATUSES)}")
         build = need("build", dict, optional=True)
         reason = need("reason", str, optional=True)
+        build_id = need("build_id", str, optional=True)
+        if build_id is not None and not 0 < len(build_id) <= 256:
+            raise ArtifactError(f"{where}: build_id must be 1 to 256 characters")
         # What is shown of an entry is shown as text (``printable``); it is never run.
         return cls([printable(a) for a in argv], printable(need("cwd", str)), float(started),
                    float(seconds), status, int(need("exit_code", int)),
                    int(need("pid", int, optional=True) or 0),
-                   None if reason is None else printable(reason), build, d.get("hit") is True)
+                   None if reason is None else printable(reason), build, d.get("hit") is True,
+                   None if build_id is None else printable(build_id))
+
+    @property
+    def kind(self) -> str:
+        """The step's kind (``compiler.steps``: cuda-compile, cxx-compile, device-link, link,
+        archive, other), read from its words."""
+        return steps.kind_of(self.argv)
+
+    @property
+    def tool(self) -> str:
+        """The program's file name (``nvcc``, ``c++``, ``ar``)."""
+        return steps.tool_name(self.argv)
+
+    @property
+    def ended(self) -> float:
+        return self.started + self.seconds
 
     # -- what an entry says, read defensively (it may be anyone's file) --------------------
 
@@ -115,8 +156,11 @@ class Entry:
 
     @property
     def output(self) -> str | None:
-        """The file the command wrote (absolute): the manifest's output, else ``-o``'s."""
+        """The file the command wrote (absolute): the manifest's output, else ``-o``'s (the
+        archive, for ``ar`` and ``ranlib``)."""
         out = self._manifest_str("output") or argv_output(self.argv)
+        if out is None and self.kind == steps.ARCHIVE and not steps.is_nvcc(self.argv):
+            out = steps.archive_of(self.argv)
         if out is None or "\0" in out or len(out) > MAX_PATH:
             return None
         return os.path.normpath(os.path.join(self.cwd, out))
@@ -124,24 +168,28 @@ class Entry:
     @property
     def source(self) -> str | None:
         """The translation unit's source as the manifest names it (absolute), else the first
-        word of the command that looks like a CUDA source. Named, never run; read only by
-        readers that bound what they read (``check``'s kernel-line finder)."""
+        word of the command that looks like a CUDA source (a C or C++ source, for a compile
+        that is not nvcc's). Named, never run; read only by readers that bound what they
+        read (``check``'s kernel-line finder)."""
         src = self._manifest_str("source")
-        if src is None:
+        if src is None and steps.is_nvcc(self.argv):
             src = next((a for a in self.argv[1:] if a.endswith(".cu") and not
                         a.startswith("-") and len(a) <= MAX_PATH), None)
-        if src is None or "\0" in src:
+        elif src is None and self.kind == steps.CXX_COMPILE:
+            src = steps.source_of(self.argv)
+        if src is None or "\0" in src or len(src) > MAX_PATH:
             return None
         return os.path.normpath(os.path.join(self.cwd, src))
 
     @property
-    def unit(self) -> tuple[str, str]:
-        """What identifies the translation unit across builds: its output, else the whole
-        command (a command without ``-o`` writes where its source's name says)."""
+    def unit(self) -> tuple[str, ...]:
+        """What identifies the translation unit (or step) across builds: its output, else the
+        whole command (a command without ``-o`` writes where its source's name says); a step
+        that is not nvcc's also by its tool (``ar`` and ``ranlib`` write one archive)."""
         out = self.output
-        if out is not None:
-            return ("output", out)
-        return ("command", command_text(self.argv, limit=MAX_PATH) + "\0" + self.cwd)
+        key = ("output", out) if out is not None else \
+            ("command", command_text(self.argv, limit=MAX_PATH) + "\0" + self.cwd)
+        return key if steps.is_nvcc(self.argv) else ("step", self.tool, *key)
 
     def recorded_artifacts(self) -> list:
         """The artifacts the manifest lists, as it recorded them (``record.Artifact``: path,
@@ -287,6 +335,128 @@ def current(entries: list[Entry]) -> tuple[list[Entry], int]:
     return kept, len(entries) - len(kept)
 
 
+@dataclass
+class BuildRun:
+    """One run of the build tool: the entries of its commands, oldest first."""
+
+    number: int  # 1 for the oldest the record holds
+    ident: str | None  # the entries' build_id ("ninja:PID:START"), None: told apart by time
+    entries: list[Entry]
+
+    @property
+    def tool(self) -> str | None:
+        """The build tool's name, where the entries named one."""
+        if self.ident is None or self.ident.startswith("process:"):
+            return None
+        return self.ident.split(":", 1)[0]
+
+    @functools.cached_property
+    def started(self) -> float:
+        return min(e.started for e in self.entries)
+
+    @functools.cached_property
+    def ended(self) -> float:
+        return max(e.ended for e in self.entries)
+
+    @property
+    def wall_seconds(self) -> float:
+        return self.ended - self.started
+
+    @property
+    def step_seconds(self) -> float:
+        return sum(e.seconds for e in self.entries)
+
+    @property
+    def parallelism(self) -> float | None:
+        wall = self.wall_seconds
+        return self.step_seconds / wall if wall > 0 else None
+
+    def kinds(self) -> dict[str, int]:
+        """Entries per step kind, in ``steps.KINDS`` order."""
+        found = [e.kind for e in self.entries]
+        return {k: found.count(k) for k in steps.KINDS if k in found}
+
+    def to_json(self) -> dict:
+        states: dict[str, int] = {}
+        for e in self.entries:
+            state = "hit" if e.hit and e.status == "ok" else e.status
+            states[state] = states.get(state, 0) + 1
+        staged = [e for e in self.entries if e.status == "ok"]
+        return {"build": self.number, "tool": self.tool, "id": self.ident,
+                "told_apart_by": "time" if self.tool is None else "build tool",
+                "started": self.started, "wall_seconds": round(self.wall_seconds, 6),
+                "step_seconds": round(self.step_seconds, 6),
+                "parallelism": None if self.parallelism is None else round(self.parallelism, 3),
+                "steps": len(self.entries), "kinds": self.kinds(), "states": states,
+                "command_hits": sum(1 for e in staged if e.hit), "commands": len(staged)}
+
+
+def builds_of(entries: list[Entry]) -> list[BuildRun]:
+    """The entries grouped into builds, oldest first: one per build tool run they name;
+    entries that name none (or only a script's process) split where the commands pause for
+    ``GAP_SECONDS``."""
+    named: dict[str, list[Entry]] = {}
+    loose: dict[str | None, list[tuple[list[Entry], list[float]]]] = {}  # (entries, [end])
+    for e in sorted(entries, key=lambda e: e.started):
+        if e.build_id and not e.build_id.startswith("process:"):
+            named.setdefault(e.build_id, []).append(e)
+            continue
+        groups = loose.setdefault(e.build_id, [])
+        if groups and e.started <= groups[-1][1][0] + GAP_SECONDS:
+            groups[-1][0].append(e)
+            groups[-1][1][0] = max(groups[-1][1][0], e.ended)
+        else:
+            groups.append(([e], [e.ended]))
+    runs = list(named.items()) + [(k, g) for k, gs in loose.items() for g, _ in gs]
+    runs.sort(key=lambda r: min(e.started for e in r[1]))
+    return [BuildRun(n, ident, group) for n, (ident, group) in enumerate(runs, 1)]
+
+
+def _mark_build(folder: Path, ident: str | None) -> bool:
+    """Mark the build ``ident`` as seen; True when this command marked it first."""
+    if ident is None:
+        return False
+    name = re.sub(r"[^\w.-]", "_", ident)[:200]
+    try:
+        os.makedirs(folder / "builds", exist_ok=True)
+        fd = os.open(folder / "builds" / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def prune(folder: str | os.PathLike, keep: int = KEEP_BUILDS) -> int:
+    """Keep the last ``keep`` builds of the record whole, and of older builds the latest
+    entry of each unit; the other entries' files go, and the marks of builds no entry is
+    left of. Returns how many entries went. Only files named as entries are removed."""
+    rec = load_build_record(folder)
+    runs = builds_of(rec.entries)
+    if len(runs) <= keep:
+        return 0
+    latest, _ = current(rec.entries)
+    kept = {id(e) for e in latest} | {id(e) for r in runs[-keep:] for e in r.entries}
+    gone = 0
+    tu = Path(rec.folder) / "tu"
+    for e in rec.entries:
+        if id(e) not in kept and _ENTRY_NAME.match(e.file):
+            try:
+                os.unlink(tu / e.file)
+                gone += 1
+            except OSError:
+                pass
+    left = {re.sub(r"[^\w.-]", "_", e.build_id)[:200] for e in rec.entries
+            if id(e) in kept and e.build_id}
+    marks = Path(rec.folder) / "builds"
+    for name in os.listdir(marks) if marks.is_dir() else ():
+        if name not in left and re.match(r"^[\w.-]+$", name):
+            try:
+                os.unlink(marks / name)
+            except OSError:
+                pass
+    return gone
+
+
 def ready(cwd: str, environ: dict[str, str] | None = None) -> Path | None:
     """The record folder, made if it is not there yet. The launcher asks before it builds:
     the folder made after the command's whole-command entry was stored would change the stat
@@ -296,15 +466,25 @@ def ready(cwd: str, environ: dict[str, str] | None = None) -> Path | None:
 
 
 def add(entry: Entry, cwd: str, environ: dict[str, str] | None = None) -> Path | None:
-    """Write one entry; a build record that cannot be written never fails the build."""
+    """Write one entry (its ``build_id`` this process's build's, when it has none); a build
+    record that cannot be written never fails the build. The first staged command of a new
+    build prunes the record when it holds more than ``KEEP_BUILDS + PRUNE_AFTER`` builds."""
     folder = ready(cwd, environ)
     if folder is None:
         return None
+    if entry.build_id is None:
+        entry.build_id = build_identity()
     name = f"{int(entry.started * 1e6):017d}-{os.getpid()}-{next(_counter)}.json"
     try:
         write_json_atomic(folder / "tu" / name, entry.to_json())
     except OSError:
         return None
+    if _mark_build(folder, entry.build_id) and \
+            len(os.listdir(folder / "builds")) > KEEP_BUILDS + PRUNE_AFTER:
+        try:
+            prune(folder)
+        except Exception:  # a record that cannot be pruned never fails a build
+            pass
     return folder / "tu" / name
 
 

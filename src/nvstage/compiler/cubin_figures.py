@@ -75,6 +75,9 @@ class KernelFigures:
     local_stores: int  # every STL's bytes, spills included
     local_loads: int
     final: bool  # False in an -rdc -c cubin: the device link may change them
+    # The kernel's SASS: its .text section's bytes (16 per instruction, the NOPs that pad the
+    # function included). None in a manifest written before it was kept.
+    code_bytes: int | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -256,5 +259,5 @@ def read_figures(data: bytes, what: str = "cubin") -> list[KernelFigures]:
             local_bytes=local.size if local is not None else 0,
             spill_stores=sp_st if exact else stores, spill_loads=sp_ld if exact else loads,
             spill_kind=SPILL if exact else SPILL_OR_LOCAL, local_stores=stores,
-            local_loads=loads, final=not relocatable))
+            local_loads=loads, final=not relocatable, code_bytes=s.size))
     return out

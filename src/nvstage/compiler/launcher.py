@@ -26,6 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from nvstage.compiler import steps
 from nvstage.compiler.depfile import depfile_options
 from nvstage.compiler.nvcc_args import Grammar, expand_options_files, last_value
 from nvstage.compiler.warm.host_flags import unwatched_word
@@ -163,6 +164,12 @@ def _launch(argv: list[str]) -> int:
         code = _plain(nvcc, args, cwd)
         if os.environ.get("NVSTAGE_LAUNCHER_VERBOSE"):
             sys.stderr.write(f"nvstage: ran plain nvcc ({entry.reason})\n")
+    if entry.status == "fallback" and steps.kind_of(entry.argv) in LINK_STEPS and \
+            steps.source_of(entry.argv) is None:
+        # A device link, link or library of objects: nvstage never stages these; plain nvcc
+        # ran it, as it runs a C++ compile, and no compile of the build's fell back. (One
+        # that compiles a source too, "nvcc a.cu -o app", is a compile that fell back.)
+        entry.status = "ran" if code == 0 else "failed"
     entry.exit_code = code
     entry.seconds = time.perf_counter() - t0
     buildlog.add(entry, cwd)
@@ -174,6 +181,10 @@ def _launch(argv: list[str]) -> int:
         except Exception:  # bookkeeping only: the command is done
             pass
     return code
+
+
+# nvcc commands that make no object of a translation unit.
+LINK_STEPS = (steps.DEVICE_LINK, steps.LINK, steps.ARCHIVE)
 
 
 def said_while_planning(build) -> str:

@@ -1,19 +1,25 @@
-"""The whole build, from its build record: every translation unit with its stages and times,
-the totals per stage kind, cache hits, and every kernel the build compiled with its resources
-and occupancy. What ``nvstage report BUILD``, ``check BUILD`` and ``show BUILD --kernel``
-read; pure data, no rendering.
+"""The whole build, from its build record: every translation unit (and every other step: C++
+compiles, device links, links, archives) with its stages and times, the totals per stage kind,
+cache hits, and every kernel the build compiled with its resources and occupancy. What
+``nvstage report BUILD``, ``check BUILD`` and ``show BUILD --kernel`` read; pure data, no
+rendering.
 
-A build run with nvstage as its compiler launcher leaves one entry per nvcc command
-(``compiler.buildlog``). The view keeps the latest entry of each unit (the record keeps every
-build run in the folder: an older entry of a unit built again since is counted, not shown).
+A build run with nvstage as its compiler launcher leaves one entry per command
+(``compiler.buildlog``), and the record holds the last few runs of the build tool (its
+``builds``). The view keeps the latest entry of each unit: what the project now is, whose
+kernels are shown and checked (an older entry of a unit built again since is counted, not
+shown). Every headline figure (wall time, parallelism, hits, the slowest steps, the timeline)
+is the last build's (``last_units``); the entries of units the last build rebuilt, as the
+build before it left them, are kept apart (``earlier``) to say what it changed.
 Everything comes from what the entries recorded: stage times, cache flags, and the resource
 lines ptxas printed (nvstage always asks for them), so no file is read but the entries and
 no tool runs. The intermediate files the manifests name lived in temporary folders and are
 gone; nothing here needs them.
 
 Times: an entry's ``started`` is the Unix time its command began (every process shares that
-clock), a stage's ``started`` the seconds from the start of its staged build. A stage is
-placed at the command's start plus that offset: nvstage's own set-up before the first stage
+clock), a unit's ``start`` the seconds from the start of its build, a stage's ``started`` the
+seconds from the start of its staged build. A stage is placed at the command's start plus that
+offset: nvstage's own set-up before the first stage
 (finding the toolkit, reading the command line) is not split out, and what follows the last
 stage (writing the dependency file, remembering the command for a later cache hit) shows as
 the rest of the command's time (``overhead_seconds``).
@@ -26,6 +32,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from nvstage.compiler import steps
 from nvstage.errors import ArtifactError, NvstageError, UsageError
 from nvstage.inspect.kernels import KernelRecord, display_name, final_rows, matches
 
@@ -59,16 +66,16 @@ class StageTime:
 
 @dataclass
 class TranslationUnit:
-    """One nvcc command of the build (its latest entry)."""
+    """One command of the build (its latest entry): an nvcc command, or another step."""
 
     index: int
     entry: object  # buildlog.Entry: for check and show, which read its manifest again
     source: str | None
     output: str | None
-    status: str  # ok, fallback, failed
+    status: str  # ok, fallback, failed, ran (a step run unchanged)
     reason: str | None  # why plain nvcc ran it, or which stage failed
     hit: bool  # answered whole from the cache
-    start: float  # seconds since the view's start
+    start: float  # seconds since its build's start
     seconds: float
     pid: int
     command: str  # bounded
@@ -82,11 +89,20 @@ class TranslationUnit:
     # The entry's manifest as read (``Entry.manifest_build(plan=False)``: no file touched);
     # None when it has none or a damaged one.
     build: object = field(default=None, repr=False)
+    kind: str = steps.CUDA_COMPILE  # compiler.steps: what kind of step
+    tool: str = ""  # the program's file name
+    run: int = 0  # the number of the build (buildlog.BuildRun) it ran in
 
     @property
     def name(self) -> str:
-        """Short, for tables: the source's file name, else the output's."""
-        return os.path.basename(self.source or self.output or "") or f"command {self.index}"
+        """Short, for tables: the source's file name, else the output's, else the tool's."""
+        return os.path.basename(self.source or self.output or "") or self.tool \
+            or f"command {self.index}"
+
+    @property
+    def key(self) -> tuple:
+        """What identifies the unit across builds (``buildlog.Entry.unit``)."""
+        return self.entry.unit
 
     @property
     def end(self) -> float:
@@ -105,7 +121,8 @@ class TranslationUnit:
         return "hit" if self.hit and self.status == "ok" else self.status
 
     def to_json(self) -> dict:
-        return {"index": self.index, "source": self.source, "output": self.output,
+        return {"index": self.index, "kind": self.kind, "tool": self.tool, "build": self.run,
+                "source": self.source, "output": self.output,
                 "entry": getattr(self.entry, "file", "") or None, "status": self.status,
                 "hit": self.hit, "reason": self.reason, "start": round(self.start, 6),
                 "seconds": round(self.seconds, 6),
@@ -169,28 +186,61 @@ class KindTotals:
 
 @dataclass
 class BuildView:
-    """A build record read as a whole build."""
+    """A build record read as a whole build: the project as its latest entries leave it,
+    the last build's figures."""
 
     folder: str  # the record folder
-    started: float  # Unix time of the first unit's start
+    started: float  # Unix time of the last build's start
     units: list[TranslationUnit]
     kernels: list[KernelRow]
     block: int  # the block size occupancy is computed at
     superseded: int = 0  # older entries of units built again since, left out
     skipped: list[str] = field(default_factory=list)  # entries that could not be read
     notes: list[str] = field(default_factory=list)
+    builds: list = field(default_factory=list)  # buildlog.BuildRun, oldest first
+    # The units the last build ran, as the builds before it left them (the entry each
+    # replaced), by ``TranslationUnit.key``: what the last build changed.
+    earlier: dict = field(default_factory=dict)
 
-    # -- totals ------------------------------------------------------------------------
+    # -- builds ------------------------------------------------------------------------
+
+    @property
+    def last_build(self):
+        return self.builds[-1] if self.builds else None
+
+    @property
+    def previous_build(self):
+        return self.builds[-2] if len(self.builds) > 1 else None
+
+    @property
+    def last_units(self) -> list[TranslationUnit]:
+        """The units the last build ran: what every headline figure is of."""
+        last = self.last_build
+        return [u for u in self.units if last is None or u.run == last.number]
+
+    def not_seen(self) -> list[str]:
+        """The kinds of step a whole build of a CUDA project routes through nvstage that no
+        build of this record did (``compiler.steps.EXPECTED``)."""
+        seen = {e.kind for b in self.builds for e in b.entries} | {u.kind for u in self.units}
+        return [k for k in steps.EXPECTED if k not in seen]
+
+    def step_kinds(self) -> dict[str, int]:
+        """The last build's steps per kind, in ``compiler.steps.KINDS`` order."""
+        found = [u.kind for u in self.last_units]
+        return {k: found.count(k) for k in steps.KINDS if k in found}
+
+    # -- totals (the last build's) -------------------------------------------------------
 
     @property
     def wall_seconds(self) -> float:
-        """First start to last end."""
-        return max((u.end for u in self.units), default=0.0)
+        """The last build's first start to its last end."""
+        return max((u.end for u in self.last_units), default=0.0)
 
     @property
     def unit_seconds(self) -> float:
-        """Every command's time added up (what one process would have taken)."""
-        return sum(u.seconds for u in self.units)
+        """Every command's time in the last build added up (what one process would have
+        taken)."""
+        return sum(u.seconds for u in self.last_units)
 
     @property
     def parallelism(self) -> float | None:
@@ -198,18 +248,20 @@ class BuildView:
 
     @property
     def lanes(self) -> int:
-        return max((u.lane for u in self.units), default=-1) + 1
+        return max((u.lane for u in self.last_units), default=-1) + 1
 
     def counts(self) -> dict[str, int]:
-        out = {"units": len(self.units), "ok": 0, "hit": 0, "fallback": 0, "failed": 0}
-        for u in self.units:
+        """The last build's commands by state (ok, hit, fallback, failed, ran)."""
+        units = self.last_units
+        out = {"units": len(units), "ok": 0, "hit": 0, "fallback": 0, "failed": 0, "ran": 0}
+        for u in units:
             out[u.state] = out.get(u.state, 0) + 1
         return out
 
     def kind_totals(self) -> list[KindTotals]:
         """Per stage kind, in the order kinds first appear; the slowest kind first."""
         acc: dict[str, list] = {}
-        for u in self.units:
+        for u in self.last_units:
             for s in u.stages:
                 a = acc.setdefault(s.kind, [0, 0, 0, 0, 0.0, 0.0])
                 a[0] += 1
@@ -228,7 +280,7 @@ class BuildView:
         stages = sum(t.stages for t in totals)
         cached = sum(t.cached for t in totals)
         whole = sum(t.whole for t in totals)
-        staged = [u for u in self.units if u.status == "ok"]
+        staged = [u for u in self.last_units if u.status == "ok"]
         hits = sum(1 for u in staged if u.hit)
         return {"commands": len(staged), "command_hits": hits,
                 "command_hit_rate": round(hits / len(staged), 4) if staged else None,
@@ -236,10 +288,10 @@ class BuildView:
                 "stage_hit_rate": round((cached + whole) / stages, 4) if stages else None}
 
     def slowest_units(self, n: int = SLOWEST) -> list[TranslationUnit]:
-        return sorted(self.units, key=lambda u: -u.seconds)[:n]
+        return sorted(self.last_units, key=lambda u: -u.seconds)[:n]
 
     def slowest_stages(self, n: int = SLOWEST) -> list[tuple[TranslationUnit, StageTime]]:
-        pairs = [(u, s) for u in self.units for s in u.stages if s.ran]
+        pairs = [(u, s) for u in self.last_units for s in u.stages if s.ran]
         return sorted(pairs, key=lambda p: -p[1].seconds)[:n]
 
     # -- finding a kernel ---------------------------------------------------------------
@@ -275,8 +327,12 @@ class BuildView:
         return self.units[i], rows
 
     def to_json(self) -> dict:
+        last = self.last_build
         return {
             "schema": SCHEMA, "record": self.folder, "started": self.started,
+            "build": None if last is None else last.number,
+            "builds": [b.to_json() for b in self.builds],
+            "steps": self.step_kinds(), "not_seen": self.not_seen(),
             "wall_seconds": round(self.wall_seconds, 6),
             "unit_seconds": round(self.unit_seconds, 6),
             "parallelism": None if self.parallelism is None else round(self.parallelism, 3),
@@ -289,6 +345,7 @@ class BuildView:
             "block": self.block,
             "units": [u.to_json() for u in self.units],
             "kernels": [k.to_json(self.units) for k in self.kernels],
+            "rebuilt": sum(1 for u in self.last_units if u.key in self.earlier),
             "superseded": self.superseded, "skipped": self.skipped, "notes": self.notes,
         }
 
@@ -332,39 +389,57 @@ def _one_unit(view: BuildView, text: str) -> TranslationUnit:
 # -- reading ---------------------------------------------------------------------------------
 
 def load_build_view(path: str | os.PathLike, *, block: int = DEFAULT_BLOCK,
-                    every_entry: bool = False) -> BuildView:
+                    every_entry: bool = False, earlier: bool = True) -> BuildView:
     """The build record at ``path`` (a build folder or its ``.nvstage-build``) as a whole
     build: the latest entry of each unit (every entry with ``every_entry``), occupancy at
-    ``block`` threads per block. ``UsageError`` when ``path`` holds no build record."""
+    ``block`` threads per block; with ``earlier``, the entries the last build replaced too
+    (read as units: what ``record_diff.since_previous`` compares). ``UsageError`` when
+    ``path`` holds no build record."""
     from nvstage.compiler import buildlog
 
     if not isinstance(block, int) or not 1 <= block <= 1024:
         raise UsageError(f"block size {block!r}: give 1 to 1024 threads")
     rec = buildlog.load_build_record(path)
+    runs = buildlog.builds_of(rec.entries)
+    run_of = {id(e): r for r in runs for e in r.entries}
     entries, superseded = (rec.entries, 0) if every_entry else buildlog.current(rec.entries)
-    t0 = min((e.started for e in entries), default=0.0)
-    view = BuildView(rec.folder, t0, [], [], block, superseded, list(rec.skipped))
+    last = runs[-1] if runs else None
+    view = BuildView(rec.folder, last.started if last else 0.0, [], [], block, superseded,
+                     list(rec.skipped), builds=runs)
+    before: dict = {}
+    if earlier and not every_entry and last is not None:
+        # What the units the last build ran were before it: each one's entry before.
+        rebuilt = {e.unit for e in last.entries}
+        for e in rec.entries:  # oldest first
+            if run_of[id(e)].number < last.number and e.unit in rebuilt:
+                before[e.unit] = e
     problems: list[str] = []
-    builds = []
-    for e in entries:
-        unit, build = _unit(len(view.units), e, t0)
-        view.units.append(unit)
+    units, builds = [], []
+    for n, e in enumerate([*entries, *before.values()]):
+        r = run_of[id(e)]
+        unit, build = _unit(n if n < len(entries) else n - len(entries), e, r.started)
+        unit.run = r.number
+        units.append(unit)
         builds.append(build)
     _demangle_ahead(builds)
-    for unit, build in zip(view.units, builds):
+    for unit, build in zip(units, builds):
         unit.build = build
         if build is not None:
             unit.kernels = _kernels(build, unit)
+    view.units = units[:len(entries)]
+    view.earlier = {u.key: u for u in units[len(entries):]}
+    for unit in view.units:
         problems += [f"{unit.name}: {n}" for n in unit.notes]
-    _assign_lanes(view.units)
+    for number in {u.run for u in view.units}:
+        _assign_lanes([u for u in view.units if u.run == number])
     known: dict = {}  # figures -> occupancy: a build's kernels share a few combinations
     for u in view.units:
         for r in u.kernels:
-            view.kernels.append(_kernel_row(r, u.index, block, known))
+            view.kernels.append(kernel_row(r, u.index, block, known))
     if superseded:
         view.notes.append(f"{superseded} older entr{'y' if superseded == 1 else 'ies'} of units "
-                          "built again since are left out (the record keeps every build run "
-                          f"in this folder; remove {rec.folder} to start afresh)")
+                          "built again since are left out of the project's units and kernels "
+                          f"(the record keeps the last {buildlog.KEEP_BUILDS} builds whole)")
     view.notes += problems[:NOTES_NAMED]
     if len(problems) > NOTES_NAMED:
         view.notes.append(f"and {len(problems) - NOTES_NAMED} more notes about units")
@@ -372,15 +447,21 @@ def load_build_view(path: str | os.PathLike, *, block: int = DEFAULT_BLOCK,
         view.notes += [f"entry skipped: {s}" for s in rec.skipped[:NOTES_NAMED]]
         if len(rec.skipped) > NOTES_NAMED:
             view.notes.append(f"and {len(rec.skipped) - NOTES_NAMED} more entries skipped")
+    if last is not None and last.tool is None:
+        view.notes.append("no build tool named its commands' build (an older record, or a "
+                          f"script): builds are told apart by pauses of {buildlog.GAP_SECONDS:g} "
+                          "s or more")
     return view
 
 
 def _unit(index: int, e, t0: float) -> tuple[TranslationUnit, object]:
-    """The unit of one entry, and its manifest read as a ``Build`` (None when it has none)."""
+    """The unit of one entry (``t0``: its build's start), and its manifest read as a
+    ``Build`` (None when it has none)."""
     from nvstage.compiler.buildlog import command_text
 
     u = TranslationUnit(index, e, e.source, e.output, e.status, e.reason, e.hit,
-                        e.started - t0, e.seconds, e.pid, command_text(e.argv))
+                        e.started - t0, e.seconds, e.pid, command_text(e.argv), kind=e.kind,
+                        tool=e.tool)
     if e.build is None:
         if e.status == "ok":
             u.notes.append("staged, but its entry holds no build manifest")
@@ -458,7 +539,9 @@ def first_free_rows(spans: list[tuple[float, float]]) -> list[int]:
     return rows
 
 
-def _kernel_row(r: KernelRecord, unit: int, block: int, known: dict) -> KernelRow:
+def kernel_row(r: KernelRecord, unit: int, block: int, known: dict) -> KernelRow:
+    """A kernel's row: its record, its unit's index and its occupancy at ``block`` (``known``:
+    figures already worked out, shared by the rows of one view)."""
     from nvstage.hw.occupancy import occupancy, sweep
 
     if r.registers is None:

@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nvstage.inspect.loops import Loop, find_loops
+from nvstage.inspect.loops import Loop, enclosing, find_loops
 from nvstage.inspect.mix import MEMORY, access_bits, classify
 
 _REG = re.compile(r"(?<![A-Za-z0-9_])R(\d+)(\.64|\.128)?")
@@ -65,32 +65,41 @@ class InFlight:
     def round_trips(self, trips_per_loop: Sequence[float] = ()) -> float:
         """Memory round trips per thread: each batch once, times the trip counts of the loops
         that hold it (``trips_per_loop``: one per loop, in order; 1 for a loop not given)."""
-        total = 0.0
-        for b in self.batches:
-            total += self._times(b, trips_per_loop)
-        return total
+        times = self._times(trips_per_loop)
+        return sum(times(b) for b in self.batches)
 
     def bytes_per_round_trip(self, trips_per_loop: Sequence[float] = ()) -> float:
         """Bytes per thread per round trip, averaged over the batches as they run."""
         trips = self.round_trips(trips_per_loop)
-        moved = sum(b.bytes_per_thread * self._times(b, trips_per_loop) for b in self.batches)
+        times = self._times(trips_per_loop)
+        moved = sum(b.bytes_per_thread * times(b) for b in self.batches)
         return moved / trips if trips else 0.0
 
     def loads_per_round_trip(self, trips_per_loop: Sequence[float] = ()) -> float:
         """Loads per batch, averaged over the batches as they run."""
         trips = self.round_trips(trips_per_loop)
-        n = sum(b.loads * self._times(b, trips_per_loop) for b in self.batches)
+        times = self._times(trips_per_loop)
+        n = sum(b.loads * times(b) for b in self.batches)
         return n / trips if trips else 0.0
 
-    def _times(self, b: Batch, trips_per_loop: Sequence[float]) -> float:
-        if b.loop is None:
-            return 1.0
-        inner = self.loops[b.loop]
-        t = 1.0
-        for k, lp in enumerate(self.loops):
-            if lp.head <= inner.head and inner.tail <= lp.tail:
-                t *= trips_per_loop[k] if k < len(trips_per_loop) else 1.0
-        return t
+    def _times(self, trips_per_loop: Sequence[float]):
+        """``times(batch)``: how often a batch runs per thread, each loop's product worked out
+        once (not once per batch: a crafted listing has tens of thousands of batches)."""
+        product: dict[int, float] = {}
+
+        def times(b: Batch) -> float:
+            if b.loop is None:
+                return 1.0
+            if b.loop not in product:
+                inner = self.loops[b.loop]
+                t = 1.0
+                for k, lp in enumerate(self.loops):
+                    if lp.head <= inner.head and inner.tail <= lp.tail:
+                        t *= trips_per_loop[k] if k < len(trips_per_loop) else 1.0
+                product[b.loop] = t
+            return product[b.loop]
+
+        return times
 
     def to_json(self) -> dict:
         return {"max_loads": self.max_loads, "batches": [b.to_json() for b in self.batches],
@@ -143,9 +152,11 @@ def in_flight(instructions) -> InFlight:
     loops = find_loops(instructions)
     heads = {lp.head for lp in loops}
     tails = {lp.tail for lp in loops}
+    holding = dict(zip((i.offset for i in instructions),
+                       enclosing((i.offset for i in instructions), loops)))
 
     def innermost(offset: int) -> int | None:
-        inside = [k for k, lp in enumerate(loops) if lp.contains(offset)]
+        inside = holding.get(offset, ())
         return max(inside, key=lambda k: loops[k].depth) if inside else None
 
     batches: list[Batch] = []

@@ -38,6 +38,23 @@ def top_level(signature: str) -> Iterator[tuple[int, str]]:
             yield i, ch
 
 
+# How ``inspect.names`` shows a kernel of internal linkage: "clock.cu: f(int*) (static)".
+_DECORATED = re.compile(r"^([\w.+-]{1,255}): (.+) \(static\)$", re.S)
+
+
+def bare(signature: str) -> str:
+    """``clock.cu: f(int*) (static)`` -> ``f(int*)``: the signature without the decoration
+    ``inspect.names`` gives a kernel of internal linkage; any other name as it is."""
+    m = _DECORATED.match(signature.strip())
+    return m.group(2) if m else signature
+
+
+def static_file(signature: str) -> str | None:
+    """The file a decorated (internal-linkage) kernel's name names, else None."""
+    m = _DECORATED.match(signature.strip())
+    return m.group(1) if m else None
+
+
 def params_at(signature: str) -> int | None:
     """Where a signature's parameter list opens: its last top-level ``(``, when the
     signature ends with the group it opens; None when there is none."""
@@ -49,7 +66,7 @@ def params_at(signature: str) -> int | None:
 
 def _without_params(demangled: str) -> str:
     """The signature up to its parameter list (the last top-level ``(...)`` group)."""
-    s = demangled.strip()
+    s = bare(demangled).strip()
     at = params_at(s)
     return s if at is None else s[:at].strip()
 
@@ -75,8 +92,11 @@ def base_name(demangled: str) -> str:
 
 
 def display_name(demangled: str) -> str:
-    """``void ns::scale<unsigned int>(...)`` -> ``scale<unsigned int>``: short, for tables."""
-    return unqualified_name(qualified_name(demangled)) or demangled
+    """``void ns::scale<unsigned int>(...)`` -> ``scale<unsigned int>``: short, for tables
+    (``clock.cu: f (static)`` for a kernel of internal linkage)."""
+    short = unqualified_name(qualified_name(demangled)) or bare(demangled)
+    file = static_file(demangled)
+    return f"{file}: {short} (static)" if file else short
 
 
 def short_names(demangled: str) -> tuple[str, ...]:
@@ -93,10 +113,10 @@ def kernel_names(kernel: str, demangled: str = "") -> tuple[str, ...]:
     """Every name a user may give the kernel, the most specific first: the mangled symbol,
     the demangled signature, that without its return type (``ns::scale<float>(float*, int)``),
     then ``short_names``."""
-    signature = (demangled or kernel).strip()
+    signature = bare(demangled or kernel).strip()
     head = _without_params(signature)
     no_return = qualified_name(signature) + signature[len(head):].lstrip()
-    return tuple(dict.fromkeys(n for n in (kernel, demangled, no_return,
+    return tuple(dict.fromkeys(n for n in (kernel, demangled, signature, no_return,
                                            *short_names(signature)) if n))
 
 

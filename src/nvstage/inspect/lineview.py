@@ -22,22 +22,35 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from nvstage import proc
 from nvstage.errors import ArtifactError, ToolkitError
 from nvstage.inspect.mix import Mix, classify
 from nvstage.inspect.mix import mix as mix_of
-from nvstage.inspect.ptx_lines import PtxFunction, match_file
+from nvstage.inspect.ptx_lines import MAX_INLINED, PtxFunction, file_matcher
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _MARK = re.compile(r'^\s*//## File "(.*?)", line (\d+)(?: inlined at "(.*?)", line (\d+))?')
-_INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;?\s*(?://\s*\|(.*)\|\s*)?$")
+# An instruction's line: its offset, then the rest, split in Python (``_instruction``). One
+# pattern for the whole line backtracked cubically on a run of blanks: a crafted cubin whose
+# called function's name holds 3,000 spaces kept show --lineinfo busy for minutes.
+_INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*)$")
+_COLUMNS = re.compile(r"//\s*\|")
 _HEADER = re.compile(r"^\s*//\s*\|((?:\s*[A-Z]+\s*\|)+)\s*$")
 _LABEL = re.compile(r"^\s*(\.L\w+):")
 _REGISTER_COUNT = "Invalid register count"
 COLUMNS = ("GPR", "PRED", "UGPR", "UPRED")
-MAX_SPAN = 20_000  # source lines listed between a kernel's first and last line with code
+# Functions asked for one at a time where nvdisasm refuses a whole cubin's live ranges: each
+# run starts nvdisasm (about a second), and a crafted cubin may name 100,000 functions.
+MAX_FUNCTIONS = 128
+# Distinct cubins of one file joined line by line: two nvdisasm runs each (about a second),
+# and a crafted fatbin may hold thousands.
+MAX_CUBINS = 256
+# Source lines with no code listed between a kernel's first and last line with code, in one
+# file and in all its files together (#line directives can name any number of files).
+MAX_SPAN = 20_000
 
 
 @dataclass(frozen=True)
@@ -105,10 +118,11 @@ class KernelLines:
     padding_nops: int = 0  # left out of ``instructions``: never issued
     ptx: PtxFunction | None = None  # the kernel in the PTX the build kept, where it kept one
 
-    @property
+    @cached_property
     def peak_gpr(self) -> int | None:
-        live = [i.gpr for i in self.instructions if i.gpr is not None]
-        return max(live) if live else None
+        """Worked out once: the views ask for it per instruction and per line (a walk of every
+        instruction each time made a 12,000-instruction kernel take a minute to print)."""
+        return max((i.gpr for i in self.instructions if i.gpr is not None), default=None)
 
     @property
     def mix(self) -> Mix:
@@ -123,6 +137,23 @@ class KernelLines:
                 "instructions": [i.to_json() for i in self.instructions],
                 "lines": [ln.to_json() for ln in self.lines],
                 "ptx": None if self.ptx is None else self.ptx.to_json()}
+
+
+def _instruction(raw: str) -> tuple[int, str, str | None] | None:
+    """(offset, the instruction as written, the ``-lrm`` columns between the first and last
+    ``|`` of its ``// |...|`` comment, or None) of a listing's line; None for another line."""
+    m = _INSN.match(raw)
+    if m is None:
+        return None
+    body, cells = m.group(2), None
+    end = body.rstrip()
+    if end.endswith("|"):
+        c = _COLUMNS.search(body)
+        if c is not None and c.end() < len(end):
+            body, cells = body[:c.start()], end[c.end():-1]
+    body = body.rstrip()
+    body = body[:-1] if body.endswith(";") else body  # its ";", then any the text ends with
+    return int(m.group(1), 16), body.strip().rstrip(";").strip(), cells
 
 
 def parse_located(text: str) -> dict[str, list[Located]]:
@@ -146,15 +177,15 @@ def parse_located(text: str) -> dict[str, list[Located]]:
         if m:
             label = m.group(1)
             continue
-        m = _INSN.match(raw)
-        if m and current is not None:
+        got = _instruction(raw)
+        if got is not None and current is not None:
             if marks:
-                where, marks = tuple(marks), []
-            body = m.group(2).strip().rstrip(";").strip()
+                where, marks = tuple(marks[:MAX_INLINED + 1]), []
+            offset, body, _ = got
             if not body:
                 continue
             file, line = where[0] if where else (None, None)
-            current.append(Located(int(m.group(1), 16), body, file, line, where[1:], label))
+            current.append(Located(offset, body, file, line, where[1:], label))
             label = None
     return out
 
@@ -176,16 +207,16 @@ def parse_live(text: str) -> dict[str, dict[int, dict[str, int]]]:
             if all(c in COLUMNS for c in got):
                 names = got
             continue
-        m = _INSN.match(raw)
-        if m and current is not None and m.group(3) is not None and names:
-            cells = [c.strip() for c in m.group(3).split("|")]
+        got = _instruction(raw)
+        if got is not None and current is not None and got[2] is not None and names:
+            cells = [c.strip() for c in got[2].split("|")]
             counts = {}
             for name, cell in zip(names, cells):
-                if cell and not cell.isdecimal():
+                if cell and not (cell.isdecimal() and len(cell) <= 9):
                     raise ArtifactError(f"nvdisasm's live-register column {name} reads "
-                                        f"{cell!r}: not a count")
+                                        f"{cell[:40]!r}: not a count")
                 counts[name] = int(cell) if cell else 0
-            current[int(m.group(1), 16)] = counts
+            current[got[0]] = counts
     return out
 
 
@@ -218,8 +249,12 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
     ptx_count: dict[tuple[str, int], int] = {}
     if ptx is not None and by_line:
         sass_files = {f for f, _ in by_line}
+        match = file_matcher(sass_files)
+        matched: dict = {}  # once per PTX file, not per line
         for (f, n), c in ptx.per_line().items():
-            g = match_file(f, sass_files)
+            if f not in matched:
+                matched[f] = match(f)
+            g = matched[f]
             if g in sass_files:
                 ptx_count[(g, n)] = ptx_count.get((g, n), 0) + c
     files: dict[str, list[str] | None] = {}
@@ -227,16 +262,28 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
         if f not in files:
             files[f] = source_text(f) if source_text else None
     peak = max((i.gpr for i in ins if i.gpr is not None), default=None)
+    numbers: dict[str, set[int]] = {f: set() for f in files}
+    for f, n in (*by_line, *ptx_count):
+        numbers[f].add(n)
+    numbers = {f: sorted(ns) for f, ns in numbers.items()}
+    # The span the kernel covers in each file: lines in between with no SASS are shown too,
+    # unless the line numbers are spread too far to list (a crafted cubin or PTX may name line
+    # 1 and line 999,999,999, or a thousand files each at lines 1 and 20,001): then the lines
+    # with code alone. The files whose text is shown take their spans first.
+    spans: dict[str, object] = {}
+    budget = MAX_SPAN
+    for f in sorted(files, key=lambda f: (files[f] is None, f)):
+        ns = numbers[f]
+        gaps = ns[-1] - ns[0] + 1 - len(ns)
+        if gaps <= budget:
+            budget -= gaps
+            spans[f] = range(ns[0], ns[-1] + 1)
+        else:
+            spans[f] = ns
     lines: list[SourceLine] = []
     for f in sorted(files):
-        numbers = sorted({n for g, n in by_line if g == f} | {n for g, n in ptx_count if g == f})
         text = files[f]
-        # The span the kernel covers in its file: lines in between with no SASS are shown too,
-        # unless the line numbers are spread too far to list (a crafted cubin or PTX may
-        # name line 1 and line 999,999,999): then the lines with code alone.
-        span = numbers if numbers[-1] - numbers[0] > MAX_SPAN else \
-            range(numbers[0], numbers[-1] + 1)
-        for n in span:
+        for n in spans[f]:
             got = by_line.get((f, n), [])
             pk = max((i.gpr for i in got if i.gpr is not None), default=None)
             src = text[n - 1] if text is not None and 1 <= n <= len(text) else None
@@ -277,7 +324,8 @@ def _function_symbols(cubin: Path) -> list[int]:
 def _listings(cubin: Path, toolkit) -> tuple[str, str]:
     """(``-gi -c``, ``-lrm count -c``) listings of a cubin. nvdisasm has been seen to refuse
     some whole cubins' live ranges (``Invalid register count``): then one function at a time,
-    and a function it still refuses keeps its instructions with no counts."""
+    and a function it still refuses (or past the first ``MAX_FUNCTIONS``) keeps its
+    instructions with no counts."""
     nvd, path = toolkit.tool("nvdisasm"), os.path.abspath(cubin)
     located = _run([nvd, "-gi", "-c", path], cubin.name)
     try:
@@ -286,7 +334,7 @@ def _listings(cubin: Path, toolkit) -> tuple[str, str]:
         if _REGISTER_COUNT not in str(e):
             raise
         parts = []
-        for index in _function_symbols(cubin):
+        for index in _function_symbols(cubin)[:MAX_FUNCTIONS]:
             try:
                 parts.append(_run([nvd, "--life-range-mode", "count", "-c", "-fun",
                                    str(index), path], cubin.name))
@@ -370,12 +418,18 @@ def lines_of(path: str | os.PathLike, toolkit, *, source_text=None) -> list[Kern
                             for im, data in image_bytes(path, toolkit, "ptx"))
     except ArtifactError:
         ptx = []
-    with tempfile.TemporaryDirectory(prefix="nvstage-lines-") as tmp:
-        for im, data in image_bytes(path, toolkit, "cubin"):
-            key = hashlib.sha256(data).digest()
-            if key in seen:
-                continue
+    cubins = []
+    for im, data in image_bytes(path, toolkit, "cubin"):
+        key = hashlib.sha256(data).digest()
+        if key not in seen:
             seen.add(key)
+            cubins.append((im, data))
+    if len(cubins) > MAX_CUBINS:
+        raise ArtifactError(f"{path} holds {len(cubins)} different cubins: the line view reads "
+                            f"{MAX_CUBINS} at most (two nvdisasm runs each)",
+                            hint="extract the one you want (cuobjdump -xelf) and show that")
+    with tempfile.TemporaryDirectory(prefix="nvstage-lines-") as tmp:
+        for im, data in cubins:
             arch = refine_arch(read_cubin(data, f"{path} image {im.index}").arch, im.arch_name)
             name = f"{stem}.{im.index}.{arch}.cubin"  # the inventory's name
             one = Path(tmp, name)
@@ -407,8 +461,12 @@ def build_lines(build, toolkit=None) -> list[KernelLines]:
                 continue
     ptx = ptx_functions(kept)
     out: list[KernelLines] = []
-    for a in build.artifacts:
-        if a.kind == "cubin" and os.path.isfile(a.path):
-            arch = refine_arch(read_cubin(read_bytes(a.path), a.path).arch, a.arch)
-            out += cubin_lines(a.path, toolkit, arch=arch, source_text=text, ptx=ptx)
+    cubins = [a for a in build.artifacts if a.kind == "cubin" and os.path.isfile(a.path)]
+    if len(cubins) > MAX_CUBINS:
+        raise ArtifactError(f"{build.keep_dir or 'the build'} records {len(cubins)} cubins: the "
+                            f"line view reads {MAX_CUBINS} at most (two nvdisasm runs each)",
+                            hint="show one of them: nvstage show CUBIN --kernel NAME --lineinfo")
+    for a in cubins:
+        arch = refine_arch(read_cubin(read_bytes(a.path), a.path).arch, a.arch)
+        out += cubin_lines(a.path, toolkit, arch=arch, source_text=text, ptx=ptx)
     return out

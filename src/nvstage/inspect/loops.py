@@ -11,6 +11,7 @@ order of their first instruction.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Sequence
@@ -55,11 +56,17 @@ def find_loops(instructions) -> tuple[Loop, ...]:
         if head < i.offset:  # == : the branch to itself after the last EXIT
             ends[target] = max(ends.get(target, head), i.offset)
     spans = sorted(((labels[t], end, t) for t, end in ends.items()), key=lambda s: (s[0], -s[1]))
+    # A loop's depth counts the other loops that contain it: in this order, those before it
+    # whose tail is not before its own (kept sorted: a crafted listing with 50,000 loops took
+    # minutes when every pair was compared).
     out = []
+    tails: list[int] = []
+    same: dict[tuple[int, int], int] = {}
     for head, tail, label in spans:
-        depth = 1 + sum(1 for h, t, _ in spans if (h, t) != (head, tail) and h <= head
-                        and tail <= t)
-        out.append(Loop(head, tail, label, depth))
+        outer = len(tails) - bisect.bisect_left(tails, tail) - same.get((head, tail), 0)
+        out.append(Loop(head, tail, label, 1 + outer))
+        bisect.insort(tails, tail)
+        same[(head, tail)] = same.get((head, tail), 0) + 1
     return tuple(out)
 
 
@@ -75,9 +82,29 @@ def trip_list(loops: Sequence[Loop], trips) -> tuple[float, ...]:
     return trips
 
 
+def enclosing(offsets, loops: Sequence[Loop]) -> list[tuple[int, ...]]:
+    """For each offset, the indices of the loops that hold it. Which loops hold an offset
+    changes only at a loop's head or just past its tail, so it is worked out once per stretch
+    between those (a walk per instruction and loop took seconds at the sizes the model reads)."""
+    bounds = sorted({lp.head for lp in loops} | {lp.tail + 1 for lp in loops})
+    stretch: dict[int, tuple[int, ...]] = {}
+    out = []
+    for off in offsets:
+        s = bisect.bisect_right(bounds, off)
+        if s not in stretch:
+            stretch[s] = tuple(k for k, lp in enumerate(loops) if lp.contains(off))
+        out.append(stretch[s])
+    return out
+
+
 def multiplicities(instructions, loops: Sequence[Loop], trips) -> list[float]:
     """How many times each instruction runs per thread: the product of the trip counts of the
     loops that hold it (1 outside every loop)."""
     per_loop = trip_list(loops, trips)
-    return [math.prod(t for lp, t in zip(loops, per_loop) if lp.contains(i.offset))
-            for i in instructions]
+    product: dict[tuple[int, ...], float] = {}
+    out = []
+    for ks in enclosing((i.offset for i in instructions), loops):
+        if ks not in product:
+            product[ks] = math.prod(per_loop[k] for k in ks)
+        out.append(product[ks])
+    return out

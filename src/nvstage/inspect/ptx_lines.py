@@ -33,6 +33,9 @@ _BYTES = re.compile(r"^[ \t]*\.b8[ \t]+([\d, \t]+)$")
 _LABEL = re.compile(r"^([\w$]+):$")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
 _HISTORY = 32  # .locs remembered to follow an inlined_at back to its call
+# Calls one instruction is known to have been inlined through: real chains are a few deep; a
+# crafted .loc inlined at the one before it, line after line, grew one per line (quadratic).
+MAX_INLINED = 64
 _MAX_NAME = 4096  # bytes of one function_name string; real ones are under a few hundred
 _MAX_STATEMENT = 65536  # characters of one statement kept: a crafted one never ends
 
@@ -164,7 +167,7 @@ def parse_ptx_lines(text: str, *, module: str = "", arch: str = "") -> list[PtxF
             if loc.group(4):
                 at = (files.get(int(loc.group(4))), int(loc.group(5)))
                 outer = next((c for (w, c, _) in reversed(run) if w == at), ())
-                chain = ((at,) + outer) if at[0] is not None else outer
+                chain = (((at,) + outer) if at[0] is not None else outer)[:MAX_INLINED]
             fn = names.get(loc.group(3)) if loc.group(3) else None
             run = run[-(_HISTORY - 1):] + [((f, n), chain, fn)]
             where = run[-1]
@@ -191,13 +194,26 @@ def parse_ptx_lines(text: str, *, module: str = "", arch: str = "") -> list[PtxF
     return out
 
 
+def file_matcher(sass_files):
+    """``match(ptx_file)``: ``match_file`` against ``sass_files``, indexed once (a build whose
+    #line directives name thousands of files matched each against all of them)."""
+    files = set(sass_files)
+    by_name: dict[str, list[str]] = {}
+    for f in files:
+        by_name.setdefault(os.path.basename(f), []).append(f)
+
+    def match(ptx_file: str | None) -> str | None:
+        if ptx_file is None:
+            return None
+        if ptx_file in files:
+            return ptx_file
+        same = by_name.get(os.path.basename(ptx_file), [])
+        return same[0] if len(same) == 1 else ptx_file
+
+    return match
+
+
 def match_file(ptx_file: str | None, sass_files) -> str | None:
     """The name nvdisasm gave the file PTX names ``ptx_file``: the same path, else the one
     file of the same base name."""
-    if ptx_file is None:
-        return None
-    files = list(sass_files)
-    if ptx_file in files:
-        return ptx_file
-    same = [f for f in files if os.path.basename(f) == os.path.basename(ptx_file)]
-    return same[0] if len(same) == 1 else ptx_file
+    return file_matcher(sass_files)(ptx_file)

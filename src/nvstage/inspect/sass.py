@@ -24,7 +24,10 @@ from nvstage.inspect.names import demangle_all
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _OTHER_ENTRY = re.compile(r"^\s*\.other\s+([^,\s]+),\s*@\"[^\"]*STO_CUDA_ENTRY")
-_INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;?\s*(?:/\*.*\*/)?\s*$")
+# An instruction's line: its offset, then the rest, its /* encoding */ cut off in Python
+# (``_instruction_text``). One pattern for the whole line backtracked cubically on a run of
+# blanks: a crafted cubin whose called function's name holds 3,000 spaces hung show.
+_INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*)$")
 _LABEL = re.compile(r"^\s*(\.L\w+):\s*$")
 _LINE = re.compile(r'^\s*//## File "(.*)", line (\d+)(?:.*inlined at "(.*)", line (\d+))?')
 _TARGET = re.compile(r"^\s*\.target\s+(\w+)")
@@ -130,7 +133,7 @@ def parse_nvdisasm(text: str, *, arch: str | None = None, image: str = "",
             continue
         m = _INSN.match(line)
         if m and funcs:
-            text_ = m.group(2).strip().rstrip(";").strip()
+            text_ = _instruction_text(m.group(2))
             if not text_:
                 continue
             op = _PRED.sub("", text_).split(" ", 1)[0].split(".", 1)[0]
@@ -223,19 +226,50 @@ def source_lines(path: str | os.PathLike, *, indent: bool = False) -> list[str] 
     return out
 
 
+def _instruction_text(body: str) -> str:
+    """The instruction of what follows a listing line's offset: without a trailing
+    ``/* ... */`` comment (the encoding) and its ``;``."""
+    end = body.rstrip()
+    start = body.find("/*")
+    if end.endswith("*/") and 0 <= start <= len(end) - 4:
+        body = body[:start]
+    body = body.rstrip()
+    body = body[:-1] if body.endswith(";") else body  # its ";", then any the text ends with
+    return body.strip().rstrip(";").strip()
+
+
 def _location(source: str) -> tuple[str, int] | None:
     file, _, line = source.rpartition(":")
     return (file, int(line)) if file and line.isdecimal() else None
 
 
+# What a translation unit nvcc compiles is called (and a header, should a manifest name one):
+# a manifest is a document, and one naming ~/.aws/credentials, with a cubin whose line info
+# names it too (#line 1 "..."), had its text printed into the terminal and the HTML report.
+SOURCE_SUFFIXES = frozenset({".cu", ".cup", ".cuh", ".c", ".cc", ".cp", ".cpp", ".cxx", ".c++",
+                             ".h", ".hh", ".hpp", ".hxx", ".inl", ".i", ".ii"})
+
+
+def is_source_name(path: str) -> bool:
+    """Whether ``path``, by its real name (links followed), is called as a source file is."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return False
+    return os.path.splitext(real)[1].lower() in SOURCE_SUFFIXES
+
+
 def source_reader(source: str | None, cwd: str = "", *, indent: bool = False):
     """``source_text`` for the views: the lines of ``source`` (the one file a manifest or build
     record names; relative against ``cwd``) for a location that names it, None for any other
-    file (a document chooses no file to read). The file is read once, when first named.
+    file (a document chooses no file to read), and for a file not called as a source is
+    (``SOURCE_SUFFIXES``, by its real name). The file is read once, when first named.
     ``indent``: keep each line's leading spaces (``source_lines``)."""
     if not source:
         return None
     target = os.path.join(cwd or "", source)
+    if not is_source_name(target):
+        return lambda f: None
     named: dict[str, bool] = {}
     read: list = []  # [lines or None] once read
 

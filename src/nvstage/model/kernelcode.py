@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nvstage.inspect.inflight import InFlight, in_flight
-from nvstage.inspect.loops import Loop, multiplicities, trip_list
+from nvstage.inspect.loops import Loop, enclosing, multiplicities, trip_list
 from nvstage.inspect.mix import MEMORY, flops, mix
 
 # A kernel's SASS is read only up to these sizes (the walk costs instructions x loops): past
@@ -55,9 +55,10 @@ class KernelCode:
         if not self.loops or any(lp.depth > 1 for lp in self.loops) or flops_per_thread <= 0:
             return None
         inside = outside = 0
-        for i in self.instructions:
+        held = enclosing((i.offset for i in self.instructions), self.loops)
+        for i, ks in zip(self.instructions, held):
             f = flops(i.opcode, i.text)
-            if any(lp.contains(i.offset) for lp in self.loops):
+            if ks:
                 inside += f
             else:
                 outside += f

@@ -38,10 +38,12 @@ class Measured:
         return next((g for n, g in GPUS.items() if n in said), None)
 
 
-def _positive(v) -> float | None:
+def _positive(v, scale: float = 1.0) -> float | None:
+    """``v`` x ``scale`` where that is a finite number above 0 (1e-320 us is 0 s: a term of 0
+    would divide the errors by zero)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    f = float(v)
+    f = float(v) * scale
     return f if math.isfinite(f) and f > 0 else None
 
 
@@ -50,15 +52,19 @@ def load_frozen(path) -> tuple[dict[str, Measured], dict[str, float]]:
     chain_unfused (its saved "fit" lines)."""
     from nvstage.documents import load_json_doc
 
-    doc = load_json_doc(path, "frozen measurements", CalibrationError)
+    doc = load_json_doc(path, "frozen measurement fixture", CalibrationError)
     if doc.get("schema") != "nvstage.measured-fixture/1":
         raise CalibrationError(f"{path}: not a frozen measurement fixture")
+    workloads = doc.get("workloads") or {}
+    if not isinstance(workloads, Mapping):
+        raise CalibrationError(f"{path}: its workloads are a JSON {type(workloads).__name__}, "
+                               "not an object of workload names")
     out = {}
-    for name, w in (doc.get("workloads") or {}).items():
+    for name, w in workloads.items():
         if not isinstance(w, Mapping) or not isinstance(name, str):
             continue
         us = w.get("measured_us") if isinstance(w.get("measured_us"), Mapping) else {}
-        terms = {t: _positive(us.get(t)) * 1e-6 for t in TERMS if _positive(us.get(t))}
+        terms = {t: _positive(us.get(t), 1e-6) for t in TERMS if _positive(us.get(t), 1e-6)}
         session = doc.get("session") if isinstance(doc.get("session"), Mapping) else {}
         gpu = session.get("gpu") if isinstance(session.get("gpu"), str) else None
         out[name] = Measured(name, terms, None, str(path), gpu)
@@ -72,16 +78,20 @@ def load_profiles(folder) -> dict[str, Measured]:
     from nvstage.run.document import load_run_report
 
     out = {}
+    root = Path(folder).resolve()
     for p in sorted(Path(folder).rglob("*.run.json")):
+        if not p.resolve().is_relative_to(root):  # a link out of the folder: not its report
+            raise CalibrationError(f"{p} leads out of {folder}",
+                                   hint="a folder of measurements holds its run reports")
         r = load_run_report(p, "run report", CalibrationError)
         d = r.decomposition
         if d is None or not r.workload:
             continue
-        terms = {t: _positive(d.medians_ns.get(t)) * 1e-9 for t in TERMS
-                 if _positive(d.medians_ns.get(t))}
+        terms = {t: _positive(d.medians_ns.get(t), 1e-9) for t in TERMS
+                 if _positive(d.medians_ns.get(t), 1e-9)}
         launches = {}
         for k, o in enumerate(x for x in (d.operations or []) if x.kind == "launch"):
-            if _positive(o.gpu_ns):
+            if _positive(o.gpu_ns, 1e-9):
                 launches[k] = o.gpu_ns * 1e-9
         out[r.workload] = Measured(r.workload, terms, launches or None, str(p), r.device)
     return out

@@ -23,9 +23,11 @@ from nvstage.report.lines_html import JS as LINES_JS
 from nvstage.report.lines_html import kernel_view, missing_view
 from nvstage.report.page import BASE_CSS, cards, clip, esc, page
 from nvstage.report.stage_charts import STAGE_COLORS
+from nvstage.compiler.steps import label
 from nvstage.report.units import fmt_known, fmt_share, fmt_time
 
-STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3"}
+STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3",
+                "ran": "#e8e4f0"}
 OTHER_STAGE = "#bab0ac"
 MAX_TIMELINE_UNITS = 5000  # beyond this the timeline shows the slowest; the tables have all
 # An idle stretch longer than this (and than a fifth of the busy time) is drawn short, with
@@ -81,7 +83,7 @@ def _nice_step(span: float, ticks: int = 8) -> float:
 
 
 def timeline_svg(view: BuildView) -> str:
-    units = view.units
+    units = view.last_units  # the last build's: each build has its own clock
     if len(units) > MAX_TIMELINE_UNITS:
         units = sorted(sorted(units, key=lambda u: -u.seconds)[:MAX_TIMELINE_UNITS],
                        key=lambda u: u.start)
@@ -124,8 +126,8 @@ def timeline_svg(view: BuildView) -> str:
         x0, x1 = left + axis.x(u.start), left + axis.x(u.end)
         w = max(x1 - x0, 1.0)
         what = {"hit": "answered whole from the cache", "fallback": "plain nvcc ran it",
-                "failed": "failed"}.get(u.state, "staged by nvstage")
-        tip = (f"{u.source or u.output or u.command}\n{what}"
+                "failed": "failed", "ran": "run unchanged"}.get(u.state, "staged by nvstage")
+        tip = (f"{u.source or u.output or u.command}\n{label(u.kind)}, {what}"
                + (f": {u.reason}" if u.reason else "")
                + f"\nstarted at {fmt_time(u.start)}, took {fmt_time(u.seconds)}"
                + (f" (nvstage's own work {fmt_time(u.overhead_seconds)})"
@@ -165,7 +167,8 @@ def _legend(view: BuildView) -> str:
     kinds = [t.kind for t in view.kind_totals()]
     items = [f'<span class="key"><i style="background:{STATE_COLORS[s]}"></i>{esc(w)}</span>'
              for s, w in (("ok", "staged"), ("hit", "whole-command cache hit"),
-                          ("fallback", "plain nvcc"), ("failed", "failed"))]
+                          ("fallback", "plain nvcc"), ("ran", "other step, run unchanged"),
+                          ("failed", "failed"))]
     items += [f'<span class="key"><i style="background:{STAGE_COLORS.get(k, OTHER_STAGE)}">'
               f'</i>{esc(k)}</span>' for k in kinds]
     return '<p class="legend">' + "".join(items) + ' <span class="dim">(faded: restored ' \
@@ -262,6 +265,7 @@ def _units_table(view: BuildView) -> str:
         rows.append(f'<tr id="unit-{u.index}" class="state-{esc(u.state)}">'
                     + _cell(u.index, num=True, sort=u.index)
                     + _cell(detail, raw=True, sort=u.name, cls="wrap")
+                    + _cell(label(u.kind)) + _cell(u.run, num=True, sort=u.run)
                     + _cell(u.state) + _cell(fmt_time(u.start), num=True, sort=u.start)
                     + _cell(fmt_time(u.seconds), num=True, sort=u.seconds)
                     + _cell("-" if u.wall_seconds is None else fmt_time(u.wall_seconds),
@@ -272,8 +276,9 @@ def _units_table(view: BuildView) -> str:
                     + _cell(sum(1 for s in u.stages if s.cached), num=True)
                     + _cell(len(u.kernels), num=True, sort=len(u.kernels))
                     + _cell(reason, cls="wrap reason") + "</tr>")
-    return _table("units", [("#", True), ("translation unit", False), ("status", False),
-                            ("start", True), ("time", True), ("staged wall", True),
+    return _table("units", [("#", True), ("unit or step", False), ("kind", False),
+                            ("build", True), ("status", False),
+                            ("start in its build", True), ("time", True), ("staged wall", True),
                             ("nvstage's own", True), ("stages", True), ("cached", True),
                             ("kernels", True), ("why not staged / failed", False)], rows)
 
@@ -321,14 +326,17 @@ def _cards(view: BuildView) -> str:
     spilling = {(k.record.kernel) for k in view.kernels if k.record.spills}
     regs = [k for k in view.kernels if k.record.registers is not None]
     top = max(regs, key=lambda k: k.record.registers) if regs else None
-    items = [("translation units", str(counts["units"]), False),
-             ("build wall time", fmt_time(view.wall_seconds), False),
-             ("time in nvcc commands", fmt_time(view.unit_seconds), False),
+    last, before = view.last_build, view.previous_build
+    items = [("build", "-" if last is None else f"{last.number} of {len(view.builds)}", False),
+             ("steps in the last build", str(counts["units"]), False),
+             ("last build's wall time", fmt_time(view.wall_seconds)
+              + (f" (before: {fmt_time(before.wall_seconds)})" if before else ""), False),
+             ("time in its steps", fmt_time(view.unit_seconds), False),
              ("parallelism", "-" if view.parallelism is None else f"{view.parallelism:.1f}x",
               False),
              ("command cache hits", f"{cache['command_hits']} of {cache['commands']}", False),
              ("stage cache hit rate", fmt_share(cache["stage_hit_rate"]), False),
-             ("kernels (per arch)", str(len(view.kernels)), False)]
+             ("project's kernels (per arch)", str(len(view.kernels)), False)]
     if top is not None:
         items.append((f"max registers ({clip(top.record.name, 22)})",
                       str(top.record.registers), False))
@@ -353,6 +361,7 @@ td.kname{font-family:ui-monospace,monospace;font-size:12px;max-width:360px}
 td.small{font-size:12px;min-width:80px}
 td.reason{max-width:320px}
 tr.state-fallback td{background:#fdf6e3} tr.state-failed td{background:#fdecea}
+#builds tr.current td{font-weight:600}
 details.unit-stages summary{cursor:pointer;font-family:ui-monospace,monospace}
 details.unit-stages .path,details.unit-stages .cmd{font:11px/1.3 ui-monospace,monospace;
  color:var(--dim);margin:4px 0;overflow-wrap:anywhere;white-space:normal;max-width:640px}
@@ -432,45 +441,63 @@ def _code_views(view: BuildView, views: dict) -> str:
 
 
 def render_build(view: BuildView, *, title: str | None = None,
-                 views: dict | None = None) -> str:
-    """The whole page as one string. Pure: everything comes from ``view``, and ``views``
-    (``inspect.record_lines``: each kernel row's code, or why there is none)."""
+                 views: dict | None = None, changes=None) -> str:
+    """The whole page as one string. Pure: everything comes from ``view``, ``views``
+    (``inspect.record_lines``: each kernel row's code, or why there is none) and ``changes``
+    (``record_diff.since_previous``: what the last build changed)."""
+    from nvstage.report.build_history import builds_table, since_section
+    from nvstage.report.terminal.build_record import not_seen_note
+
     folder = os.path.abspath(view.folder)
     name = os.path.basename(os.path.dirname(folder) if os.path.basename(folder) ==
                             ".nvstage-build" else folder) or folder
     title = title or f"nvstage build report: {name}"
     counts = view.counts()
+    last = view.last_build
+    missing = not_seen_note(view)
+    notes = view.notes + ([missing] if missing else [])
+    since = since_section(view, changes)
+    kinds = ", ".join(label(k, n) for k, n in view.step_kinds().items())
     parts = [f"<h1>{esc(title)}</h1>",
-             f'<p class="meta">{esc(view.folder)} · {counts["units"]} nvcc commands in '
+             f'<p class="meta">{esc(view.folder)} · '
+             + (f"build {last.number} of {len(view.builds)}: " if last else "")
+             + f'{counts["units"]} steps ({esc(kinds or "none")}) in '
              f'{esc(fmt_time(view.wall_seconds))} · nvstage {esc(__version__)}</p>',
              _cards(view),
              "<nav>" + "".join(f'<a href="#{i}">{esc(t)}</a>' for i, t in (
-                 ("timeline", "timeline"), ("slowest", "slowest"), ("kinds", "stage kinds"),
-                 ("units-section", "translation units"), ("kernels-section", "kernels"))
+                 (("since", "since the build before"),) if since else ())
+                 + (("timeline", "timeline"), ("slowest", "slowest"), ("kinds", "stage kinds"),
+                    ("builds-section", "builds"), ("units-section", "units and steps"),
+                    ("kernels-section", "kernels"))
                  + ((("code-section", "kernel code"),) if views is not None and view.kernels
                     else ())
-                 + ((("notes", "notes"),) if view.notes else ())) + "</nav>"]
+                 + ((("notes", "notes"),) if notes else ())) + "</nav>"]
+    parts.append(since)
     if view.units:
-        parts.append('<section id="timeline"><h2>Timeline</h2>'
+        parts.append('<section id="timeline"><h2>Timeline of the last build</h2>'
                      '<p class="note">one row per command running at once (as ninjatracing '
                      'draws a build); stages inside each command; hover for details. '
                      '<code>--build-trace FILE</code> writes it for Perfetto.</p>'
                      + _legend(view) + f'<div class="scroll">{timeline_svg(view)}</div>'
                      + "</section>")
-        parts.append('<section id="slowest"><h2>Where the time went</h2>'
+        parts.append('<section id="slowest"><h2>Where the last build\'s time went</h2>'
                      + _slowest_tables(view) + "</section>")
         parts.append('<section id="kinds"><h2>Stage kinds: time and cache hits</h2>'
                      + _kinds_table(view) + "</section>")
     else:
         parts.append('<p class="note">the record holds no readable entry</p>')
-    fallbacks = [u for u in view.units if u.status != "ok"]
+    if view.builds:
+        parts.append('<section id="builds-section"><h2>Builds in the record</h2>'
+                     + builds_table(view) + "</section>")
+    fallbacks = [u for u in view.units if u.status in ("fallback", "failed")]
     if fallbacks:
         parts.append('<section id="fallbacks"><h2>Commands nvstage did not stage</h2><ul>'
                      + "".join(f'<li>{_unit_link(u)} ({esc(u.state)}): '
                                f'{esc(u.reason or "no reason recorded")}</li>'
                                for u in fallbacks) + "</ul></section>")
-    parts.append('<section id="units-section"><h2>Translation units</h2>'
-                 '<p class="note">open a unit for its stages and command</p>'
+    parts.append('<section id="units-section"><h2>Units and steps</h2>'
+                 '<p class="note">the project as its latest entries leave it (the build each '
+                 'last ran in); open a unit for its stages and command</p>'
                  + _units_table(view) + "</section>")
     parts.append('<section id="kernels-section"><h2>Kernels</h2>'
                  + (_kernels_table(view, linked=views is not None) if view.kernels else
@@ -480,11 +507,12 @@ def render_build(view: BuildView, *, title: str | None = None,
                      '<p class="note">each kernel\'s source beside its SASS, read from the '
                      "object its unit wrote; a kernel's name in the table opens it</p>"
                      + _code_views(view, views) + "</section>")
-    if view.notes:
+    if notes:
         parts.append('<section id="notes"><h2>Notes</h2><ul>'
-                     + "".join(f"<li>{esc(n)}</li>" for n in view.notes) + "</ul></section>")
+                     + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul></section>")
     data = {"schema": "nvstage.build-report/1", "units": len(view.units),
-            "kernels": len(view.kernels), "lanes": view.lanes}
+            "kernels": len(view.kernels), "lanes": view.lanes,
+            "build": last.number if last else None, "builds": len(view.builds)}
     return page(title, _CSS, "\n".join(parts), data, LINES_JS + _JS)
 
 
@@ -495,12 +523,14 @@ class BuildReport:
     path: str
     view: BuildView
     trace: str | None = None
+    changes: object = None  # record_diff.RecordDiff: the last build against the one before
 
     def __fspath__(self) -> str:
         return self.path
 
     def to_json(self) -> dict:
-        return {**self.view.to_json(), "output": self.path, "build_trace": self.trace}
+        return {**self.view.to_json(), "output": self.path, "build_trace": self.trace,
+                "since_previous": None if self.changes is None else self.changes.to_json()}
 
 
 def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
@@ -536,8 +566,11 @@ def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
             views = record_lines(view, toolkit or find_toolkit(nvcc))
         except NvstageError as e:  # no toolkit to read them with: the figures still show
             views = dict.fromkeys(range(len(view.kernels)), f"not read: {e.message}")
+    from nvstage.inspect.record_diff import since_previous
+
+    changes = since_previous(view)
     try:
-        write_atomic(out, render_build(view, title=title, views=views),
+        write_atomic(out, render_build(view, title=title, views=views, changes=changes),
                      in_document_folder=output is None)
         if build_trace is not None:
             # Compact: a big build's trace is megabytes, and only tools read it.
@@ -547,4 +580,4 @@ def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
         raise UsageError(e.message.replace("cannot write ", "cannot write the report to ", 1),
                          hint=e.hint) from None
     return BuildReport(os.fspath(out), view,
-                       None if build_trace is None else os.fspath(build_trace))
+                       None if build_trace is None else os.fspath(build_trace), changes)

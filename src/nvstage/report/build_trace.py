@@ -44,13 +44,14 @@ def chrome_build_trace(view: BuildView) -> dict:
     # A command's parallel stage rows sit above every command row (a record of more rows
     # than PARALLEL_TID must not share a thread between a command and another's stages).
     stride = max(PARALLEL_TID, view.lanes + 1)
-    for u in sorted(view.units, key=lambda u: (u.start, u.index)):
+    for u in sorted(view.last_units, key=lambda u: (u.start, u.index)):  # the last build's
         tid = u.lane + 1
         thread(tid, f"slot {tid}")
         events.append({
             "name": u.name, "cat": f"command,{u.state}", "ph": "X", "ts": trace_us(u.start),
             "dur": trace_us(u.seconds), "pid": BUILD_PID, "tid": tid,
-            "args": {"source": u.source, "output": u.output, "status": u.status,
+            "args": {"kind": u.kind, "source": u.source, "output": u.output,
+                     "status": u.status,
                      "hit": u.hit, "reason": u.reason, "process": u.pid,
                      "kernels": len(u.kernels),
                      "overhead_seconds": u.overhead_seconds,
@@ -66,5 +67,6 @@ def chrome_build_trace(view: BuildView) -> dict:
                 "tid": stid, "args": {"unit": u.name, "stage": s.index, "cached": s.cached}})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"record": view.folder, "started_unix": view.started,
-                          "wall_seconds": view.wall_seconds, "units": len(view.units),
+                          "wall_seconds": view.wall_seconds, "units": len(view.last_units),
+                          "build": view.last_build.number if view.last_build else None,
                           "generator": "nvstage report --build-trace"}}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from nvstage.inspect.ptx_lines import match_file
+from nvstage.inspect.ptx_lines import file_matcher
 from nvstage.report import highlight
 from nvstage.report.page import esc
 
@@ -50,7 +50,9 @@ def _heat(n: int | None, peak: int | None) -> str:
 
 
 def _peak_words(k) -> str:
-    peaks = [str(ln.line) for ln in k.lines if ln.peak]
+    several = len({ln.file for ln in k.lines}) > 1  # then each line by its file too
+    peaks = [f"{os.path.basename(ln.file)}:{ln.line}" if several else str(ln.line)
+             for ln in k.lines if ln.peak]
     if k.peak_gpr is None:
         return "live registers unknown"
     at = f" at line{'s' if len(peaks) > 1 else ''} {', '.join(peaks)}" if peaks else ""
@@ -80,10 +82,11 @@ def _line_tip(ln) -> str:
 
 
 def _source_pane(k, keys: dict, colour: dict, root: str) -> str:
-    files = list(dict.fromkeys(ln.file for ln in k.lines))
+    by_file: dict[str, list] = {}  # grouped once: #line can name thousands of files
+    for ln in k.lines:
+        by_file.setdefault(ln.file, []).append(ln)
     out = []
-    for f in files:
-        lines = [ln for ln in k.lines if ln.file == f]
+    for f, lines in by_file.items():
         readable = any(ln.text is not None for ln in lines)
         out.append(f'<div class="kv-file" title="{esc(f)}">{esc(_rel(f, root))}'
                    + ("" if readable else ' <span class="dim">(text not shown: only the '
@@ -156,12 +159,12 @@ def _sass_pane(k, keys: dict, colour: dict) -> str:
 
 
 def _ptx_pane(k, keys: dict, colour: dict) -> str:
-    files = {f for f, _ in keys}
+    match = file_matcher({f for f, _ in keys})
     out = []
     for p in k.ptx.instructions[:MAX_VIEW_ROWS]:
         if p.label:
             out.append(f'<div class="lb">{esc(p.label)}:</div>')
-        key, attr = _link(keys, p.file, p.line, p.inlined_at, lambda f: match_file(f, files))
+        key, attr = _link(keys, p.file, p.line, p.inlined_at, match)
         cls = "pi" + (f" c{colour[key]}" if key else "")
         tip = f"PTX line {p.number}" + (f"; {os.path.basename(p.file or '?')}:{p.line}"
                                          if p.line is not None else "")
@@ -337,7 +340,9 @@ JS = """
     });
   });
   function openTarget(){
-    var id = decodeURIComponent(location.hash.slice(1));
+    // A malformed fragment (#%E0) makes decodeURIComponent throw: the rest of the page's
+    // script would not run.
+    var id; try { id = decodeURIComponent(location.hash.slice(1)); } catch (e) { return; }
     var el = id && document.getElementById(id);
     if (el && el.tagName === 'DETAILS'){ el.open = true; el.scrollIntoView(); }
   }

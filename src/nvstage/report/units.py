@@ -50,7 +50,10 @@ def fmt_time(seconds: float | None, unit: str | None = None, *, digits: int | No
         text = f"{seconds / _SCALE[unit]:{plus}.{significant}g}"
     else:
         places = digits if digits is not None else (2 if unit == "s" else 1)
-        text = f"{seconds / _SCALE[unit]:{plus}.{places}f}"
+        value = seconds / _SCALE[unit]
+        # Past a trillion, fixed decimals run to hundreds of digits (a cost file's trip counts
+        # may reach 2**512): the exponent instead.
+        text = f"{value:{plus}.{places}{'e' if abs(value) >= 1e12 else 'f'}}"
     return f"{text} {unit}" if suffix else text
 
 

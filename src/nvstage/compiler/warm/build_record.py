@@ -1,8 +1,10 @@
-"""The build record's folder, and the entry a whole-command hit adds to it.
+"""The build record's folder, the build a command belongs to, and the entry a whole-command
+hit (or a step that is not nvcc, ``compiler/tool_step``) adds to it.
 
-``buildlog`` reads and writes the record (one JSON file per nvcc command under ``tu/``); what a
-hit needs of it is here, standard library only: where the folder is, how it is made, and the
-hit's own entry, written as text around the manifest the sealed entry kept, so that a hit
+``buildlog`` reads and writes the record (one JSON file per command under ``tu/``); what a
+hit needs of it is here, standard library only: where the folder is, how it is made, which
+run of the build tool the command is part of (``build_identity``: its ancestors in /proc), and
+the hit's own entry, written as text around the manifest the sealed entry kept, so that a hit
 parses nothing it does not need.
 """
 
@@ -40,14 +42,100 @@ def ready_record(folder: str) -> bool:
     return True
 
 
+# -- which build a command belongs to -----------------------------------------------------
+
+# A build is one run of the build tool: the command's nearest ancestor that is one of these
+# (past the shells between), or the outermost of a chain of them (``cmake --build`` running
+# ninja, a make running make). Names as the kernel keeps them (``/proc/PID/stat``'s comm).
+BUILD_TOOLS = frozenset({"ninja", "samu", "make", "gmake", "bmake", "remake", "cmake", "ctest",
+                         "meson", "scons", "bazel", "buck", "buck2", "tup", "waf", "xmake"})
+_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh", "mksh", "busybox", "fish",
+                     "tcsh", "csh", "env", "nice", "time", "timeout", "nohup", "stdbuf"})
+_MAX_ANCESTORS = 16
+_identity: list[str | None] = []
+
+
+def _stat_of(pid: int) -> tuple[str, int, int] | None:
+    """(comm, parent pid, start time in clock ticks since boot) of ``pid``, from
+    ``/proc/PID/stat`` (its comm may hold blanks and parentheses: the last ")" ends it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return None
+    open_at, close_at = text.find("("), text.rfind(")")
+    fields = text[close_at + 2:].split()
+    if open_at < 0 or close_at < open_at or len(fields) < 20:
+        return None
+    try:
+        return text[open_at + 1:close_at], int(fields[1]), int(fields[19])
+    except ValueError:
+        return None
+
+
+def build_identity() -> str | None:
+    """``TOOL:PID:START`` of the build tool run this process is part of; ``process:...`` of
+    the nearest ancestor that is no shell where no build tool is among them (a script; the
+    reader tells its builds apart by time); None where /proc cannot say (not Linux)."""
+    if _identity:
+        return _identity[0]
+    found, nearest = None, None
+    pid = os.getppid()
+    for _ in range(_MAX_ANCESTORS):
+        st = _stat_of(pid) if pid > 1 else None
+        if st is None:
+            break
+        comm, parent, start = st
+        name = comm.lower()
+        if name in BUILD_TOOLS:
+            found = f"{name}:{pid}:{start}"
+        elif name not in _SHELLS:
+            if found is not None:
+                break  # the outermost of a chain of build tools (and shells) is the build
+            nearest = nearest or f"process:{pid}:{start}"
+        pid = parent
+    _identity.append(found or nearest)
+    return _identity[0]
+
+
+def entry_text(fields: list[tuple[str, object]], build: bytes = b"null") -> bytes:
+    """A build-record entry as JSON text, written without the json package (a hit and a
+    step that is not nvcc import it for nothing else): ``fields`` hold str, int, float,
+    bool, None or lists of str; ``build`` is the manifest's JSON as it was stored."""
+    from _json import encode_basestring_ascii as q  # the C encoder: the json package is not
+
+    def value(v) -> str:
+        if v is None or isinstance(v, bool):
+            return {None: "null", True: "true", False: "false"}[v]
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, list):
+            return "[" + ",".join(map(q, v)) + "]"
+        return q(v)
+
+    body = ",".join(f"{q(k)}:{value(v)}" for k, v in [("schema", SCHEMA), *fields])
+    return ("{" + body).encode() + b',"build":' + build + b"}"
+
+
+def write_entry(cwd: str, env, started: float, tag: str, text: bytes) -> None:
+    """``text`` as the entry ``<start>-<pid>-<tag>.json`` of the record ``cwd`` and ``env``
+    name; a build record that cannot be written never fails the build."""
+    folder = record_folder(cwd, env)
+    if not ready_record(folder):
+        return
+    name = f"{int(started * 1e6):017d}-{os.getpid()}-{tag}.json"
+    try:
+        fsio.replace(os.path.join(folder, "tu", name), text)
+    except OSError:
+        pass
+
+
 def add_hit(served: dict) -> None:
     """The build-record entry of a hit (``answer.try_hit``'s ``served``): the manifest the
     command's last staged run made, marked as answered whole from the cache."""
     import time
-    from _json import encode_basestring_ascii as q  # the C encoder: the json package is not
 
     s = served
-    folder = record_folder(s["cwd"], s["env"])
     # Only the manifest the sealed entry names (a shared cache's folder is not trusted).
     build = fsio.read_or_none(s["build"], MAX_META)
     if build is not None:
@@ -59,14 +147,8 @@ def add_hit(served: dict) -> None:
             build = None
     if build is None or fsio.hexdigest(build) != s.get("build_sha"):
         build = b"null"
-    text = (f'{{"schema":"{SCHEMA}","argv":[' + ",".join(map(q, s["argv"]))
-            + f'],"cwd":{q(s["cwd"])},"started":{s["started"]!r},'
-            f'"seconds":{round(time.perf_counter() - s["t0"], 6)!r},"status":"ok",'
-            f'"exit_code":0,"pid":{os.getpid()},"reason":null,"hit":true').encode()
-    name = f"{int(s['started'] * 1e6):017d}-{os.getpid()}-h.json"
-    if not ready_record(folder):
-        return
-    try:
-        fsio.replace(os.path.join(folder, "tu", name), text + b',"build":' + build + b"}")
-    except OSError:
-        pass  # a build record that cannot be written never fails the build
+    text = entry_text([("argv", s["argv"]), ("cwd", s["cwd"]), ("started", s["started"]),
+                       ("seconds", round(time.perf_counter() - s["t0"], 6)), ("status", "ok"),
+                       ("exit_code", 0), ("pid", os.getpid()), ("reason", None), ("hit", True),
+                       ("build_id", build_identity())], build)
+    write_entry(s["cwd"], s["env"], s["started"], "h", text)

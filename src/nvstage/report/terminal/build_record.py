@@ -1,42 +1,108 @@
-"""A whole build (its build record) on a terminal: the summary line, the slowest units and
-stages, time and cache hits per stage kind, the commands nvstage did not stage, and every
-kernel with its figures and occupancy."""
+"""A whole build (its build record) on a terminal: the last build's summary line and how it
+differs from the one before, the record's builds, the slowest steps and stages of the last
+build, time and cache hits per stage kind, the commands nvstage did not stage, the kinds of
+step the record did not see, and every kernel of the project with its figures and
+occupancy."""
 
 from __future__ import annotations
 
+from nvstage.compiler.steps import label
 from nvstage.report.terminal.console import notes, plain_table
 from nvstage.report.units import fmt_known, fmt_share, fmt_time
 
 
-def render_view(view, con) -> None:
-    """A ``build_view.BuildView``: tables on ``con``, its notes on stderr."""
+def summary_line(view) -> str:
+    """The last build in one line: its steps by kind, wall time, parallelism and hits."""
+    counts, cache = view.counts(), view.cache_totals()
+    kinds = ", ".join(label(k, n) for k, n in view.step_kinds().items())
+    states = ", ".join(f"{counts[s]} {s}" for s in ("ok", "hit", "fallback", "failed", "ran")
+                       if counts.get(s))
+    last = view.last_build
+    which = "" if last is None else \
+        f"build {last.number} of {len(view.builds)}" + (f" ({last.tool})" if last.tool else "")
+    return (f"{which}: {counts['units']} steps ({kinds or 'none'}; {states or 'none'}) in "
+            f"{fmt_time(view.wall_seconds)}, {fmt_time(view.unit_seconds)} in all"
+            + (f" ({view.parallelism:.1f}x parallel)" if view.parallelism else "")
+            + f"; command cache hits {cache['command_hits']}/{cache['commands']}, "
+            f"stage cache hit rate {fmt_share(cache['stage_hit_rate'])}")
+
+
+def since_line(view, changes) -> str | None:
+    """How the last build differs from the one before (``record_diff.since_previous``)."""
+    before = view.previous_build
+    if before is None or changes is None:
+        return None
+    doc = before.to_json()
+    rebuilt = [u.name for u in changes.units if u.changed and u.b is not None]
+    kernels = [k for k in changes.kernels if k.status != "same"]
+    shown = "; ".join(
+        f"{k.name} ({k.arch}) {k.status}" + "".join(
+            f", {m.replace('_', ' ')} {k.a[m]} -> {k.b[m]}" for m in ("registers",
+                                                                       "spill_stores",
+                                                                       "shared_bytes")
+            if k.a and k.b and k.a.get(m) != k.b.get(m))
+        for k in kernels[:6])
+    return (f"the build before (build {before.number}): {doc['steps']} steps in "
+            f"{fmt_time(before.wall_seconds)}"
+            + (f" ({before.parallelism:.1f}x parallel)" if before.parallelism else "")
+            + f", command cache hits {doc['command_hits']}/{doc['commands']}; since then "
+            f"{len(rebuilt)} ran again ({', '.join(rebuilt[:8])}"
+            + (" ..." if len(rebuilt) > 8 else "") + "); kernels: "
+            + (shown + (f" and {len(kernels) - 6} more" if len(kernels) > 6 else "")
+               if kernels else "no figure changed"))
+
+
+def not_seen_note(view) -> str | None:
+    missing = view.not_seen()
+    if not missing:
+        return None
+    return ("the record saw no " + ", ".join(label(k) for k in missing) + ": a build that "
+            "has them ran them outside nvstage (route them through it with "
+            "CMAKE_CXX_COMPILER_LAUNCHER and the RULE_LAUNCH_LINK property; nvstage doctor "
+            "--cmake-toolchain FILE --launcher writes both)")
+
+
+def render_view(view, con, *, changes=None) -> None:
+    """A ``build_view.BuildView``: tables on ``con``, its notes on stderr. ``changes``: what
+    the last build changed (``record_diff.since_previous``), when worked out."""
     if not view.units:
         con.print(f"the build record {view.folder} holds no readable entry", markup=False)
         notes(view.notes)
         return
-    counts, cache = view.counts(), view.cache_totals()
-    states = ", ".join(f"{counts[s]} {s}" for s in ("ok", "hit", "fallback", "failed")
-                       if counts.get(s))
-    con.print(f"{counts['units']} nvcc commands ({states or 'none'}) in "
-              f"{fmt_time(view.wall_seconds)}, {fmt_time(view.unit_seconds)} in all"
-              + (f" ({view.parallelism:.1f}x parallel)" if view.parallelism else "")
-              + f"; command cache hits {cache['command_hits']}/{cache['commands']}, "
-              f"stage cache hit rate {fmt_share(cache['stage_hit_rate'])}; record {view.folder}",
-              markup=False, soft_wrap=True)
-    t = plain_table(title="slowest translation units", title_justify="left", pad_edge=False)
-    for col in ("unit", "status", "time", "stages", "kernels"):
+    con.print(summary_line(view) + f"; record {view.folder}", markup=False, soft_wrap=True)
+    since = since_line(view, changes)
+    if since:
+        con.print(since, markup=False, soft_wrap=True)
+    if len(view.builds) > 1:
+        t = plain_table(title="builds in the record", title_justify="left", pad_edge=False)
+        for col in ("build", "tool", "steps", "wall", "in all", "parallel", "command hits"):
+            t.add_column(col, justify="left" if col == "tool" else "right")
+        for b in view.builds:
+            doc = b.to_json()
+            t.add_row(str(b.number), b.tool or "(by time)", str(doc["steps"]),
+                      fmt_time(b.wall_seconds), fmt_time(b.step_seconds),
+                      "-" if b.parallelism is None else f"{b.parallelism:.1f}x",
+                      f"{doc['command_hits']}/{doc['commands']}")
+        con.print(t)
+    t = plain_table(title="slowest steps of the last build", title_justify="left",
+                    pad_edge=False)
+    for col in ("step", "kind", "status", "time", "stages", "kernels"):
         t.add_column(col, justify="right" if col in ("time", "stages", "kernels") else "left")
     for u in view.slowest_units():
-        t.add_row(u.name, u.state, fmt_time(u.seconds), str(len(u.stages)), str(len(u.kernels)))
+        t.add_row(u.name, label(u.kind), u.state, fmt_time(u.seconds), str(len(u.stages)),
+                  str(len(u.kernels)))
     con.print(t)
-    t = plain_table(title="stage kinds", title_justify="left", pad_edge=False)
-    for col in ("kind", "stages", "ran", "cached", "in hits", "hit rate", "time", "slowest"):
-        t.add_column(col, justify="left" if col == "kind" else "right")
-    for k in view.kind_totals():
-        t.add_row(k.kind, str(k.stages), str(k.ran), str(k.cached), str(k.whole),
-                  fmt_share(k.hit_rate), fmt_time(k.seconds), fmt_time(k.max_seconds))
-    con.print(t)
-    others = [u for u in view.units if u.status != "ok"]
+    totals = view.kind_totals()
+    if totals:
+        t = plain_table(title="stage kinds", title_justify="left", pad_edge=False)
+        for col in ("kind", "stages", "ran", "cached", "in hits", "hit rate", "time",
+                    "slowest"):
+            t.add_column(col, justify="left" if col == "kind" else "right")
+        for k in totals:
+            t.add_row(k.kind, str(k.stages), str(k.ran), str(k.cached), str(k.whole),
+                      fmt_share(k.hit_rate), fmt_time(k.seconds), fmt_time(k.max_seconds))
+        con.print(t)
+    others = [u for u in view.units if u.status in ("fallback", "failed")]
     if others:
         t = plain_table(title="not staged", title_justify="left", pad_edge=False)
         t.add_column("unit")
@@ -60,4 +126,5 @@ def render_view(view, con) -> None:
                       "-" if k.occupancy is None else f"{k.occupancy.occupancy:.0%}",
                       "-" if k.best is None else f"{k.best.block_size}")
         con.print(t)
-    notes(view.notes)
+    missing = not_seen_note(view)
+    notes(view.notes + ([missing] if missing else []))

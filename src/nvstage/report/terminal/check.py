@@ -31,7 +31,9 @@ def render(result, fmt: str = "text", *, con=None, summary: Path | None = None,
     if fmt == "json":
         emit_json(doc)
     elif fmt == "github":
-        _out(github_annotations(result, base=os.environ.get("GITHUB_WORKSPACE")))
+        # Paths relative to the repository GitHub checked out, else to the build's sources.
+        _out(github_annotations(result, base=os.environ.get("GITHUB_WORKSPACE")
+                                or getattr(result, "source_folder", None)))
     elif fmt == "markdown":
         _out(markdown_summary(result))
     else:

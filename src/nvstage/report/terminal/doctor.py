@@ -39,3 +39,23 @@ def render(r, con) -> None:
     lines.append(f"run: {'yes' if r.can_run else 'no'} ({r.driver.reason})")
     for line in lines:
         con.print(line, markup=False)
+
+
+def render_toolchain(t) -> None:
+    """A ``cmake_toolchain.Toolchain`` written: what it says, on stderr (the file is the
+    data)."""
+    from nvstage.report.terminal.console import say
+
+    say(f"wrote {t.path}: CMAKE_CUDA_COMPILER {t.nvcc}, CUDAToolkit_ROOT {t.root}", soft_wrap=True)
+    if t.libraries:
+        say("libraries FindCUDAToolkit is told of: " + ", ".join(sorted(t.libraries)),
+            soft_wrap=True)
+    for name in t.missing:
+        say(f"note: CUDA::{name} cannot come from this toolkit (no libcuda.so, no lib/stubs)",
+            soft_wrap=True)
+    if t.launcher:
+        say("nvstage in front of every compile, device link, link and archive: "
+            + " ".join(t.launcher), soft_wrap=True)
+    import os
+
+    say(f"use: cmake -DCMAKE_TOOLCHAIN_FILE={os.path.abspath(t.path)} ...", soft_wrap=True)

@@ -31,20 +31,25 @@ def render_lines(kernels, con, _listing=True) -> None:
         root = ""
         if files:
             root = os.path.dirname(files[0]) if len(files) == 1 else os.path.commonpath(files)
-        peaks = [ln.line for ln in k.lines if ln.peak]
+        # Several files (headers, #line): each peak line by its file too.
+        peaks = [str(ln.line) if len(files) == 1 else f"{os.path.basename(ln.file)}:{ln.line}"
+                 for ln in k.lines if ln.peak]
         head = (f"\n{k.demangled or k.name} ({k.arch}, {k.image}): {len(k.instructions)} "
                 f"instructions, peak {k.peak_gpr if k.peak_gpr is not None else '?'} live "
                 "registers")
         if peaks:
-            head += f" at line{'s' if len(peaks) > 1 else ''} {', '.join(map(str, peaks))}"
+            head += f" at line{'s' if len(peaks) > 1 else ''} {', '.join(peaks)}"
         con.print(Text(head, style="bold"), soft_wrap=True)
+        peak = k.peak_gpr
         if k.instructions:
             con.print(f"mix: {mix_words(k.mix)}", markup=False, soft_wrap=True)
         if k.ptx is not None and k.ptx.has_lineinfo and k.has_lineinfo:
             con.print(f"ptx: {k.ptx.module} ({k.ptx.arch}), {len(k.ptx.instructions)} "
                       "instructions, counted per line from its .loc directives", markup=False,
                       soft_wrap=True)
-        if root:
+        if len(files) == 1:  # the one file, named (not only its folder)
+            con.print(f"source: {files[0]}", markup=False, soft_wrap=True)
+        elif root:
             con.print(f"source: {root}{os.sep}", markup=False, soft_wrap=True)
         con.print("live: general, predicate, uniform registers at each instruction "
                   "(nvdisasm --life-range-mode count)", markup=False, style="dim",
@@ -53,7 +58,7 @@ def render_lines(kernels, con, _listing=True) -> None:
             con.print("no line info in this cubin (build with -lineinfo or -G): the SASS "
                       "alone, with its live registers", markup=False, soft_wrap=True)
             for i in k.instructions:
-                _instruction(con, i, k.peak_gpr)
+                _instruction(con, i, peak)
             continue
         by_line: dict[tuple[str, int], list] = {}
         for i in k.instructions:
@@ -75,12 +80,12 @@ def render_lines(kernels, con, _listing=True) -> None:
             line.append(f"   [{stats}]{mark}", style="cyan" if ln.instructions else "dim")
             con.print(line, soft_wrap=True)
             for i in by_line.get((ln.file, ln.line), []):
-                _instruction(con, i, k.peak_gpr)
+                _instruction(con, i, peak)
         elsewhere = [i for i in k.instructions if i.line is None]
         if elsewhere:
             con.print("      | (no source line)", markup=False)
             for i in elsewhere:
-                _instruction(con, i, k.peak_gpr)
+                _instruction(con, i, peak)
 
 
 def mix_words(m) -> str:

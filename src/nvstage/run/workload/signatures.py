@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nvstage.inspect.kernels import KernelNames, top_level
+from nvstage.inspect.kernels import KernelNames, bare, top_level
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class KernelSig:
 
 def split_c_args(demangled: str) -> list[str] | None:
     """``void scale<float>(float*, float, int)`` -> ["float*", "float", "int"]."""
+    demangled = bare(demangled)  # "clock.cu: f(int*) (static)": its own parameters
     if "(" not in demangled or not demangled.endswith(")"):
         return None
     start = next((i + 1 for i, c in top_level(demangled) if c == "("), None)
