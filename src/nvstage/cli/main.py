@@ -55,35 +55,13 @@ def _step(argv: list[str]) -> int:
 
 
 def _launch(argv: list[str]) -> int:
-    import os
-
     if not is_nvcc(argv[0]):
         return _step(argv)
-    from nvstage.compiler.warm.answer import serve
+    from nvstage.compiler.front import launch
 
-    # The warm path first: the whole command from the cache, before anything else is imported.
-    cwd = os.getcwd()
-    if serve(argv, cwd, os.environ):
+    code, answered = launch(argv)
+    if answered:
         _answered.append(True)
-        return 0
-    # Then the resident nvstage, whose imports are done (``compiler/warm/resident.py``).
-    from nvstage.compiler.warm import resident
-    from nvstage.compiler.warm.folder import cache_root
-
-    root = cache_root(os.environ) if resident.enabled(os.environ) else None
-    if root is not None:
-        code = resident.delegate(argv, cwd, os.environ, root)
-        if code is not None:
-            _answered.append(True)
-            return code
-    from nvstage.compiler.launcher import main as launch
-
-    code = launch(argv)
-    root = cache_root(os.environ) if resident.enabled(os.environ) else None
-    if root is not None:  # for the next commands
-        from nvstage.compiler.resident import ensure
-
-        ensure(root, os.environ)
     return code
 
 
