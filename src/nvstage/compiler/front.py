@@ -1,7 +1,7 @@
-"""nvstage in front of nvcc, in the order that costs least: the whole command answered from the
-cache (``compiler/warm``, the standard library only), else handed to a resident nvstage whose
-imports are done (``compiler/warm/resident.py``), else run here by the launcher (which then
-starts a resident nvstage for the next commands). Each step imports only what it needs.
+"""nvstage in front of nvcc, once the warm path (``compiler/warm/answer.py``, imported first
+and alone by ``cli/main.py``) could not answer the whole command: handed to a resident nvstage
+whose imports are done (``compiler/warm/resident.py``), else run here by the launcher, which
+then starts a resident nvstage for the next commands. Each step imports only what it needs.
 """
 
 from __future__ import annotations
@@ -10,13 +10,10 @@ import os
 
 
 def launch(argv: list[str]) -> tuple[int, bool]:
-    """Run ``nvcc ARGS`` (``argv[0]`` names nvcc): its exit status, and whether nvstage's own
-    work is done when it returns (a hit or a resident's answer: nothing left to tidy up)."""
-    from nvstage.compiler.warm.answer import serve
-
+    """Run ``nvcc ARGS`` (``argv[0]`` names nvcc), a miss of the warm path: its exit status,
+    and whether nvstage's own work is done when it returns (a resident's answer: nothing left
+    to tidy up)."""
     cwd = os.getcwd()
-    if serve(argv, cwd, os.environ):
-        return 0, True
     from nvstage.compiler.warm import resident
     from nvstage.compiler.warm.folder import cache_root
 
