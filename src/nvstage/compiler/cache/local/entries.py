@@ -136,6 +136,23 @@ class Entries(CacheFolder):
         except (ValueError, KeyError, TypeError, AttributeError):
             return False
 
+    def packed_bytes(self) -> tuple[int, int]:
+        """(the bytes the stage entries' files take, compressed; the same files as the builds
+        wrote them): what compression saves, for ``nvstage cache``. Entries that do not read
+        are left out."""
+        packed = plain = 0
+        for d, _, _ in self.entries():
+            try:
+                meta = self._unseal(read_file(d / "meta.json", MAX_DOC_BYTES))
+                if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
+                    continue
+                held = [f for f in meta["files"] if _info_ok(f) and type(f.get("z")) is int]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+            packed += sum(f["z"] for f in held)
+            plain += sum(f["size"] for f in held)
+        return packed, plain
+
     def marks(self, entry: StageEntry, work: Work | None = None) -> list | None:
         """What ``put_entry`` kept of ``marks``: per output, the files a preprocessed output's
         line markers name and whether each is a system header, [[name, system], ...] (the
