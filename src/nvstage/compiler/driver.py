@@ -12,6 +12,7 @@ in a locked work folder (``workdir``), and make one ``Build`` record (``record``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -220,6 +221,10 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
         finish(build, work, t_start)
         raise err
     finish(build, work, t_start)
+    # Bookkeeping after the answer reads the outputs as they are now: the build tool may
+    # consume one first (Ninja removes a -MF dependency file once it has read it).
+    taken = outputs_now(build, cwd, str(work)) \
+        if later is not None and on_built is not None and store is not None else None
 
     def tail():
         if later is not None:  # what the stages that ran stored, and the cache's figures
@@ -228,13 +233,32 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
             if store is not None:
                 build.cache = {"dir": str(store.root), **stages.counters.to_json()}
         if on_built is not None:
-            on_built(build, str(work), stages.seen() if store is not None else None)
+            seen = stages.seen() if store is not None else None
+            if seen is not None and taken is not None:
+                seen = dataclasses.replace(seen, taken=taken)
+            on_built(build, str(work), seen)
 
     if later is None:
         tail()
     else:
         later.append(tail)
     return build
+
+
+def outputs_now(build, cwd: str, work: str) -> dict[str, tuple[bytes, bool]]:
+    """The build's outputs outside the work folder as they are now: bytes, and whether each is
+    executable (``warm/entry.outputs_of``); those too large or unreadable are left out."""
+    from nvstage import fsio
+    from nvstage.compiler.warm.entry import MAX_OUTPUT, outputs_of
+
+    out = {}
+    for rel in outputs_of(build, cwd, work):
+        p = os.path.join(cwd, rel)
+        data = fsio.read_or_none(p, MAX_OUTPUT)
+        with contextlib.suppress(OSError):
+            if data is not None:
+                out[rel] = (data, bool(os.stat(p).st_mode & 0o111))
+    return out
 
 
 def without_temp_keep(err, command: list[str]):

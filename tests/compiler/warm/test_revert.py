@@ -47,3 +47,32 @@ def test_a_reverted_header_is_a_whole_hit(tmp_path, monkeypatch, toolkit, capfd)
     assert reverted == first
     entries = load_build_record(tmp_path).entries
     assert [e.hit for e in entries] == [False, False, True]
+
+
+def test_a_depfile_the_build_tool_removes_at_once_still_makes_the_entry(tmp_path, monkeypatch,
+                                                                         toolkit, capfd):
+    # Ninja reads a -MF dependency file as soon as the command answers, and removes it: the
+    # whole-command entry, written after the answer, holds it as it was (it was made from
+    # the depfile's absence, so no command run by a resident nvstage was answered whole).
+    from nvstage.compiler import launcher
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(nvcc_env, "_memo", {})
+    (tmp_path / "k.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
+    argv = [toolkit.nvcc, "-c", "k.cu", "-o", "k.o", "-MD", "-MF", "k.d", "-arch=sm_90"]
+    depfile: list[bytes] = []
+
+    def ninja_reads(code: int) -> None:
+        depfile.append((tmp_path / "k.d").read_bytes())
+        (tmp_path / "k.d").unlink()
+
+    monkeypatch.setattr(launcher, "on_answered", ninja_reads)
+    assert run(argv) == 0
+    monkeypatch.setattr(launcher, "on_answered", None)
+    capfd.readouterr()
+    (tmp_path / "k.o").unlink()
+    assert run(argv) == 0
+    capfd.readouterr()
+    assert [e.hit for e in load_build_record(tmp_path).entries] == [False, True]
+    assert (tmp_path / "k.d").read_bytes() == depfile[0]

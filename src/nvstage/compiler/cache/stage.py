@@ -138,6 +138,9 @@ class Seen:
     # An output outside the work folder -> (the entry's file holding it, its SHA-256, size):
     # the whole-command entry links that file rather than keep the bytes twice.
     blobs: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    # The outputs outside the work folder as the build left them, read before its answer
+    # (``driver.outputs_now``): relative name -> (bytes, executable).
+    taken: dict[str, tuple[bytes, bool]] | None = None
 
     def preprocessed(self, stage: Stage, cwd: str, work: str, env,
                      fixed: list[str]) -> tuple[list[str], tuple[list[str], list]] | None:

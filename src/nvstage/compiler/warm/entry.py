@@ -213,10 +213,15 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
     blobs = []
     for rel in outputs:
         p = os.path.join(cwd, rel)
-        data = fsio.read_or_none(p, MAX_OUTPUT)
-        if data is None:
-            return None
-        executable = bool(os.stat(p).st_mode & 0o111)
+        got = seen.taken.get(rel) if seen.taken is not None else None
+        if got is None and seen.taken is not None:
+            return None  # not read when the build answered: what was answered is not known
+        if got is None:
+            data = fsio.read_or_none(p, MAX_OUTPUT)
+            if data is None:
+                return None
+            got = (data, bool(os.stat(p).st_mode & 0o111))
+        data, executable = got
         sha = fsio.hexdigest(data)
         outs.append([rel, sha, executable, len(data)])
         held = seen.blobs.get(os.path.abspath(p))
