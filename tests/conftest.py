@@ -91,6 +91,9 @@ def pytest_configure(config):
         os.environ["NVSTAGE_CACHE_DIR"] = os.path.join(root, "cache")
     os.environ["XDG_CONFIG_HOME"] = os.path.join(root, "config")
     os.environ["TMPDIR"] = _SESSION["tmp"]
+    # No resident nvstage outlives a test (tests/compiler/test_resident.py starts and stops
+    # its own).
+    os.environ["NVSTAGE_SERVER"] = "0"
     tempfile.tempdir = None  # gettempdir() reads $TMPDIR again
 
 
@@ -295,7 +298,10 @@ def fresh_tiers(monkeypatch):
 # What a full hit may import: the standard library, and of nvstage the entry point, the base
 # (fsio, paths) and the warm package. Nothing else of nvstage, no third-party module.
 WARM_MODULES = frozenset({"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage.fsio",
-                          "nvstage.paths", "nvstage.compiler", "nvstage.compiler.warm"})
+                          "nvstage.paths", "nvstage.compiler", "nvstage.compiler.warm",
+                          # zstd's extension alone, its package's __init__ not run
+                          # (``compiler/warm/zstd.py``); Python 3.14's is standard
+                          "backports.zstd._zstd"})
 
 
 @pytest.fixture

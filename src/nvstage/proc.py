@@ -302,3 +302,17 @@ def call(argv: Sequence[str], *, cwd: str | os.PathLike | None = None,
         raise
     finally:
         _untrack(p, scope)
+
+
+def start_detached(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
+    """Start ``argv`` on its own, outlasting this process: a session of its own (no terminal's
+    signals reach it), the root folder as its current one, its standard streams /dev/null and
+    no other descriptor of ours (a build waits for its commands' streams to close). The
+    resident nvstage (``compiler/resident.py``). Its pid; it is never waited for here (it
+    outlives us; init reaps it)."""
+    p = subprocess.Popen([os.fspath(a) for a in argv], cwd="/", stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=dict(env) if env is not None else None, close_fds=True,
+                         start_new_session=True)
+    p.returncode = 0  # not ours to wait for: no ResourceWarning when this object goes
+    return p.pid

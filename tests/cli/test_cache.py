@@ -36,6 +36,9 @@ def test_cache_shows_builds_and_clears(cli, kernels, workdir, private_cache):
     text = cli("cache").stdout
     assert f"folder    {private_cache}" in text and "entries   7" in text
     assert "hit rate  50.0% (7 hits, 7 misses" in text
+    # the entries' files as stored (zstd frames) and as the builds wrote them
+    assert 0 < info["stored_bytes"] < info["uncompressed_bytes"] <= info["size"] * 20
+    assert "stored    " in text and "uncompressed (zstd: 0." in text
     r = cli("compile", "saxpy.cu", "--arch", "sm_90", "-c", "--no-cache")
     assert r.exit_code == 0 and "(cached)" not in r.stdout
     cleared = cli("cache", "--clear", "--json")

@@ -46,9 +46,7 @@ def test_a_repeated_compile_is_answered_whole_with_the_same_object(folder, beyon
     rc, out, err, _ = _compile(folder, *args)
     assert rc == 0 and "cache 0 hits" in err
     cold = (folder / "k.o").read_bytes()
-    # the first repeat goes through the stage cache, and makes the entry
-    rc, out, err, mods = _compile(folder, *args)
-    assert rc == 0 and "cache 7 hits, 0 misses" in err and "nvstage.compiler.driver" in mods
+    # the cold build made the entry: the first repeat is answered whole
     (folder / "k.o").unlink()
     rc, out, err, mods = _compile(folder, *args, no_spawn=True)
     assert rc == 0, err

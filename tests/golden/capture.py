@@ -54,8 +54,9 @@ COMMANDS: list[tuple[str, list[str]]] = [
 _TIME_KEY = re.compile(r"(seconds|_s|_ns|ns|_ms|started|wall|elapsed|time|duration|median|p25|"
                        r"p75|min|max|iqr|mean)$")
 _VOLATILE_KEY = {"sha256", "size", "stored_size", "bytes_stored", "hits", "misses", "stored",
-                 "direct_hits", "corrupt", "entries", "total_bytes", "hit_rate", "cached", "dir",
-                 "evicted", "critical_path"}  # the longest chain follows measured times
+                 "direct_hits", "corrupt", "made_again", "entries", "total_bytes", "hit_rate",
+                 "cached", "dir", "evicted", "critical_path", "stored_bytes",
+                 "uncompressed_bytes"}  # the longest chain follows measured times
 # Measured text inside strings, and temporary folders (tempfile's random names).
 _TEXT = [(re.compile(r"Compile time = [\d.]+ ms"), "Compile time = <t> ms")]
 _MODULE_ID = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{2,}_[A-Za-z0-9_]+?_[0-9a-f]{8}|"

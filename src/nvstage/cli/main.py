@@ -55,19 +55,21 @@ def _step(argv: list[str]) -> int:
 
 
 def _launch(argv: list[str]) -> int:
-    import os
-
     if not is_nvcc(argv[0]):
         return _step(argv)
+    import os
+
     from nvstage.compiler.warm.answer import serve
 
-    # The warm path first: the whole command from the cache, before anything else is imported.
-    if serve(argv, os.getcwd(), os.environ):
+    if serve(argv, os.getcwd(), os.environ):  # the whole command from the cache, first
         _answered.append(True)
         return 0
-    from nvstage.compiler.launcher import main as launch
+    from nvstage.compiler.front import launch
 
-    return launch(argv)
+    code, answered = launch(argv)
+    if answered:
+        _answered.append(True)
+    return code
 
 
 def run(argv: list[str]) -> int:

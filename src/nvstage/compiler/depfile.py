@@ -55,10 +55,20 @@ def render(target: str, preprocessed: list[bytes], *, nonsystem: bool = False,
            phony: bool = False) -> str:
     """nvcc's dependency file for ``target`` from its preprocessed outputs (device passes in
     plan order, then the host pass)."""
+    return render_marked(target, [marked_files(text) for text in preprocessed],
+                         nonsystem=nonsystem, phony=phony)
+
+
+def render_marked(target: str, marked: list[list[tuple[str, bool]]], *,
+                  nonsystem: bool = False, phony: bool = False) -> str:
+    """``render`` from what each preprocessed output's markers name (``marked_files``): the
+    stage cache keeps that for an output it does not write."""
     deps: list[str] = []
-    for text in preprocessed:
-        for name, system in marked_files(text):
-            if name not in deps and not (nonsystem and system):
+    seen: set[str] = set()
+    for names in marked:
+        for name, system in names:
+            if name not in seen and not (nonsystem and system):
+                seen.add(name)
                 deps.append(name)
     out = f"{target} : " + " \\\n    ".join(deps) + "\n"
     if phony:

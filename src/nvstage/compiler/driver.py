@@ -12,11 +12,13 @@ in a locked work folder (``workdir``), and make one ``Build`` record (``record``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import re
 import shutil
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from nvstage import proc
 from nvstage.artifacts import kind_of_mode, shown_path
 from nvstage.compiler import dist
 from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.lazy import Diverged
 from nvstage.compiler.cache.stage import StageCache, open_cache
 from nvstage.compiler.graph import build_graph
 from nvstage.compiler.observer import Observer
@@ -101,6 +104,7 @@ def compile_command(
     cache: bool | str | os.PathLike | Cache = True,
     observer: Observer | None = None,
     on_built=None,
+    later: list | None = None,
 ) -> Build:
     """Run an nvcc command line (``args``, as a build system gave it, without nvcc) stage by
     stage: the launcher's build. nvcc plans it with its words unchanged (and ``--dryrun``, its
@@ -109,7 +113,10 @@ def compile_command(
     ``slots``: job slots lent by the build (``jobserver.JobServer``), up to ``jobs``.
     ``on_built(build, work, seen)`` is called after a successful build, while the work folder
     and its intermediates still exist (the launcher records what a later hit needs; ``seen``:
-    what the stage cache learnt of the files read, ``cache.stage.Seen``, None without one)."""
+    what the stage cache learnt of the files read, ``cache.stage.Seen``, None without one).
+    ``later``: a successful build's bookkeeping (storing what ran, ``on_built``, removing the
+    work folder) is appended to it as one callable rather than done before returning: the
+    resident server's child answers its client first (``compiler/resident.py``)."""
     t_start = time.perf_counter()
     observer = observer or Observer()
     cwd = os.path.abspath(cwd or os.getcwd())
@@ -117,21 +124,41 @@ def compile_command(
         raise UsageError(f"cannot build from a folder whose path contains quotes or backslashes: "
                          f"{cwd}")
     store = open_cache(cache)
-    with work_folder(None, cwd) as work:
+    folder = work_folder(None, cwd)
+    work = folder.__enter__()
+    try:
         plan, dryrun_argv, plan_seconds = _plan_words(list(args), toolkit, work, cwd,
                                                       remember=store is not None, kept=False)
+        mine: list = []
         build = _build(plan, dryrun_argv, plan_seconds, source=str(Path(cwd, source)),
                        options=CompileOptions(extra=tuple(args)), toolkit=toolkit, cwd=cwd,
                        work=work, keep=None, observer=observer, jobs=jobs, store=store,
-                       t_start=t_start, depfile=depfile, slots=slots, on_built=on_built)
-        return build
+                       t_start=t_start, depfile=depfile, slots=slots, on_built=on_built,
+                       later=mine if later is not None else None)
+    except BaseException:
+        folder.__exit__(*sys.exc_info())
+        raise
+
+    def tail():
+        try:
+            for fn in mine:
+                fn()
+        finally:
+            folder.__exit__(None, None, None)
+
+    if later is None:
+        tail()
+    else:
+        later.append(tail)
+    return build
 
 
 def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: str,
            options: CompileOptions, toolkit: Toolkit, cwd: str, work: Path, keep, observer,
-           jobs: int, store, t_start: float, depfile=None, slots=None, on_built=None) -> Build:
+           jobs: int, store, t_start: float, depfile=None, slots=None, on_built=None,
+           later: list | None = None) -> Build:
     """Run a planned build's stages in ``work``: the part ``compile`` and ``compile_command``
-    share."""
+    share. ``later``: ``compile_command``'s."""
     check_outputs(plan, cwd)
     if keep is not None:
         removed = clear_planted(work, [o for s in plan.runnable for o in s.outputs]
@@ -149,18 +176,31 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
     # may stand in for it).
     runner = run_stage if depfile is None else functools.partial(run_stage, depfile=depfile)
     stages = StageCache(plan, graph, stage_env(plan), cwd, str(work), toolkit, store,
-                        t_start, runner)
+                        t_start, runner, keep=keep is not None)
     finish(build, work, t_start, running=True)
     runs: dict[int, StageRun] = {}
     try:
         failed = schedule(graph, lambda stage: with_figures(stages.run(stage)), jobs,
                           observer, runs, slots=slots, remote=dist.remote_lane(stages.env, cwd))
-        stages.settle()
+        if later is None or failed:
+            stages.settle()
     except KeyboardInterrupt as e:  # Ctrl-C, or a signal under proc.handle_signals
+        stages.close()
         build.runs = [runs[i] for i in sorted(runs)]
         finish_interrupted(build, work, t_start, e)
         raise
-    finally:
+    except Diverged:
+        # A file made again was not the one its entry recorded: the cached results may not
+        # fit together. The build runs again, all of it, without the cache.
+        stages.close()
+        return _build(plan, dryrun_argv, plan_seconds, source=source, options=options,
+                      toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
+                      jobs=jobs, store=None, t_start=t_start, depfile=depfile, slots=slots,
+                      on_built=on_built, later=later)
+    except BaseException:
+        stages.close()
+        raise
+    if later is None or failed:
         stages.close()
     build.runs = [runs[i] for i in sorted(runs)]
     build.critical_path, build.critical_path_seconds = graph.critical_path(
@@ -182,9 +222,44 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
         finish(build, work, t_start)
         raise err
     finish(build, work, t_start)
-    if on_built is not None:
-        on_built(build, str(work), stages.seen() if store is not None else None)
+    # Bookkeeping after the answer reads the outputs as they are now: the build tool may
+    # consume one first (Ninja removes a -MF dependency file once it has read it).
+    taken = outputs_now(build, cwd, str(work)) \
+        if later is not None and on_built is not None and store is not None else None
+
+    def tail():
+        if later is not None:  # what the stages that ran stored, and the cache's figures
+            stages.settle()
+            stages.close()
+            if store is not None:
+                build.cache = {"dir": str(store.root), **stages.counters.to_json()}
+        if on_built is not None:
+            seen = stages.seen() if store is not None else None
+            if seen is not None and taken is not None:
+                seen = dataclasses.replace(seen, taken=taken)
+            on_built(build, str(work), seen)
+
+    if later is None:
+        tail()
+    else:
+        later.append(tail)
     return build
+
+
+def outputs_now(build, cwd: str, work: str) -> dict[str, tuple[bytes, bool]]:
+    """The build's outputs outside the work folder as they are now: bytes, and whether each is
+    executable (``warm/entry.outputs_of``); those too large or unreadable are left out."""
+    from nvstage import fsio
+    from nvstage.compiler.warm.entry import MAX_OUTPUT, outputs_of
+
+    out = {}
+    for rel in outputs_of(build, cwd, work):
+        p = os.path.join(cwd, rel)
+        data = fsio.read_or_none(p, MAX_OUTPUT)
+        with contextlib.suppress(OSError):
+            if data is not None:
+                out[rel] = (data, bool(os.stat(p).st_mode & 0o111))
+    return out
 
 
 def without_temp_keep(err, command: list[str]):
@@ -403,16 +478,22 @@ def _depfile_spec(words: list[str], source: str,
     return depfile_options(grammar_for(toolkit.nvcc).parse(words), source)
 
 
-def _write_depfile(stage: Stage, cwd: str, spec: tuple[str, bool, bool]) -> tuple[int, str]:
+def _write_depfile(stage: Stage, cwd: str, spec: tuple[str, bool, bool],
+                   marks=None) -> tuple[int, str]:
     """nvcc's "-- Filter Dependencies --": the dependency file from the preprocessed outputs
-    (``depfile.py``). (exit status, message)."""
+    (``depfile.py``); ``marks(path)``: what a preprocessed output the cache left unwritten
+    names, as its entry recorded it (None: read the file). (exit status, message)."""
     from nvstage.artifacts import read_regular
-    from nvstage.compiler.depfile import render
+    from nvstage.compiler.depfile import marked_files, render_marked
 
     target, nonsystem, phony = spec
     try:
-        text = render(target, [read_regular(Path(cwd, p)) for p in stage.inputs],
-                      nonsystem=nonsystem, phony=phony)
+        lists = []
+        for p in stage.inputs:
+            got = marks(str(Path(cwd, p))) if marks is not None else None
+            lists.append(got if got is not None else
+                         marked_files(read_regular(Path(cwd, p))))
+        text = render_marked(target, lists, nonsystem=nonsystem, phony=phony)
         if not stage.outputs:
             return 1, "nvstage: a dependency file with no name to write"
         with open(Path(cwd, stage.outputs[0]), "w", encoding="utf-8",
@@ -425,18 +506,19 @@ def _write_depfile(stage: Stage, cwd: str, spec: tuple[str, bool, bool]) -> tupl
 
 def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
               extra_args: tuple[str, ...] = (),
-              depfile: tuple[str, bool, bool] | None = None) -> StageRun:
+              depfile: tuple[str, bool, bool] | None = None, marks=None) -> StageRun:
     """Run one stage (a cleanup is done here, in-process) and record what it produced.
 
     ``extra_args`` go after the plan's arguments without becoming part of the stage (the
-    cache's ``-MD -MF`` for the host compiler). ptxas runs as the plan says: a ``-v`` of
+    cache's ``-MD -MF`` for the host compiler); ``marks``: ``_write_depfile``'s. ptxas runs as
+    the plan says: a ``-v`` of
     nvstage's own would be written into the cubin's note of ptxas's options. Its figures are
     read from the cubin instead (``ptxas_report.with_figures``).
     """
     started = time.perf_counter() - t0
     if stage.kind is StageKind.DEPFILE:
         t = time.perf_counter()
-        code, msg = _write_depfile(stage, cwd, depfile or ("", False, False))
+        code, msg = _write_depfile(stage, cwd, depfile or ("", False, False), marks)
         run = StageRun(stage, time.perf_counter() - t, code, "", msg, started=started)
         if code == 0:
             run.artifacts = [Artifact.of(Path(cwd, p), stage=stage.index) for p in stage.outputs]

@@ -56,6 +56,13 @@ _FORWARD_UNKNOWN = ("--forward-unknown-to-host-compiler", "--forward-unknown-opt
 _CUDA_SUFFIXES = (".cu",)
 
 
+# Set by the resident server's child (``compiler/resident.py``): told the exit status as soon
+# as the outputs and the build record are written; what is left after it (the whole-command
+# entry) is nobody's wait.
+on_answered = None
+_after: list = []  # work done after the answer (the whole-command entry's store)
+
+
 @dataclass
 class Staged:
     """A command the staged driver runs: what it asks for, as far as the launcher needs to
@@ -166,6 +173,13 @@ def _launch(argv: list[str]) -> int:
     entry.exit_code = code
     entry.seconds = time.perf_counter() - t0
     buildlog.add(entry, cwd)
+    if on_answered is not None:
+        on_answered(code)
+    while _after:
+        try:
+            _after.pop(0)()
+        except Exception:  # bookkeeping only: the command is done
+            pass
     return code
 
 
@@ -263,7 +277,6 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
 
         out = "".join(r.stdout for r in build.runs)
         err = said_while_planning(build) + "".join(r.stderr for r in build.runs)
-        entry.build = build.to_json()
         record(nvcc, args, cwd, dict(os.environ), build, work, outputs_of(build, cwd, work),
                out, err, started_ns, seen=seen, build_doc=entry.build)
 
@@ -272,7 +285,7 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
                                 jobs=jobs or (default_jobs() if slots else 1), slots=slots,
                                 depfile=staged.depfile,
                                 cache=os.environ.get("NVSTAGE_CACHE", "1") != "0",
-                                on_built=remember)
+                                on_built=remember, later=_after)
     except StageFailed as e:
         # nvcc's own diagnostics and exit status, exactly: it runs the command again.
         entry.status, entry.reason = "failed", f"stage {e.stage_index} ({e.stage_kind}) failed"
@@ -283,6 +296,5 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
             slots.close()
     _replay_output(build)
     entry.status = "ok"
-    if entry.build is None:
-        entry.build = build.to_json()
+    entry.build = build.to_json()  # what the cache stores is stored after the answer
     return 0

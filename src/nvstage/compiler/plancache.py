@@ -10,13 +10,14 @@ the text comes back as nvcc would print it for that folder. Sealed like every ca
 
 from __future__ import annotations
 
+import marshal
 import os
 
 from nvstage import fsio
-from nvstage.compiler.warm import folder
+from nvstage.compiler.warm import folder, zstd
 from nvstage.compiler.warm.key import key as command_key
 
-SCHEMA = "nvstage.plan/1"
+SCHEMA = "nvstage.plan/2"  # /2: the text's pieces marshalled, in a zstd frame
 _MAX = 16 << 20
 
 
@@ -36,10 +37,12 @@ def lookup(k: str | None, work: str, env) -> str | None:
         return None
     doc = fsio.read_sealed(_path(root, k), secret, _MAX)
     try:
-        pieces = doc["pieces"]
-        if doc.get("schema") != SCHEMA or not all(isinstance(p, str) for p in pieces):
+        if doc.get("schema") != SCHEMA:
             return None
-    except (TypeError, KeyError, AttributeError):
+        pieces = marshal.loads(zstd.decompress(doc["z"], _MAX))
+        if not isinstance(pieces, list) or not all(isinstance(p, str) for p in pieces):
+            return None
+    except (TypeError, KeyError, AttributeError, ValueError, EOFError, ImportError):
         return None
     return work.join(pieces)
 
@@ -51,4 +54,8 @@ def store(k: str | None, text: str, work: str, env) -> None:
     secret = folder.secret(env) if root is not None else None  # made when the cache opened
     if secret is None:
         return
-    fsio.write_sealed(_path(root, k), secret, {"schema": SCHEMA, "pieces": text.split(work)})
+    try:
+        packed = zstd.compress(marshal.dumps(text.split(work)))
+    except ImportError:
+        return
+    fsio.write_sealed(_path(root, k), secret, {"schema": SCHEMA, "z": packed})

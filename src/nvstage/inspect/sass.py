@@ -246,7 +246,7 @@ def _location(source: str) -> tuple[str, int] | None:
 # What a translation unit nvcc compiles is called (and a header, should a manifest name one):
 # a manifest is a document, and one naming ~/.aws/credentials, with a cubin whose line info
 # names it too (#line 1 "..."), had its text printed into the terminal and the HTML report.
-# A Triton kernel's source is the Python file that defines it.
+# A Triton kernel's source is its Python file (compile --via triton).
 SOURCE_SUFFIXES = frozenset({".cu", ".cup", ".cuh", ".c", ".cc", ".cp", ".cpp", ".cxx", ".c++",
                              ".h", ".hh", ".hpp", ".hxx", ".inl", ".i", ".ii", ".py"})
 

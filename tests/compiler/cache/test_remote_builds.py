@@ -255,6 +255,9 @@ def test_a_full_redis(redis_factory, runners, workdir, dump, reference, fresh_ti
     with pytest.raises(Exception, match="maxmemory"):
         for i in range(100):
             cli.set(f"fill:{i}", b"x" * 100_000)
+    with pytest.raises(Exception, match="maxmemory"):  # the last crumbs: lean entries are small
+        for i in range(100_000):
+            cli.set(f"crumb:{i}", b"x" * 16)
     b = runners("b").build(NVSTAGE_REMOTE_CACHE=server.url + TIMEOUTS)
     assert dump(workdir / "k.o") == reference
     assert len(fresh_tiers) == 1 and "refuses writes" in fresh_tiers[0]

@@ -238,7 +238,7 @@ def test_a_stopped_server_costs_one_timeout(request, monkeypatch, local, fresh_t
         start = time.monotonic()
         for _ in range(5):
             assert t.fetch_entry([KEY]) is None
-            t.push_sets(KEY, [({}, "s")])
+            t.push_sets(KEY, [([], "d", "s")])
         took = time.monotonic() - start
     finally:
         server.cont()
@@ -267,8 +267,8 @@ def test_a_full_redis_refuses_writes_and_still_serves_reads(redis_factory, monke
     with pytest.raises(Exception, match="maxmemory"):
         for i in range(100):  # fill it
             cli.set(f"fill:{i}", b"x" * 100_000)
-    t.push_sets(OTHER, [({}, "s")])  # refused: writes off, one line
-    t.push_sets(OTHER, [({}, "s")])
+    t.push_sets(OTHER, [([], "d", "s")])  # refused: writes off, one line
+    t.push_sets(OTHER, [([], "d", "s")])
     assert len(fresh_tiers) == 1 and "refuses writes" in fresh_tiers[0]
     assert "maxmemory" in fresh_tiers[0]
     assert t.fetch_entry([KEY]) == KEY  # reads go on, and the hit reaches the local folder
@@ -280,6 +280,7 @@ def test_a_full_redis_refuses_writes_and_still_serves_reads(redis_factory, monke
 def _entry_doc() -> dict:
     import hashlib
 
-    return {"files": [{"name": "0", "sha256": hashlib.sha256(b"abc").hexdigest(), "size": 3,
-                       "sites": []}], "stdout": [""], "stderr": [""], "seconds": 0.1,
-            "about": {}}
+    sha = hashlib.sha256(b"abc").hexdigest()  # held ("z"), its key digest recorded ("look")
+    return {"files": [{"name": "0", "sha256": sha, "size": 3, "sites": [], "z": 3,
+                       "look": [sha, False, False, False]}], "stdout": [""], "stderr": [""],
+            "seconds": 0.1, "about": {}}

@@ -105,7 +105,7 @@ def test_outputs_are_cut_at_the_work_folder_and_pasted_back(tmp_path):
 def test_whole_command_entries_count_and_go_oldest_first(tmp_path):
     """warm/entry.py's entries (inv/) hold outputs too: they share the size limit."""
     c = Cache(tmp_path / "c", max_bytes=3000)
-    (tmp_path / "f").write_bytes(b"x" * 1000)
+    (tmp_path / "f").write_bytes(os.urandom(1000))
     c.put("aa" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
     os.utime(c.get("aa" * 32).path / "meta.json", (3000, 3000))
     olds = []
@@ -138,7 +138,7 @@ def test_a_whole_command_entry_a_killed_process_left_half_written_is_swept(tmp_p
 
 def test_least_recently_used_entries_go_first(tmp_path):
     c = Cache(tmp_path / "c", max_bytes=3000)
-    (tmp_path / "f").write_bytes(b"x" * 1000)
+    (tmp_path / "f").write_bytes(os.urandom(1000))
     keys = [f"{n:02d}" * 32 for n in range(4)]
     for n, k in enumerate(keys):
         c.put(k, [tmp_path / "f"], stdout="", stderr="", seconds=0)
@@ -152,7 +152,7 @@ def test_least_recently_used_entries_go_first(tmp_path):
 def test_the_size_ledger_spares_builds_a_count_until_the_limit_is_passed(tmp_path,
                                                                           monkeypatch):
     c = Cache(tmp_path / "c", max_bytes=3500)
-    (tmp_path / "f").write_bytes(b"x" * 1000)
+    (tmp_path / "f").write_bytes(os.urandom(1000))
     c.put("00" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
     assert c.evict() == 0  # no count yet: one is made, and written down
     counted = []
@@ -182,19 +182,19 @@ def test_the_size_ledger_spares_builds_a_count_until_the_limit_is_passed(tmp_pat
 
 def test_header_sets_and_plans_count_against_the_limit(tmp_path):
     # One header-set file per source and one plan per command: small each, unbounded together.
-    c = Cache(tmp_path / "c", max_bytes=20_000)
+    c = Cache(tmp_path / "c", max_bytes=12_000)
     (tmp_path / "f").write_bytes(b"x")
     c.put("00" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)  # marks the folder
     for n in range(20):
-        c.add_header_set(f"{n:02d}" * 32, {f"/inc/h{i}.h": "ab" * 32 for i in range(40)},
-                         "cd" * 32)
+        c.add_header_set(f"{n:02d}" * 32, [f'["/inc/{os.urandom(8).hex()}/h{i}.h"]'
+                                           for i in range(40)], "ab" * 32, "cd" * 32)
     plan = c.root / "plans" / "ee" / ("ee" * 32)
     plan.parent.mkdir(parents=True)
     plan.write_bytes(b"p" * 5000)
-    held = sum(f.stat().st_size for f in (c.root / "direct").rglob("*.json")) + 5000
-    assert held > 20_000 and c.size() >= held
+    held = sum(f.stat().st_size for f in (c.root / "direct").rglob("*.z")) + 5000
+    assert held > 12_000 and c.size() >= held
     assert c.evict() >= 1
-    assert c.size() <= 20_000
+    assert c.size() <= 12_000
 
 
 def test_racing_writers_of_one_key_both_succeed(tmp_path):

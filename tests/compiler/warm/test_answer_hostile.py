@@ -178,7 +178,7 @@ def test_a_manifest_planted_beside_an_entry_is_not_copied_into_the_record(folder
                                                                          capfd):
     argv = [toolkit.nvcc, "-c", "k.cu", "-o", "k.o", "-arch=sm_90", "-DCOEF=2"]
     assert _run(argv, capfd) == 0
-    planted = list((folder / "cache" / "inv").glob("*/*/build.json"))
+    planted = list((folder / "cache" / "inv").glob("*/*/*.build"))
     assert len(planted) == 1
     planted[0].write_text('{"source": "<script>alert(1)</script>.cu"}')
     assert _run(argv, capfd) == 0
@@ -190,17 +190,20 @@ def test_a_manifest_planted_beside_an_entry_is_not_copied_into_the_record(folder
     assert entries[0].build is not None
 
 
-def test_an_entry_interrupted_while_stored_leaves_no_folder(folder, toolkit, capfd, monkeypatch):
+def test_an_entry_interrupted_while_stored_leaves_no_half_file(folder, toolkit, capfd,
+                                                               monkeypatch):
     argv = [toolkit.nvcc, "-c", "k.cu", "-o", "k.o", "-arch=sm_90", "-DCOEF=2"]
-    real = os.rename
+    real = os.replace
 
     def interrupted(src, dst, *a, **k):
-        if ".tmp-" in os.fspath(src):  # the entry's folder, made whole, about to be named
+        if os.fspath(dst).endswith("/meta"):  # the entry's document, written last
             raise KeyboardInterrupt
         return real(src, dst, *a, **k)
 
-    monkeypatch.setattr(os, "rename", interrupted)
+    monkeypatch.setattr(os, "replace", interrupted)
     assert _run(argv, capfd) == 130  # as a shell says an interrupted command
-    monkeypatch.undo()
+    monkeypatch.setattr(os, "replace", real)
     inv = folder / "cache" / "inv"
-    assert [p.name for p in inv.glob("*/*") if ".tmp-" in p.name] == []
+    assert [p.name for p in inv.glob("*/*/*") if p.name.startswith(".")] == []
+    assert list(inv.glob("*/*/meta")) == []  # no result named: the next run is a miss
+    assert _run(argv, capfd) == 0 and list(inv.glob("*/*/meta"))

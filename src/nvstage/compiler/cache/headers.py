@@ -18,8 +18,13 @@ that appears or a link pointed elsewhere misses. Files that name ``__DATE__``, `
 
 Not watched, by choice or by necessity: a file newly installed beside an includer inside the
 compiler's or toolkit's trees (``/usr/include`` included: watching every system folder would
-cost more than it saves), ``__has_include`` probes (gcc's depfile does not list them), and
-``#pragma once`` copies that become identical in mtime.
+cost more than it saves), and ``#pragma once`` copies that become identical in mtime.
+
+``__has_include`` probes: gcc's depfile lists no file it looked for and did not find, so a
+header probed, missed, then created would not be seen and the old result handed back. A user's
+file that spells ``__has_include`` (or ``__has_include_next``) is therefore never cached
+(``not_cacheable``), as the time macros are: exact, and free (those files are read anyway).
+The compiler's and toolkit's own headers probe too, for files only an install there makes.
 """
 
 from __future__ import annotations
@@ -258,7 +263,8 @@ def not_cacheable(paths: Iterable[str], *, assembles: bool = False) -> str | Non
     ``__TIMESTAMP__`` (or pastes such a name, as far as ``_PASTED_TIME`` sees): the output
     depends on the clock or on file dates, not on contents alone (ccache does the same). With
     ``assembles`` (a ``-c`` stage), a file that mentions ``.incbin`` or ``.include "...":
-    the assembler reads a file no key holds. Found by their spelling in the files read: one
+    the assembler reads a file no key holds. A file that spells ``__has_include``: a header it
+    probed and missed is in no dependency list, so one created later would not be seen. Found by their spelling in the files read: one
     built from pieces (``".inc" "bin"`` joined by the compiler) is not seen (README's limits).
     Files are read only if regular (a FIFO is not waited on) and within ``MAX_SCAN_BYTES``."""
     from nvstage.artifacts import open_regular
@@ -275,6 +281,8 @@ def not_cacheable(paths: Iterable[str], *, assembles: bool = False) -> str | Non
             return f"{path} is too large to look through"
         if any(m in data for m in TIME_MACROS):
             return f"{path} names a time macro"
+        if b"__has_include" in data:  # its misses are in no depfile: see the module's notes
+            return f"{path} probes for headers with __has_include"
         if b"##" in data and _PASTED_TIME.search(data):
             return f"{path} pastes tokens and names TIME, DATE or TIMESTAMP"
         if assembles and (b".incbin" in data or b".include" in data) and \

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from nvstage.artifacts import open_regular
 from nvstage.fsio import json_digest
-from nvstage.compiler.cache.local.relocation import Work, cut, pieces_ok
+from nvstage.compiler.cache.local.relocation import Work, cut, cut_digest, pieces_ok
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.toolkit import Toolkit
 
@@ -76,12 +76,19 @@ class FileHasher:
         self.volatile = os.path.join(os.path.abspath(work), "")
         self.work = os.fsencode(os.path.abspath(work))
         self._memo: dict[str, tuple[tuple, Look]] = {}
+        # Work-folder files a hit stands for but never wrote: the next stage is keyed with
+        # what the entry recorded (``cache/stage.py`` fills and empties it).
+        self.virtual: dict[str, Look] = {}
 
     def __call__(self, path: str) -> str | None:
         got = self.look(path)
         return got.digest if got else None
 
     def look(self, path: str) -> Look | None:
+        if self.virtual:
+            got = self.virtual.get(os.path.normpath(os.path.abspath(path)))
+            if got is not None:
+                return got
         try:
             st = os.stat(path)
         except OSError:
@@ -95,9 +102,7 @@ class FileHasher:
             except OSError:
                 return None
             blob, sites = cut(data, self.work)
-            h = hashlib.sha256(b"nvstage-cut/1\0%s\0" % json.dumps(sites).encode())
-            h.update(blob)
-            return Look(h.hexdigest(), True, bool(sites), b"\0" in data)
+            return Look(cut_digest(blob, sites), True, bool(sites), b"\0" in data)
         # ctime too: a copy that keeps size and mtime (cp -p, rsync -a) still moves it.
         sig = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         got = self._memo.get(path)

@@ -45,9 +45,11 @@ from nvstage import fsio
 from nvstage.compiler.cache.headers import (Trees, builtin_dirs, include_search, not_cacheable,
                                             search_layout, shadow_candidates)
 from nvstage.compiler.cache.keys import HOST_COMPILER, Keys, parse_depfile
+from nvstage.compiler.cache.lazy import Lazy, held, written_at_once
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.local.eviction import Counters
 from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, Scratch, read_file
+from nvstage.compiler.cache.local.notes import headers_digest
 from nvstage.compiler.cache.remote.tier import TierStats
 from nvstage.compiler.cache.remote.tiers import Tiers, open_tiers
 from nvstage.compiler.cache.remote.tiers import record as record_tiers
@@ -131,6 +133,14 @@ class Seen:
     reads: dict[int, list[str]]
     digest: Callable[[str], str | None]
     shadow: dict[int, tuple[list[str], list]] = field(default_factory=dict)
+    # A virtual preprocessed output's names, as its entry recorded them (``lazy.Lazy.marks``).
+    marks: Callable[[str], list | None] | None = None
+    # An output outside the work folder -> (the entry's file holding it, its SHA-256, size):
+    # the whole-command entry links that file rather than keep the bytes twice.
+    blobs: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    # The outputs outside the work folder as the build left them, read before its answer
+    # (``driver.outputs_now``): relative name -> (bytes, executable).
+    taken: dict[str, tuple[bytes, bool]] | None = None
 
     def preprocessed(self, stage: Stage, cwd: str, work: str, env,
                      fixed: list[str]) -> tuple[list[str], tuple[list[str], list]] | None:
@@ -140,10 +150,14 @@ class Seen:
         nothing is added to, the toolkit's). None when its output cannot be read."""
         names = self.reads.get(stage.index)
         if names is None:  # not through the direct mode: the line markers say
-            data = fsio.read_or_none(os.path.join(cwd, stage.outputs[0]), 1 << 31)
-            if data is None:
-                return None
-            names = [os.path.join(cwd, n) for n, _ in marked_files(data)]
+            out = os.path.join(cwd, stage.outputs[0])
+            marked = self.marks(out) if self.marks is not None else None
+            if marked is None:
+                data = fsio.read_or_none(out, 1 << 31)
+                if data is None:
+                    return None
+                marked = marked_files(data)
+            names = [os.path.join(cwd, n) for n, _ in marked]
         # The outputs of earlier stages (the work folder) are nvstage's own, not inputs.
         names = [n for n in names if not n.startswith(work + os.sep)]
         known = self.shadow.get(stage.index)
@@ -164,9 +178,10 @@ class StageCache:
 
     def __init__(self, plan: Plan, graph: Graph, env: dict[str, str], cwd: str, work: str,
                  toolkit: Toolkit, cache: Cache | None, t0: float,
-                 run_stage: Callable[..., StageRun]):
+                 run_stage: Callable[..., StageRun], keep: bool = False):
         self.graph, self.env, self.cwd = graph, env, cwd
         self.toolkit, self.cache, self.t0 = toolkit, cache, t0
+        self.keep = keep  # every intermediate written, and held by the entries
         self._run_stage = run_stage
         self.counters = Counters()
         self._lock = threading.Lock()
@@ -194,9 +209,15 @@ class StageCache:
         # that overwrites or removes an earlier stage's output waits for it (``settle``).
         self._after: dict[int, Future] = {}  # stage index -> its bookkeeping
         self._bookkeeper: ThreadPoolExecutor | None = None
+        # What hits stand for and no stage has needed yet (``lazy.py``).
+        self.lazy = Lazy(cache, self.keys, graph, cwd, env, t0, run_stage) \
+            if cache is not None else None
+        self._thin: set[int] = set()  # stages whose entry held too little for this build
+        self._blobs: dict[str, tuple[str, str, int]] = {}  # ``Seen.blobs``
 
     def seen(self) -> Seen:
-        return Seen(dict(self._reads), self._digest, dict(self._shadow_of))
+        return Seen(dict(self._reads), self._digest, dict(self._shadow_of),
+                    self.lazy.marks if self.lazy is not None else None, dict(self._blobs))
 
     def _digest(self, path: str) -> str | None:
         look = self.keys.hasher.look(path)
@@ -225,6 +246,8 @@ class StageCache:
             self._scratch.close()
         if self.tiers is not None:
             self.counters.tiers = self.tiers.to_json()
+        if self.lazy is not None:
+            self.counters.made_again = self.lazy.replayed
         if self.cache is not None:
             try:
                 if self.counters.hits or self.counters.misses:
@@ -243,6 +266,12 @@ class StageCache:
     def run(self, stage: Stage) -> StageRun:
         if stage.index in self.graph.rewrites:
             self.settle(self.graph.rewrites[stage.index])
+        if self.lazy is not None:
+            if stage.kind is StageKind.CLEANUP:  # a virtual file it removes is just dropped
+                self.lazy.forget(stage.inputs)
+            elif stage.kind is StageKind.DEPFILE:  # from what the entries recorded
+                return self._run_stage(stage, self.env, self.cwd, self.t0,
+                                       marks=self.lazy.marks)
         if self.cache is None or stage.kind not in _CACHEABLE or not stage.outputs:
             return self._uncached(stage)
         if stage.kind in HOST_COMPILER and self._unwatched(stage):
@@ -260,7 +289,13 @@ class StageCache:
         return unwatched_word(stage.argv[1:]) is not None or side_env(self.env) is not None
 
     def _uncached(self, stage: Stage, extra_args: tuple[str, ...] = ()) -> StageRun:
-        return self._run_stage(stage, self.env, self.cwd, self.t0, extra_args)
+        """Run the stage's tool, its virtual inputs made real first (``lazy.Diverged``)."""
+        if self.lazy is None:
+            return self._run_stage(stage, self.env, self.cwd, self.t0, extra_args)
+        self.lazy.need(stage)
+        run = self._run_stage(stage, self.env, self.cwd, self.t0, extra_args)
+        self.lazy.forget(stage.outputs)
+        return run
 
     def _scratch_dir(self) -> str:
         """This build's scratch folder in the cache's tmp/, held (locked) until ``close``:
@@ -349,6 +384,7 @@ class StageCache:
             return
         looks = [hasher.look(paths.abs(n)) for n in names]
         headers = {paths.name(n): look and look.digest for n, look in zip(names, looks)}
+        digest = headers_digest(headers.items()) if all(headers.values()) else None
         # The places a hiding file could be, as they are now (not the build's memory): one
         # that appeared while the compiler ran may or may not have been seen, so the result
         # is not stored (ccache's "file too new", for the places nobody read). Time macros
@@ -364,32 +400,33 @@ class StageCache:
         if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \
                 not not_cacheable([f for f in files if f not in trees],
                                   assembles="-c" in stage.argv):
-            self._store(stage, self.keys.candidates([dkey, sorted(headers.items())],
+            self._store(stage, self.keys.candidates([dkey, "headers", digest],
                                                     self.keys.pinned(stage, looks)), run)
             shadow = fsio.json_digest(self.keys.place.tree([layout, shown]))
+            mine = (sorted(headers), digest, shadow)
             with contextlib.suppress(OSError):  # the stage ran: never run it again over this
-                self.cache.add_header_set(dkey, headers, shadow)
+                self.cache.add_header_set(dkey, *mine)
             if self.tiers is not None:
-                both = [(headers, shadow), *self.cache.header_sets(dkey), *held]
+                both = [mine, *self.cache.header_sets(dkey), *held]
                 self.tiers.push_sets(dkey, [s for n, s in enumerate(both) if s not in both[:n]])
 
     def _match_sets(self, stage: Stage, dkey: str, sets: list, search: list[str],
                     fixed: list[str], started: float, t: float,
                     remember: bool = False) -> StageRun | None:
-        """The result found through the first of ``sets`` (header -> digest, shadow) whose
-        headers are unchanged and unhidden; ``remember``: a set from a remote tier, added to
-        the local folder when it hits."""
+        """The result found through the first of ``sets`` (names, their contents' digest,
+        shadow) whose headers are unchanged and unhidden; ``remember``: a set from a remote
+        tier, added to the local folder when it hits."""
         paths, hasher = self.keys.paths, self.keys.hasher
-        for headers, shadow in sets:
-            named = [paths.real(name) for name in headers]
+        for names, digest, shadow in sets:
+            named = [paths.real(name) for name in names]
             if None in named:
                 continue
             files = [paths.abs(f) for f in named]
             looks = [hasher.look(f) for f in files]
-            if all(look is not None and look.digest == sha
-                   for look, sha in zip(looks, headers.values())) and \
+            if all(look is not None for look in looks) and headers_digest(
+                    (n, look.digest) for n, look in zip(names, looks)) == digest and \
                     self._shadow(files, search, fixed) == shadow:
-                keys = self.keys.candidates([dkey, sorted(headers.items())],
+                keys = self.keys.candidates([dkey, "headers", digest],
                                             self.keys.pinned(stage, looks))
                 hit = self._restore(stage, keys, started, t)
                 if hit is not None:
@@ -398,7 +435,7 @@ class StageCache:
                     self.count(direct_hits=1)
                     if remember:
                         with contextlib.suppress(OSError):
-                            self.cache.add_header_set(dkey, headers, shadow)
+                            self.cache.add_header_set(dkey, names, digest, shadow)
                     return hit
         return None
 
@@ -486,35 +523,68 @@ class StageCache:
 
     def _restore_one(self, stage: Stage, key: str, started: float,
                      t: float) -> StageRun | None:
+        """The entry under ``key``: what the build needs now written into place, the rest
+        left virtual (``lazy.py``); None when absent, damaged (dropped), or holding too little
+        for this build (a --keep build reads every file: the stage runs and its entry is made
+        whole)."""
         entry = self.cache.get(key, self.keys.where)
         if entry is None:
             return None
         restored = None
+        later: dict[int, str] = {}
         if entry is not False:
             try:  # each file is stored under its place in the stage's outputs
-                dests = [self.keys.paths.abs(stage.outputs[int(f["name"])])
+                dests = [os.path.abspath(self.keys.paths.abs(stage.outputs[int(f["name"])]))
                          for f in entry.files]
             except (ValueError, IndexError, KeyError, TypeError):
                 dests = None
             if dests is not None:
-                restored = self.cache.restore(entry, dests, self.keys.where)
+                now = [d if written_at_once(stage, d, self.keys.work, self.keep) else None
+                       for d in dests]
+                if any(d is not None and "z" not in f for d, f in zip(now, entry.files)):
+                    self._thin.add(stage.index)
+                    return None
+                restored = self.cache.restore(entry, now, self.keys.where)
+                later = {i: d for i, d in enumerate(dests) if now[i] is None}
         if restored is None:  # damaged: drop it; the stage runs and stores a good one
             self.cache.discard(key)
             self.count(corrupt=1)
             return None
-        return self._hit(stage, entry, restored, started, t)
+        if self.lazy is not None:
+            self.lazy.forget(restored.files)
+            self.lazy.add(stage, entry, later)
+        self._note_blobs(entry, dests)
+        return self._hit(stage, entry, restored, later, started, t)
+
+    def _note_blobs(self, entry, dests: list[str]) -> None:
+        """Which of ``entry``'s files hold an output outside the work folder as it is
+        (``Seen.blobs``)."""
+        for i, dest in enumerate(dests):
+            info = entry.files[i]
+            if "z" in info and not info["sites"] and \
+                    not dest.startswith(os.path.join(self.keys.work, "")):
+                with self._lock:
+                    self._blobs[dest] = (str(entry.path / str(i)), info["sha256"], info["size"])
 
     def _local(self, **kw) -> None:
         with self._lock:
             self.local.add(kw)
 
-    def _hit(self, stage: Stage, entry, restored, started: float, t: float) -> StageRun:
+    def _hit(self, stage: Stage, entry, restored, later: dict[int, str], started: float,
+             t: float) -> StageRun:
+        """A hit's record. A file left virtual is listed with the size it would have and, where
+        the work folder's path would be pasted into it, the digest keys saw instead of its
+        SHA-256 (it was never written)."""
         self.count(hits=1)
         run = StageRun(stage, time.perf_counter() - t, 0, entry.stdout, entry.stderr,
                        started=started, cached=True)
+        files = [(d, sha, size) for d, (sha, size) in restored.files.items()]
+        for i, d in later.items():
+            rec = entry.recorded(i)
+            files.append((d, rec.sha256 or rec.digest, rec.size))
         run.artifacts = [Artifact(os.path.abspath(d), kind_of(d),
                                   stage_arch(stage) or arch_of(d), size, sha, stage.index)
-                         for d, (sha, size) in restored.files.items()]
+                         for d, sha, size in files]
         return run
 
     def _store(self, stage: Stage, keys: tuple[str, ...], run: StageRun, *,
@@ -522,23 +592,38 @@ class StageCache:
         """Store under ``keys[0]``, or under the key bound to this folder (the last) when
         the outputs hold its path where another folder could not trust it (``Cache.put``)."""
         slots = [n for n, p in enumerate(stage.outputs) if Path(self.cwd, p).is_file()]
+        outs = [os.path.abspath(self.keys.paths.abs(stage.outputs[n])) for n in slots]
         t = time.perf_counter()
         try:
             key = self.cache.put_entry(
-                keys[0], [self.keys.paths.abs(stage.outputs[n]) for n in slots],
-                names=[str(n) for n in slots], stdout=run.stdout, stderr=run.tool_stderr,
-                seconds=run.seconds, about={"kind": stage.kind.value, "arch": stage.arch},
+                keys[0], outs, names=[str(n) for n in slots], stdout=run.stdout,
+                stderr=run.tool_stderr, seconds=run.seconds,
+                about={"kind": stage.kind.value, "arch": stage.arch},
                 work=self.keys.where, pinned=keys[-1], own_markers=own_markers,
-                place=self.keys.place_key(keys))
+                place=self.keys.place_key(keys),
+                stored=[held(stage, p, self.keys.work, self.keep) for p in outs],
+                marks=_marks if stage.kind in _PREPROCESSORS else None,
+                replace=stage.index in self._thin)
         except OSError:
             return  # an output vanished or the disk is full: the build itself is fine
         if key is None:
             return
+        entry = self.cache.get(key, self.keys.where)
+        if entry and len(entry.files) == len(outs):  # in the order they were stored
+            self._note_blobs(entry, outs)
         self.count(stored=1)
         self._local(stored=1, seconds=time.perf_counter() - t,
                     bytes_written=sum(a.size for a in run.artifacts))
         if self.tiers is not None:
             self.tiers.push_entry(key)
+
+
+_PREPROCESSORS = frozenset({StageKind.HOST_PREPROCESS, StageKind.DEVICE_PREPROCESS})
+
+
+def _marks(data: bytes) -> list[tuple[str, bool]]:
+    """What a preprocessed output's line markers name: its dependency file, without it."""
+    return marked_files(data)
 
 
 def _quietly(fn: Callable[..., None], *args) -> None:

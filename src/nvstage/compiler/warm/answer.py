@@ -38,8 +38,17 @@ from nvstage.compiler.warm.key import file_stat, key, which
 
 
 def load(root: str, k: str, secret: bytes) -> dict | None:
-    """The entry under ``k`` if its seal holds."""
-    meta = fsio.read_sealed(os.path.join(entry_dir(root, k), "meta"), secret, MAX_META)
+    """The entry under ``k`` (``entry.Pending``'s document) if its seal holds."""
+    raw = fsio.read_or_none(os.path.join(entry_dir(root, k), "meta"), MAX_META)
+    body = None if raw is None else fsio.unseal(raw, secret)
+    if body is None:
+        return None
+    from nvstage.compiler.warm import zstd
+
+    try:  # sealed, then compressed: nothing unsealed is decompressed
+        meta = marshal.loads(zstd.decompress(body, MAX_META))
+    except (ValueError, EOFError, TypeError, ImportError):
+        return None
     return meta if isinstance(meta, dict) and meta.get("schema") == SCHEMA else None
 
 
@@ -49,51 +58,85 @@ def sha256_file(path: str) -> str | None:
     return None if data is None else fsio.hexdigest(data)
 
 
-def inputs_unchanged(meta: dict, entry: str | None = None) -> bool:
-    """Every file the preprocessor read is as recorded, no new file hides one of them, and
-    the search folders are what they were."""
-    for path, st, settled, sha in meta["inputs"]:
-        try:
-            now = file_stat(path)
-        except OSError:
-            return False
-        if now == st and settled:
-            continue
-        if sha256_file(path) != sha:
+def inputs_unchanged(meta: dict, result: dict, entry: str | None = None,
+                     memo: dict | None = None) -> bool:
+    """Every file ``result``'s preprocessing read is as recorded, no new file hides one of
+    them, and the search folders are what they were. ``memo``: what the results tried before
+    it found (a file's row -> unchanged?, a path -> its SHA-256)."""
+    memo = {} if memo is None else memo
+    rows = meta["files"]
+    for n in result["inputs"]:
+        ok = memo.get(n)
+        if ok is None:
+            path, st, settled, sha = rows[n]
+            try:
+                now = file_stat(path)
+            except OSError:
+                now = None
+            if now is None:
+                ok = False
+            elif now == st and settled:
+                ok = True
+            else:
+                if path not in memo:
+                    memo[path] = sha256_file(path)
+                ok = memo[path] == sha
+            memo[n] = ok
+        if not ok:
             return False
     # Where a new file would hide a header: a folder whose entries changed (its mtime and
     # ctime move when a name is made, removed or renamed in it) has its candidates looked at
     # again (a listing per folder); an unchanged folder cannot have gained or lost one.
     cands = None
-    for n, (d, st) in enumerate(meta["shadow"]):
+    for n, (d, st) in enumerate(result["shadow"]):
         try:
             if file_stat(d) == st:
                 continue
         except OSError:
             pass
         if cands is None:  # kept apart (thousands of names for a thrust source), sealed by sha
-            raw = fsio.read_or_none(os.path.join(entry or "", "shadow"), MAX_META)
-            if raw is None or fsio.hexdigest(raw) != meta["shadow_sha"]:
+            cands = _shadow(os.path.join(entry or "", result["shadow_file"]),
+                            result["shadow_sha"])
+            if cands is None:
                 return False
-            cands = marshal.loads(raw)
             from nvstage.compiler.warm.presence import Presence
 
             presence = Presence()  # each folder listed once, not each name asked
-        there = presence.of(c for c, _ in cands[n])
-        if any(there[c] != was for c, was in cands[n]):
+        named = [(os.path.join(d, c), was) for c, was in cands[n]]
+        there = presence.of(c for c, _ in named)
+        if any(there[c] != was for c, was in named):
             return False
-    for d, real in meta["layout"]:
+    for d, real in result["layout"]:
         if (os.path.realpath(d) if os.path.isdir(d) else None) != real:
             return False
     return True
 
 
-def restore(meta: dict, root: str, k: str, cwd: str) -> bool:
+def _shadow(path: str, sha: str):
+    from nvstage.compiler.warm import zstd
+
+    raw = fsio.read_or_none(path, MAX_META)
+    try:
+        raw = zstd.decompress(raw, MAX_META) if raw is not None else None
+    except (ValueError, ImportError):
+        return None
+    if raw is None or fsio.hexdigest(raw) != sha:
+        return None
+    return marshal.loads(raw)
+
+
+def restore(result: dict, src: str, cwd: str) -> bool:
     """Each output written into place from the entry, checked against its SHA-256; False
     (nothing half-written left behind as the output) when one does not check out."""
-    src = entry_dir(root, k)
-    for n, (rel, sha, executable) in enumerate(meta["outputs"]):
-        data = fsio.read_or_none(os.path.join(src, str(n)), MAX_OUTPUT)
+    from nvstage.compiler.warm import zstd
+
+    rid = result["id"]
+    for n, (rel, sha, executable, size) in enumerate(result["outputs"]):
+        packed = fsio.read_or_none(os.path.join(src, f"{rid}.{n}"), MAX_OUTPUT)
+        try:
+            data = None if packed is None else zstd.decompress(packed, size)
+        except (ValueError, ImportError):
+            data = None
         if data is None or fsio.hexdigest(data) != sha:
             return False
         dest = os.path.join(cwd, rel)
@@ -127,22 +170,29 @@ def restore(meta: dict, root: str, k: str, cwd: str) -> bool:
 
 def answer(nvcc: str, args: list[str], cwd: str, env, root: str, secret: bytes,
            view: bool = False) -> dict | None:
-    """The entry for ``nvcc args`` when every file it read is unchanged, its outputs restored
-    into place; None for a miss. ``view``: only an entry that holds what the CLI prints."""
+    """The newest result for ``nvcc args`` whose every file read is unchanged, its outputs
+    restored into place; None for a miss. ``view``: only a result that holds what the CLI
+    prints."""
     k = key(nvcc, args, cwd, env)
     if k is None:
         return None
     meta = load(root, k, secret)
-    if meta is None or (view and not isinstance(meta.get("view"), dict)):
+    if meta is None:
         return None
-    try:
-        if not inputs_unchanged(meta, entry_dir(root, k)) or not restore(meta, root, k, cwd):
-            return None
-    except (OSError, ValueError, TypeError, KeyError):
-        return None  # a malformed entry behind a good seal: the pipeline answers instead
-    meta["dir"] = entry_dir(root, k)
-    _count(root, meta.get("hits", 0))
-    return meta
+    d = entry_dir(root, k)
+    memo: dict = {}
+    for result in meta["results"]:
+        if view and not isinstance(result.get("view"), dict):
+            continue
+        try:
+            if not inputs_unchanged(meta, result, d, memo) or not restore(result, d, cwd):
+                continue
+        except (OSError, ValueError, TypeError, KeyError, IndexError):
+            continue  # a malformed result behind a good seal: the next, or the pipeline
+        result["dir"] = d
+        _count(root, result.get("hits", 0))
+        return result
+    return None
 
 
 def _count(root: str, hits: int) -> None:
@@ -174,7 +224,8 @@ def try_hit(argv: list[str], cwd: str, env) -> dict | None:
             stream.buffer.write(text.encode("utf-8", "surrogateescape"))
             stream.flush()
     return {"dir": meta["dir"], "argv": [nvcc, *argv[1:]], "cwd": cwd, "t0": t0,
-            "started": started, "env": env, "build_sha": meta.get("build_sha")}
+            "started": started, "env": env, "build_sha": meta.get("build_sha"),
+            "build": os.path.join(meta["dir"], f"{meta['id']}.build")}
 
 
 def serve(argv: list[str], cwd: str, env) -> bool:

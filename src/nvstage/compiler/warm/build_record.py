@@ -137,7 +137,14 @@ def add_hit(served: dict) -> None:
 
     s = served
     # Only the manifest the sealed entry names (a shared cache's folder is not trusted).
-    build = fsio.read_or_none(os.path.join(s["dir"], "build.json"), MAX_META)
+    build = fsio.read_or_none(s["build"], MAX_META)
+    if build is not None:
+        from nvstage.compiler.warm import zstd
+
+        try:
+            build = zstd.decompress(build, MAX_META)
+        except (ValueError, ImportError):
+            build = None
     if build is None or fsio.hexdigest(build) != s.get("build_sha"):
         build = b"null"
     text = entry_text([("argv", s["argv"]), ("cwd", s["cwd"]), ("started", s["started"]),

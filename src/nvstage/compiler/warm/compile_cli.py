@@ -119,8 +119,7 @@ def whole_ok(argv: list[str], env, *, terminal: bool) -> bool:
 class Remember:
     """``nvstage compile``'s entry for the build it runs: ``on_built`` (the driver's hook)
     reads it while the work folder exists, ``store`` writes it with what the command printed.
-    Only once the command repeats (every stage a hit): a one-off build does not pay for an
-    entry, and the first repeat still goes through the stage cache."""
+    From the first build on, as the launcher's: the first rebuild is answered whole."""
 
     def __init__(self, argv: list[str], given: str | None, nvcc: str, source: str,
                  started_ns: int, cwd: str, env):
@@ -131,8 +130,6 @@ class Remember:
     def on_built(self, build, work: str, seen) -> None:
         from nvstage.compiler.warm.entry import outputs_of, prepare
 
-        if (build.cache or {}).get("misses", 1) != 0:
-            return
         remember_nvcc(self.given, self.cwd, self.env, self.nvcc, self.source)
         self.pending = prepare(self.nvcc, cli_args(self.argv, self.env), build.cwd, self.env,
                                build, work, outputs_of(build, build.cwd, work), "", "",

@@ -11,6 +11,7 @@ while the stages ran: the entry is written with the standard library alone.
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import os
 
@@ -46,58 +47,118 @@ def record(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs:
     return pending is not None and pending.store()
 
 
-class Pending:
-    """An entry read while the build's work folder still exists, written by ``store``
-    (the CLI adds what it prints first, ``view``)."""
+# Results kept per command (one per state of the files it read: a header edited and edited
+# back is answered whole both times, as ccache's manifest keeps several results).
+MAX_RESULTS = 8
 
-    def __init__(self, root: str, k: str, meta: dict, blobs: list[bytes], cands: bytes,
-                 build_doc, secret: bytes):
-        self.root, self.final = root, entry_dir(root, k)
-        self.meta, self.blobs, self.cands = meta, blobs, cands
+
+class Pending:
+    """A result read while the build's work folder still exists, added to its command's entry
+    by ``store`` (the CLI adds what it prints first, ``view``).
+
+    An entry is a folder, ``inv/ab/<key>/``: ``meta``, the sealed document (zstd, marshal:
+    the files the results read, each with its stat and SHA-256, once for every result reading
+    the same bytes, and the results, newest first), and each result's files, named by its id:
+    ``<id>.<n>`` its outputs, ``<id>.build`` the build record's manifest (zstd frames), and the
+    hiding places it watches, ``s<digest>``, shared by results that watch the same ones. The
+    document is written last, whole (``fsio.replace``); a file no result names is removed."""
+
+    def __init__(self, root: str, k: str, result: dict, inputs: list, blobs: list[bytes],
+                 cands: bytes, build_doc, secret: bytes):
+        self.root, self.k, self.folder = root, k, entry_dir(root, k)
+        self.result, self.inputs, self.blobs, self.cands = result, inputs, blobs, cands
         self.build_doc, self.secret = build_doc, secret
 
     def store(self, view: dict | None = None) -> bool:
+        from nvstage.compiler.warm import zstd
+
+        result = self.result
         if view is not None:
-            self.meta["view"] = view
-        doc = None
-        if self.build_doc is not None:  # kept beside the entry, sealed by its digest
-            import json
-
-            doc = json.dumps(self.build_doc, separators=(",", ":")).encode(
-                "utf-8", "surrogateescape")
-            self.meta["build_sha"] = fsio.hexdigest(doc)
-        body = marshal.dumps(self.meta)
-        final = self.final
-        # An entry is a folder, renamed into place whole (``cache/local`` sweeps one a killed
-        # process left by this name).
-        tmp = f"{final}.tmp-{os.getpid()}"
+            result["view"] = view
+        rid = result["id"]
         try:
-            os.makedirs(tmp, exist_ok=False)
+            os.makedirs(self.folder, exist_ok=True)
+            written = 0
+            doc = None
+            if self.build_doc is not None:
+                import json
+
+                doc = json.dumps(self.build_doc, separators=(",", ":")).encode(
+                    "utf-8", "surrogateescape")
+                result["build_sha"] = fsio.hexdigest(doc)
+                written += self._put(f"{rid}.build", zstd.compress(doc))
             for n, data in enumerate(self.blobs):
-                with open(os.path.join(tmp, str(n)), "wb") as f:
-                    f.write(data)
-            with open(os.path.join(tmp, "shadow"), "wb") as f:
-                f.write(self.cands)
-            if doc is not None:
-                with open(os.path.join(tmp, "build.json"), "wb") as f:
-                    f.write(doc)
-            with open(os.path.join(tmp, "meta"), "wb") as f:
-                f.write(fsio.seal(self.secret, body))
-            if os.path.isdir(final):  # an older entry for the same command: replaced
-                import shutil
+                if isinstance(data, str):  # the stage entry's file: a link, not a copy
+                    if self._link(data, f"{rid}.{n}"):
+                        continue
+                    data = zstd.decompress(fsio.read_bounded(data, MAX_OUTPUT), MAX_OUTPUT)
+                    if fsio.hexdigest(data) != result["outputs"][n][1]:
+                        return False
+                written += self._put(f"{rid}.{n}", zstd.compress(data))
+            shadow = "s" + result["shadow_sha"][:32]
+            if not os.path.exists(os.path.join(self.folder, shadow)):
+                written += self._put(shadow, zstd.compress(self.cands))
+            result["shadow_file"] = shadow
+            from nvstage.compiler.warm.answer import load
 
-                shutil.rmtree(final, ignore_errors=True)
-            os.rename(tmp, final)
-            size = sum(map(len, self.blobs)) + len(self.cands) + len(body) + len(doc or b"")
-            fsio.append_line(os.path.join(self.root, LEDGER), b"+%d" % size)
-        except BaseException as e:  # a full disk, and an interrupted build (Ctrl-C) alike:
-            import shutil  # a half-made folder is never an entry, and nothing evicts it
-
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not isinstance(e, OSError):
-                raise
+            old = load(self.root, self.k, self.secret) or {"files": [], "results": []}
+            files, results = _merged(old, self.inputs, result)
+            body = zstd.compress(marshal.dumps({"schema": SCHEMA, "files": files,
+                                                "results": results}))
+            written += self._put("meta", fsio.seal(self.secret, body))
+            keep = {"meta", *(r.get("shadow_file") for r in results)}
+            ids = {r["id"] for r in results}
+            for name in os.listdir(self.folder):  # results dropped, and older layouts' files
+                if name not in keep and name.split(".", 1)[0] not in ids:
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(self.folder, name))
+            fsio.append_line(os.path.join(self.root, LEDGER), b"+%d" % written)
+        except OSError:  # a full disk: the result is not kept; the next run records it
             return False
         return True
+
+    def _put(self, name: str, data: bytes) -> int:
+        fsio.replace(os.path.join(self.folder, name), data)
+        return len(data)
+
+    def _link(self, src: str, name: str) -> bool:
+        """``name`` made another name of the stage entry's file ``src`` (the same zstd frame:
+        an output outside the work folder is held as it is): whichever entry is evicted, the
+        other keeps the bytes. False where the file system makes no hard link."""
+        tmp = os.path.join(self.folder, f"{fsio.temporary_prefix(name)}{os.getpid()}")
+        try:
+            os.link(src, tmp)
+            os.replace(tmp, os.path.join(self.folder, name))
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            return False
+        return True
+
+
+def _merged(old: dict, inputs: list, result: dict) -> tuple[list, list]:
+    """The entry's files and results with ``result`` (reading ``inputs``) first: a file read
+    with the same bytes is one row (its stat the newest), rows no result reads are dropped,
+    and at most ``MAX_RESULTS`` results are kept (one for the same inputs replaced)."""
+    rows = [list(r) for r in old["files"]]
+    where = {(r[0], r[3]): n for n, r in enumerate(rows)}
+    mine = []
+    for row in inputs:
+        n = where.get((row[0], row[3]))
+        if n is None:
+            n = where[(row[0], row[3])] = len(rows)
+            rows.append(list(row))
+        else:
+            rows[n] = list(row)
+        mine.append(n)
+    result["inputs"] = mine
+    results = [result] + [r for r in old["results"] if r["id"] != result["id"]]
+    results = results[:MAX_RESULTS]
+    used = sorted({n for r in results for n in r["inputs"]})
+    renumber = {n: i for i, n in enumerate(used)}
+    for r in results:
+        r["inputs"] = [renumber[n] for n in r["inputs"]]
+    return [rows[n] for n in used], results
 
 
 def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs: list[str],
@@ -152,12 +213,19 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
     blobs = []
     for rel in outputs:
         p = os.path.join(cwd, rel)
-        data = fsio.read_or_none(p, MAX_OUTPUT)
-        if data is None:
-            return None
-        executable = bool(os.stat(p).st_mode & 0o111)
-        outs.append([rel, fsio.hexdigest(data), executable])
-        blobs.append(data)
+        got = seen.taken.get(rel) if seen.taken is not None else None
+        if got is None and seen.taken is not None:
+            return None  # not read when the build answered: what was answered is not known
+        if got is None:
+            data = fsio.read_or_none(p, MAX_OUTPUT)
+            if data is None:
+                return None
+            got = (data, bool(os.stat(p).st_mode & 0o111))
+        data, executable = got
+        sha = fsio.hexdigest(data)
+        outs.append([rel, sha, executable, len(data)])
+        held = seen.blobs.get(os.path.abspath(p))
+        blobs.append(held[0] if held is not None and held[1:] == (sha, len(data)) else data)
     by_dir: dict[str, list[str]] = {}
     nearest: dict[str, str] = {}  # a candidate's folder -> the nearest one that exists
     for cand in sorted(cands):
@@ -181,14 +249,19 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
 
     shadow = Presence().of(cands)
     shadow_cands = []
-    for names in by_dir.values():
+    for d, names in by_dir.items():
         for cand in names:
             if shadow[cand] and max(file_stat(cand)[1:3]) >= started_ns:
                 return None  # a hiding file made while the compiler ran: seen or not?
-        shadow_cands.append([[cand, shadow[cand]] for cand in names])
+        # Each name under its folder: the same few hundred header names recur in every
+        # search folder, and compress.
+        under = d.rstrip("/") + "/"
+        shadow_cands.append([[cand[len(under):] if cand.startswith(under) else cand,
+                              shadow[cand]] for cand in names])
     cands_blob = marshal.dumps(shadow_cands)
-    meta = {"schema": SCHEMA, "argv": [nvcc, *args], "cwd": cwd, "inputs": inputs,
-            "shadow": shadow_dirs, "shadow_sha": fsio.hexdigest(cands_blob),
-            "layout": layout, "outputs": outs, "stdout": stdout, "stderr": stderr,
-            "hits": c.get("hits", 0) + c.get("misses", 0)}
-    return Pending(root, k, meta, blobs, cands_blob, build_doc, key_bytes)
+    rid = fsio.hexdigest(marshal.dumps([[p, sha] for p, _, _, sha in inputs]))[:16]
+    result = {"id": rid, "argv": [nvcc, *args], "cwd": cwd, "shadow": shadow_dirs,
+              "shadow_sha": fsio.hexdigest(cands_blob), "layout": layout, "outputs": outs,
+              "stdout": stdout, "stderr": stderr,
+              "hits": c.get("hits", 0) + c.get("misses", 0)}
+    return Pending(root, k, result, inputs, blobs, cands_blob, build_doc, key_bytes)

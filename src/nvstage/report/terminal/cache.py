@@ -12,11 +12,21 @@ def render(info: dict, con) -> None:
     for line in (f"folder    {info['dir']}",
                  f"size      {fmt_bytes(info['size'])} of {fmt_bytes(info['max_size'])}",
                  f"entries   {info['entries']}",
+                 *_packed(info),
                  f"hit rate  {rate} ({s['hits']} hits, {s['misses']} misses, "
                  f"{s['corrupt']} corrupt, {s['direct_hits']} without preprocessing)"):
         con.print(line, markup=False)
     for line in tier_lines(info.get("tiers")):
         con.print(line, markup=False, soft_wrap=True)
+
+
+def _packed(info: dict) -> list[str]:
+    """The stage entries' files as stored, against their size uncompressed."""
+    stored, plain = info.get("stored_bytes"), info.get("uncompressed_bytes")
+    if not plain:
+        return []
+    return [f"stored    {fmt_bytes(stored)} of files, {fmt_bytes(plain)} uncompressed "
+            f"(zstd: {stored / plain:.2f} of it)"]
 
 
 def cleared(root, done: bool) -> str:

@@ -15,5 +15,12 @@ from nvstage.compiler.cache.local.notes import Notes
 class Cache(Entries, Notes, Eviction):
     """One cache folder. Thread-safe within a process; safe across processes."""
 
+    def describe(self) -> dict:
+        """``Eviction.describe``, and the stage entries' files as stored (zstd) and as the
+        builds wrote them."""
+        info = super().describe()
+        info["stored_bytes"], info["uncompressed_bytes"] = self.packed_bytes()
+        return info
+
 
 __all__ = ["Cache"]

@@ -4,14 +4,21 @@ Here a key is only a name (64 hex digits): what it hashes is ``keys.py``, how a 
 stages up and stores them is ``stage.py``, and the header shadowing of the direct mode is
 ``headers.py``.
 
+An entry records every output (its size, the sites of the work folder's path, and the digest a
+later stage's key sees, ``relocation.cut_digest``) but holds the bytes only of those a later
+build needs (``stored``, the caller's choice: what the command asked for, and what a stage
+that runs after a partial hit must be fed; a preprocessed source is made again by its stage
+instead). The bytes are zstd frames (``warm/zstd.py``), as ccache and sccache keep theirs.
+
 An entry is written in ``tmp/`` and renamed into place whole, so a reader sees all of it or
 none; when two builds race, the second rename fails and its copy is dropped. Every file is
-hash-checked while it is copied out: a corrupt or truncated entry is a miss and is removed.
-``meta.json`` (which holds those hashes) is sealed (``fsio.seal``): an entry written or edited
-without the key is a miss like a damaged one, and is removed. Restored files get the mode a
-tool's fresh write would give them (the umask applied). A hit touches ``meta.json``; eviction
-removes the least recently used entries over the limit (``eviction.py``). The work folder's
-path is cut out of what is stored and pasted back (``relocation.py``).
+hash-checked while it is copied out: a corrupt or truncated entry (a damaged frame too) is a
+miss and is removed. ``meta.json`` (which holds those hashes) is sealed (``fsio.seal``): an
+entry written or edited without the key is a miss like a damaged one, and is removed.
+Restored files get the mode a tool's fresh write would give them (the umask applied). A hit
+touches ``meta.json``; eviction removes the least recently used entries over the limit
+(``eviction.py``). The work folder's path is cut out of what is stored and pasted back
+(``relocation.py``).
 """
 
 from __future__ import annotations
@@ -21,18 +28,37 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage import fsio
 from nvstage.compiler.cache.local.eviction import note_stored
 from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, CacheFolder, is_dir, read_file
-from nvstage.compiler.cache.local.relocation import (Work, cut, own_markers_only, paste,
-                                                     pieces_ok, sites_ok)
+from nvstage.compiler.cache.local.relocation import (Work, cut, cut_digest, own_markers_only,
+                                                     paste, pieces_ok, sites_ok)
+from nvstage.compiler.warm import zstd
 
-# /3: documents sealed as every sealed document is (``fsio.seal``); a /2 entry is a miss.
-SCHEMA = "nvstage.cache/3"
+# /4: each output's key digest, only the files a later build needs, zstd frames; /3 entries
+# (every file, uncompressed) and /2 ones are misses, made again.
+SCHEMA = "nvstage.cache/4"
+_OLD_SCHEMAS = ("nvstage.cache/3",)
+MAX_MARKS = 16 << 20  # the files a preprocessed output names, as JSON
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """An output as an entry records it: what a key sees of it (``keys.Look``'s fields), its
+    size once the work folder is pasted in, whether its bytes are held, and the SHA-256 of the
+    file when it can be told without them (no site to paste)."""
+
+    digest: str
+    inside: bool
+    mentions: bool
+    binary: bool
+    size: int
+    stored: bool
+    sha256: str | None
 
 
 @dataclass
@@ -41,10 +67,21 @@ class StageEntry:
 
     key: str
     path: Path
-    files: list[dict]  # {"name", "sha256", "size", "sites"} in blob order
+    files: list[dict]  # {"name", "sha256", "size", "sites", "look", "z"} in output order
     stdout: str  # with the reading build's work folder put back
     stderr: str
     seconds: float  # how long the stage took when it really ran
+    marks: dict | None = None  # {"sha256", "size"} of the files its outputs name (``marks``)
+    work_len: int = 0  # the reading build's work folder's path, in bytes
+
+    def recorded(self, i: int) -> Recorded:
+        """Output ``i`` as recorded (its fields checked by ``get``)."""
+        info = self.files[i]
+        digest, inside, mentions, binary = info["look"]
+        sites = info["sites"]
+        return Recorded(digest, inside, mentions, binary,
+                        info["size"] + len(sites) * self.work_len, "z" in info,
+                        None if sites else info["sha256"])
 
 
 @dataclass
@@ -76,24 +113,82 @@ class Entries(CacheFolder):
             return None
         try:
             meta = self._unseal(raw)
+            if meta is not None and meta.get("schema") in _OLD_SCHEMAS:
+                self.discard(key)  # every file, uncompressed: made again as /4
+                return None
             if meta is None or meta.get("key") != key or meta.get("schema") != SCHEMA:
                 return False
             printed = [meta["stdout"], meta["stderr"]]
             if not all(pieces_ok(p) for p in printed) or \
                     (work is None and any(len(p) > 1 for p in printed)):
                 return False
+            files = list(meta["files"])
+            if not all(_info_ok(f) for f in files):
+                return False
+            marks = meta.get("marks")
+            if marks is not None and not (isinstance(marks, dict) and
+                                          _hex64(marks.get("sha256")) and
+                                          type(marks.get("size")) is int):
+                return False
             stdout, stderr = (work.path.join(p) if work else p[0] for p in printed)
-            return StageEntry(key, d, list(meta["files"]), stdout, stderr, float(meta["seconds"]))
+            return StageEntry(key, d, files, stdout, stderr, float(meta["seconds"]), marks,
+                              len(work.raw) if work else 0)
         except (ValueError, KeyError, TypeError, AttributeError):
             return False
 
-    def restore(self, entry: StageEntry, dests: Sequence[str | os.PathLike],
+    def packed_bytes(self) -> tuple[int, int]:
+        """(the bytes the stage entries' files take, compressed; the same files as the builds
+        wrote them): what compression saves, for ``nvstage cache``. Entries that do not read
+        are left out."""
+        packed = plain = 0
+        for d, _, _ in self.entries():
+            try:
+                meta = self._unseal(read_file(d / "meta.json", MAX_DOC_BYTES))
+                if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
+                    continue
+                held = [f for f in meta["files"] if _info_ok(f) and type(f.get("z")) is int]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+            packed += sum(f["z"] for f in held)
+            plain += sum(f["size"] for f in held)
+        return packed, plain
+
+    def marks(self, entry: StageEntry, work: Work | None = None) -> list | None:
+        """What ``put_entry`` kept of ``marks``: per output, the files a preprocessed output's
+        line markers name and whether each is a system header, [[name, system], ...] (the
+        dependency file is made from it, ``depfile.render_marked``); None when it kept none or
+        it is damaged. Names spelling the work folder were kept as pieces."""
+        if entry.marks is None:
+            return None
+        try:
+            raw = zstd.decompress(read_file(entry.path / "marks", MAX_MARKS), MAX_MARKS)
+            if fsio.hexdigest(raw) != entry.marks["sha256"]:
+                return None
+            doc = json.loads(raw)
+            out = []
+            for per in doc:
+                if per is None:
+                    out.append(None)
+                    continue
+                names = []
+                for pieces, system in per:
+                    if not pieces_ok(pieces) or (len(pieces) > 1 and work is None):
+                        return None
+                    names.append((work.path.join(pieces) if work else pieces[0],
+                                  bool(system)))
+                out.append(names)
+            return out
+        except (OSError, ValueError, TypeError, RecursionError, ImportError):
+            return None
+
+    def restore(self, entry: StageEntry, dests: Sequence[str | os.PathLike | None],
                 work: Work | None = None) -> Restored | None:
-        """Copy the entry's files to ``dests`` (same order), checking each hash on the way.
+        """Copy the entry's files to ``dests`` (same order; None: not this one), checking each
+        hash on the way.
 
         ``work``: the restoring build's folder, pasted back at each file's sites (see ``put``).
-        Returns None, having copied nothing into place, when a file is missing or damaged
-        (or has sites and no ``work`` is given).
+        Returns None, having copied nothing into place, when a file asked for is missing,
+        damaged or not held (or has sites and no ``work`` is given).
         Each destination is replaced by rename: a hard link or open reader elsewhere never
         sees the cache's bytes change. Each gets the mode the tool's own write would have
         given it: 0666 (0777 for an executable) less the umask, applied by the system.
@@ -104,11 +199,13 @@ class Entries(CacheFolder):
         out = Restored()
         try:
             for i, (info, dest) in enumerate(zip(entry.files, dests, strict=True)):
+                if dest is None:
+                    continue
                 dest = os.fspath(dest)
-                size = info["size"]
-                if type(size) is not int:
-                    raise ValueError("bad size")
-                data = read_file(entry.path / str(i), size)
+                size, packed = info["size"], info.get("z")
+                if type(size) is not int or type(packed) is not int:
+                    raise ValueError("not held")
+                data = zstd.decompress(read_file(entry.path / str(i), packed), size)
                 if len(data) != size or fsio.hexdigest(data) != info["sha256"]:
                     raise ValueError("hash mismatch")
                 sites = info.get("sites", [])
@@ -133,7 +230,7 @@ class Entries(CacheFolder):
             for dest, tmp in staged:
                 os.replace(tmp, dest)
             staged = []
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, ImportError):
             return None
         finally:
             for _, tmp in staged:
@@ -143,22 +240,26 @@ class Entries(CacheFolder):
             os.utime(entry.path / "meta.json")  # least recently used goes first
         return out
 
-    def put(self, key: str, files: Sequence[str | os.PathLike], *, stdout: str, stderr: str,
-            seconds: float, names: Sequence[str] | None = None, about: dict | None = None,
-            work: Work | None = None, pinned: str | None = None,
-            own_markers: bool = False, place: tuple[bytes, str] | None = None) -> bool:
+    def put(self, key: str, files: Sequence[str | os.PathLike], **kw) -> bool:
         """``put_entry``: whether it stored."""
-        return self.put_entry(key, files, stdout=stdout, stderr=stderr, seconds=seconds,
-                              names=names, about=about, work=work, pinned=pinned,
-                              own_markers=own_markers, place=place) is not None
+        return self.put_entry(key, files, **kw) is not None
 
     def put_entry(self, key: str, files: Sequence[str | os.PathLike], *, stdout: str,
                   stderr: str, seconds: float, names: Sequence[str] | None = None,
                   about: dict | None = None, work: Work | None = None,
                   pinned: str | None = None, own_markers: bool = False,
-                  place: tuple[bytes, str] | None = None) -> str | None:
+                  place: tuple[bytes, str] | None = None,
+                  stored: Sequence[bool] | None = None,
+                  marks: Callable[[bytes], list] | None = None,
+                  replace: bool = False) -> str | None:
         """Store ``files`` under ``key``; the key it went under, or None when another build
         stored it first, or when it may not be stored.
+
+        ``stored``: which files' bytes the entry holds (all by default); every file is
+        recorded (size, sites, the digest a key sees). ``marks``: what a preprocessed
+        output's line markers name, from its bytes ([(name, system header?)]), kept for the
+        dependency file. ``replace``: an entry already under the key that holds fewer
+        files gives way (a build that had to make them again keeps them).
 
         ``work``: the build's folder. Each file, and the printed text, is stored without its
         path, with the sites where it was; ``restore`` pastes the restoring build's folder
@@ -176,24 +277,41 @@ class Entries(CacheFolder):
         it goes under the place's key (``pinned``, when bound to the work folder too, binds
         the place as well).
         """
+        inside_of = os.path.join(work.path, "") if work is not None else None
         with self._staging(key) as tmp:
-            infos, bound, placed = [], False, False
+            infos, bound, placed, marked = [], False, False, []
             for i, f in enumerate(files):
                 with open(f, "rb") as fh:
                     data = fh.read()
                     executable = bool(os.fstat(fh.fileno()).st_mode & 0o111)
                 sites: list[int] = []
-                if work is not None:
+                binary = b"\0" in data
+                inside = inside_of is not None and \
+                    os.path.abspath(os.fspath(f)).startswith(inside_of)
+                if inside:
                     blob, sites = cut(data, work.raw)
-                    bound = bound or bool(sites) and not (
-                        own_markers and b"\0" not in data and
+                    look = [cut_digest(blob, sites), True, bool(sites), binary]
+                else:
+                    blob, look = data, [fsio.hexdigest(data), False, bool(
+                        work is not None and (work.raw in data or
+                                              work.raw in os.fsencode(os.fspath(f)))), binary]
+                    if work is not None:
+                        blob, sites = cut(data, work.raw)
+                if sites:
+                    bound = bound or not (
+                        own_markers and not binary and
                         own_markers_only(data, work.raw, os.fsencode(os.fspath(f))))
-                    data = blob
-                placed = placed or (place is not None and place[0] in data)
-                (tmp / str(i)).write_bytes(data)
-                infos.append({"name": (names[i] if names else os.path.basename(f)),
-                              "sha256": fsio.hexdigest(data), "size": len(data), "sites": sites,
-                              **({"x": True} if executable else {})})
+                placed = placed or (place is not None and place[0] in blob)
+                info = {"name": (names[i] if names else os.path.basename(f)),
+                        "sha256": fsio.hexdigest(blob), "size": len(blob), "sites": sites,
+                        "look": look, **({"x": True} if executable else {})}
+                if marks is not None:
+                    marked.append(marks(data))
+                if stored is None or stored[i]:
+                    packed = zstd.compress(blob)
+                    (tmp / str(i)).write_bytes(packed)
+                    info["z"] = len(packed)
+                infos.append(info)
             printed = [[text] if work is None else text.split(work.path)
                        for text in (stdout, stderr)]
             if any(len(p) > 1 for p in printed):
@@ -205,12 +323,25 @@ class Entries(CacheFolder):
             elif place is not None and (placed or any(
                     os.fsdecode(place[0]) in piece for p in printed for piece in p)):
                 key = place[1]
+            marked = _marks_blob(marked, work) if marks is not None else None
+            if marked is not None:
+                (tmp / "marks").write_bytes(marked[1])
             final = self._entry_dir(key)
             if os.path.lexists(final):
-                return None
-            if not self._commit(tmp, final, key, infos, printed, seconds, about or {}):
+                if not replace or self._holds_as_much(key, infos):
+                    return None
+                self.discard(key)
+            if not self._commit(tmp, final, key, infos, printed, seconds, about or {},
+                                marked[0] if marked else None):
                 return None
             return key
+
+    def _holds_as_much(self, key: str, infos: list[dict]) -> bool:
+        """Whether the entry under ``key`` holds every file ``infos`` would."""
+        entry = self.get(key, Work("/"))
+        if not isinstance(entry, StageEntry) or len(entry.files) != len(infos):
+            return False
+        return all("z" in old or "z" not in new for old, new in zip(entry.files, infos))
 
     @contextlib.contextmanager
     def _staging(self, key: str) -> Iterator[Path]:
@@ -230,12 +361,12 @@ class Entries(CacheFolder):
                 os.close(held)
 
     def _commit(self, tmp: Path, final: Path, key: str, infos: list, printed: list,
-                seconds: float, about: dict) -> bool:
+                seconds: float, about: dict, marks: dict | None = None) -> bool:
         """Seal the entry's document into ``tmp`` and rename it into place; False when
         another build got there first (its entry is as good as ours)."""
         meta = {"schema": SCHEMA, "key": key, "files": infos, "stdout": printed[0],
                 "stderr": printed[1], "seconds": seconds, "created": time.time(),
-                "about": about}
+                "about": about, **({"marks": marks} if marks else {})}
         sealed = self._seal(meta)
         (tmp / "meta.json").write_bytes(sealed)
         self._dir("entries", key[:2])
@@ -243,7 +374,8 @@ class Entries(CacheFolder):
             os.rename(tmp, final)
         except OSError:
             return False
-        note_stored(self.root, len(sealed) + sum(i["size"] for i in infos))
+        note_stored(self.root, len(sealed) + sum(i.get("z", 0) for i in infos) +
+                    (marks["packed"] if marks else 0))
         return True
 
     def discard(self, key: str) -> None:
@@ -259,23 +391,32 @@ class Entries(CacheFolder):
         shutil.rmtree(trash, ignore_errors=True)
 
     def export_entry(self, key: str) -> tuple[dict, list[bytes]] | None:
-        """An entry as a remote tier stores it: its document (files with their hashes and
-        sites, the printed text as pieces, seconds, about) and the blobs, each checked; None
-        when missing or damaged."""
-        d = self._entry_dir(key)
+        """An entry as a remote tier stores it: its document (files with their hashes, sites
+        and key digests, which of them are held, the printed text as pieces, seconds, about,
+        the marks) and the blobs of the files held, uncompressed and each checked; None when
+        missing or damaged."""
+        entry = self.get(key, None)
+        if not isinstance(entry, StageEntry):
+            return None
         try:
-            meta = self._unseal(read_file(d / "meta.json", MAX_DOC_BYTES))
-            if meta is None or meta.get("key") != key or meta.get("schema") != SCHEMA:
-                return None
+            meta = self._unseal(read_file(entry.path / "meta.json", MAX_DOC_BYTES))
             blobs = []
-            for i, info in enumerate(meta["files"]):
-                data = read_file(d / str(i), int(info["size"]))
-                if fsio.hexdigest(data) != info["sha256"]:
-                    return None
-                blobs.append(data)
+            for i, info in enumerate(entry.files):
+                if "z" in info:
+                    data = zstd.decompress(read_file(entry.path / str(i), info["z"]),
+                                           info["size"])
+                    if fsio.hexdigest(data) != info["sha256"]:
+                        return None
+                    blobs.append(data)
             doc = {k: meta[k] for k in ("files", "stdout", "stderr", "seconds", "about")}
+            if entry.marks is not None:
+                raw = zstd.decompress(read_file(entry.path / "marks", MAX_MARKS), MAX_MARKS)
+                if fsio.hexdigest(raw) != entry.marks["sha256"]:
+                    return None
+                doc["marks"] = json.loads(raw)
             return doc, blobs
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError,
+                RecursionError):
             return None
 
     def import_entry(self, key: str, doc: dict, blobs: Sequence[bytes]) -> bool:
@@ -288,28 +429,86 @@ class Entries(CacheFolder):
             printed = [doc["stdout"], doc["stderr"]]
             seconds = float(doc["seconds"])
             about = doc.get("about") or {}
-            if not isinstance(files, list) or len(files) != len(blobs) or \
-                    not all(pieces_ok(p) for p in printed) or not isinstance(about, dict):
+            if not isinstance(files, list) or not all(pieces_ok(p) for p in printed) or \
+                    not isinstance(about, dict) or not all(_info_ok(f, True) for f in files) or \
+                    sum(1 for f in files if "z" in f) != len(blobs):
                 return False
-            infos = []
-            for info, data in zip(files, blobs):
+            infos, held = [], iter(blobs)
+            for info in files:
                 name, sha, size = info["name"], info["sha256"], info["size"]
-                sites = info.get("sites", [])
-                if not isinstance(name, str) or not name.isdigit() or type(size) is not int \
-                        or size != len(data) or sha != fsio.hexdigest(data) or \
-                        not sites_ok(sites, size):
+                clean = {"name": name, "sha256": sha, "size": size, "sites": info["sites"],
+                         "look": info["look"], **({"x": True} if info.get("x") is True else {})}
+                if "z" in info:
+                    data = next(held)
+                    if size != len(data) or sha != fsio.hexdigest(data):
+                        return False
+                    clean["z"] = data
+                infos.append(clean)
+            marks = doc.get("marks")
+            marked = None
+            if marks is not None:
+                if not _marks_ok(marks):
                     return False
-                infos.append({"name": name, "sha256": sha, "size": size, "sites": sites,
-                              **({"x": True} if info.get("x") is True else {})})
+                marked = _pack_marks(marks)
         except (KeyError, TypeError, ValueError):
             return False
         final = self._entry_dir(key)
         if os.path.lexists(final):
             return False
         with self._staging(key) as tmp:
-            for i, data in enumerate(blobs):
-                (tmp / str(i)).write_bytes(data)
-            return self._commit(tmp, final, key, infos, printed, seconds, about)
+            for i, info in enumerate(infos):
+                if "z" in info:
+                    packed = zstd.compress(info["z"])
+                    (tmp / str(i)).write_bytes(packed)
+                    info["z"] = len(packed)
+            if marked is not None:
+                (tmp / "marks").write_bytes(marked[1])
+            return self._commit(tmp, final, key, infos, printed, seconds, about,
+                                marked[0] if marked else None)
+
+
+def _hex64(x) -> bool:
+    return isinstance(x, str) and len(x) == 64 and all(c in "0123456789abcdef" for c in x)
+
+
+def _info_ok(info, digits: bool = False) -> bool:
+    """An output's record as ``put_entry`` writes it (``digits``: named by its place among
+    the stage's outputs, as a stage's entries are)."""
+    if not isinstance(info, dict):
+        return False
+    name, size, look = info.get("name"), info.get("size"), info.get("look")
+    return isinstance(name, str) and (name.isdigit() or not digits) and \
+        type(size) is int and size >= 0 and \
+        _hex64(info.get("sha256")) and sites_ok(info.get("sites"), size) and \
+        isinstance(look, list) and len(look) == 4 and _hex64(look[0]) and \
+        all(type(b) is bool for b in look[1:]) and \
+        ("z" not in info or (type(info["z"]) is int and info["z"] >= 0) or
+         isinstance(info["z"], bytes))
+
+
+def _marks_ok(marks) -> bool:
+    return isinstance(marks, list) and all(
+        per is None or (isinstance(per, list) and all(
+            isinstance(m, list) and len(m) == 2 and pieces_ok(m[0]) and type(m[1]) is bool
+            for m in per)) for per in marks)
+
+
+def _pack_marks(doc: list) -> tuple[dict, bytes]:
+    raw = json.dumps(doc, separators=(",", ":")).encode("utf-8", "surrogateescape")
+    packed = zstd.compress(raw)
+    return {"sha256": fsio.hexdigest(raw), "size": len(raw), "packed": len(packed)}, packed
+
+
+def _marks_blob(marks: list, work: Work | None) -> tuple[dict, bytes] | None:
+    """``put_entry``'s ``marks`` as the file an entry keeps: names cut at the work folder."""
+    doc = []
+    for per in marks:
+        if per is None:
+            doc.append(None)
+            continue
+        doc.append([[name.split(work.path) if work else [name], bool(system)]
+                    for name, system in per])
+    return _pack_marks(doc)
 
 
 def _sealed_as_before(raw: bytes) -> bool:

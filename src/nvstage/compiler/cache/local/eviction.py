@@ -58,7 +58,7 @@ def _max_bytes_from_env() -> int:
         raise CacheError(f"{ENV_MAX}={shown!r} is not a size: give {SIZE_FORMS}") from None
 
 
-_COUNTED = ("hits", "misses", "corrupt", "stored", "direct_hits")
+_COUNTED = ("hits", "misses", "corrupt", "stored", "direct_hits", "made_again")
 
 
 @dataclass
@@ -70,6 +70,9 @@ class Counters:
     corrupt: int = 0  # misses because an entry failed its hash check (removed, rebuilt)
     stored: int = 0
     direct_hits: int = 0  # hits found through recorded headers, without the compiler
+    # hit stages run again for an output their entry does not hold, which a stage that ran
+    # needed (``cache/lazy.py``): a preprocessor, cudafe++, fatbinary
+    made_again: int = 0
     # Each tier's figures for this build (``remote/tiers.py``), when a remote tier is configured:
     # in the manifest only then, so a build without one reads as before.
     tiers: list | None = None
@@ -118,15 +121,19 @@ class Eviction(CacheFolder):
             pass
         return total
 
-    def entries(self) -> list[tuple[Path, float, int]]:
-        """(entry folder, last use, bytes) for every entry (folders named as keys only)."""
-        return self._listed("entries", "meta.json")
+    def entries(self, counted: set | None = None) -> list[tuple[Path, float, int]]:
+        """(entry folder, last use, bytes) for every entry (folders named as keys only).
+        ``counted``: the files counted already, (device, inode): a whole-command entry links
+        the file of the stage entry holding its output, and a file is counted once."""
+        return self._listed("entries", "meta.json", counted)
 
-    def whole_commands(self) -> list[tuple[Path, float, int]]:
+    def whole_commands(self, counted: set | None = None) -> list[tuple[Path, float, int]]:
         """(folder, when written, bytes) for every whole-command entry (``warm/entry.py``, inv/)."""
-        return self._listed(WHOLE, "meta")
+        return self._listed(WHOLE, "meta", counted)
 
-    def _listed(self, folder: str, meta: str) -> list[tuple[Path, float, int]]:
+    def _listed(self, folder: str, meta: str,
+                counted: set | None = None) -> list[tuple[Path, float, int]]:
+        counted = set() if counted is None else counted
         out = []
         base = self.root / folder
         if not is_dir(base):
@@ -147,7 +154,14 @@ class Eviction(CacheFolder):
                     continue
                 try:
                     used = os.lstat(d / meta).st_mtime
-                    size = sum(os.lstat(f).st_size for f in d.iterdir())
+                    size = 0
+                    for f in d.iterdir():
+                        st = os.lstat(f)
+                        if st.st_nlink > 1:
+                            if (st.st_dev, st.st_ino) in counted:
+                                continue
+                            counted.add((st.st_dev, st.st_ino))
+                        size += st.st_size
                 except OSError:
                     continue
                 out.append((d, used, size))
@@ -181,8 +195,10 @@ class Eviction(CacheFolder):
 
     def _held(self) -> list[tuple[Path, float, int, bool]]:
         """What counts against the size limit: (path, last use, bytes, a stage entry?)."""
-        return [(d, t, n, True) for d, t, n in self.entries()] + \
-            [(d, t, n, False) for d, t, n in (*self.whole_commands(), *self.small_files())]
+        counted: set = set()
+        return [(d, t, n, True) for d, t, n in self.entries(counted)] + \
+            [(d, t, n, False) for d, t, n in (*self.whole_commands(counted),
+                                              *self.small_files())]
 
     def size(self) -> int:
         return sum(n for _, _, n, _ in self._held())

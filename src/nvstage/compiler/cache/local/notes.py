@@ -10,40 +10,75 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 
+from nvstage import fsio
 from nvstage.compiler.cache.local.eviction import note_stored
 from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, CacheFolder, read_file, write_atomic
+from nvstage.compiler.cache.local.relocation import pieces_ok
+from nvstage.compiler.warm import zstd
 from nvstage.errors import CacheError
 
 _DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header state seen)
 _NOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
+def headers_digest(pairs) -> str:
+    """One digest for a header set: its (name, content digest) pairs, sorted. A set is found
+    again only when every header's contents are what they were, so one digest is all a set
+    needs to keep of them (a few KB less per source than a digest per header)."""
+    return fsio.json_digest(sorted([n, d] for n, d in pairs))
+
+
+def header_set(d) -> tuple[list[str], str, str] | None:
+    """A header set as a document holds it (``{"names", "digest", "shadow"}``), checked: each
+    name a work-folder-cut path (``keys.Paths.name``); None when malformed."""
+    if not isinstance(d, dict):
+        return None
+    names, digest, shadow = d.get("names"), d.get("digest"), d.get("shadow")
+    if not (isinstance(names, list) and isinstance(digest, str) and isinstance(shadow, str)):
+        return None
+    for n in names:
+        try:
+            if not isinstance(n, str) or not pieces_ok(json.loads(n)):
+                return None
+        except ValueError:
+            return None
+    return names, digest, shadow
+
+
 class Notes(CacheFolder):
     """A cache folder's header sets, notes and tier document."""
 
     def _direct_file(self, key: str) -> Path:
-        return self.root / "direct" / key[:2] / f"{key}.json"
+        return self.root / "direct" / key[:2] / f"{key}.z"
 
-    def header_sets(self, direct_key: str) -> list[tuple[dict[str, str], str]]:
-        """The header sets seen for a direct key: (header -> sha256, the digest of its shadow
-        state; see ``headers.py``)."""
+    def header_sets(self, direct_key: str) -> list[tuple[list[str], str, str]]:
+        """The header sets seen for a direct key: (the headers' names, the digest of their
+        contents, ``headers_digest``; the digest of its shadow state, see ``headers.py``)."""
         try:
-            doc = self._unseal(read_file(self._direct_file(direct_key), MAX_DOC_BYTES))
-            return [(dict(s["headers"]), str(s["shadow"])) for s in doc["sets"]] if doc else []
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            raw = read_file(self._direct_file(direct_key), MAX_DOC_BYTES)
+            body = fsio.unseal(raw, self._key())
+            if body is None:
+                return []
+            doc = json.loads(zstd.decompress(body, MAX_DOC_BYTES))
+            return [s for s in (header_set(d) for d in doc["sets"]) if s is not None]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError,
+                RecursionError):
             return []
 
-    def add_header_set(self, direct_key: str, deps: Mapping[str, str], shadow: str) -> None:
-        new = {"headers": dict(deps), "shadow": shadow}
+    def add_header_set(self, direct_key: str, names: Sequence[str], digest: str,
+                       shadow: str) -> None:
+        new = [list(names), digest, shadow]
         with self._flock():
-            sets = [{"headers": h, "shadow": sh} for h, sh in self.header_sets(direct_key)]
-            doc = {"sets": ([new] + [s for s in sets if s != new])[:_DIRECT_SETS]}
+            sets = [list(s) for s in self.header_sets(direct_key)]
+            doc = {"sets": [{"names": n, "digest": d, "shadow": sh} for n, d, sh in
+                            ([new] + [s for s in sets if s != new])[:_DIRECT_SETS]]}
             folder = self._dir("direct", direct_key[:2])
-            sealed = self._seal(doc)
-            write_atomic(folder / f"{direct_key}.json", sealed, self._tmp())
+            sealed = fsio.seal(self._key(), zstd.compress(
+                json.dumps(doc, separators=(",", ":")).encode("utf-8", "surrogateescape")))
+            write_atomic(folder / f"{direct_key}.z", sealed, self._tmp())
         note_stored(self.root, len(sealed))  # a rewrite counts whole: the next count corrects
 
     def note(self, key: str, folder: str = "notes"):

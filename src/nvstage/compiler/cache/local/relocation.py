@@ -79,6 +79,19 @@ def own_markers_only(data: bytes, work: bytes, own: bytes) -> bool:
     return True
 
 
+def cut_digest(blob: bytes, sites: Sequence[int]) -> str:
+    """A work-folder file as keys see it (``keys.FileHasher``): its bytes cut at the folder's
+    path (``blob``) and the sites, hashed together, so no text can pass for the path. An entry
+    records it for each output, and a later build keys the next stage with it without the file
+    (``cache/stage.py``)."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256(b"nvstage-cut/1\0%s\0" % json.dumps(list(sites)).encode())
+    h.update(blob)
+    return h.hexdigest()
+
+
 def sites_ok(sites, size: int) -> bool:
     return isinstance(sites, list) and all(
         type(s) is int and 0 <= s <= size for s in sites) and sites == sorted(sites)

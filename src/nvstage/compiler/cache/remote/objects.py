@@ -20,7 +20,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 
-SCHEMA = "nvstage.remote/1"
+SCHEMA = "nvstage.remote/2"  # /2: entries record key digests and hold only some files
 MAGIC = b"NVSTAGE-REMOTE/1\n"
 _SIGNED = 1
 MAX_OBJECT = 2 << 30

@@ -8,14 +8,13 @@ skip it without waiting again.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
 
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES
-from nvstage.compiler.cache.local.relocation import pieces_ok
+from nvstage.compiler.cache.local.notes import header_set
 from nvstage.compiler.cache.remote.config import Config, backoff_seconds, configured
 from nvstage.compiler.cache.remote.objects import MAX_OBJECT
 from nvstage.compiler.cache.remote.tier import RemoteTier, TierStats
@@ -100,9 +99,9 @@ class Tiers:
                 self.stats[tier.label].stored += 1
 
     # -- header sets (the direct mode) ------------------------------------------------------
-    def fetch_sets(self, dkey: str) -> list[tuple[dict[str, str], str]]:
+    def fetch_sets(self, dkey: str) -> list[tuple[list[str], str, str]]:
         """Every header set the remote tiers hold for a direct key (checked as entries are)."""
-        out: list[tuple[dict[str, str], str]] = []
+        out: list[tuple[list[str], str, str]] = []
         for tier in self._on():
             got = tier.get("direct", [dkey], self.stats[tier.label], MAX_DOC_BYTES)
             if got is None:
@@ -112,12 +111,13 @@ class Tiers:
                     out.append(s)
         return out
 
-    def push_sets(self, dkey: str, sets: Sequence[tuple[dict[str, str], str]]) -> None:
+    def push_sets(self, dkey: str, sets: Sequence[tuple[list[str], str, str]]) -> None:
         """Write a direct key's header sets (newest first) to every tier that takes writes."""
         writers = [t for t in self._on() if t.writable]
         if not writers or not sets:
             return
-        doc = {"sets": [{"headers": dict(h), "shadow": sh} for h, sh in sets[:_MAX_SETS]]}
+        doc = {"sets": [{"names": list(n), "digest": d, "shadow": sh}
+                        for n, d, sh in sets[:_MAX_SETS]]}
         for tier in writers:
             tier.put("direct", dkey, doc, [], self.stats[tier.label])
 
@@ -139,29 +139,13 @@ class Tiers:
         return out
 
 
-def _sets(doc: dict) -> list[tuple[dict[str, str], str]]:
+def _sets(doc: dict) -> list[tuple[list[str], str, str]]:
     """The header sets a remote direct document holds, as ``Cache.header_sets`` gives them;
     anything malformed is left out."""
-    out = []
     sets = doc.get("sets")
     if not isinstance(sets, list):
-        return out
-    for s in sets[:_MAX_SETS]:
-        if not isinstance(s, dict):
-            continue
-        headers, shadow = s.get("headers"), s.get("shadow")
-        if isinstance(headers, dict) and isinstance(shadow, str) and \
-                all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()) and \
-                all(pieces_ok(_json(k)) for k in headers):
-            out.append((dict(headers), shadow))
-    return out
-
-
-def _json(text: str):
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
+        return []
+    return [s for s in (header_set(d) for d in sets[:_MAX_SETS]) if s is not None]
 
 
 def open_tiers(cache: Cache | None) -> Tiers | None:

@@ -1,0 +1,34 @@
+"""nvstage in front of nvcc, once the warm path (``compiler/warm/answer.py``, imported first
+and alone by ``cli/main.py``) could not answer the whole command: handed to a resident nvstage
+whose imports are done (``compiler/warm/resident.py``), else run here by the launcher, which
+then starts a resident nvstage for the next commands. Each step imports only what it needs.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def launch(argv: list[str]) -> tuple[int, bool]:
+    """Run ``nvcc ARGS`` (``argv[0]`` names nvcc), a miss of the warm path: its exit status,
+    and whether nvstage's own work is done when it returns (a resident's answer: nothing left
+    to tidy up)."""
+    cwd = os.getcwd()
+    from nvstage.compiler.warm import resident
+    from nvstage.compiler.warm.folder import cache_root
+
+    root = cache_root(os.environ) if resident.enabled(os.environ) else None
+    if root is not None:
+        code = resident.delegate(argv, cwd, os.environ, root)
+        if code is not None:
+            return code, True
+    from nvstage.compiler.launcher import main as run_here
+
+    code = run_here(argv)
+    # Again: the launcher may have just made the cache folder.
+    root = cache_root(os.environ) if resident.enabled(os.environ) else None
+    if root is not None:  # a server for the next commands
+        from nvstage.compiler.resident import ensure
+
+        ensure(root, os.environ)
+    return code, False

@@ -1,0 +1,260 @@
+"""The resident nvstage: a process that has imported the launcher's pipeline and forks one child
+per command a launcher hands it (``warm/resident.py`` is the client; read it first).
+
+    python -m nvstage.compiler.resident CACHE_FOLDER        (started by a launcher, detached)
+    python -m nvstage.compiler.resident --stop CACHE_FOLDER (ends it, if it runs)
+
+Started on demand: a launcher that ran a command itself starts one for the next commands
+(``ensure``), unless ``NVSTAGE_SERVER=0``. One per user, cache folder and nvstage (a lock beside
+its socket); it leaves after ``NVSTAGE_SERVER_IDLE`` seconds (600) without a command, and
+removes its socket. Only single-threaded between commands, so that a fork copies no held
+lock. A child takes the client's place (folder, environment, umask, descriptors), runs the
+launcher exactly as ``nvstage NVCC ARGS`` would, tells the client its exit status as soon as
+the outputs and the build record are written, and does the cache's bookkeeping after that,
+its standard streams closed (a build waits for those to close, not for the child).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import marshal
+import os
+import signal
+import socket
+import sys
+import time
+
+from nvstage.compiler.warm import resident as client
+
+_IDLE_S = 600
+_MAX_REQUEST = 64 << 20
+_OWN: list[int] = []  # the server's lock and socket: a child lets go of them
+
+
+def ensure(root: str, env) -> None:
+    """Start a server for the cache folder ``root`` unless one runs (never an error)."""
+    if not client.enabled(env):
+        return
+    path = client.socket_path(root, env)
+    if not client.own_folder(os.path.dirname(path), make=True):
+        return
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return  # one is there
+    except OSError:
+        pass
+    finally:
+        s.close()
+    from nvstage import proc
+
+    try:
+        proc.start_detached([sys.executable, "-m", "nvstage.compiler.resident", root],
+                            env=dict(env))
+    except OSError:
+        pass
+
+
+def stop(root: str, env) -> bool:
+    """End the server for ``root`` (and this nvstage), if one runs: whether one did."""
+    path = client.socket_path(root, env)
+    try:
+        fd = os.open(path + ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False  # nobody holds it: no server
+        except OSError:
+            pass
+        pid = int(os.read(fd, 32).split()[0])
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError, IndexError):
+        return False
+    finally:
+        os.close(fd)
+    for _ in range(100):  # gone once its lock is let go
+        try:
+            fd = os.open(path + ".lock", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            time.sleep(0.05)
+        finally:
+            os.close(fd)
+    return True
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--stop"]:
+        return 0 if stop(argv[1], dict(os.environ)) else 1
+    root = argv[0]
+    env = dict(os.environ)
+    path = client.socket_path(root, env)
+    if not client.own_folder(os.path.dirname(path), make=True):
+        return 1
+    lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another server has it
+    os.ftruncate(lock, 0)
+    os.write(lock, b"%d\n" % os.getpid())
+    try:
+        os.unlink(path)  # left by a server that was killed
+    except FileNotFoundError:
+        pass
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(64)
+    _OWN[:] = [lock, srv.fileno()]
+    _warm_up()
+    try:
+        idle = float(env.get("NVSTAGE_SERVER_IDLE", _IDLE_S))
+    except ValueError:
+        idle = _IDLE_S
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    last = time.monotonic()
+    children: set[int] = set()
+    try:
+        while True:
+            _reap(children)
+            srv.settimeout(min(5.0, max(0.1, idle)))
+            try:
+                conn, _ = srv.accept()
+            except socket.timeout:
+                if not children and time.monotonic() - last > idle:
+                    return 0
+                if not os.path.exists(path) or not os.path.isdir(root):
+                    return 0  # its socket or its cache folder removed under it: leave
+                continue
+            last = time.monotonic()
+            try:
+                pid = _take(conn, root)
+            except (OSError, ValueError, EOFError, TypeError, KeyError):
+                pid = None
+            finally:
+                conn.close()
+            if pid:
+                children.add(pid)
+    finally:
+        try:
+            if os.stat(path).st_ino == os.fstat(srv.fileno()).st_ino:
+                os.unlink(path)
+        except OSError:
+            pass
+        try:
+            os.unlink(path + ".lock")  # held to the end: a server starting now makes another
+        except OSError:
+            pass
+
+
+def _warm_up() -> None:
+    """What every command's child would import: imported once, here."""
+    import nvstage.compiler.buildlog  # noqa: F401
+    import nvstage.compiler.driver  # noqa: F401
+    import nvstage.compiler.jobserver  # noqa: F401
+    import nvstage.compiler.launcher  # noqa: F401
+    import nvstage.compiler.nvcc_args  # noqa: F401
+    import nvstage.compiler.plancache  # noqa: F401
+    import nvstage.compiler.warm.entry  # noqa: F401
+
+
+def _reap(children: set[int]) -> None:
+    for pid in list(children):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            children.discard(pid)
+
+
+def _take(conn: socket.socket, root: str) -> int | None:
+    """Read one request and fork its child; the child's pid."""
+    conn.settimeout(10)
+    if client._peer_uid(conn) != os.getuid():
+        return None
+    head, fds, _, _ = socket.recv_fds(conn, 4 + 65536, 64)
+    try:
+        size = int.from_bytes(head[:4], "big")
+        if size > _MAX_REQUEST:
+            return None
+        body = head[4:]
+        while len(body) < size:
+            chunk = conn.recv(min(1 << 20, size - len(body)))
+            if not chunk:
+                return None
+            body += chunk
+        req = marshal.loads(body)
+        wanted = list(req["fds"])
+        if len(wanted) != len(fds):
+            return None
+        pid = os.fork()
+        if pid == 0:
+            _child(conn, req, fds, wanted)  # never returns
+        conn.sendall(b"%d\n" % pid)
+        return pid
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _child(conn: socket.socket, req: dict, fds: list[int], wanted: list[int]) -> None:
+    code = 1
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        for fd in _OWN:  # a stop waits for the lock; the next server binds the socket
+            os.close(fd)
+        conn.settimeout(None)
+        # The client's descriptors at the numbers it had them (out of the way first).
+        moved = [os.dup(fd) for fd in fds]
+        for fd in fds:
+            os.close(fd)
+        for fd, want in zip(moved, wanted):
+            os.dup2(fd, want, inheritable=want > 2)
+            os.close(fd)
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        os.umask(req["umask"])
+        from nvstage.compiler import launcher
+
+        said: list[int] = []
+        launcher.on_answered = lambda c: _answer(conn, c, said)
+        code = launcher.main(list(req["argv"]))
+        _answer(conn, code, said)
+    except BaseException:  # noqa: BLE001 - the client runs the command itself
+        os._exit(1)
+    os._exit(0)
+
+
+def _answer(conn: socket.socket, code: int, said: list[int]) -> None:
+    """Tell the client the exit status (once), and let go of its standard streams: what is
+    left (the cache's bookkeeping) is nobody's wait."""
+    if said:
+        return
+    said.append(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        pass
+    try:
+        conn.sendall(b"%d\n" % code)
+    except OSError:
+        pass
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    conn.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

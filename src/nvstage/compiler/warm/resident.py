@@ -1,0 +1,196 @@
+"""A command the warm path could not answer, handed to a resident nvstage (the client side).
+
+A launcher process that misses pays for Python's imports and set-up before its first tool, and
+for its bookkeeping after the last (tens of milliseconds a command, more on a loaded machine):
+sccache keeps a server for this. Here the server (``compiler/resident.py``) is a process that
+has imported the launcher's pipeline and forks one child per command; the child takes this
+process's place: its current folder, environment and umask, and its standard streams and a
+make jobserver's pipe, passed over a Unix socket (``SCM_RIGHTS``), so that what the tools print
+goes where this process's would, and nothing is copied. Its exit status is this process's.
+Signals that end this process (SIGINT, SIGTERM, SIGHUP) are passed on to the child, which ends
+its tools as the launcher does.
+
+Never required: no server, a server that refuses, one of another user or another nvstage, and
+this process runs the command itself (and starts a server for the next ones, ``resident``).
+``NVSTAGE_SERVER=0`` turns it off. One server per user, cache folder, Python and nvstage (its
+files' times: an upgraded or edited nvstage gets a server of its own) and locale; its socket in
+a folder only the user can enter (``$XDG_RUNTIME_DIR``, else ``/tmp/nvstage-UID``), and each
+side checks that the other runs as the same user (``SO_PEERCRED``). Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+ENV = "NVSTAGE_SERVER"
+_LOCALE = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8")
+_MAX_REPLY = 64
+
+
+def enabled(env) -> bool:
+    return env.get(ENV, "1") != "0" and env.get("NVSTAGE_CACHE", "1") != "0"
+
+
+def _code_stamp() -> list:
+    """nvstage's files as they are now (names, sizes and times): another server for other
+    code."""
+    import nvstage
+
+    top = os.path.dirname(nvstage.__file__)
+    out = []
+    stack = [top]
+    while stack:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    if e.is_dir(follow_symlinks=False) and e.name != "__pycache__":
+                        stack.append(e.path)
+                    elif e.name.endswith(".py"):
+                        st = e.stat(follow_symlinks=False)
+                        out.append((e.path[len(top):], st.st_size, st.st_mtime_ns))
+        except OSError:
+            continue
+    return sorted(out)
+
+
+def folder() -> str:
+    """The folder the user's sockets live in: $XDG_RUNTIME_DIR, else /tmp/nvstage-UID."""
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    if run and os.path.isabs(run):
+        return os.path.join(run, "nvstage")
+    return f"/tmp/nvstage-{os.getuid()}"
+
+
+def own_folder(path: str, make: bool = False) -> bool:
+    """Whether ``path`` is a folder only this user can enter (made so with ``make``)."""
+    if make:
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError:
+            return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and \
+        stat.S_IMODE(st.st_mode) & 0o077 == 0
+
+
+def socket_path(root: str, env) -> str:
+    """The server's socket for the cache folder ``root`` and this nvstage."""
+    from nvstage import fsio
+
+    ident = [os.getuid(), os.path.realpath(root), sys.prefix, os.path.realpath(sys.executable),
+             sys.version,
+             [env.get(k) for k in _LOCALE], _code_stamp()]
+    return os.path.join(folder(), fsio.hexdigest(repr(ident).encode(
+        "utf-8", "surrogateescape"))[:24] + ".sock")
+
+
+def _peer_uid(sock) -> int:
+    import socket
+    import struct
+
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def passed_fds(env) -> list[int]:
+    """The descriptors the child needs at the same numbers: the standard streams, and a make
+    jobserver's pipe (``--jobserver-auth=R,W``; a fifo is opened by name)."""
+    fds = [0, 1, 2]
+    flags = env.get("MAKEFLAGS", "")
+    for word in flags.split():
+        for opt in ("--jobserver-auth=", "--jobserver-fds="):
+            if word.startswith(opt) and not word[len(opt):].startswith("fifo:"):
+                try:
+                    fds += [int(x) for x in word[len(opt):].split(",")]
+                except ValueError:
+                    pass
+    out = []
+    for fd in fds:
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        if fd not in out:
+            out.append(fd)
+    return out
+
+
+def delegate(argv: list[str], cwd: str, env, root: str) -> int | None:
+    """``nvstage NVCC ARGS...`` run by the resident server for the cache folder ``root``: its
+    exit status; None when no server took it (this process runs it)."""
+    import marshal
+    import socket
+
+    path = socket_path(root, env)
+    if not own_folder(os.path.dirname(path)):
+        return None
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        if _peer_uid(s) != os.getuid():
+            return None
+        fds = passed_fds(env)
+        request = marshal.dumps({"argv": list(argv), "cwd": cwd, "env": dict(env),
+                                 "umask": _umask(), "fds": fds})
+        socket.send_fds(s, [len(request).to_bytes(4, "big") + request], fds)
+        pid = _read_line(s)
+        if pid is None:
+            return None
+        return _wait(s, int(pid))
+    except (OSError, ValueError):
+        return None
+    finally:
+        s.close()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _read_line(s) -> bytes | None:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = s.recv(1)
+        if not chunk:
+            return None
+        data += chunk
+        if len(data) > _MAX_REPLY:
+            raise ValueError("not a reply")
+    return data[:-1]
+
+
+def _wait(s, pid: int) -> int | None:
+    """The child's exit status, passing it the signals that would end this process."""
+    import signal
+
+    def forward(signum, frame):
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
+
+    old = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            old[sig] = signal.signal(sig, forward)
+    try:
+        while True:
+            try:
+                code = _read_line(s)
+                break
+            except InterruptedError:
+                continue
+    finally:
+        for sig, prev in old.items():
+            signal.signal(sig, prev)
+    if code is None:  # the child died before it could say: this process runs the command
+        return None
+    return int(code)
