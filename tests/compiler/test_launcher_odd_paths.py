@@ -51,10 +51,6 @@ def env(tmp_path):
     return dict(os.environ, NVSTAGE_CACHE="0", NVSTAGE_BUILD_RECORD=str(tmp_path / "record"))
 
 
-@pytest.mark.xfail(strict=True, reason="compiler/: nvcc plans a placeholder path that does not "
-                   "exist, so its --orig_src_path_name stays relative (plain nvcc writes the "
-                   "source's real path): the module id's hash, and the -rdc symbols named "
-                   "after it, differ from plain nvcc's")
 def test_a_source_path_with_a_blank_keeps_nvccs_module_id(toolkit, kernels, tmp_path, env):
     src = tmp_path / "my kernels"
     src.mkdir()
@@ -65,10 +61,6 @@ def test_a_source_path_with_a_blank_keeps_nvccs_module_id(toolkit, kernels, tmp_
     assert _mask(plain) == _mask(nvstage)
 
 
-@pytest.mark.xfail(strict=True, reason="compiler/: a work folder whose path needs a placeholder "
-                   "($TMPDIR with a blank) makes the plan fall back to --keep names, which gcc "
-                   "writes into the host object's file symbol (vadd.cudafe1.cpp, not "
-                   "tmpxft_..._vadd.cudafe1.cpp)")
 def test_a_tmpdir_with_a_blank_keeps_nvccs_names(toolkit, kernels, tmp_path, env):
     tmp = tmp_path / "tmp dir"
     tmp.mkdir()

@@ -115,6 +115,17 @@ def understand(args: list[str], grammar: Grammar, cwd: str,
     lang = last_value(parsed, "--x")
     if not (inputs[0].endswith(_CUDA_SUFFIXES) or lang == "cu") or lang in ("c", "c++"):
         return Fallback(f"{inputs[0]} is not compiled as CUDA")
+    # nvcc plans such a path as a placeholder, and what it writes from that plan is not what a
+    # plain run writes: the source's (its module id, its -rdc symbols), $TMPDIR's (the
+    # temporary names gcc writes into the object). Plain nvcc's object, not a near one.
+    from nvstage.compiler.placeholders import needs_placeholder
+
+    if needs_placeholder(inputs[0]):
+        return Fallback(f"not staged: the source's path {inputs[0]!r} holds a blank, a quote, "
+                        "$ or a backslash (nvcc's plan of it writes another module id)")
+    if needs_placeholder(environ.get("TMPDIR", "")):
+        return Fallback("not staged: $TMPDIR holds a blank, a quote, $ or a backslash (nvcc's "
+                        "plan in it names the temporary files another way)")
     return Staged(inputs[0], depfile_options(parsed, inputs[0]))
 
 

@@ -26,6 +26,11 @@ def _safe(text: str) -> bool:
     return not _UNSAFE.search(text)
 
 
+def needs_placeholder(text: str) -> bool:
+    """Whether nvcc's plan would see ``text`` as a placeholder (blanks, quotes, $, \\)."""
+    return not _safe(text)
+
+
 class Placeholders:
     """Swap unsafe user strings for plain tokens while nvcc plans; swap them back after."""
 
