@@ -15,6 +15,7 @@ must, on a machine without one, exit 7 with its one line.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -110,9 +111,14 @@ def test_every_readme_command_runs_in_order(tmp_path):
     from nvstage.run.probe import probe
 
     gpu = probe().available  # doctor's README output is a machine without one
+    # Triton is an extra (README's test command installs `.[test]`): without it, the commands
+    # that need it are not run here (.ci/run installs it, and runs them).
+    triton = importlib.util.find_spec("triton") is not None
     ran = 0
     for c in commands(README.read_text()):
         where = f"README.md line {c['line']}"
+        if not triton and "triton" in (c.get("python") or c["cmd"]):
+            continue
         if c.get("python"):
             cp = subprocess.run([sys.executable, "-c", c["python"]], cwd=work, env=env,
                                 capture_output=True, text=True, timeout=900)
