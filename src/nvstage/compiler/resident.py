@@ -16,6 +16,7 @@ its standard streams closed (a build waits for those to close, not for the child
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import marshal
 import os
@@ -109,7 +110,14 @@ def main(argv: list[str]) -> int:
     except FileNotFoundError:
         pass
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
+    try:
+        srv.bind(path)
+    except OSError:  # a path past a socket's 107 bytes, its folder gone: no server
+        srv.close()
+        with contextlib.suppress(OSError):
+            os.unlink(path + ".lock")
+        return 1
+    bound = os.stat(path)  # the socket's file (fstat of the socket names another inode)
     srv.listen(64)
     _OWN[:] = [lock, srv.fileno()]
     _warm_up()
@@ -143,8 +151,9 @@ def main(argv: list[str]) -> int:
                 children.add(pid)
     finally:
         try:
-            if os.stat(path).st_ino == os.fstat(srv.fileno()).st_ino:
-                os.unlink(path)
+            now = os.stat(path)
+            if (now.st_dev, now.st_ino) == (bound.st_dev, bound.st_ino):
+                os.unlink(path)  # ours, not a later server's
         except OSError:
             pass
         try:

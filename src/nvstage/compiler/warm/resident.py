@@ -10,9 +10,9 @@ goes where this process's would, and nothing is copied. Its exit status is this 
 Signals that end this process (SIGINT, SIGTERM, SIGHUP) are passed on to the child, which ends
 its tools as the launcher does.
 
-Never required: no server, a server that refuses, one of another user or another nvstage, and
-this process runs the command itself (and starts a server for the next ones, ``resident``).
-``NVSTAGE_SERVER=0`` turns it off. One server per user, cache folder, Python and nvstage (its
+Opt-in (``NVSTAGE_SERVER=1``) while its gain is not shown (README, Benchmarks), and never
+required: no server, a server that refuses, one of another user or another nvstage, and this
+process runs the command itself (and starts a server for the next ones, ``resident``). One server per user, cache folder, Python and nvstage (its
 files' times: an upgraded or edited nvstage gets a server of its own) and locale; its socket in
 a folder only the user can enter (``$XDG_RUNTIME_DIR``, else ``/tmp/nvstage-UID``), and each
 side checks that the other runs as the same user (``SO_PEERCRED``). Standard library only.
@@ -30,7 +30,7 @@ _MAX_REPLY = 64
 
 
 def enabled(env) -> bool:
-    return env.get(ENV, "1") != "0" and env.get("NVSTAGE_CACHE", "1") != "0"
+    return env.get(ENV, "0") == "1" and env.get("NVSTAGE_CACHE", "1") != "0"
 
 
 def _code_stamp() -> list:

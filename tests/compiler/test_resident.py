@@ -1,0 +1,83 @@
+"""The resident nvstage (NVSTAGE_SERVER=1, opt-in): a command it runs gives plain nvcc's object,
+and --stop ends it leaving neither its socket nor its lock behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from nvstage import proc
+
+# nvcc's per-run tokens, as tests/compiler/test_launcher_bytes.py masks them.
+_RUN_TOKENS = re.compile(rb"tmpxft_[0-9a-f]{8}_|\d*_INTERNAL_[0-9a-f]{8}_\d+_\w+?_[0-9a-f]{8}"
+                         rb"(?:_\d+)?|\d*_GLOBAL__N__[0-9a-f]{8}_\d+_\w+?_[0-9a-f]{8}(?:_\d+)?"
+                         rb"|__nv_module_id_\w+")
+
+
+def _mask(data: bytes) -> bytes:
+    return _RUN_TOKENS.sub(b"<run>", data)
+
+
+def _launcher() -> list[str]:
+    script = Path(sys.executable).parent / "nvstage"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "nvstage"]
+
+
+def _server_files(run: Path) -> list[str]:
+    folder = run / "nvstage"
+    return sorted(os.listdir(folder)) if folder.is_dir() else []
+
+
+def test_a_command_the_resident_nvstage_runs_is_plain_nvccs(toolkit, kernels, tmp_path):
+    # A socket's path holds 107 bytes at most: pytest's folders are longer.
+    run = Path(tempfile.mkdtemp(prefix="nvs-", dir="/tmp"))
+    try:
+        _served(toolkit, kernels, tmp_path, run)
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def _served(toolkit, kernels, tmp_path: Path, run: Path) -> None:
+    cache = tmp_path / "cache"
+    env = dict(os.environ, NVSTAGE_SERVER="1", NVSTAGE_CACHE_DIR=str(cache),
+               NVSTAGE_BUILD_RECORD=str(tmp_path / "record"), XDG_RUNTIME_DIR=str(run))
+    shutil.copy(kernels / "vadd.cu", tmp_path / "vadd.cu")
+    words = ["-c", "-arch=sm_90", "vadd.cu"]
+    stop = [sys.executable, "-m", "nvstage.compiler.resident", "--stop", str(cache)]
+    try:
+        # The first miss runs here and starts a server for the next commands.
+        first = proc.run([*_launcher(), toolkit.nvcc, *words, "-o", "a.o"], cwd=tmp_path,
+                         env=env, timeout=600)
+        assert first.returncode == 0, first.stderr
+        for _ in range(300):
+            if any(f.endswith(".sock") for f in _server_files(run)):
+                break
+            time.sleep(0.1)
+        assert any(f.endswith(".sock") for f in _server_files(run)), _server_files(run)
+        # A changed source misses again: the server runs it.
+        src = tmp_path / "vadd.cu"
+        src.write_text(src.read_text() + "\n__device__ int resident_test_marker;\n")
+        record = tmp_path / "record" / "tu"
+        before = set(os.listdir(record))
+        with subprocess.Popen([*_launcher(), toolkit.nvcc, *words, "-o", "b.o"], cwd=tmp_path,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as served:
+            _, err = served.communicate(timeout=600)
+        assert served.returncode == 0, err
+        # Its build record entry (named <start>-<pid>-<n>.json) was written by the server's
+        # child, not by the launcher process the build started.
+        (new,) = set(os.listdir(record)) - before
+        assert int(new.split("-")[1]) != served.pid
+        plain = proc.run([toolkit.nvcc, *words, "-o", "p.o"], cwd=tmp_path, env=env,
+                         timeout=600)
+        assert plain.returncode == 0, plain.stderr
+        assert _mask((tmp_path / "b.o").read_bytes()) == _mask((tmp_path / "p.o").read_bytes())
+    finally:
+        stopped = proc.run(stop, cwd=tmp_path, env=env, timeout=60)
+    assert stopped.returncode == 0  # a server ran
+    assert _server_files(run) == []  # its socket and its lock are gone with it
