@@ -10,6 +10,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from nvstage import proc
 
 SOURCE = '#include "coef.h"\n__global__ void k(float* p) { p[threadIdx.x] *= COEF; }\n'
@@ -30,8 +32,8 @@ class Build:
     def __init__(self, toolkit, root: Path, *flags: str, source: str = "k.cu", **env: str):
         self.root, self.flags, self.source = root, flags, source
         self.nvcc = toolkit.nvcc
-        self.env = dict(os.environ, NVSTAGE_CACHE_DIR=str(root / "cache"),
-                        NVSTAGE_BUILD_RECORD=str(root / "record"), **env)
+        self.env = {**os.environ, "NVSTAGE_CACHE_DIR": str(root / "cache"),
+                    "NVSTAGE_BUILD_RECORD": str(root / "record"), **env}
 
     def run(self, *front: str) -> bytes:
         cp = proc.run([*front, self.nvcc, "-c", "-arch=sm_90", self.source, "-o", "k.o",
@@ -109,3 +111,68 @@ def test_a_parent_reference_through_a_linked_source_folder(toolkit, tmp_path):
     (tmp_path / "deep/a/inc/coef.h").write_text("#define COEF 5.0f\n")
     got = b.launcher()
     assert got == b.plain(), b.hits()
+
+
+def test_the_resident_server_takes_each_clients_folder_and_environment(toolkit, tmp_path):
+    # The server starts with its first client's environment (here a -D in
+    # $NVCC_PREPEND_FLAGS) and folder; the next commands, in another folder and without it,
+    # must not see either.
+    import shutil
+    import tempfile
+    import time
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, coef in ((a, "2.0f"), (b, "3.0f")):
+        d.mkdir()
+        (d / "k.cu").write_text("#ifndef BIAS\n#define BIAS 0\n#endif\n" +
+                                SOURCE.replace("*= COEF", "= p[threadIdx.x] * COEF + BIAS"))
+        (d / "coef.h").write_text(f"#define COEF {coef}\n")
+    run = tempfile.mkdtemp(prefix="nvs-")  # a short path: a socket's name has 108 bytes
+    common = dict(NVSTAGE_SERVER="1", XDG_RUNTIME_DIR=run, NVSTAGE_CACHE_DIR=str(tmp_path / "c"))
+    first = Build(toolkit, a, **common, NVCC_PREPEND_FLAGS="-DBIAS=1")
+    try:
+        first.launcher()  # run here; starts the server with this environment
+        for _ in range(100):  # its socket, once it listens
+            if any(n.endswith(".sock") for n in os.listdir(os.path.join(run, "nvstage"))):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("no resident server started")
+        for d in (b, a):
+            nxt = Build(toolkit, d, **common)
+            (d / "coef.h").write_text((d / "coef.h").read_text() + "// edited\n")
+            got = nxt.launcher()  # a miss, run by the server
+            assert got == nxt.plain()
+    finally:
+        proc.run([sys.executable, "-m", "nvstage.compiler.resident", "--stop",
+                  str(tmp_path / "c")], env=dict(first.env), timeout=60)
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def test_debug_info_names_the_folder_as_pwd_spells_it(toolkit, tmp_path):
+    # gcc writes $PWD into -g's DW_AT_comp_dir when it names the current folder (libiberty's
+    # getpwd), so the same folder reached through a link builds another object: the whole
+    # command's key holds it. (Compared by the folder's name alone: -g's object differs from
+    # plain nvcc's in the work folder's name, the xfail test below.)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to("real")
+    (tmp_path / "real" / "k.cu").write_text(SOURCE)
+    (tmp_path / "real" / "coef.h").write_text("#define COEF 2.0f\n")
+    real = Build(toolkit, tmp_path / "real", "-g", PWD=str(tmp_path / "real"))
+    assert str(tmp_path / "real").encode() in real.launcher()
+    link = Build(toolkit, tmp_path / "link", "-g", PWD=str(tmp_path / "link"))
+    link.env["NVSTAGE_CACHE_DIR"] = real.env["NVSTAGE_CACHE_DIR"]
+    got = link.launcher()
+    assert str(tmp_path / "link").encode() in got
+    assert str(tmp_path / "real").encode() not in got, link.hits()
+
+
+@pytest.mark.xfail(strict=True, reason="with host -g, gcc writes the path of the file it "
+                   "compiles into DWARF: plain nvcc's is $TMPDIR/tmpxft_..., the launcher's "
+                   "its own work folder (/tmp/nvstage-XXXXXXXX/tmpxft_...), random per run; "
+                   "a fix plans in $TMPDIR itself or runs -g with plain nvcc")
+def test_host_debug_info_is_plain_nvccs(toolkit, tmp_path):
+    (tmp_path / "k.cu").write_text(SOURCE)
+    (tmp_path / "coef.h").write_text("#define COEF 2.0f\n")
+    b = Build(toolkit, tmp_path, "-g")
+    assert b.launcher() == b.plain()
