@@ -4,7 +4,8 @@ The nvcc named and the toolkit's tools (by path, size, mtime, ctime and inode), 
 compiler nvcc would find, the current folder (and ``$PWD`` where gcc names it so: ``gcc_pwd``),
 the words of the command (options files by content), and the environment nvcc and gcc read
 (``ENV``, and the variables nvcc's profile and binary name: ``nvcc_env``). What the source
-and its headers hold is the entry's to check (``answer.inputs_unchanged``). Standard library only: the warm path's first step.
+and its headers hold is the entry's to check (``answer.inputs_unchanged``). Standard library
+only: the warm path's first step.
 """
 
 from __future__ import annotations
