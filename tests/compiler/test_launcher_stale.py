@@ -176,3 +176,21 @@ def test_host_debug_info_is_plain_nvccs(toolkit, tmp_path):
     (tmp_path / "coef.h").write_text("#define COEF 2.0f\n")
     b = Build(toolkit, tmp_path, "-g")
     assert b.launcher() == b.plain()
+
+
+def test_another_name_of_the_object_keeps_its_bytes(toolkit, tmp_path):
+    # gcc's assembler removes the object before writing it anew: a hard link made to the old
+    # one (a snapshot, an install by link) keeps the old bytes after a plain nvcc run. A whole
+    # hit restores the object too: it must not write through that link.
+    (tmp_path / "k.cu").write_text(SOURCE)
+    header = tmp_path / "coef.h"
+    b = Build(toolkit, tmp_path)
+    header.write_text("#define COEF 2.0f\n")
+    b.launcher()
+    header.write_text("#define COEF 3.0f\n")
+    three = b.launcher()
+    os.link(tmp_path / "k.o", tmp_path / "kept.o")
+    header.write_text("#define COEF 2.0f\n")
+    assert b.launcher() != three
+    assert b.hits() == [False, False, True]
+    assert _mask((tmp_path / "kept.o").read_bytes()) == three
