@@ -194,3 +194,18 @@ def test_another_name_of_the_object_keeps_its_bytes(toolkit, tmp_path):
     assert b.launcher() != three
     assert b.hits() == [False, False, True]
     assert _mask((tmp_path / "kept.o").read_bytes()) == three
+
+
+def test_profile_feedback_read_by_branch_probabilities(toolkit, tmp_path):
+    # -fbranch-probabilities (what -fprofile-use turns on) has gcc read k.gcda beside the
+    # object: a file in no dependency list. Garbage there fails plain nvcc under -Werror.
+    (tmp_path / "k.cu").write_text(SOURCE)
+    (tmp_path / "coef.h").write_text("#define COEF 2.0f\n")
+    b = Build(toolkit, tmp_path, "-Xcompiler", "-fbranch-probabilities", "-Xcompiler",
+              "-Wno-missing-profile", "-Xcompiler", "-Werror")
+    b.launcher()
+    (tmp_path / "k.gcda").write_bytes(b"not a gcov data file" * 4)
+    for front in ([], _launcher()):
+        cp = proc.run([*front, b.nvcc, "-c", "-arch=sm_90", "k.cu", "-o", "k.o", *b.flags],
+                      cwd=tmp_path, env=b.env, timeout=600)
+        assert cp.returncode != 0 and b"gcov" in cp.stderr.encode(), front
