@@ -1,8 +1,14 @@
-"""Presence answers as os.path.exists does, from one listing per folder."""
+"""Presence answers as os.path.exists does, but a folder is not there (gcc skips a folder named
+as the header it looks for), from one listing per folder."""
 
 import os
 
+from nvstage.compiler.warm import presence as presence_module
 from nvstage.compiler.warm.presence import Presence, present
+
+
+def _a_file(p: str) -> bool:
+    return os.path.exists(p) and not os.path.isdir(p)
 
 
 def _layout(tmp_path):
@@ -20,8 +26,9 @@ def _layout(tmp_path):
 
 def test_it_agrees_with_os_path_exists(tmp_path):
     paths = _layout(tmp_path)
-    assert Presence().of(paths) == {p: os.path.exists(p) for p in paths}
-    assert present(paths) == sorted({p for p in paths if os.path.exists(p)})
+    assert Presence().of(paths) == {p: _a_file(p) for p in paths}
+    assert present(paths) == sorted({p for p in paths if _a_file(p)})
+    assert any(os.path.isdir(p) for p in paths)
 
 
 def test_one_listing_answers_for_a_folder(tmp_path, monkeypatch):
@@ -52,8 +59,8 @@ def test_a_name_in_another_case_is_asked_by_stat(tmp_path, monkeypatch):
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "x.h").write_text("")
     asked = []
-    real = os.path.exists
-    monkeypatch.setattr(os.path, "exists", lambda p: asked.append(p) or real(p))
+    real = presence_module._a_file
+    monkeypatch.setattr(presence_module, "_a_file", lambda p: asked.append(p) or real(p))
     Presence().of([str(tmp_path / "inc" / "X.h"), str(tmp_path / "inc" / "y.h")])
     assert asked == [str(tmp_path / "inc" / "X.h")]
 

@@ -150,6 +150,12 @@ def restore(result: dict, src: str, cwd: str) -> bool:
         except OSError:
             return False
         try:
+            if fd is not None and os.fstat(fd).st_nlink > 1 and _host_object(data):
+                # gcc's assembler removes the object before it writes it: another name of the
+                # old one keeps its bytes, as after a plain nvcc run (nvcc's other outputs,
+                # the depfile among them, are written in place).
+                os.close(fd)
+                fd = None
             if fd is None:
                 fsio.replace(dest, data, mode=0o777 if executable else 0o666)
                 continue
@@ -166,6 +172,13 @@ def restore(result: dict, src: str, cwd: str) -> bool:
     except OSError:
         pass
     return True
+
+
+def _host_object(data: bytes) -> bool:
+    """Whether ``data`` is an ELF file for the host (the assembler's object), not a cubin."""
+    if data[:4] != b"\x7fELF" or len(data) < 20:
+        return False
+    return int.from_bytes(data[18:20], "little" if data[5] == 1 else "big") != 190  # EM_CUDA
 
 
 def answer(nvcc: str, args: list[str], cwd: str, env, root: str, secret: bytes,

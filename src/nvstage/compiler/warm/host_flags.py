@@ -15,7 +15,9 @@ HOST_STAGES = frozenset({"host-preprocess", "device-preprocess", "host-compile"}
 _UNWATCHED = frozenset({"--coverage", "-ftest-coverage", "-fstack-usage", "-save-temps",
                         "-gsplit-dwarf", "-fcallgraph-info", "-aux-info", "-MD", "-MMD", "-MF",
                         "-fprofile-use", "-fauto-profile", "-specs", "-fplugin", "-B",
-                        "-ftime-trace", "-fdump-passes"})
+                        "-ftime-trace", "-fdump-passes",
+                        # what -fprofile-use turns on: reads the object's .gcda all the same
+                        "-fbranch-probabilities"})
 _UNWATCHED_PREFIX = ("-save-temps=", "-fdump-", "-fopt-info", "-fprofile-use=",
                      "-fauto-profile=", "-fprofile-dir=", "-specs=", "-fplugin=",
                      "-fcallgraph-info=", "-fsanitize-ignorelist=", "-fsanitize-blacklist=",

@@ -1,10 +1,11 @@
 """A whole nvcc command's key: what decides its outputs, hashed without reading a source.
 
 The nvcc named and the toolkit's tools (by path, size, mtime, ctime and inode), the host
-compiler nvcc would find, the current folder, the words of the command (options files by
-content), and the environment nvcc and gcc read (``ENV``, and the variables nvcc's profile and
-binary name: ``nvcc_env``). What the source and its headers hold is the entry's to check
-(``answer.inputs_unchanged``). Standard library only: the warm path's first step.
+compiler nvcc would find, the current folder (and ``$PWD`` where gcc names it so: ``gcc_pwd``),
+the words of the command (options files by content), and the environment nvcc and gcc read
+(``ENV``, and the variables nvcc's profile and binary name: ``nvcc_env``). What the source
+and its headers hold is the entry's to check (``answer.inputs_unchanged``). Standard library
+only: the warm path's first step.
 """
 
 from __future__ import annotations
@@ -43,6 +44,20 @@ def file_stat(path: str) -> list[int]:
     """What a file's identity is taken to be: size, mtime, ctime, inode (raises OSError)."""
     st = os.stat(path)
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def gcc_pwd(cwd: str, env) -> str:
+    """The current folder as gcc names it in ``-g``'s debug information (libiberty's
+    ``getpwd``): ``$PWD`` where it is absolute and is this folder (through a link, say), else
+    ``cwd``. The same folder reached through a link builds another object."""
+    pwd = env.get("PWD")
+    if not pwd or pwd == cwd or not pwd.startswith("/"):
+        return cwd
+    try:
+        a, b = os.stat(pwd), os.stat(cwd)
+    except (OSError, ValueError):
+        return cwd
+    return pwd if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) else cwd
 
 
 def which(name: str, path_var: str) -> str | None:
@@ -106,7 +121,8 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
     try:
         real = os.path.realpath(nvcc)
         root = os.path.dirname(os.path.dirname(real))
-        parts = [real, cwd, args, [[k, env.get(k)] for k in ENV],
+        pwd = gcc_pwd(cwd, env)
+        parts = [real, cwd if pwd == cwd else [cwd, pwd], args, [[k, env.get(k)] for k in ENV],
                  [[k, env[k]] for k in nvcc_env.env_names(real, env) if k in env]]
         parts.append([[t, file_stat(os.path.join(root, t))] for t in TOOLS
                       if os.path.exists(os.path.join(root, t))])

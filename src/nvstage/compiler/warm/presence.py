@@ -5,13 +5,15 @@ thousands of names for one source, almost none of which exist, spread over a few
 folders. One listing of a folder answers for every name in it: a name it does not hold is not
 there. A listed name is still asked by stat (a link may dangle), as is a name that a listing
 holds in another case (a case-folding folder would find it) and every name in a folder that
-cannot be listed (searchable but not readable). Standard library only: the whole-command
+cannot be listed (searchable but not readable). A folder is not there: gcc skips a folder named
+as the header it looks for. Standard library only: the whole-command
 answer (``warm/answer.py``) uses it when a watched folder changed; the stage cache too.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 
 _NOT_THERE = False  # a folder that does not exist (or is not a folder): nothing in it is
@@ -40,7 +42,7 @@ class Presence:
         cut = path.rfind("/")  # os.path.split's answer, at a fraction of its cost
         parent, name = path[:cut] or "/", path[cut + 1:]
         if name in ("", ".", "..") or not path.startswith("/"):  # names no listing holds
-            return os.path.exists(path)
+            return _a_file(path)
         listing = self._dirs.get(parent, self)
         if listing is self:
             listing = self._dirs[parent] = _listing(parent)
@@ -54,7 +56,17 @@ class Presence:
                     self._dirs[parent] = (names, folded)
                 if name.casefold() not in folded:
                     return False
-        return os.path.exists(path)
+        return _a_file(path)
+
+
+def _a_file(path: str) -> bool:
+    """Whether the compiler would take ``path`` as the header: it is there and no folder (gcc
+    skips a folder of the header's name and searches on, so a folder that becomes a file is a
+    new hiding file)."""
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _listing(folder: str):
