@@ -199,6 +199,9 @@ def test_a_kernel_row_opens_its_view(page, tmp_path, width):
                 link = tab.locator("table#kernels a.kv-link").nth(n)
                 assert link.get_attribute("href") == f"#kv-{n}"
                 link.click()
+                # The page opens it on hashchange, an event after the click: on a loaded
+                # machine, later than the next line.
+                tab.wait_for_selector(f"details.kview#kv-{n}[open]", timeout=10_000)
                 target = tab.locator(f"details.kview#kv-{n}")
                 assert target.get_attribute("open") is not None
                 assert target.locator(".kv-sass .ai").first.is_visible()
