@@ -232,34 +232,28 @@ def built(toolkit, kernels, tmp_path_factory):
     return root, builds
 
 
-# The test project built once a session through the launcher (tests/cuproject_record.py,
-# loaded by path: the tests run in importlib mode), for the build-record tests.
-def _load_cuproject_record():
+def _load_by_path(file: str):
+    """A module of tests/ by its path (the tests run in importlib mode: no package to import
+    it from), once a session."""
     import importlib.util
     import sys
 
-    name = "_nvstage_cuproject_record"
+    name = "_nvstage_" + file.removesuffix(".py")
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "cuproject_record.py")
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / file)
         sys.modules[name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name].cuproject_record
+    return sys.modules[name]
 
 
-cuproject_record = _load_cuproject_record()
+# The test project built once a session through the launcher (tests/cuproject_record.py),
+# for the build-record tests.
+cuproject_record = _load_by_path("cuproject_record.py").cuproject_record
 
 
 def load_triton_builds():
     """tests/triton_builds.py (by path, as cuproject_record): what the Triton tests share."""
-    import importlib.util
-    import sys
-
-    name = "_nvstage_triton_builds"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "triton_builds.py")
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
+    return _load_by_path("triton_builds.py")
 
 
 @pytest.fixture(scope="session")
