@@ -76,6 +76,9 @@ class FileHasher:
         self.volatile = os.path.join(os.path.abspath(work), "")
         self.work = os.fsencode(os.path.abspath(work))
         self._memo: dict[str, tuple[tuple, Look]] = {}
+        # Digests earlier processes kept by identity (``local/hash_memo.py``), when the
+        # stage cache gives them.
+        self.kept = None
         # Work-folder files a hit stands for but never wrote: the next stage is keyed with
         # what the entry recorded (``cache/stage.py`` fills and empties it).
         self.virtual: dict[str, Look] = {}
@@ -108,11 +111,18 @@ class FileHasher:
         got = self._memo.get(path)
         if got and got[0] == sig:
             return got[1]
+        kept = self.kept.get(path, sig) if self.kept is not None else None
+        if kept is not None:  # settled before this work folder's random name existed
+            look = Look(kept[0], False, self.work in os.fsencode(path), kept[1])
+            self._memo[path] = (sig, look)
+            return look
         try:
             digest, mentions, binary = _scan(path, self.work)
         except OSError:
             return None
         look = Look(digest, False, mentions or self.work in os.fsencode(path), binary)
+        if self.kept is not None and not look.mentions:
+            self.kept.add(path, sig, digest, binary)
         self._memo[path] = (sig, look)
         return look
 

@@ -46,7 +46,7 @@ from nvstage.compiler.cache.headers import (Trees, builtin_dirs, include_search,
                                             search_layout, shadow_candidates)
 from nvstage.compiler.cache.keys import HOST_COMPILER, Keys, parse_depfile
 from nvstage.compiler.cache.lazy import Lazy, held, written_at_once
-from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local import Cache, hash_memo
 from nvstage.compiler.cache.local.eviction import Counters
 from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, Scratch, read_file
 from nvstage.compiler.cache.local.notes import headers_digest
@@ -186,6 +186,8 @@ class StageCache:
         self.counters = Counters()
         self._lock = threading.Lock()
         self.keys = Keys(plan, cwd, work, toolkit, base_dir())
+        if cache is not None:  # headers' digests by identity, from earlier processes
+            self.keys.hasher.kept = hash_memo.load(cache)
         if self.keys.place.base:
             for stage in plan.runnable:
                 if stage.kind in _CACHEABLE:
@@ -255,6 +257,8 @@ class StageCache:
                     record_tiers(self.cache, self.tiers, self.local)
                 if self.counters.stored:
                     self.cache.evict()
+                if self.keys.hasher.kept is not None:
+                    hash_memo.save(self.cache, self.keys.hasher.kept)
             except (OSError, CacheError):
                 pass  # bookkeeping only: never fail a build over it
 

@@ -1,0 +1,107 @@
+"""Headers' digests remembered across processes by identity (``local/hash_memo.py``): a later
+process takes a settled header's digest without reading it, a changed header is read again, a
+header too new to trust is not kept, and a note nobody sealed stands for nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+import pytest
+
+from nvstage.compiler.cache.keys import FileHasher
+from nvstage.compiler.cache.local import Cache, hash_memo
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Cache:
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return Cache().open()
+
+
+def _header(folder, name: str, text: bytes, age_s: float = 60.0) -> str:
+    path = folder / name
+    path.write_bytes(text)
+    then = time.time() - age_s
+    os.utime(path, (then, then))
+    return str(path)
+
+
+def _hasher(cache, work) -> FileHasher:
+    h = FileHasher(work)
+    h.kept = hash_memo.load(cache)
+    return h
+
+
+def test_a_settled_header_is_taken_from_the_memo_by_its_identity(cache, tmp_path):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    # ctime cannot be set back: the memo's clock is moved on instead.
+    path = _header(inc, "a.h", b"#define A 1\n")
+    first = _hasher(cache, tmp_path / "w1")
+    first.kept.started_ns = time.time_ns() + 10 * hash_memo.SETTLE_NS
+    look = first.look(path)
+    assert look.digest == hashlib.sha256(b"#define A 1\n").hexdigest()
+    hash_memo.save(cache, first.kept)
+
+    later = _hasher(cache, tmp_path / "w2")
+    assert later.kept.get(path, _sig(path)) == (look.digest, False)
+    assert later.look(path) == look
+    assert later.kept.fresh == {}  # taken, not hashed again
+
+    # Edited: another identity, read again, never the remembered digest.
+    with open(path, "wb") as f:
+        f.write(b"#define A 2\n")
+    again = _hasher(cache, tmp_path / "w3")
+    assert again.look(path).digest == hashlib.sha256(b"#define A 2\n").hexdigest()
+
+
+def test_a_header_changed_moments_ago_is_not_kept(cache, tmp_path):
+    path = _header(tmp_path, "new.h", b"int x;\n", age_s=0)
+    h = _hasher(cache, tmp_path / "w")
+    assert h.look(path) is not None
+    assert h.kept.fresh == {}  # its ctime is now: a write in the same tick would hide
+
+
+def test_a_header_spelling_the_work_folder_is_not_kept(cache, tmp_path):
+    work = tmp_path / "w"
+    path = _header(tmp_path, "odd.h", os.fsencode(work) + b"\n")
+    h = _hasher(cache, work)
+    h.kept.started_ns = time.time_ns() + 10 * hash_memo.SETTLE_NS
+    assert h.look(path).mentions
+    assert h.kept.fresh == {}
+
+
+def test_a_note_nobody_sealed_stands_for_nothing(cache, tmp_path):
+    path = _header(tmp_path, "b.h", b"int b;\n")
+    forged = {path: [*_sig(path), "0" * 64, False]}
+    (cache.root / "tools").mkdir(exist_ok=True)
+    (cache.root / "tools" / "hashes.json").write_text(json.dumps({"note": "hashes",
+                                                                   "value": forged}))
+    h = _hasher(cache, tmp_path / "w")
+    assert h.kept.rows == {}
+    assert h.look(path).digest == hashlib.sha256(b"int b;\n").hexdigest()
+
+
+@pytest.mark.parametrize("row", [["x"], [1, 2, 3, 4, "short", False], None,
+                                 [1, 2, 3, 4, "0" * 64, "yes"]])
+def test_a_malformed_row_is_no_digest(row):
+    memo = hash_memo.HashMemo({"/h": row})
+    assert memo.get("/h", (1, 2, 3, 4)) is None
+
+
+def test_the_memo_keeps_at_most_its_cap(cache, monkeypatch):
+    monkeypatch.setattr(hash_memo, "MAX_FILES", 3)
+    memo = hash_memo.HashMemo(started_ns=10 * hash_memo.SETTLE_NS)
+    for n in range(5):
+        memo.add(f"/h{n}", (n, 1, 1, 1), "a" * 64, False)
+    hash_memo.save(cache, memo)
+    assert sorted(hash_memo.load(cache).rows) == ["/h2", "/h3", "/h4"]
+
+
+def _sig(path: str) -> tuple:
+    st = os.stat(path)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
