@@ -77,29 +77,36 @@ def test_a_header_spelling_the_work_folder_is_not_kept(cache, tmp_path):
 
 def test_a_note_nobody_sealed_stands_for_nothing(cache, tmp_path):
     path = _header(tmp_path, "b.h", b"int b;\n")
-    forged = {path: [*_sig(path), "0" * 64, False]}
+    forged = {"b.h": [*_sig(path), "0" * 64, False]}
     (cache.root / "tools").mkdir(exist_ok=True)
-    (cache.root / "tools" / "hashes.json").write_text(json.dumps({"note": "hashes",
-                                                                   "value": forged}))
+    name = hash_memo.note_name(str(tmp_path))
+    (cache.root / "tools" / f"{name}.json").write_text(json.dumps({"note": name,
+                                                                    "value": forged}))
     h = _hasher(cache, tmp_path / "w")
-    assert h.kept.rows == {}
+    assert h.kept.get(path, _sig(path)) is None
     assert h.look(path).digest == hashlib.sha256(b"int b;\n").hexdigest()
 
 
 @pytest.mark.parametrize("row", [["x"], [1, 2, 3, 4, "short", False], None,
                                  [1, 2, 3, 4, "0" * 64, "yes"]])
 def test_a_malformed_row_is_no_digest(row):
-    memo = hash_memo.HashMemo({"/h": row})
-    assert memo.get("/h", (1, 2, 3, 4)) is None
+    memo = hash_memo.HashMemo()
+    memo.rows["/inc"] = {"h": row}
+    assert memo.get("/inc/h", (1, 2, 3, 4)) is None
 
 
-def test_the_memo_keeps_at_most_its_cap(cache, monkeypatch):
+def test_each_folder_keeps_at_most_its_cap_and_is_read_alone(cache, monkeypatch):
     monkeypatch.setattr(hash_memo, "MAX_FILES", 3)
-    memo = hash_memo.HashMemo(started_ns=10 * hash_memo.SETTLE_NS)
+    memo = hash_memo.HashMemo(cache, started_ns=10 * hash_memo.SETTLE_NS)
     for n in range(5):
-        memo.add(f"/h{n}", (n, 1, 1, 1), "a" * 64, False)
+        memo.add(f"/a/h{n}", (n, 1, 1, 1), "a" * 64, False)
+    memo.add("/b/h", (9, 1, 1, 1), "b" * 64, True)
     hash_memo.save(cache, memo)
-    assert sorted(hash_memo.load(cache).rows) == ["/h2", "/h3", "/h4"]
+    later = hash_memo.load(cache)
+    assert [later.get(f"/a/h{n}", (n, 1, 1, 1)) is not None for n in range(5)] == \
+        [False, False, True, True, True]
+    assert list(later.rows) == ["/a"]  # /b's note is not read until a file there is
+    assert later.get("/b/h", (9, 1, 1, 1)) == ("b" * 64, True)
 
 
 def _sig(path: str) -> tuple:

@@ -1,44 +1,63 @@
 """Headers' SHA-256 remembered across processes by identity, as ccache's inode cache does.
 
 Every staged command reads the toolkit's and the system's headers (190 files, 3.5 MB for a
-kernel that includes ``cuda_runtime.h``), and each process hashed them all again: 15 to 20 ms
+kernel that includes ``cuda_runtime.h``), and each process hashed them all again: 12 to 20 ms
 of every miss. Here a header's digest is kept under its path with the identity it had
 (inode, size, mtime, ctime); a later process whose stat of the path gives the same identity
-takes the digest without reading the file. Kept in the cache folder as one sealed note
-(``tools/hashes.json``, sealed with the user's key like every entry), so a document nobody
-sealed never stands for a file.
+takes the digest without reading the file. Kept in the cache folder as sealed notes, one per
+folder of headers (``tools/hashes-<digest of the folder>.json``, sealed with the user's key
+like every entry, so a document nobody sealed never stands for a file), each read only when a
+file in its folder is first looked at: a process pays for the folders it reads, not for every
+header the cache has seen.
 
 Only what cannot have changed unseen is kept: a file whose mtime and ctime are at least
 ``SETTLE_NS`` older than the process that hashed it (ccache's "too new" rule; a write within
 the same clock tick as the hash would keep the identity and change the contents), and whose
 text does not spell the build's work folder (``Look.mentions``: a work folder is made by each
 process under a random name after such a file last changed, so a remembered file cannot spell
-the next one's). At most ``MAX_FILES`` paths, the least recently hashed dropped first.
+the next one's). At most ``MAX_FILES`` names a folder, the least recently hashed dropped
+first.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
+from nvstage import fsio
 from nvstage.errors import CacheError
 
-NOTE = "hashes"
 SETTLE_NS = 2_000_000_000
-MAX_FILES = 20_000
+MAX_FILES = 4096
+
+
+def note_name(folder: str) -> str:
+    """The note that holds ``folder``'s files."""
+    return "hashes-" + fsio.hexdigest(folder.encode("utf-8", "surrogateescape"))[:24]
 
 
 class HashMemo:
-    """The remembered digests (``path -> [ino, size, mtime_ns, ctime_ns, digest, binary]``)
-    and what this process hashed that may join them."""
+    """The remembered digests of each folder read so far (``path -> [ino, size, mtime_ns,
+    ctime_ns, digest, binary]``), and what this process hashed that may join them."""
 
-    def __init__(self, rows: dict | None = None, started_ns: int | None = None):
-        self.rows = rows if isinstance(rows, dict) else {}
+    def __init__(self, cache=None, started_ns: int | None = None):
+        self.cache = cache
         self.started_ns = time.time_ns() if started_ns is None else started_ns
-        self.fresh: dict[str, list] = {}
+        self.rows: dict[str, dict] = {}  # folder -> its note's rows
+        self.fresh: dict[str, dict[str, list]] = {}  # folder -> rows to add
+        self._lock = threading.Lock()  # the stage threads and the bookkeeping thread look
+
+    def _folder(self, folder: str) -> dict:
+        rows = self.rows.get(folder)
+        if rows is None:
+            rows = self.rows[folder] = _read(self.cache, folder)
+        return rows
 
     def get(self, path: str, sig: tuple) -> tuple[str, bool] | None:
         """(digest, holds a NUL byte) for ``path`` when its identity is still ``sig``."""
-        row = self.rows.get(path)
+        folder, _, name = path.rpartition("/")
+        with self._lock:
+            row = self._folder(folder).get(name)
         if not isinstance(row, list) or len(row) != 6 or tuple(row[:4]) != sig:
             return None
         digest, binary = row[4], row[5]
@@ -50,32 +69,39 @@ class HashMemo:
         """Keep ``path``'s digest if its identity had settled before this process began."""
         _ino, _size, mtime, ctime = sig
         if max(mtime, ctime) < self.started_ns - SETTLE_NS:
-            self.fresh[path] = [*sig, digest, binary]
+            folder, _, name = path.rpartition("/")
+            with self._lock:
+                self.fresh.setdefault(folder, {})[name] = [*sig, digest, binary]
+
+
+def _read(cache, folder: str) -> dict:
+    if cache is None:
+        return {}
+    try:
+        rows = cache.note(note_name(folder), "tools")
+    except (OSError, ValueError, CacheError):
+        return {}
+    return rows if isinstance(rows, dict) else {}
 
 
 def load(cache) -> HashMemo:
-    """The memo kept in ``cache`` (a ``local.Cache``); an empty one when there is none or it
-    does not unseal."""
-    try:
-        rows = cache.note(NOTE, "tools")
-    except (OSError, ValueError):
-        rows = None
-    return HashMemo(rows)
+    """The memo kept in ``cache`` (a ``local.Cache``), each folder's note read when first
+    needed; a note missing or not sealed by the user is an empty one."""
+    return HashMemo(cache)
 
 
 def save(cache, memo: HashMemo) -> None:
-    """What this process hashed, added to what ``cache`` keeps (another process's additions
-    since this one loaded it kept too); a note that cannot be written is just not kept."""
-    if not memo.fresh:
-        return
-    try:
-        now = cache.note(NOTE, "tools")
-        rows = now if isinstance(now, dict) else {}
-        for path in memo.fresh:  # newest last: the oldest go first past the cap
-            rows.pop(path, None)
-        rows.update(memo.fresh)
+    """What this process hashed, added to each folder's note in ``cache`` (another process's
+    additions since this one read it kept too); a note that cannot be written is just not
+    kept: bookkeeping never fails a build."""
+    for folder, fresh in memo.fresh.items():
+        rows = _read(cache, folder)
+        for name in fresh:  # newest last: the oldest go first past the cap
+            rows.pop(name, None)
+        rows.update(fresh)
         if len(rows) > MAX_FILES:
             rows = dict(list(rows.items())[-MAX_FILES:])
-        cache.set_note(NOTE, rows, "tools")
-    except (OSError, ValueError, CacheError):  # bookkeeping only: never fail a build
-        pass
+        try:
+            cache.set_note(note_name(folder), rows, "tools")
+        except (OSError, ValueError, CacheError):
+            return
