@@ -25,12 +25,32 @@ import re
 from nvstage.compiler.nvcc_args import Arg, last_value
 
 # gcc's line markers: # LINE "FILE" FLAGS; the file name escapes backslash and double quote.
-_MARKER = re.compile(rb'# \d+ "((?:[^"\\]|\\.)*)"((?: \d+)*)\s*$')
+# (Unrolled, not (?:[^"\\]|\\.)*: an alternation per character is slow in Python's re.)
+_MARKER = re.compile(rb'# \d+ "([^"\\]*(?:\\.[^"\\]*)*)"((?: \d+)*)\s*$')
+
+
+# The last few outputs read, by their bytes (a dict compares them whole on a hash match): the
+# dependency file and the stage cache's entry both read each preprocessed output once.
+_READ: dict[bytes, list[tuple[str, bool]]] = {}
+_READ_MAX = 4
 
 
 def marked_files(text: bytes) -> list[tuple[str, bool]]:
     """(file, is a system header) for every file the markers of one preprocessed output
     name, in order of first appearance."""
+    got = _READ.get(text)
+    if got is None:
+        got = _marked_files(text)
+        try:
+            while len(_READ) >= _READ_MAX:
+                del _READ[next(iter(_READ))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread made room first
+            pass
+        _READ[text] = got
+    return list(got)
+
+
+def _marked_files(text: bytes) -> list[tuple[str, bool]]:
     seen: dict[str, bool] = {}
     raw_seen: set[bytes] = set()
     # Only lines that start with '# ': a scan for them, not a regex over megabytes of code.
@@ -40,6 +60,13 @@ def marked_files(text: bytes) -> list[tuple[str, bool]]:
         end = text.find(b"\n", start)
         line = text[start:] if end == -1 else text[start:end]
         pos = -1 if end == -1 else text.find(b"\n# ", end)
+        # Most markers name a file named before: when the line is a marker, its name is
+        # what lies between its first and last quote (only digits and blanks follow the
+        # name), so a name seen already is skipped before the regex (a line that is no
+        # marker is skipped either way).
+        q1, q2 = line.find(b'"'), line.rfind(b'"')
+        if q2 > q1 >= 0 and line[q1 + 1:q2] in raw_seen:
+            continue
         m = _MARKER.match(line)
         if m is None or m.group(1) in raw_seen:
             continue
