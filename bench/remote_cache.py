@@ -11,7 +11,11 @@ GitHub Actions recipe does. Times are ninja's build alone (CMake's
 configure is the same in all). Each figure is the median over the rounds, which interleave
 the builds so that load from elsewhere falls on all of them alike.
 
-    python bench/remote_cache.py [--rounds 3] [--servers redis,webdav]
+    python bench/remote_cache.py [--rounds 3] [--servers redis,webdav] [--resident 0|1]
+
+The resident nvstage (``NVSTAGE_SERVER``, opt-in) is on by default, as the other benchmarks
+measure it (``--resident 0``: every command in a process of its own); each runner's server is
+stopped after its build.
 
 Target (issue 17): runner B <= 0.20 of the cold build. Bytes moved are what the remote tier
 sent to B and what A wrote to it (compressed entries, as stored).
@@ -128,6 +132,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--servers", default="redis,webdav")
+    ap.add_argument("--resident", choices=("0", "1"), default="1")
     args = ap.parse_args()
     if not (BIN / "cmake").exists() or not (BIN / "ninja").exists():
         raise SystemExit("cmake and ninja come from the test extra: pip install -e '.[test]'")
@@ -162,8 +167,14 @@ def main() -> None:
                     cache = base / f"cache-{r}-{n}"
                     env = dict(clean, NVSTAGE_CACHE_DIR=str(cache),
                                XDG_CONFIG_HOME=str(base / f"config-{r}-{n}"),
-                               NVSTAGE_REMOTE_CACHE=url, NVSTAGE_BASE_DIR=str(path))
-                    times.setdefault(f"{name}:{who}", []).append(build(path, env, True, nvcc))
+                               NVSTAGE_REMOTE_CACHE=url, NVSTAGE_BASE_DIR=str(path),
+                               NVSTAGE_SERVER=args.resident)
+                    try:
+                        times.setdefault(f"{name}:{who}", []).append(
+                            build(path, env, True, nvcc))
+                    finally:
+                        subprocess.run([sys.executable, "-m", "nvstage.compiler.resident",
+                                        "--stop", str(cache)], env=env, capture_output=True)
                     stats = tier_stats(cache)
                     row = next((v for k, v in stats.items() if k != "local"), {})
                     moved.setdefault(f"{name}:{who}:read", []).append(row.get("bytes_read", 0))
@@ -173,7 +184,8 @@ def main() -> None:
                     moved.setdefault(f"{name}:{who}:misses", []).append(row.get("misses", 0))
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"cuproject (5 CUDA sources, sm_80 + sm_90, 2 host sources), ninja -j2, "
-              f"{args.rounds} rounds, medians")
+              f"{args.rounds} rounds, medians; resident nvstage "
+              f"{'on' if args.resident == '1' else 'off'}")
         print(f"  plain nvcc, cold                     {med['plain']:7.2f} s")
         met = True
         for name in servers:
