@@ -186,7 +186,10 @@ class StageCache:
         self.counters = Counters()
         self._lock = threading.Lock()
         self.keys = Keys(plan, cwd, work, toolkit, base_dir())
-        if cache is not None:  # headers' digests by identity, from earlier processes
+        if cache is not None and not keep:
+            # Headers' digests by identity, from earlier processes: only with a work folder
+            # this process made under a random name (a remembered header cannot spell it);
+            # a keep folder has a name a header may hold.
             self.keys.hasher.kept = hash_memo.load(cache)
         if self.keys.place.base:
             for stage in plan.runnable:

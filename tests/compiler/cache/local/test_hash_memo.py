@@ -112,3 +112,18 @@ def test_each_folder_keeps_at_most_its_cap_and_is_read_alone(cache, monkeypatch)
 def _sig(path: str) -> tuple:
     st = os.stat(path)
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def test_a_build_keeps_the_toolkit_headers_digests_but_a_keep_build_does_not(
+        cache, toolkit, kernels, tmp_path):
+    # A keep folder has a name a header may spell: its builds neither read nor add notes.
+    import shutil
+
+    import nvstage
+
+    shutil.copy(kernels / "vadd.cu", tmp_path)
+    opts = nvstage.CompileOptions(archs=("sm_90",), output="vadd.o", compile_only=True)
+    nvstage.compile("vadd.cu", opts, toolkit=toolkit, keep="vadd.keep", cwd=tmp_path)
+    assert not list((cache.root / "tools").glob("hashes-*.json"))
+    nvstage.compile("vadd.cu", opts, toolkit=toolkit, cwd=tmp_path, cache=True)
+    assert list((cache.root / "tools").glob("hashes-*.json"))  # the toolkit's folders

@@ -13,10 +13,10 @@ header the cache has seen.
 Only what cannot have changed unseen is kept: a file whose mtime and ctime are at least
 ``SETTLE_NS`` older than the process that hashed it (ccache's "too new" rule; a write within
 the same clock tick as the hash would keep the identity and change the contents), and whose
-text does not spell the build's work folder (``Look.mentions``: a work folder is made by each
-process under a random name after such a file last changed, so a remembered file cannot spell
-the next one's). At most ``MAX_FILES`` names a folder, the least recently hashed dropped
-first.
+text does not spell the build's work folder (``Look.mentions``), and only for builds whose
+work folder this process made under a random name after such a file last changed (never a keep
+folder, whose name a header may hold), so a remembered file cannot spell the next one's.
+At most ``MAX_FILES`` names a folder, the least recently hashed dropped first.
 """
 
 from __future__ import annotations
