@@ -191,6 +191,7 @@ class StageCache:
             # this process made under a random name (a remembered header cannot spell it);
             # a keep folder has a name a header may hold.
             self.keys.hasher.kept = hash_memo.load(cache)
+            self.keys.hasher.kept.trust([toolkit.root])
         if self.keys.place.base:
             for stage in plan.runnable:
                 if stage.kind in _CACHEABLE:
@@ -358,6 +359,8 @@ class StageCache:
         builtin = builtin_dirs(stage.argv, self.env, self.cache)
         search = include_search(stage.argv, self.cwd, self.env, builtin)
         fixed = [*builtin, self.toolkit.root]
+        if self.keys.hasher.kept is not None:
+            self.keys.hasher.kept.trust(builtin)
         local_sets = self.cache.header_sets(dkey)
         hit = self._match_sets(stage, dkey, local_sets, search, fixed, started, t)
         if hit is not None:

@@ -30,9 +30,10 @@ def _header(folder, name: str, text: bytes, age_s: float = 60.0) -> str:
     return str(path)
 
 
-def _hasher(cache, work) -> FileHasher:
+def _hasher(cache, work, trusted=None) -> FileHasher:
     h = FileHasher(work)
     h.kept = hash_memo.load(cache)
+    h.kept.trust([str(trusted or work.parent)])  # as the toolkit's folder is
     return h
 
 
@@ -87,10 +88,39 @@ def test_a_note_nobody_sealed_stands_for_nothing(cache, tmp_path):
     assert h.look(path).digest == hashlib.sha256(b"int b;\n").hexdigest()
 
 
+def test_a_header_outside_the_trusted_folders_is_always_hashed(cache, tmp_path):
+    # A project's own headers may sit on a file system whose ctime is the mtime (FAT, sshfs),
+    # where an edit that restores the mtime keeps the identity: never kept across builds.
+    (tmp_path / "toolkit").mkdir()
+    (tmp_path / "project").mkdir()
+    mine = _header(tmp_path / "project", "mine.h", b"int m;\n")
+    escaped = str(tmp_path / "toolkit" / ".." / "project" / "mine.h")
+    h = _hasher(cache, tmp_path / "w", trusted=tmp_path / "toolkit")
+    h.kept.started_ns = time.time_ns() + 10 * hash_memo.SETTLE_NS
+    h.look(mine)
+    h.look(escaped)
+    assert h.kept.fresh == {}
+    h.kept.rows[str(tmp_path / "project")] = {"mine.h": [*_sig(mine), "0" * 64, False]}
+    assert h.kept.get(mine, _sig(mine)) is None
+
+
+def test_at_most_max_notes_folders_are_kept_the_oldest_removed(cache, monkeypatch):
+    monkeypatch.setattr(hash_memo, "MAX_NOTES", 2)
+    for n in range(4):
+        memo = hash_memo.HashMemo(cache, started_ns=10 * hash_memo.SETTLE_NS)
+        memo.trust(["/"])
+        memo.add(f"/f{n}/h", (n, 1, 1, 1), "a" * 64, False)
+        hash_memo.save(cache, memo)
+        time.sleep(0.01)
+    left = sorted(p.name for p in (cache.root / "tools").glob("hashes-*.json"))
+    assert left == sorted(f"{hash_memo.note_name(f'/f{n}')}.json" for n in (2, 3))
+
+
 @pytest.mark.parametrize("row", [["x"], [1, 2, 3, 4, "short", False], None,
                                  [1, 2, 3, 4, "0" * 64, "yes"]])
 def test_a_malformed_row_is_no_digest(row):
     memo = hash_memo.HashMemo()
+    memo.trust(["/inc"])
     memo.rows["/inc"] = {"h": row}
     assert memo.get("/inc/h", (1, 2, 3, 4)) is None
 
@@ -98,11 +128,13 @@ def test_a_malformed_row_is_no_digest(row):
 def test_each_folder_keeps_at_most_its_cap_and_is_read_alone(cache, monkeypatch):
     monkeypatch.setattr(hash_memo, "MAX_FILES", 3)
     memo = hash_memo.HashMemo(cache, started_ns=10 * hash_memo.SETTLE_NS)
+    memo.trust(["/a", "/b"])
     for n in range(5):
         memo.add(f"/a/h{n}", (n, 1, 1, 1), "a" * 64, False)
     memo.add("/b/h", (9, 1, 1, 1), "b" * 64, True)
     hash_memo.save(cache, memo)
     later = hash_memo.load(cache)
+    later.trust(["/a", "/b"])
     assert [later.get(f"/a/h{n}", (n, 1, 1, 1)) is not None for n in range(5)] == \
         [False, False, True, True, True]
     assert list(later.rows) == ["/a"]  # /b's note is not read until a file there is

@@ -16,11 +16,19 @@ the same clock tick as the hash would keep the identity and change the contents)
 text does not spell the build's work folder (``Look.mentions``), and only for builds whose
 work folder this process made under a random name after such a file last changed (never a keep
 folder, whose name a header may hold), so a remembered file cannot spell the next one's.
-At most ``MAX_FILES`` names a folder, the least recently hashed dropped first.
+At most ``MAX_FILES`` names a folder, the least recently hashed dropped first, and at most
+``MAX_NOTES`` folders' notes, the oldest removed first.
+
+Only the toolkit's files and the host compiler's own (``trust``: the folders the stage cache
+calls fixed) are remembered: the files every process rereads, on the file systems a toolkit is
+installed on. A project's own headers are always hashed: on a file system whose ctime is a
+copy of the mtime (FAT, sshfs), a header rewritten with its old mtime and size keeps its
+identity, and a digest kept across builds would outlive the edit.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -29,6 +37,7 @@ from nvstage.errors import CacheError
 
 SETTLE_NS = 2_000_000_000
 MAX_FILES = 4096
+MAX_NOTES = 256
 
 
 def note_name(folder: str) -> str:
@@ -45,7 +54,18 @@ class HashMemo:
         self.started_ns = time.time_ns() if started_ns is None else started_ns
         self.rows: dict[str, dict] = {}  # folder -> its note's rows
         self.fresh: dict[str, dict[str, list]] = {}  # folder -> rows to add
+        self.roots: tuple[str, ...] = ()  # the folders whose files are remembered (``trust``)
         self._lock = threading.Lock()  # the stage threads and the bookkeeping thread look
+
+    def trust(self, folders) -> None:
+        """Remember the files under ``folders`` (the toolkit's and the host compiler's)."""
+        roots = {os.path.join(os.path.normpath(f), "") for f in folders if f and
+                 os.path.isabs(f)}
+        with self._lock:
+            self.roots = tuple(sorted(set(self.roots) | roots))
+
+    def _within(self, path: str) -> bool:
+        return os.path.normpath(path).startswith(self.roots)
 
     def _folder(self, folder: str) -> dict:
         rows = self.rows.get(folder)
@@ -55,6 +75,8 @@ class HashMemo:
 
     def get(self, path: str, sig: tuple) -> tuple[str, bool] | None:
         """(digest, holds a NUL byte) for ``path`` when its identity is still ``sig``."""
+        if not self._within(path):
+            return None
         folder, _, name = path.rpartition("/")
         with self._lock:
             row = self._folder(folder).get(name)
@@ -68,7 +90,7 @@ class HashMemo:
     def add(self, path: str, sig: tuple, digest: str, binary: bool) -> None:
         """Keep ``path``'s digest if its identity had settled before this process began."""
         _ino, _size, mtime, ctime = sig
-        if max(mtime, ctime) < self.started_ns - SETTLE_NS:
+        if max(mtime, ctime) < self.started_ns - SETTLE_NS and self._within(path):
             folder, _, name = path.rpartition("/")
             with self._lock:
                 self.fresh.setdefault(folder, {})[name] = [*sig, digest, binary]
@@ -104,4 +126,22 @@ def save(cache, memo: HashMemo) -> None:
         try:
             cache.set_note(note_name(folder), rows, "tools")
         except (OSError, ValueError, CacheError):
-            return
+            continue
+    _prune(cache)
+
+
+def _prune(cache) -> None:
+    """At most ``MAX_NOTES`` folders' notes: a toolkit installed afresh at a new path (a CI
+    runner's) leaves its old folders' behind."""
+    tools = os.path.join(cache.root, "tools")
+    try:
+        with os.scandir(tools) as it:
+            notes = [(e.stat(follow_symlinks=False).st_mtime_ns, e.path) for e in it
+                     if e.name.startswith("hashes-") and e.is_file(follow_symlinks=False)]
+    except OSError:
+        return
+    for _, path in sorted(notes)[:max(0, len(notes) - MAX_NOTES)]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
