@@ -14,7 +14,9 @@ sm_90. Each round builds every way in a fresh copy with an empty cache of its ow
 - revert: the header changed back, then built (against ccache: at most 1.2: every unit was
   built that way before, so a cache answers all of them);
 - bytes: the cache folder after the cold build, every regular file once (a hard link is one
-  file), against ccache's (at most 3x).
+  file), against ccache's (at most 3x);
+- the machine's CPU seconds over the cold build (``/proc/stat``, a second after it ends: the
+  resident nvstage's bookkeeping after its answers included), nvstage's against nvcc's.
 
 nvstage runs with its resident server on (``NVSTAGE_SERVER=1``, ``compiler/resident.py``),
 started by the first command and stopped after each round. Medians over rounds, and the spread of each
@@ -76,6 +78,14 @@ def cache_bytes(folder: Path) -> int:
     return total
 
 
+def _machine_cpu() -> float:
+    """The machine's CPU seconds so far (user, nice, system, irq, softirq): in a build that
+    keeps every core busy, what each way costs."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
+
+
 def _run(argv, cwd, env) -> float:
     t = time.perf_counter()
     cp = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
@@ -100,7 +110,10 @@ def one(way: str, launcher: list[str] | None, nvcc: str, work: Path, units: int,
     ninja = ["ninja", "-C", str(build), f"-j{jobs}"]
     out: dict[str, float] = {}
     try:
+        cpu = _machine_cpu()
         out["cold"] = _run(ninja, work, env)
+        time.sleep(1.0)  # a resident child's bookkeeping after its answer is counted too
+        out["cold cpu"] = _machine_cpu() - cpu
         if way == "nvcc":
             return out
         out["bytes"] = float(cache_bytes(cache))
@@ -168,6 +181,9 @@ def main(argv: list[str]) -> int:
     for name, t, ratio, what, note in rows:
         tail = f"{ratio:.3f} ({what})" if ratio is not None else f"spread {note}"
         print(f"  {name:44} {t:8.2f} s   {tail}")
+    per = f"{(s['cold cpu'] - n['cold cpu']) / a.units * 1000:+.0f} ms a unit"
+    print(f"  {'cold, the machine CPU: plain nvcc':44} {n['cold cpu']:8.2f} s")
+    print(f"  {'cold, the machine CPU: nvstage':44} {s['cold cpu']:8.2f} s   {per}")
     print(f"  {'cache bytes after the cold build: ccache':44} {c['bytes'] / 1024:8.0f} KiB")
     print(f"  {'cache bytes after the cold build: nvstage':44} {s['bytes'] / 1024:8.0f} KiB"
           f"   {s['bytes'] / c['bytes']:.2f} (/ccache <= 3)")
