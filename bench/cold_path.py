@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT / "bench"))
+from many_units import _machine_cpu as _cpu  # noqa: E402 - the machine's CPU seconds
 
 # Run in a child process with the miss path imported first: each phase's start and length.
 PHASES = r"""
@@ -62,28 +63,18 @@ print(json.dumps({"marks": marks, "answered": answered[0], "end": end, "code": c
 """
 
 
-def _cpu() -> float:
-    """The machine's CPU seconds so far (user, nice, system, irq, softirq)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
-
-
-def _once(argv, cwd, env) -> tuple[float, float]:
+def _once(argv, cwd, env, idle: float) -> tuple[float, float]:
+    """(wall, the machine's CPU less ``idle``, its own CPU a second at rest) of one run."""
     c, t = _cpu(), time.perf_counter()
     cp = subprocess.run(argv, cwd=cwd, env=env, capture_output=True)
     wall = time.perf_counter() - t
     if cp.returncode:
         raise SystemExit(f"{argv[:3]} failed: {cp.stderr.decode()[-800:]}")
     time.sleep(0.5)  # a resident child's bookkeeping after the answer is counted too
-    return wall, _cpu() - c - (wall + 0.5) * _idle_cpu
-
-
-_idle_cpu = 0.0  # the machine's own CPU per second at rest, measured first
+    return wall, _cpu() - c - (wall + 0.5) * idle
 
 
 def main(argv: list[str]) -> int:
-    global _idle_cpu
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args(argv)
@@ -96,7 +87,7 @@ def main(argv: list[str]) -> int:
     nvstage = str(BIN / "nvstage")
     c = _cpu()
     time.sleep(1.0)
-    _idle_cpu = _cpu() - c
+    idle = _cpu() - c
     with tempfile.TemporaryDirectory(prefix="nvstage-cold-") as tmp:
         w = Path(tmp)
         many_units.make_project(w / "src", 2)
@@ -125,11 +116,12 @@ def main(argv: list[str]) -> int:
         got: dict[str, list[tuple[float, float]]] = {}
         for r in range(a.runs):
             for i, (way, (pre, e)) in enumerate(ways.items()):
-                got.setdefault(way, []).append(_once([*pre, *words(f"r{r}w{i}")], build, e))
+                got.setdefault(way, []).append(
+                    _once([*pre, *words(f"r{r}w{i}")], build, e, idle))
             for way in ("plain nvcc", "launcher, resident"):
                 pre, e = ways[way]
                 got.setdefault(f"{way}, same line", []).append(
-                    _once([*pre, *words(f"same{way[0]}")], build, e))
+                    _once([*pre, *words(f"same{way[0]}")], build, e, idle))
         subprocess.run([sys.executable, "-m", "nvstage.compiler.resident", "--stop",
                         str(w / "cache")], env=env, capture_output=True)
         print(f"a unit of many_units.py's project, sm_90, -MD; medians of {a.runs} "

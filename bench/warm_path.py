@@ -67,7 +67,6 @@ class Pair:
             self.a.append(_spec_once(anchor, cwd, env))
             for times, spec in zip(self.bs, (contender, *more)):
                 times.append(_spec_once(spec, cwd, env))
-        self.b = self.bs[0]
 
     @property
     def anchor(self) -> float:
@@ -75,7 +74,7 @@ class Pair:
 
     @property
     def contender(self) -> float:
-        return statistics.median(self.b)
+        return statistics.median(self.bs[0])
 
     def median(self, k: int) -> float:
         return statistics.median(self.bs[k])

@@ -41,11 +41,8 @@ def marked_files(text: bytes) -> list[tuple[str, bool]]:
     got = _READ.get(text)
     if got is None:
         got = _marked_files(text)
-        try:
-            while len(_READ) >= _READ_MAX:
-                del _READ[next(iter(_READ))]
-        except (KeyError, RuntimeError, StopIteration):  # another thread made room first
-            pass
+        if len(_READ) >= _READ_MAX:
+            _READ.clear()  # one step, whichever thread gets here
         _READ[text] = got
     return list(got)
 

@@ -113,15 +113,14 @@ class FileHasher:
             return got[1]
         kept = self.kept.get(path, sig) if self.kept is not None else None
         if kept is not None:  # settled before this work folder's random name existed
-            look = Look(kept[0], False, self.work in os.fsencode(path), kept[1])
-            self._memo[path] = (sig, look)
-            return look
-        try:
-            digest, mentions, binary = _scan(path, self.work)
-        except OSError:
-            return None
+            (digest, binary), mentions = kept, False
+        else:
+            try:
+                digest, mentions, binary = _scan(path, self.work)
+            except OSError:
+                return None
         look = Look(digest, False, mentions or self.work in os.fsencode(path), binary)
-        if self.kept is not None and not look.mentions:
+        if kept is None and self.kept is not None and not look.mentions:
             self.kept.add(path, sig, digest, binary)
         self._memo[path] = (sig, look)
         return look

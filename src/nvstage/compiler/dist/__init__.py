@@ -31,16 +31,4 @@ def remote_lane(env, cwd: str):
     return lane(env, cwd)
 
 
-def __getattr__(name: str):
-    if name == "Where":
-        from nvstage.compiler.dist.where import Where
-
-        return Where
-    if name == "backend_from_env":
-        from nvstage.compiler.dist.choice import backend_from_env
-
-        return backend_from_env
-    raise AttributeError(name)
-
-
-__all__ = ["backend_from_env", "remote_lane", "run_distributed", "Where"]
+__all__ = ["ENV", "remote_lane", "run_distributed"]

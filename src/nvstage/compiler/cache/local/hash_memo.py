@@ -116,6 +116,8 @@ def save(cache, memo: HashMemo) -> None:
     """What this process hashed, added to each folder's note in ``cache`` (another process's
     additions since this one read it kept too); a note that cannot be written is just not
     kept: bookkeeping never fails a build."""
+    if not memo.fresh:
+        return
     for folder, fresh in memo.fresh.items():
         rows = _read(cache, folder)
         for name in fresh:  # newest last: the oldest go first past the cap
