@@ -291,8 +291,9 @@ def fresh_tiers(monkeypatch):
 
 # What a full hit may import: the standard library, and of nvstage the entry point, the base
 # (fsio, paths) and the warm package. Nothing else of nvstage, no third-party module.
-WARM_MODULES = frozenset({"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage.fsio",
-                          "nvstage.paths", "nvstage.compiler", "nvstage.compiler.warm",
+WARM_MODULES = frozenset({"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage.cli.launcher",
+                          "nvstage.fsio", "nvstage.paths", "nvstage.compiler",
+                          "nvstage.compiler.warm",
                           # zstd's extension alone, its package's __init__ not run
                           # (``compiler/warm/zstd.py``); Python 3.14's is standard
                           "backports.zstd._zstd"})

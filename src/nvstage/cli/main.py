@@ -15,66 +15,21 @@ import sys
 from nvstage import __version__
 
 
-def is_nvcc(first: str) -> bool:
-    """Whether ``nvstage FIRST ...`` stands in front of nvcc (a path or name like nvcc)."""
-    import os
-
-    base = os.path.basename(first)
-    return base == "nvcc" or base.startswith("nvcc-")
-
-
 def is_launcher_command(first: str) -> bool:
     """``nvstage FIRST ...`` stands in front of a compiler or another build tool (a path, or a
     name like nvcc), not one of nvstage's commands (none of which is spelt so)."""
-    import os
+    from nvstage.cli.launcher import is_nvcc
 
-    return os.sep in first or is_nvcc(first)
-
-
-def _on_path(name: str) -> bool:
-    """A program ``name`` on PATH, as a shell finds it (``nvstage g++ ...`` in a Makefile)."""
-    import os
-
-    if not name or name.startswith("-") or os.sep in name:
-        return False
-    for folder in os.get_exec_path():
-        path = os.path.join(folder, name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return True
-    return False
-
-
-def _step(argv: list[str]) -> int:
-    """A step that is not nvcc (a C++ compile, a link, an archive): run unchanged, timed and
-    recorded (``compiler/tool_step``), on the standard library alone."""
-    from nvstage.compiler.tool_step import run_step
-
-    code = run_step(argv)
-    _answered.append(True)  # nothing of nvstage's own is left to tidy up
-    return code
-
-
-def _launch(argv: list[str]) -> int:
-    if not is_nvcc(argv[0]):
-        return _step(argv)
-    import os
-
-    from nvstage.compiler.warm.answer import serve
-
-    if serve(argv, os.getcwd(), os.environ):  # the whole command from the cache, first
-        _answered.append(True)
-        return 0
-    from nvstage.compiler.front import launch
-
-    code, answered = launch(argv)
-    if answered:
-        _answered.append(True)
-    return code
+    return "/" in first or is_nvcc(first)
 
 
 def run(argv: list[str]) -> int:
     """Run one command line (without the program name); returns the exit status."""
     _names_as_bytes()
+    if not argv or not is_launcher_command(argv[0]):
+        from nvstage.cli.launcher import with_site
+
+        with_site()  # a launcher's hit needs none of it; its miss runs it
     if not argv or argv[0] in ("-h", "--help"):
         from nvstage.cli.help import top_help
 
@@ -91,12 +46,18 @@ def run(argv: list[str]) -> int:
             _answered.append(True)
         return code
     if is_launcher_command(argv[0]):  # nvstage /path/to/nvcc ARGS: stand in front of it
-        return _launch(argv)
+        from nvstage.cli.launcher import launch
+
+        return _done(*launch(argv))
     from nvstage.cli.help import COMMANDS
 
     if argv[0] not in {name for _, commands in COMMANDS for name, _ in commands}:
-        if _on_path(argv[0]):  # nvstage g++ ARGS: a build step, as a path to it would be
-            return _step(argv)
+        from nvstage.compiler.tool_step import on_path
+
+        if on_path(argv[0]):  # nvstage g++ ARGS: a build step, as a path to it would be
+            from nvstage.cli.launcher import step
+
+            return _done(step(argv), True)
         # One line, as every other bad input gets, and before typer is imported.
         what = "option" if argv[0].startswith("-") else "command"
         sys.stderr.write(f"error: no such {what} {argv[0]!r} (nvstage --help lists them)\n")
@@ -118,6 +79,12 @@ def run(argv: list[str]) -> int:
         sys.stderr.write(said[0] + "\n")
         return said[1]
     return code if isinstance(code, int) else 0
+
+
+def _done(code: int, answered: bool) -> int:
+    if answered:
+        _answered.append(True)
+    return code
 
 
 def _names_as_bytes() -> None:
@@ -143,8 +110,8 @@ def main() -> None:
             sys.stderr.flush()
         except OSError:
             sys.exit(code)
-        import os
+        import posix  # os is not loaded on a hit without site (cli/bare.py)
 
-        os._exit(code)
+        posix._exit(code)
     sys.exit(code)
 

@@ -25,10 +25,19 @@ def launch(argv: list[str]) -> tuple[int, bool]:
     from nvstage.compiler.launcher import main as run_here
 
     code = run_here(argv)
-    # Again: the launcher may have just made the cache folder.
+    start_resident()  # after: the launcher may have just made the cache folder
+    return code, False
+
+
+def start_resident() -> None:
+    """A resident nvstage for the next commands, where it is on (``NVSTAGE_SERVER=1``) and
+    none runs: after a miss run here, and after a hit answered here because no server was
+    there to ask (else a build whose every command hits would never have one)."""
+    from nvstage.compiler.warm import resident
+    from nvstage.compiler.warm.folder import cache_root
+
     root = cache_root(os.environ) if resident.enabled(os.environ) else None
-    if root is not None:  # a server for the next commands
+    if root is not None:
         from nvstage.compiler.resident import ensure
 
         ensure(root, os.environ)
-    return code, False

@@ -12,6 +12,12 @@ lock. A child takes the client's place (folder, environment, umask, descriptors)
 launcher exactly as ``nvstage NVCC ARGS`` would, tells the client its exit status as soon as
 the outputs and the build record are written, and does the cache's bookkeeping after that,
 its standard streams closed (a build waits for those to close, not for the child).
+
+A hit is asked on a second socket (``warm/ask.py``, the thin client) and answered here, in
+this process, with no fork: the client's folder, environment and umask for the while, the same
+code as a launcher's own answer (``answer.hit``) and the build record's entry written before
+the reply. Only while the code that answers is the code this process loaded (its files' stat,
+looked at before each answer); else it answers nothing, and leaves.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import socket
 import sys
 import time
 
-from nvstage.compiler.warm import resident as client
+from nvstage.compiler.warm import ask, resident as client
 
 _IDLE_S = 600
 _MAX_REQUEST = 64 << 20
@@ -119,8 +125,13 @@ def main(argv: list[str]) -> int:
         return 1
     bound = os.stat(path)  # the socket's file (fstat of the socket names another inode)
     srv.listen(64)
-    _OWN[:] = [lock, srv.fileno()]
+    hits, hits_bound = _hit_socket(root, env)
+    _OWN[:] = [lock, srv.fileno(), *([hits.fileno()] if hits else [])]
     _warm_up()
+    code = _code_files()
+    from nvstage.compiler.warm.answer import Memory
+
+    memory = Memory()
     try:
         idle = float(env.get("NVSTAGE_SERVER_IDLE", _IDLE_S))
     except ValueError:
@@ -128,19 +139,29 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     last = time.monotonic()
     children: set[int] = set()
+    import select
+
     try:
         while True:
             _reap(children)
-            srv.settimeout(min(5.0, max(0.1, idle)))
-            try:
-                conn, _ = srv.accept()
-            except socket.timeout:
+            ready, _, _ = select.select([srv, *([hits] if hits else [])], [], [],
+                                        min(5.0, max(0.1, idle)))
+            if not ready:
                 if not children and time.monotonic() - last > idle:
                     return 0
                 if not os.path.exists(path) or not os.path.isdir(root):
                     return 0  # its socket or its cache folder removed under it: leave
                 continue
             last = time.monotonic()
+            if hits in ready:
+                if not _serve_hit(hits, root, code, memory):
+                    return 0  # its code changed: a launcher starts a server of the new code
+                if srv not in ready:
+                    continue
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
             try:
                 pid = _take(conn, root)
             except (OSError, ValueError, EOFError, TypeError, KeyError):
@@ -150,16 +171,102 @@ def main(argv: list[str]) -> int:
             if pid:
                 children.add(pid)
     finally:
-        try:
-            now = os.stat(path)
-            if (now.st_dev, now.st_ino) == (bound.st_dev, bound.st_ino):
-                os.unlink(path)  # ours, not a later server's
-        except OSError:
-            pass
+        for sock_path, ident in ((path, bound), (hits and hits.getsockname(), hits_bound)):
+            try:
+                now = os.stat(sock_path)
+                if (now.st_dev, now.st_ino) == (ident.st_dev, ident.st_ino):
+                    os.unlink(sock_path)  # ours, not a later server's
+            except (OSError, TypeError, AttributeError):
+                pass
         try:
             os.unlink(path + ".lock")  # held to the end: a server starting now makes another
         except OSError:
             pass
+
+
+def _hit_socket(root: str, env):
+    """The socket hits are asked on (``warm/ask.py``) and its file's stat; (None, None) when
+    it cannot be had (this server still runs what launchers hand it)."""
+    path = ask.name(env)
+    if not client.own_folder(os.path.dirname(path), make=True):
+        return None, None
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # an older server's: the newest takes the name (that one leaves)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind(path)
+        s.listen(64)
+        return s, os.stat(path)
+    except OSError:
+        s.close()
+        return None, None
+
+
+def _code_files() -> list:
+    """The files of the code that answers a hit, with their stat now: the warm package and
+    the modules it imports (tests/test_imports.py holds it to them)."""
+    from nvstage import fsio, paths
+    from nvstage.compiler import warm
+
+    folder = os.path.dirname(warm.__file__)
+    names = [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".py")]
+    return [(n, _stat(n)) for n in [*names, fsio.__file__, paths.__file__]]
+
+
+def _stat(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+def _serve_hit(hits: socket.socket, root: str, code: list, memory) -> bool:
+    """Answer one hit asked on ``hits``; False when this process's code is no longer what
+    its files hold (nothing answered: the client runs the command itself)."""
+    try:
+        conn, _ = hits.accept()
+    except OSError:
+        return True
+    with conn:
+        try:
+            conn.settimeout(5)
+            if client._peer_uid(conn) != os.getuid():
+                return True
+            req = ask.receive(conn)
+            if any(_stat(n) != st for n, st in code):
+                ask.send(conn, {"code": None})
+                return False
+            ask.send(conn, _hit(req, root, memory))
+        except (OSError, ValueError, EOFError, TypeError, KeyError, AttributeError):
+            pass  # the client sees the socket close: it runs the command itself
+    return True
+
+
+def _hit(req: dict, root: str, memory=None) -> dict:
+    """The client's command answered whole here, as its own process would (``answer.hit``),
+    in its folder, with its environment and umask; its build-record entry written."""
+    from nvstage.compiler.warm import answer, build_record
+    from nvstage.paths import cache_dir_of
+
+    env, cwd, argv = dict(req["env"]), str(req["cwd"]), [str(a) for a in req["argv"]]
+    here = os.getcwd()
+    mask = os.umask(int(req["umask"]))
+    try:
+        os.chdir(cwd)  # a relative name (a cache folder, a PATH entry) means what it meant
+        mine = cache_dir_of(env)
+        if mine is None or os.path.realpath(mine) != os.path.realpath(root):
+            return {"code": None}  # another cache folder: not this server's to answer
+        served = answer.hit(argv, cwd, env, memory)
+        if served is None:
+            return {"code": None}
+        served.update(pid=int(req["pid"]), ppid=int(req["ppid"]))
+        with contextlib.suppress(Exception):  # a record never fails a build (serve's rule)
+            build_record.add_hit(served)
+        return {"code": 0, "out": served["out"], "err": served["err"]}
+    finally:
+        os.umask(mask)
+        os.chdir(here)
 
 
 def _warm_up() -> None:
@@ -170,7 +277,12 @@ def _warm_up() -> None:
     import nvstage.compiler.launcher  # noqa: F401
     import nvstage.compiler.nvcc_args  # noqa: F401
     import nvstage.compiler.plancache  # noqa: F401
+    import nvstage.compiler.warm.build_record  # noqa: F401
     import nvstage.compiler.warm.entry  # noqa: F401
+    import nvstage.compiler.warm.presence  # noqa: F401
+    from nvstage.compiler.warm import zstd
+
+    zstd.available()  # its extension loaded: a hit reads compressed entries
 
 
 def _reap(children: set[int]) -> None:

@@ -31,6 +31,17 @@ _FORWARD = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 _DEFAULT = ("SIGPIPE", "SIGXFSZ")
 
 
+def on_path(name: str) -> bool:
+    """A program ``name`` on PATH, as a shell finds it (``nvstage g++ ...`` in a Makefile)."""
+    if not name or name.startswith("-") or os.sep in name:
+        return False
+    for folder in os.get_exec_path():
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return True
+    return False
+
+
 def _environ() -> dict:
     """The environment this process was started with, as bytes."""
     try:

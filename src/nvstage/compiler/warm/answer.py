@@ -26,10 +26,11 @@ import marshal
 import os
 import stat
 import sys
+import time
 
 from nvstage import fsio
-from nvstage.compiler.warm.folder import (HITS, MAX_META, MAX_OUTPUT, SCHEMA, WHOLE, entry_dir,
-                                          opened)
+from nvstage.compiler.warm.folder import (HITS, MAX_META, MAX_OUTPUT, SCHEMA, SETTLE_NS, WHOLE,
+                                          entry_dir, opened)
 from nvstage.compiler.warm.key import file_stat, key, which
 
 # What this package imports is what a hit costs before it does anything: the standard library
@@ -58,11 +59,47 @@ def sha256_file(path: str) -> str | None:
     return None if data is None else fsio.hexdigest(data)
 
 
+class Memory:
+    """What a resident nvstage keeps between the hits it answers (``compiler/resident.py``;
+    a launcher answers one and keeps nothing): each entry's document under its file's identity
+    (an entry is rewritten whole, under a new inode: ``fsio.replace``), and each watched
+    folder's stat in which its hiding places were last found as recorded, where that folder's
+    listing alone said so (nothing below it can appear without changing it) and its stat had
+    settled (a change in the same timestamp tick would not show)."""
+
+    MAX = 4096
+
+    def __init__(self):
+        self.metas: dict = {}
+        self.folders: dict = {}
+
+    def load(self, root: str, k: str, secret: bytes) -> dict | None:
+        path = os.path.join(entry_dir(root, k), "meta")
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        ident = (st.st_dev, st.st_ino, st.st_size)
+        got = self.metas.get((path, secret))
+        if got is not None and got[0] == ident:
+            return got[1]
+        meta = load(root, k, secret)
+        if meta is not None:
+            _bounded(self.metas)[(path, secret)] = (ident, meta)
+        return meta
+
+
+def _bounded(d: dict) -> dict:
+    if len(d) >= Memory.MAX:
+        d.clear()
+    return d
+
+
 def inputs_unchanged(meta: dict, result: dict, entry: str | None = None,
-                     memo: dict | None = None) -> bool:
+                     memo: dict | None = None, memory: Memory | None = None) -> bool:
     """Every file ``result``'s preprocessing read is as recorded, no new file hides one of
     them, and the search folders are what they were. ``memo``: what the results tried before
-    it found (a file's row -> unchanged?, a path -> its SHA-256)."""
+    it found (a file's row -> unchanged?, a path -> its SHA-256); ``memory``: a resident's."""
     memo = {} if memo is None else memo
     rows = meta["files"]
     for n in result["inputs"]:
@@ -90,10 +127,14 @@ def inputs_unchanged(meta: dict, result: dict, entry: str | None = None,
     cands = None
     for n, (d, st) in enumerate(result["shadow"]):
         try:
-            if file_stat(d) == st:
-                continue
+            now = file_stat(d)
         except OSError:
-            pass
+            now = None
+        if now == st:
+            continue
+        seen = (entry, result["id"], n)
+        if memory is not None and now is not None and memory.folders.get(seen) == now:
+            continue
         if cands is None:  # kept apart (thousands of names for a thrust source), sealed by sha
             cands = _shadow(os.path.join(entry or "", result["shadow_file"]),
                             result["shadow_sha"])
@@ -102,11 +143,22 @@ def inputs_unchanged(meta: dict, result: dict, entry: str | None = None,
             from nvstage.compiler.warm.presence import Presence
 
             presence = Presence()  # each folder listed once, not each name asked
-        named = [(os.path.join(d, c), was) for c, was in cands[n]]
-        there = presence.of(c for c, _ in named)
-        if any(there[c] != was for c, was in named):
+        there, by_listing = presence.under(d, [c for c, _ in cands[n]])
+        if any(there[c] != was for c, was in cands[n]):
             return False
-    for d, real in result["layout"]:
+        if memory is not None and by_listing and now is not None and \
+                max(now[1], now[2]) < time.time_ns() - SETTLE_NS:
+            _bounded(memory.folders)[seen] = now
+    for row in result["layout"]:
+        d, real = row[0], row[1]
+        ident = row[2] if len(row) > 2 else None
+        if ident is not None:  # the folder it was when recorded (its realpath then): one stat
+            try:
+                st = os.stat(d)
+            except OSError:
+                return False
+            if stat.S_ISDIR(st.st_mode) and [st.st_dev, st.st_ino] == ident:
+                continue
         if (os.path.realpath(d) if os.path.isdir(d) else None) != real:
             return False
     return True
@@ -182,14 +234,14 @@ def _host_object(data: bytes) -> bool:
 
 
 def answer(nvcc: str, args: list[str], cwd: str, env, root: str, secret: bytes,
-           view: bool = False) -> dict | None:
+           view: bool = False, memory: Memory | None = None) -> dict | None:
     """The newest result for ``nvcc args`` whose every file read is unchanged, its outputs
     restored into place; None for a miss. ``view``: only a result that holds what the CLI
-    prints."""
+    prints; ``memory``: a resident nvstage's (``Memory``)."""
     k = key(nvcc, args, cwd, env)
     if k is None:
         return None
-    meta = load(root, k, secret)
+    meta = load(root, k, secret) if memory is None else memory.load(root, k, secret)
     if meta is None:
         return None
     d = entry_dir(root, k)
@@ -198,7 +250,8 @@ def answer(nvcc: str, args: list[str], cwd: str, env, root: str, secret: bytes,
         if view and not isinstance(result.get("view"), dict):
             continue
         try:
-            if not inputs_unchanged(meta, result, d, memo) or not restore(result, d, cwd):
+            if not inputs_unchanged(meta, result, d, memo, memory) or \
+                    not restore(result, d, cwd):
                 continue
         except (OSError, ValueError, TypeError, KeyError, IndexError):
             continue  # a malformed result behind a good seal: the next, or the pipeline
@@ -217,28 +270,36 @@ def _count(root: str, hits: int) -> None:
         pass
 
 
-def try_hit(argv: list[str], cwd: str, env) -> dict | None:
-    """``argv`` is ``NVCC ARGS...``: when the whole command was answered from the cache
-    (outputs in place, the tools' output printed), what was served (for its build-record
-    entry, ``build_record.add_hit``); None for a miss."""
-    import time
-
+def hit(argv: list[str], cwd: str, env, memory: Memory | None = None) -> dict | None:
+    """``argv`` is ``NVCC ARGS...``: when the whole command was answered from the cache (its
+    outputs in place), what was served: for its build-record entry (``build_record.add_hit``)
+    and what the tools printed (``out``, ``err``), which the caller prints; None for a miss."""
     t0, started = time.perf_counter(), time.time()
     nvcc = argv[0] if os.sep in argv[0] else which(argv[0], env.get("PATH", ""))
     where = opened(env) if nvcc is not None else None
     if where is None:
         return None
-    meta = answer(nvcc, argv[1:], cwd, env, *where)
+    meta = answer(nvcc, argv[1:], cwd, env, *where, memory=memory)
     if meta is None:
         return None
-    for text, stream in ((meta["stdout"], sys.stdout), (meta["stderr"], sys.stderr)):
-        if text:
-            stream.flush()
-            stream.buffer.write(text.encode("utf-8", "surrogateescape"))
-            stream.flush()
     return {"dir": meta["dir"], "argv": [nvcc, *argv[1:]], "cwd": cwd, "t0": t0,
             "started": started, "env": env, "build_sha": meta.get("build_sha"),
-            "build": os.path.join(meta["dir"], f"{meta['id']}.build")}
+            "build": os.path.join(meta["dir"], f"{meta['id']}.build"),
+            "out": meta["stdout"].encode("utf-8", "surrogateescape"),
+            "err": meta["stderr"].encode("utf-8", "surrogateescape")}
+
+
+def try_hit(argv: list[str], cwd: str, env) -> dict | None:
+    """``hit``, with what the tools printed printed again."""
+    served = hit(argv, cwd, env)
+    if served is None:
+        return None
+    for text, stream in ((served["out"], sys.stdout), (served["err"], sys.stderr)):
+        if text:
+            stream.flush()
+            stream.buffer.write(text)
+            stream.flush()
+    return served
 
 
 def serve(argv: list[str], cwd: str, env) -> bool:

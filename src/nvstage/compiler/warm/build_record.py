@@ -73,14 +73,15 @@ def _stat_of(pid: int) -> tuple[str, int, int] | None:
         return None
 
 
-def build_identity() -> str | None:
-    """``TOOL:PID:START`` of the build tool run this process is part of; ``process:...`` of
-    the nearest ancestor that is no shell where no build tool is among them (a script; the
+def build_identity(ppid: int | None = None) -> str | None:
+    """``TOOL:PID:START`` of the build tool run this process (or the one whose parent is
+    ``ppid``: a launcher the resident nvstage answered) is part of; ``process:...`` of the
+    nearest ancestor that is no shell where no build tool is among them (a script; the
     reader tells its builds apart by time); None where /proc cannot say (not Linux)."""
-    if _identity:
+    if _identity and ppid is None:
         return _identity[0]
     found, nearest = None, None
-    pid = os.getppid()
+    pid = os.getppid() if ppid is None else ppid
     for _ in range(_MAX_ANCESTORS):
         st = _stat_of(pid) if pid > 1 else None
         if st is None:
@@ -94,6 +95,8 @@ def build_identity() -> str | None:
                 break  # the outermost of a chain of build tools (and shells) is the build
             nearest = nearest or f"process:{pid}:{start}"
         pid = parent
+    if ppid is not None:
+        return found or nearest
     _identity.append(found or nearest)
     return _identity[0]
 
@@ -117,13 +120,15 @@ def entry_text(fields: list[tuple[str, object]], build: bytes = b"null") -> byte
     return ("{" + body).encode() + b',"build":' + build + b"}"
 
 
-def write_entry(cwd: str, env, started: float, tag: str, text: bytes) -> None:
+def write_entry(cwd: str, env, started: float, tag: str, text: bytes,
+                pid: int | None = None) -> None:
     """``text`` as the entry ``<start>-<pid>-<tag>.json`` of the record ``cwd`` and ``env``
-    name; a build record that cannot be written never fails the build."""
+    name (``pid``: the launcher's, where another process writes for it); a build record that
+    cannot be written never fails the build."""
     folder = record_folder(cwd, env)
     if not ready_record(folder):
         return
-    name = f"{int(started * 1e6):017d}-{os.getpid()}-{tag}.json"
+    name = f"{int(started * 1e6):017d}-{os.getpid() if pid is None else pid}-{tag}.json"
     try:
         fsio.replace(os.path.join(folder, "tu", name), text)
     except OSError:
@@ -149,6 +154,6 @@ def add_hit(served: dict) -> None:
         build = b"null"
     text = entry_text([("argv", s["argv"]), ("cwd", s["cwd"]), ("started", s["started"]),
                        ("seconds", round(time.perf_counter() - s["t0"], 6)), ("status", "ok"),
-                       ("exit_code", 0), ("pid", os.getpid()), ("reason", None), ("hit", True),
-                       ("build_id", build_identity())], build)
-    write_entry(s["cwd"], s["env"], s["started"], "h", text)
+                       ("exit_code", 0), ("pid", s.get("pid", os.getpid())), ("reason", None),
+                       ("hit", True), ("build_id", build_identity(s.get("ppid")))], build)
+    write_entry(s["cwd"], s["env"], s["started"], "h", text, s.get("pid"))

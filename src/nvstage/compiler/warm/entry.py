@@ -17,18 +17,23 @@ import os
 
 from nvstage import fsio
 from nvstage.compiler.warm.answer import sha256_file
-from nvstage.compiler.warm.folder import (LEDGER, MAX_OUTPUT, SCHEMA, cache_root, entry_dir,
-                                          secret)
+from nvstage.compiler.warm.folder import (LEDGER, MAX_OUTPUT, SCHEMA, SETTLE_NS, cache_root,
+                                          entry_dir, secret)
 from nvstage.compiler.warm.host_flags import HOST_STAGES, unwatched_word
 from nvstage.compiler.warm.key import file_stat, key
 
-# A file changed this close to the moment its stat was taken may change again within the
-# same timestamp tick: its stat is not trusted, its contents are compared (ccache's rule).
-_SETTLE_NS = 2_000_000_000
 # The stages a command answered whole may have run (nvcc's -c, -ptx, -cubin, -fatbin).
 _ANSWERABLE = frozenset({"host-preprocess", "cudafe++", "device-preprocess", "cicc", "ptxas",
                          "fatbinary", "host-compile", "cleanup", "depfile"})
 _PREPROCESS = frozenset({"host-preprocess", "device-preprocess"})
+
+
+def _dir_ident(d: str) -> list[int] | None:
+    try:
+        st = os.stat(d)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
 
 
 def outputs_of(build, cwd: str, work: str) -> list[str]:
@@ -195,7 +200,15 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
         names, (places, where) = got
         files.update(dict.fromkeys(names))
         cands.update(dict.fromkeys(c for c in places if not c.startswith(work + os.sep)))
-        layout += [x for x in where if x not in layout]
+        layout += [list(x) for x in where if x not in layout]
+    # Each search folder's identity beside its real path: a hit compares one stat, not a
+    # realpath (a lstat per part of the path). Taken now, and only where the folder is still
+    # what the build saw.
+    for row in layout:
+        d, real = row[0], row[1]
+        if (os.path.realpath(d) if os.path.isdir(d) else None) != real:
+            return None
+        row[2:] = [None if real is None else _dir_ident(d)]
     inputs = []
     for path in files:
         try:
@@ -207,7 +220,7 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
         sha = seen.digest(path) or sha256_file(path)
         if sha is None:
             return None
-        settled = max(st[1], st[2]) < started_ns - _SETTLE_NS
+        settled = max(st[1], st[2]) < started_ns - SETTLE_NS
         inputs.append([path, st, settled, sha])
     outs = []
     blobs = []

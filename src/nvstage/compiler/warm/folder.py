@@ -27,6 +27,9 @@ WHOLE = "inv"  # whole-command entries, inv/ab/<key>/, and the notes the warm pa
 HITS = "hits"  # under inv/: one line per whole answer, the stage hits it stands for
 # The size ledger: the bytes the last full count found, and a line per entry stored since.
 LEDGER = "size"
+# A file or folder changed this close to the moment its stat was taken may change again within
+# the same timestamp tick: its stat is not trusted, its contents are (ccache's rule).
+SETTLE_NS = 2_000_000_000
 MAX_META = 16 << 20  # a whole-command entry's document, its hiding places, its manifest
 MAX_OUTPUT = 1 << 30  # one output it restores
 _MIN_KEY, _MAX_KEY = 16, 4096  # what a key file holds, as ``cache/local/key.py`` reads it

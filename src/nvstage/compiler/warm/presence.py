@@ -32,19 +32,35 @@ class Presence:
 
     def of(self, paths: Iterable[str]) -> dict[str, bool]:
         """Each path -> whether it exists now (or when this memory first looked)."""
-        out: dict[str, bool] = {}
-        for p in paths:
-            got = self._files.get(p)
-            if got is None:
-                got = self._files[p] = self._look(p)
-            out[p] = got
-        return out
+        return {p: self._one(p) for p in paths}
 
-    def _look(self, path: str) -> bool:
-        cut = path.rfind("/")  # os.path.split's answer, at a fraction of its cost
-        parent, name = path[:cut] or "/", path[cut + 1:]
-        if name in ("", ".", "..") or not path.startswith("/"):  # names no listing holds
-            return _a_file(path)
+    def _one(self, path: str) -> bool:
+        got = self._files.get(path)
+        if got is None:
+            got = self._files[path] = self._look(path)
+        return got
+
+    def under(self, folder: str, names: list[str]) -> tuple[dict[str, bool], bool]:
+        """Each name (a path relative to ``folder``, or an absolute one) -> whether it exists,
+        and whether the folder's listing alone said so for every one. One listing of
+        ``folder`` answers for every name whose first part it does not hold: nothing below a
+        folder that is not there exists (most of the places a header could hide are under
+        folders nobody made), so those names cost no look of their own."""
+        base = folder.rstrip("/") + "/"
+        out: dict[str, bool] = {}
+        holds: dict[str, bool] = {}  # a first part -> whether the folder may hold it
+        for name in names:
+            first = name.split("/", 1)[0]
+            may = holds.get(first)
+            if may is None:
+                may = holds[first] = first in ("", ".", "..") or not base.startswith("/") or \
+                    self._holds(folder, first)
+            out[name] = may and self._one(name if name.startswith("/") else base + name)
+        return out, not any(holds.values())
+
+    def _holds(self, parent: str, name: str) -> bool:
+        """Whether ``parent``'s listing may hold ``name`` (also in another case, or when the
+        folder cannot be listed); False when the folder is not there."""
         listing = self._dirs.get(parent, self)
         if listing is self:
             listing = self._dirs[parent] = _listing(parent)
@@ -58,7 +74,14 @@ class Presence:
                     self._dirs[parent] = (names, folded)
                 if name.casefold() not in folded:
                     return False
-        return _a_file(path)
+        return True
+
+    def _look(self, path: str) -> bool:
+        cut = path.rfind("/")  # os.path.split's answer, at a fraction of its cost
+        parent, name = path[:cut] or "/", path[cut + 1:]
+        if name in ("", ".", "..") or not path.startswith("/"):  # names no listing holds
+            return _a_file(path)
+        return self._holds(parent, name) and _a_file(path)
 
 
 def _a_file(path: str) -> bool:

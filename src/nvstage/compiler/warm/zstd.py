@@ -41,6 +41,22 @@ def _extension():
     import _frozen_importlib_external as external
 
     suffixes = tuple(external.EXTENSION_SUFFIXES)
+    found = _find(name, suffixes, bootstrap, external)
+    if found is None and sys.flags.no_site and "site" not in sys.modules:
+        # Started without site (``cli/bare.py``) where the package is in none of the folders
+        # it put on sys.path: site's folders, then look again.
+        import site
+
+        site.main()
+        found = _find(name, suffixes, bootstrap, external)
+    if found is None:
+        raise ImportError("no zstd: pip install backports-zstd (Python before 3.14)")
+    _mod = found
+    return _mod
+
+
+def _find(name, suffixes, bootstrap, external):
+    """The extension loaded from the first folder on sys.path that has it; None if none."""
     for entry in sys.path:
         folder = os.path.join(entry or ".", "backports", "zstd")
         try:
@@ -52,9 +68,8 @@ def _extension():
                 path = os.path.join(folder, n)
                 spec = bootstrap.ModuleSpec(name, external.ExtensionFileLoader(name, path),
                                             origin=path)
-                _mod = bootstrap._load(spec)
-                return _mod
-    raise ImportError("no zstd: pip install backports-zstd (Python before 3.14)")
+                return bootstrap._load(spec)
+    return None
 
 
 def available() -> bool:

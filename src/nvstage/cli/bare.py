@@ -1,0 +1,46 @@
+"""nvstage run by a Python started without ``site``: the command line a build's launcher
+setting names (``nvstage doctor --cmake-toolchain FILE --launcher`` writes it)::
+
+    /venv/bin/python -S -P /venv/lib/python3.11/site-packages/nvstage/cli/bare.py NVCC ARGS
+
+A build runs the launcher once per command, and most commands are hits. In a virtual
+environment ``site`` (its .pth files, setuptools' distutils shim, the user's folder) is 3 ms of
+a 10 ms hit, and a hit needs none of it: only nvstage's folder and, in a virtual environment,
+its site-packages (the zstd extension), put on ``sys.path`` here where ``site`` would put them.
+Then the resident nvstage is asked for the hit (``compiler/warm/ask.py``), before ``os`` or
+anything of nvstage but that module is loaded; then ``cli/main.py`` runs the command as
+``nvstage`` would, with ``site`` before anything that is not a hit. ``-P``: the
+folder of this file (``nvstage/cli``) is not put on ``sys.path``, where its modules would stand
+for the standard library's.
+"""
+
+import sys
+
+import posix  # not os: its import is 1 ms of a start without site
+
+
+def _paths() -> None:
+    """nvstage's folder first on ``sys.path``; a virtual environment's packages after the
+    standard library's folders, found as site's venv() finds them (pyvenv.cfg beside the
+    interpreter's folder): where site would put them."""
+    here = __file__ if __file__.startswith("/") else posix.getcwd() + "/" + __file__
+    sys.path.insert(0, here.rsplit("/", 3)[0])  # .../nvstage/cli/bare.py -> above nvstage
+    env = sys.executable.rsplit("/", 2)[0]
+    try:
+        posix.stat(env + "/pyvenv.cfg")
+    except OSError:
+        return
+    sys.path.append(env + "/lib/python%d.%d/site-packages" % sys.version_info[:2])
+
+
+if __name__ == "__main__":
+    _paths()
+    base = sys.argv[1].rsplit("/", 1)[-1] if len(sys.argv) > 1 else ""
+    if base == "nvcc" or base.startswith("nvcc-"):  # cli/launcher.py's is_nvcc
+        from nvstage.compiler.warm.ask import ask  # a hit asked of the resident nvstage first
+
+        if ask(sys.argv[1:]):
+            posix._exit(0)
+    from nvstage.cli.main import main
+
+    main()

@@ -1,0 +1,156 @@
+"""A hit asked of the resident nvstage before anything else is imported: the thin client of
+sccache's design (``compiler/resident.py`` is the server; ``warm/resident.py`` hands it misses).
+
+A launcher process that answers a hit itself pays for its imports and for running code that is
+new to it (about 10 ms here, against 2 ms in a process that has done it before). Here it sends
+its command line, folder, environment, umask and process ids to the resident nvstage over a Unix
+socket, and the server answers the hit with the same code (``answer.hit``), with this
+process's folder, environment and umask, and writes the build record's entry for it; this
+process prints what the tools printed and exits. A miss, no server, a server of another user,
+any error before the request is sent: this process goes on as if it had not asked.
+
+Built-in modules only (no ``os``: 1 ms a start without ``site``), so that ``cli/bare.py`` can ask
+first. Opt-in with the resident nvstage (``NVSTAGE_SERVER=1``). The socket is named by what
+picks the server: the user, nvstage's folder, Python's version, the variables that name the
+cache folder and the locale (``name``); the server checks the rest (the cache folder, its own
+code unchanged).
+"""
+
+import marshal
+import sys
+
+import posix
+
+# The variables that pick the cache folder and how names are decoded: a client and a server
+# that read them alike meet (the server checks the cache folder itself).
+NAMED_BY = ("NVSTAGE_CACHE_DIR", "XDG_CACHE_HOME", "HOME", "LANG", "LC_ALL", "LC_CTYPE",
+            "PYTHONIOENCODING", "PYTHONUTF8")
+MAX_MESSAGE = 64 << 20
+_S_IFMT, _S_IFDIR = 0o170000, 0o040000
+
+
+def _package() -> str:
+    """nvstage's folder as this file spells it (``.../nvstage/compiler/warm/ask.py``)."""
+    return __file__.rsplit("/", 4)[0]
+
+
+def folder(env) -> str:
+    """The folder the user's sockets live in (``warm/resident.folder``'s rule)."""
+    run = env.get("XDG_RUNTIME_DIR")
+    if run and run.startswith("/"):
+        return run + "/nvstage"
+    return f"/tmp/nvstage-{posix.getuid()}"
+
+
+def name(env) -> str:
+    """The hit socket's path for this user, nvstage, Python and ``env`` (str -> str)."""
+    ident = marshal.dumps([posix.getuid(), _package(), sys.version,
+                           [env.get(k) for k in NAMED_BY]])
+    h = 0xcbf29ce484222325  # FNV-1a, 64 bits: no hashlib (and its OpenSSL) to load
+    for b in ident:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{folder(env)}/h{h:016x}.sock"
+
+
+def _own_folder(path: str) -> bool:
+    try:
+        st = posix.lstat(path)
+    except OSError:
+        return False
+    return st.st_mode & _S_IFMT == _S_IFDIR and st.st_uid == posix.getuid() and \
+        st.st_mode & 0o077 == 0
+
+
+def peer_uid(sock) -> int:
+    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
+    import _socket
+
+    creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # pid, uid, gid
+    return int.from_bytes(creds[4:8], sys.byteorder, signed=True)
+
+
+def send(sock, value) -> None:
+    data = marshal.dumps(value)
+    sock.sendall(len(data).to_bytes(4, "big") + data)
+
+
+def receive(sock):
+    """One message (``send``'s); ValueError when the other end closed first or sent more than
+    a message may hold."""
+    head = _exactly(sock, 4)
+    size = int.from_bytes(head, "big")
+    if size > MAX_MESSAGE:
+        raise ValueError("a message over its limit")
+    return marshal.loads(_exactly(sock, size))
+
+
+def _exactly(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(min(n - len(data), 1 << 20))
+        if not chunk:
+            raise ValueError("closed")
+        data += chunk
+    return data
+
+
+_said: list = []  # this process's answer: asked once, whoever asks
+
+
+def ask(argv: list[str]) -> bool | None:
+    """Whether the resident nvstage answered ``NVCC ARGS...`` whole (outputs in place, the
+    build record's entry written), what the tools printed written to this process's standard
+    streams; False when it did not (off, or not a hit there), None when it is on and no server
+    was there to ask. Either way but True, this process runs the command as if it had not
+    asked."""
+    if not _said:
+        _said.append(_ask(argv))
+    return _said[0]
+
+
+def _ask(argv: list[str]) -> bool | None:
+    enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+    env = {k.decode(enc, errors): v.decode(enc, errors) for k, v in posix.environ.items()}
+    if env.get("NVSTAGE_SERVER", "0") != "1" or env.get("NVSTAGE_CACHE", "1") == "0":
+        return False
+    path = name(env)
+    if not _own_folder(path.rsplit("/", 1)[0]):
+        return None
+    import _socket
+
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        s.settimeout(1.0)
+        try:
+            s.connect(path)
+        except OSError:
+            return None  # no server (or a socket file left by one that ended)
+        try:
+            if peer_uid(s) != posix.getuid():
+                return False
+            mask = posix.umask(0o022)
+            posix.umask(mask)
+            s.settimeout(5.0)
+            send(s, {"argv": list(argv), "cwd": posix.getcwd(), "env": env, "umask": mask,
+                     "pid": posix.getpid(), "ppid": posix.getppid()})
+        except (OSError, ValueError):
+            return False
+        # Sent: the server may be writing the outputs. Only its answer, or its end (the
+        # socket closed: it wrote nothing more), lets this process go on; never a timeout,
+        # after which both could write the same output.
+        s.settimeout(None)
+        try:
+            reply = receive(s)
+        except (OSError, ValueError):
+            return False
+    finally:
+        s.close()
+    if not isinstance(reply, dict) or reply.get("code") != 0:
+        return False
+    try:
+        for fd, text in ((1, reply.get("out")), (2, reply.get("err"))):
+            while text:
+                text = text[posix.write(fd, text):]
+    except OSError:  # a stream closed: the outputs are in place all the same
+        pass
+    return True
