@@ -81,10 +81,11 @@ def test_a_hit_finds_the_watched_folders_as_the_cold_build_left_them(warm, monke
     assert (folder / ".nvstage-build").is_dir()
     from nvstage.compiler.warm.presence import Presence
 
-    def looked(self, paths):
+    def looked(self, *a):
         raise AssertionError("a hit looked at the hiding places: a watched folder changed")
 
     monkeypatch.setattr(Presence, "of", looked)
+    monkeypatch.setattr(Presence, "under", looked)
     assert _quiet_run(argv, capfd) == 0
     monkeypatch.undo()
     assert [e.hit for e in _entries(folder)] == [False, True]

@@ -76,3 +76,27 @@ def test_a_folder_that_cannot_be_listed_is_asked_name_by_name(tmp_path, monkeypa
     monkeypatch.setattr(os, "listdir", refused)
     got = Presence().of([str(tmp_path / "inc" / "x.h"), str(tmp_path / "inc" / "y.h")])
     assert list(got.values()) == [True, False]
+
+
+def test_under_a_folder_one_listing_answers_names_below_parts_it_does_not_hold(tmp_path,
+                                                                               monkeypatch):
+    paths = _layout(tmp_path)
+    names = [p[len(str(tmp_path)) + 1:] for p in paths if p.startswith(str(tmp_path) + "/")]
+    got, by_listing = Presence().under(str(tmp_path), names)
+    assert got == {n: _a_file(str(tmp_path / n)) for n in names}
+    assert not by_listing  # inc/ and file are there: names below them were looked at
+    calls = []
+    real = os.stat
+    monkeypatch.setattr(os, "stat", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    got, by_listing = Presence().under(str(tmp_path / "inc"),
+                                       [f"nowhere{n}/x.h" for n in range(300)])
+    assert not any(got.values()) and by_listing and calls == []
+
+
+def test_under_takes_dot_dot_and_absolute_names_as_paths(tmp_path):
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "a.h").write_text("")
+    got, by_listing = Presence().under(str(tmp_path / "inc"),
+                                       ["../a.h", str(tmp_path / "a.h"), "./x.h"])
+    assert got == {"../a.h": True, str(tmp_path / "a.h"): True, "./x.h": False}
+    assert not by_listing

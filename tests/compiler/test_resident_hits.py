@@ -1,0 +1,111 @@
+"""Hits asked of the resident nvstage (``compiler/warm/ask.py``, the thin client; answered in
+``compiler/resident.py``): the launcher's own object and build-record entry, never a stale
+one, and nothing answered by a server whose code changed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import nvstage
+from nvstage.compiler import resident
+from nvstage.compiler.cmake_toolchain import nvstage_command
+from nvstage.compiler.warm import ask
+
+SRC = str(Path(nvstage.__file__).resolve().parents[1])
+# The client alone, as cli/bare.py runs it: what it says is whether the server answered.
+_ASK = ("import sys; sys.path.insert(0, sys.argv.pop(1));"
+        "from nvstage.compiler.warm.ask import ask; print(ask(sys.argv[1:]))")
+
+
+@pytest.fixture
+def run_folder():
+    # A socket's path holds 107 bytes at most: pytest's folders are longer.
+    run = Path(tempfile.mkdtemp(prefix="nvs-", dir="/tmp"))
+    yield run
+    shutil.rmtree(run, ignore_errors=True)
+
+
+def _asked(argv, cwd, env) -> str:
+    cp = subprocess.run([sys.executable, "-S", "-P", "-c", _ASK, SRC, *argv], cwd=cwd,
+                        env=env, capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    return cp.stdout.strip()
+
+
+def test_a_hit_the_resident_answers_is_the_launchers_own_and_never_stale(toolkit, kernels,
+                                                                         tmp_path, run_folder):
+    cache = tmp_path / "cache"
+    env = dict(os.environ, NVSTAGE_SERVER="1", NVSTAGE_CACHE_DIR=str(cache),
+               NVSTAGE_BUILD_RECORD=str(tmp_path / "record"), XDG_RUNTIME_DIR=str(run_folder))
+    shutil.copy(kernels / "vadd.cu", tmp_path / "vadd.cu")
+    argv = [toolkit.nvcc, "-c", "-arch=sm_90", "vadd.cu", "-o", "a.o"]
+    try:
+        first = subprocess.run([*nvstage_command(), *argv], cwd=tmp_path, env=env,
+                               capture_output=True, timeout=600)
+        assert first.returncode == 0, first.stderr
+        cold = (tmp_path / "a.o").read_bytes()
+        hit_socket = ask.name(env)
+        for _ in range(300):  # the miss started a server: both its sockets
+            if os.path.exists(hit_socket):
+                break
+            time.sleep(0.1)
+        (tmp_path / "a.o").unlink()
+        record = tmp_path / "record" / "tu"
+        before = set(os.listdir(record))
+        assert _asked(argv, tmp_path, env) == "True"
+        assert (tmp_path / "a.o").read_bytes() == cold
+        (new,) = set(os.listdir(record)) - before  # the server wrote it, before it answered
+        assert new.endswith("-h.json")
+        # The source edited: the server answers nothing, and the launcher builds anew.
+        src = tmp_path / "vadd.cu"
+        src.write_text(src.read_text() + "\n__device__ int resident_hit_marker;\n")
+        assert _asked(argv, tmp_path, env) == "False"
+        assert (tmp_path / "a.o").read_bytes() == cold  # untouched by a miss
+        again = subprocess.run([*nvstage_command(), *argv], cwd=tmp_path, env=env,
+                               capture_output=True, timeout=600)
+        assert again.returncode == 0, again.stderr
+        assert b"resident_hit_marker" in (tmp_path / "a.o").read_bytes()
+        # Another cache folder names another socket: no server to ask.
+        other = dict(env, NVSTAGE_CACHE_DIR=str(tmp_path / "other"))
+        assert _asked(argv, tmp_path, other) == "None"
+        assert _asked(argv, tmp_path, dict(env, NVSTAGE_SERVER="0")) == "False"
+    finally:
+        subprocess.run([sys.executable, "-m", "nvstage.compiler.resident", "--stop",
+                        str(cache)], env=env, capture_output=True, timeout=60)
+    assert not os.path.exists(hit_socket)
+
+
+def test_a_server_whose_code_changed_answers_nothing(tmp_path, run_folder):
+    path = str(run_folder / "h.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(4)
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.connect(path)
+        ask.send(client, {"argv": ["nvcc"], "cwd": str(tmp_path), "env": {}, "umask": 0o22,
+                          "pid": 1, "ppid": 1})
+        changed = [(str(tmp_path / "gone.py"), (1, 2, 3, 4))]
+        assert resident._serve_hit(srv, str(tmp_path), changed, None) is False
+        assert ask.receive(client) == {"code": None}
+    finally:
+        client.close()
+        srv.close()
+
+
+def test_hit_socket_names_differ_by_what_picks_the_server():
+    env = {"HOME": "/home/a", "NVSTAGE_CACHE_DIR": "/c"}
+    assert ask.name(env) == ask.name(dict(env))
+    assert ask.name(env) != ask.name(dict(env, NVSTAGE_CACHE_DIR="/d"))
+    assert ask.name(env) != ask.name(dict(env, LANG="C"))
+    assert ask.name(dict(env, XDG_RUNTIME_DIR="/run/user/7")).startswith("/run/user/7/nvstage/h")
+    assert len(os.path.basename(ask.name(env))) == len("h") + 16 + len(".sock")

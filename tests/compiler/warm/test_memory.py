@@ -1,0 +1,107 @@
+"""A resident nvstage's memory between hits (``answer.Memory``): an entry's document kept
+under its file's identity, and a changed watched folder's look skipped only where its listing
+alone settled it and its stat had settled. Never a hit that a fresh process would not give."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nvstage.cli.main import run
+from nvstage.compiler.warm import answer, nvcc_env
+from nvstage.compiler.warm.presence import Presence
+
+
+@pytest.fixture
+def warm(tmp_path, monkeypatch, toolkit):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(nvcc_env, "_memo", {})
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "first").mkdir()
+    (tmp_path / "inc" / "coef.h").write_text("#define COEF 2.0f\n")
+    (tmp_path / "k.cu").write_text(
+        '#include "coef.h"\n__global__ void k(float* x) { x[threadIdx.x] *= COEF; }\n')
+    argv = [toolkit.nvcc, "-c", "k.cu", "-o", "k.o", "-Ifirst", "-Iinc", "-arch=sm_90"]
+    return tmp_path, argv
+
+
+def _hit(argv, folder, memory):
+    return answer.hit(argv, str(folder), dict(os.environ), memory)
+
+
+def _counting(monkeypatch) -> list:
+    looks = []
+    real = Presence.under
+
+    def under(self, folder, names):
+        looks.append(folder)
+        return real(self, folder, names)
+
+    monkeypatch.setattr(Presence, "under", under)
+    return looks
+
+
+def test_a_settled_folder_judged_by_its_listing_is_not_looked_at_again(warm, monkeypatch,
+                                                                        capfd):
+    folder, argv = warm
+    assert run(argv) == 0
+    capfd.readouterr()
+    cold = (folder / "k.o").read_bytes()
+    (folder / "first" / "notes.txt").write_text("")  # the watched folder changed
+    (folder / "first" / "crt").mkdir()  # and holds a folder a hiding place is under
+    memory = answer.Memory()
+    looks = _counting(monkeypatch)
+    assert _hit(argv, folder, memory) is not None  # changed, not settled: looked at
+    assert _hit(argv, folder, memory) is not None
+    assert looks.count(str(folder / "first")) == 2
+    time.sleep(2.2)  # settled now
+    looks.clear()
+    assert _hit(argv, folder, memory) is not None
+    # first/crt is there: a header could appear under it without first's stat moving, so
+    # first is looked at every time; the folder of the source (k.cu), judged by its listing
+    # alone, is kept.
+    assert _hit(argv, folder, memory) is not None
+    assert looks.count(str(folder / "first")) == 2
+    assert looks.count(str(folder)) <= 1
+    assert (folder / "k.o").read_bytes() == cold
+    # A header made under first/crt hides the toolkit's: no hit, memory or not.
+    (folder / "first" / "crt" / "host_config.h").write_text("#error hidden\n")
+    assert _hit(argv, folder, memory) is None
+    assert _hit(argv, folder, None) is None
+
+
+def test_a_new_hiding_header_is_seen_after_the_folder_was_kept(warm, monkeypatch, capfd):
+    folder, argv = warm
+    assert run(argv) == 0
+    capfd.readouterr()
+    (folder / "first" / "notes.txt").write_text("")
+    time.sleep(2.2)
+    memory = answer.Memory()
+    assert _hit(argv, folder, memory) is not None  # looked at, and kept
+    looks = _counting(monkeypatch)
+    assert _hit(argv, folder, memory) is not None
+    assert str(folder / "first") not in looks
+    (folder / "first" / "coef.h").write_text("#define COEF 4.0f\n")  # found before inc's now
+    assert _hit(argv, folder, memory) is None
+
+
+def test_an_entry_rewritten_is_read_again(warm, capfd):
+    folder, argv = warm
+    assert run(argv) == 0
+    memory = answer.Memory()
+    assert _hit(argv, folder, memory) is not None
+    assert len(memory.metas) == 1
+    # The header edited: a miss; the pipeline (a launcher process of its own, as in a build)
+    # stores a second result under the same key.
+    (folder / "inc" / "coef.h").write_text("#define COEF 3.0f\n")
+    assert _hit(argv, folder, memory) is None
+    subprocess.run([sys.executable, "-m", "nvstage", *argv], check=True, capture_output=True)
+    new = (folder / "k.o").read_bytes()
+    (folder / "k.o").unlink()
+    got = _hit(argv, folder, memory)
+    assert got is not None and (folder / "k.o").read_bytes() == new
