@@ -18,8 +18,10 @@ sm_90. Each round builds every way in a fresh copy with an empty cache of its ow
 - the machine's CPU seconds over the cold build (``/proc/stat``, a second after it ends: the
   resident nvstage's bookkeeping after its answers included), nvstage's against nvcc's.
 
-nvstage runs with its resident server on (``NVSTAGE_SERVER=1``, ``compiler/resident.py``),
-started by the first command and stopped after each round. Medians over rounds, and the spread of each
+nvstage is the launcher the toolchain file of ``nvstage doctor --cmake-toolchain FILE
+--launcher`` names (Python without ``site`` on ``cli/bare.py``), with its resident server on
+(``NVSTAGE_SERVER=1``, ``compiler/resident.py``: it answers hits too), started by the first
+command and stopped after each round. Medians over rounds, and the spread of each
 anchor (the noise of this machine). ccache comes from the ``bench`` extra.
 """
 
@@ -100,6 +102,7 @@ def one(way: str, launcher: list[str] | None, nvcc: str, work: Path, units: int,
     make_project(src, units)
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", NVSTAGE_CACHE_DIR=str(cache),
                CCACHE_DIR=str(cache), XDG_CONFIG_HOME=str(work / "config"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a real install has its .pyc files
     env.pop("NVSTAGE_BUILD_RECORD", None)
     env["NVSTAGE_SERVER"] = "1"  # the resident nvstage (opt-in), as measured
     cfg = ["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja",
@@ -137,10 +140,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("-j", "--jobs", type=int, default=2)
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
+    from nvstage.compiler.cmake_toolchain import nvstage_command
     from nvstage.compiler.toolkit import find_toolkit
 
     nvcc = find_toolkit().nvcc
-    ways = {"nvcc": None, "nvstage": [str(BIN / "nvstage")], "ccache": [str(BIN / "ccache")]}
+    ways = {"nvcc": None, "nvstage": nvstage_command(), "ccache": [str(BIN / "ccache")]}
     if not Path(ways["ccache"][0]).exists():
         raise SystemExit("ccache is not installed: pip install -e '.[bench]'")
     got: dict[str, dict[str, list[float]]] = {w: {} for w in ways}

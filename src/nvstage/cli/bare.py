@@ -39,8 +39,12 @@ if __name__ == "__main__":
     if base == "nvcc" or base.startswith("nvcc-"):  # cli/launcher.py's is_nvcc
         from nvstage.compiler.warm.ask import ask  # a hit asked of the resident nvstage first
 
-        if ask(sys.argv[1:]):
+        said = ask(sys.argv[1:])
+        if said:
             posix._exit(0)
+        from nvstage.cli import launcher
+
+        launcher.ASKED.append(said)
     from nvstage.cli.main import main
 
     main()

@@ -13,6 +13,11 @@ from __future__ import annotations
 import sys
 
 
+# What ``cli/bare.py`` was told when it asked before importing this (taken once): the same
+# command is not asked twice.
+ASKED: list = []
+
+
 def is_nvcc(first: str) -> bool:
     """Whether ``nvstage FIRST ...`` stands in front of nvcc (a path or name like nvcc)."""
     base = first.rsplit("/", 1)[-1]
@@ -33,7 +38,7 @@ def launch(argv: list[str]) -> tuple[int, bool]:
         return step(argv), True
     from nvstage.compiler.warm.ask import ask
 
-    said = ask(argv)
+    said = ASKED.pop() if ASKED else ask(argv)
     if said:
         return 0, True
     import os

@@ -203,14 +203,14 @@ def _hit_socket(root: str, env):
 
 
 def _code_files() -> list:
-    """The files of the code that answers a hit, with their stat now: the warm package and
-    the modules it imports (tests/test_imports.py holds it to them)."""
+    """The files of the code that answers a hit, with their stat now: the warm package, the
+    modules it imports (tests/test_imports.py holds it to them) and this one."""
     from nvstage import fsio, paths
     from nvstage.compiler import warm
 
     folder = os.path.dirname(warm.__file__)
     names = [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".py")]
-    return [(n, _stat(n)) for n in [*names, fsio.__file__, paths.__file__]]
+    return [(n, _stat(n)) for n in [*names, fsio.__file__, paths.__file__, __file__]]
 
 
 def _stat(path: str):

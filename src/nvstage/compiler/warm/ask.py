@@ -94,21 +94,12 @@ def _exactly(sock, n: int) -> bytes:
     return data
 
 
-_said: list = []  # this process's answer: asked once, whoever asks
-
-
 def ask(argv: list[str]) -> bool | None:
     """Whether the resident nvstage answered ``NVCC ARGS...`` whole (outputs in place, the
     build record's entry written), what the tools printed written to this process's standard
     streams; False when it did not (off, or not a hit there), None when it is on and no server
     was there to ask. Either way but True, this process runs the command as if it had not
     asked."""
-    if not _said:
-        _said.append(_ask(argv))
-    return _said[0]
-
-
-def _ask(argv: list[str]) -> bool | None:
     enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
     env = {k.decode(enc, errors): v.decode(enc, errors) for k, v in posix.environ.items()}
     if env.get("NVSTAGE_SERVER", "0") != "1" or env.get("NVSTAGE_CACHE", "1") == "0":
