@@ -255,7 +255,7 @@ def _hit(req: dict, root: str, memory=None) -> dict:
     try:
         os.chdir(cwd)  # a relative name (a cache folder, a PATH entry) means what it meant
         mine = cache_dir_of(env)
-        if mine is None or os.path.realpath(mine) != os.path.realpath(root):
+        if mine is None or (mine != root and os.path.realpath(mine) != os.path.realpath(root)):
             return {"code": None}  # another cache folder: not this server's to answer
         served = answer.hit(argv, cwd, env, memory)
         if served is None:

@@ -72,6 +72,18 @@ class Memory:
     def __init__(self):
         self.metas: dict = {}
         self.folders: dict = {}
+        self.digests: dict = {}  # a file's path -> (its settled stat, its SHA-256)
+
+    def digest(self, path: str, now: list[int]) -> str | None:
+        """``path``'s SHA-256, read again unless its stat is the settled one it had when it
+        was last read (a source built right after an edit is unsettled in its entry)."""
+        got = self.digests.get(path)
+        if got is not None and got[0] == now:
+            return got[1]
+        sha = sha256_file(path)
+        if sha is not None and max(now[1], now[2]) < time.time_ns() - SETTLE_NS:
+            _bounded(self.digests)[path] = (now, sha)
+        return sha
 
     def load(self, root: str, k: str, secret: bytes) -> dict | None:
         path = os.path.join(entry_dir(root, k), "meta")
@@ -116,7 +128,8 @@ def inputs_unchanged(meta: dict, result: dict, entry: str | None = None,
                 ok = True
             else:
                 if path not in memo:
-                    memo[path] = sha256_file(path)
+                    memo[path] = sha256_file(path) if memory is None else \
+                        memory.digest(path, now)
                 ok = memo[path] == sha
             memo[n] = ok
         if not ok:
