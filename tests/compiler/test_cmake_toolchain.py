@@ -62,18 +62,19 @@ def test_find_package_cudatoolkit_on_the_pip_wheels(cli, toolkit, tmp_path):
 
 def test_what_the_file_says(toolkit, tmp_path):
     text, missing = toolchain_text("/opt/my cuda/bin/nvcc", "/opt/my cuda", "CUDA 13.5",
-                                   launcher=["/venv/bin/python", "-m", "nvstage"],
+                                   launcher=["/my venv/bin/python", "-S", "-P", "bare.py"],
                                    libraries={"cudart": "/opt/my cuda/lib/libcudart.so.13",
                                               "nvrtc": "/opt/my cuda/lib/libnvrtc.so.13"})
     assert 'set(CMAKE_CUDA_COMPILER [==[/opt/my cuda/bin/nvcc]==] CACHE FILEPATH' in text
     assert "set(CUDA_CUDART [==[/opt/my cuda/lib/libcudart.so.13]==]" in text
     assert "set(CUDA_nvrtc_LIBRARY [==[/opt/my cuda/lib/libnvrtc.so.13]==]" in text
-    # The launcher: a CMake list (the interpreter, then its arguments), outside try-compiles,
-    # RULE_LAUNCH_LINK for the device links, links and archives.
-    cmd = "[==[/venv/bin/python;-m;nvstage]==]"
+    # The launcher: a CMake list (the interpreter, then its arguments), outside try-compiles;
+    # RULE_LAUNCH_LINK for the device links, links and archives: shell words, quoted.
+    cmd = "[==[/my venv/bin/python;-S;-P;bare.py]==]"
     for line in (f"set(CMAKE_CUDA_COMPILER_LAUNCHER {cmd})",
                  f"set(CMAKE_CXX_COMPILER_LAUNCHER {cmd})",
-                 f"set_property(GLOBAL PROPERTY RULE_LAUNCH_LINK {cmd})",
+                 "set_property(GLOBAL PROPERTY RULE_LAUNCH_LINK "
+                 "[==['/my venv/bin/python' -S -P bare.py]==])",
                  "get_property(_nvstage_in_try_compile GLOBAL PROPERTY IN_TRY_COMPILE)"):
         assert line in text, line
     assert missing == ["cuda_driver"]  # /opt/my cuda has no libcuda.so

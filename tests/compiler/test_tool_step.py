@@ -151,7 +151,8 @@ def test_the_step_path_imports_the_standard_library_and_the_base_only(tmp_path):
     assert cp.returncode == 0, cp.stderr
     mods, heavy = (json.loads(line.replace("'", '"')) for line in cp.stdout.decode().split("\n")
                    if line)
-    assert set(mods) <= {"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage.fsio",
+    assert set(mods) <= {"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage.cli.launcher",
+                         "nvstage.fsio",
                          "nvstage.compiler", "nvstage.compiler.tool_step",
                          "nvstage.compiler.warm", "nvstage.compiler.warm.build_record",
                          "nvstage.compiler.warm.folder", "nvstage.paths"}, mods

@@ -127,8 +127,14 @@ def toolchain_text(nvcc: str, root: str, describe: str, *, launcher: list[str] |
                   "project that links CUDA::cuda_driver needs a machine with a CUDA", "# "
                   "driver, or a full toolkit's stubs (set CUDA_cuda_driver_LIBRARY to one)."]
     if launcher:
-        # A list (the interpreter, then its arguments): its words joined by ";".
-        cmd = "[==[" + ";".join(_checked(w, "the nvstage command") for w in launcher) + "]==]"
+        # The launchers are lists (the interpreter, then its arguments): words joined by ";".
+        # RULE_LAUNCH_LINK is text CMake puts before the command line a shell runs: its
+        # words quoted for that shell.
+        import shlex
+
+        words = [_checked(w, "the nvstage command") for w in launcher]
+        cmd = "[==[" + ";".join(words) + "]==]"
+        link = "[==[" + " ".join(shlex.quote(w) for w in words) + "]==]"
         lines += ["", "# nvstage in front of every step CMake can route through it: compiles "
                   "(the launchers),", "# device links, links and archives (RULE_LAUNCH_LINK); "
                   "not in CMake's own try-compile checks.",
@@ -137,7 +143,7 @@ def toolchain_text(nvcc: str, root: str, describe: str, *, launcher: list[str] |
                   f"  set(CMAKE_CUDA_COMPILER_LAUNCHER {cmd})",
                   f"  set(CMAKE_CXX_COMPILER_LAUNCHER {cmd})",
                   f"  set(CMAKE_C_COMPILER_LAUNCHER {cmd})",
-                  f"  set_property(GLOBAL PROPERTY RULE_LAUNCH_LINK {cmd})",
+                  f"  set_property(GLOBAL PROPERTY RULE_LAUNCH_LINK {link})",
                   "endif()"]
     return "\n".join(lines) + "\n", missing
 
