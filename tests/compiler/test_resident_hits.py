@@ -34,6 +34,14 @@ def run_folder():
     shutil.rmtree(run, ignore_errors=True)
 
 
+def _unshare_works() -> bool:
+    try:
+        return subprocess.run(["unshare", "--mount", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def _asked(argv, cwd, env) -> str:
     cp = subprocess.run([sys.executable, "-S", "-P", "-c", _ASK, SRC, *argv], cwd=cwd,
                         env=env, capture_output=True, text=True, timeout=120)
@@ -65,6 +73,21 @@ def test_a_hit_the_resident_answers_is_the_launchers_own_and_never_stale(toolkit
         assert (tmp_path / "a.o").read_bytes() == cold
         (new,) = set(os.listdir(record)) - before  # the server wrote it, before it answered
         assert new.endswith("-h.json")
+        # A fifo planted as the output: nothing answered, and the server does not wait on it.
+        (tmp_path / "a.o").unlink()
+        os.mkfifo(tmp_path / "a.o")
+        assert _asked(argv, tmp_path, env) == "False"
+        (tmp_path / "a.o").unlink()
+        if _unshare_works():
+            # A client in another mount namespace sees other files under the same names: the
+            # server, which would build from its own, answers nothing.
+            cp = subprocess.run(["unshare", "--mount", sys.executable, "-S", "-P", "-c", _ASK,
+                                 SRC, *argv], cwd=tmp_path, env=env, capture_output=True,
+                                text=True, timeout=120)
+            assert cp.stdout.strip() == "False", cp.stderr
+            assert not (tmp_path / "a.o").exists()
+        assert _asked(argv, tmp_path, env) == "True"
+        assert (tmp_path / "a.o").read_bytes() == cold
         # The source edited: the server answers nothing, and the launcher builds anew.
         src = tmp_path / "vadd.cu"
         src.write_text(src.read_text() + "\n__device__ int resident_hit_marker;\n")
@@ -109,3 +132,11 @@ def test_hit_socket_names_differ_by_what_picks_the_server():
     assert ask.name(env) != ask.name(dict(env, LANG="C"))
     assert ask.name(dict(env, XDG_RUNTIME_DIR="/run/user/7")).startswith("/run/user/7/nvstage/h")
     assert len(os.path.basename(ask.name(env))) == len("h") + 16 + len(".sock")
+
+
+def test_a_peer_is_answered_only_where_it_is():
+    a, b = socket.socketpair()
+    with a, b:
+        assert resident.client.peer(a, os.getcwd()) == (os.getpid(), os.getppid())
+        # Elsewhere than it says it is: its files may not be the ones named.
+        assert resident.client.peer(a, "/") is None if os.getcwd() != "/" else True

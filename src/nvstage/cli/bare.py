@@ -20,18 +20,21 @@ import posix  # not os: its import is 1 ms of a start without site
 
 
 def _paths() -> str:
-    """nvstage's folder first on ``sys.path``; a virtual environment's packages after the
-    standard library's folders, found as site's venv() finds them (pyvenv.cfg beside the
-    interpreter's folder): where site would put them. Returns nvstage's folder."""
+    """nvstage's folder, then a virtual environment's packages (found as site's venv() finds
+    them: pyvenv.cfg beside the interpreter's folder), after the standard library's folders,
+    where site would put them: a package there named as a standard module (a backport) never
+    stands for it. Returns nvstage's folder."""
     here = __file__ if __file__.startswith("/") else posix.getcwd() + "/" + __file__
     top = here.rsplit("/", 3)[0]  # .../nvstage/cli/bare.py -> above nvstage
-    sys.path.insert(0, top)
+    sys.path.append(top)
     env = sys.executable.rsplit("/", 2)[0]
     try:
         posix.stat(env + "/pyvenv.cfg")
     except OSError:
         return top
-    sys.path.append(env + "/lib/python%d.%d/site-packages" % sys.version_info[:2])
+    packages = env + "/lib/python%d.%d/site-packages" % sys.version_info[:2]
+    if packages != top:
+        sys.path.append(packages)
     return top
 
 

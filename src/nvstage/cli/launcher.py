@@ -38,7 +38,13 @@ def launch(argv: list[str]) -> tuple[int, bool]:
         return step(argv), True
     from nvstage.compiler.warm.ask import ask
 
-    said = ASKED.pop() if ASKED else ask(argv)
+    if ASKED:
+        said = ASKED.pop()
+    else:
+        try:
+            said = ask(argv)
+        except Exception:  # never a reason to fail a build: go on unasked
+            said = False
     if said:
         return 0, True
     import os
@@ -47,6 +53,7 @@ def launch(argv: list[str]) -> tuple[int, bool]:
 
     if serve(argv, os.getcwd(), os.environ):
         if said is None:  # on, and no server to ask: one for the next commands
+            with_site()  # sys.prefix (which names its socket) as a server sees it
             from nvstage.compiler.front import start_resident
 
             start_resident()

@@ -99,6 +99,7 @@ def stop(root: str, env) -> bool:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--stop"]:
         return 0 if stop(argv[1], dict(os.environ)) else 1
+    code = _code_files()  # first: code loaded after a change would be taken for the new
     root = argv[0]
     env = dict(os.environ)
     path = client.socket_path(root, env)
@@ -128,7 +129,6 @@ def main(argv: list[str]) -> int:
     hits, hits_bound = _hit_socket(root, env)
     _OWN[:] = [lock, srv.fileno(), *([hits.fileno()] if hits else [])]
     _warm_up()
-    code = _code_files()
     from nvstage.compiler.warm.answer import Memory
 
     memory = Memory()
@@ -237,13 +237,14 @@ def _serve_hit(hits: socket.socket, root: str, code: list, memory) -> bool:
             if any(_stat(n) != st for n, st in code):
                 ask.send(conn, {"code": None})
                 return False
-            ask.send(conn, _hit(req, root, memory))
-        except (OSError, ValueError, EOFError, TypeError, KeyError, AttributeError):
-            pass  # the client sees the socket close: it runs the command itself
+            who = client.peer(conn, str(req["cwd"]))
+            ask.send(conn, {"code": None} if who is None else _hit(req, root, memory, who))
+        except Exception:  # noqa: BLE001 - the client sees the socket close and runs it itself
+            pass
     return True
 
 
-def _hit(req: dict, root: str, memory=None) -> dict:
+def _hit(req: dict, root: str, memory=None, who: tuple[int, int] | None = None) -> dict:
     """The client's command answered whole here, as its own process would (``answer.hit``),
     in its folder, with its environment and umask; its build-record entry written."""
     from nvstage.compiler.warm import answer, build_record
@@ -260,7 +261,8 @@ def _hit(req: dict, root: str, memory=None) -> dict:
         served = answer.hit(argv, cwd, env, memory)
         if served is None:
             return {"code": None}
-        served.update(pid=int(req["pid"]), ppid=int(req["ppid"]))
+        pid, ppid = who or (int(req["pid"]), int(req["ppid"]))
+        served.update(pid=pid, ppid=ppid)
         with contextlib.suppress(Exception):  # a record never fails a build (serve's rule)
             build_record.add_hit(served)
         return {"code": 0, "out": served["out"], "err": served["err"]}
@@ -313,7 +315,7 @@ def _take(conn: socket.socket, root: str) -> int | None:
             body += chunk
         req = marshal.loads(body)
         wanted = list(req["fds"])
-        if len(wanted) != len(fds):
+        if len(wanted) != len(fds) or client.peer(conn, str(req["cwd"])) is None:
             return None
         pid = os.fork()
         if pid == 0:

@@ -209,12 +209,17 @@ def restore(result: dict, src: str, cwd: str) -> bool:
             # Over an existing file in place, as nvcc writes: the folder's entries do not
             # change, so the next hit's look at that folder stays one stat. A new one is made
             # whole under another name first, with the mode nvcc's own write would give it.
-            fd = os.open(dest, os.O_WRONLY | os.O_NOFOLLOW)
+            # O_NONBLOCK: a fifo planted as the output is ENXIO, not a wait for a reader
+            # (a regular file ignores the flag).
+            fd = os.open(dest, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             fd = None
         except OSError:
             return False
         try:
+            if fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return False
             if fd is not None and os.fstat(fd).st_nlink > 1 and _host_object(data):
                 # gcc's assembler removes the object before it writes it: another name of the
                 # old one keeps its bytes, as after a plain nvcc run (nvcc's other outputs,
@@ -224,9 +229,6 @@ def restore(result: dict, src: str, cwd: str) -> bool:
             if fd is None:
                 fsio.replace(dest, data, mode=0o777 if executable else 0o666)
                 continue
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                os.close(fd)
-                return False
             with os.fdopen(fd, "wb") as f:
                 f.truncate(0)
                 f.write(data)

@@ -44,8 +44,11 @@ def folder(env) -> str:
 
 def name(env) -> str:
     """The hit socket's path for this user, nvstage, Python and ``env`` (str -> str)."""
-    ident = marshal.dumps([posix.getuid(), _package(), sys.version,
-                           [env.get(k) for k in NAMED_BY]])
+    # Spelled out, not marshalled (marshal's bytes for equal strings can differ: its
+    # interned-string flag). No variable holds a NUL; unset is told from empty.
+    fields = [str(posix.getuid()), _package(), sys.version,
+              *("\1" if v is None else "\2" + v for v in map(env.get, NAMED_BY))]
+    ident = "\0".join(fields).encode("utf-8", "surrogateescape")
     h = 0xcbf29ce484222325  # FNV-1a, 64 bits: no hashlib (and its OpenSSL) to load
     for b in ident:
         h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
@@ -109,7 +112,10 @@ def ask(argv: list[str]) -> bool | None:
         return None
     import _socket
 
-    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    except OSError:  # out of descriptors, no Unix sockets here: not asked
+        return None
     try:
         s.settimeout(1.0)
         try:

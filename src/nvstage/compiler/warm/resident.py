@@ -98,6 +98,40 @@ def _peer_uid(sock) -> int:
     return struct.unpack("3i", creds)[1]
 
 
+def peer(sock, cwd: str) -> tuple[int, int] | None:
+    """The peer's pid and parent pid (the kernel's, not what it says) when it sees files as
+    this process does: the same user, group and groups, mount namespace and root, and ``cwd``
+    the folder it is in. None for any other (a client in a container or a chroot, one with
+    other groups, or one that cannot be looked at): it runs the command itself, since an answer
+    here would be built from files it may not see, or may see as others."""
+    import socket
+    import struct
+
+    pid, uid, gid = struct.unpack("3i", sock.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if pid <= 0 or uid != os.getuid() or gid != os.getgid():  # 0: in another pid namespace
+        return None
+    proc = f"/proc/{pid}"
+    try:
+        for mine, theirs in (("/proc/self/ns/mnt", proc + "/ns/mnt"), ("/", proc + "/root"),
+                             (cwd, proc + "/cwd")):
+            a, b = os.stat(mine), os.stat(theirs)
+            if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
+                return None
+        theirs, mine = _status(proc), _status("/proc/self")
+    except (OSError, ValueError, TypeError):
+        return None
+    if theirs["Groups"] != mine["Groups"]:
+        return None
+    return pid, int(theirs["PPid"][0])
+
+
+def _status(proc: str) -> dict:
+    with open(proc + "/status", encoding="ascii", errors="replace") as f:
+        rows = (line.split(":", 1) for line in f)
+        return {k: sorted(v.split()) for k, v in rows if k in ("Groups", "PPid")}
+
+
 def passed_fds(env) -> list[int]:
     """The descriptors the child needs at the same numbers: the standard streams, and a make
     jobserver's pipe (``--jobserver-auth=R,W``; a fifo is opened by name)."""
