@@ -15,8 +15,9 @@ sm_90. Each round builds every way in a fresh copy with an empty cache of its ow
   built that way before, so a cache answers all of them);
 - bytes: the cache folder after the cold build, every regular file once (a hard link is one
   file), against ccache's (at most 3x);
-- the machine's CPU seconds over the cold build (``/proc/stat``, a second after it ends: the
-  resident nvstage's bookkeeping after its answers included), nvstage's against nvcc's.
+- the machine's CPU seconds over the cold build (``/proc/stat``, once the machine is quiet after
+  it: the resident nvstage's bookkeeping after its answers, which gives way to the build's
+  tools, included), nvstage's against nvcc's. Each build starts on a quiet machine.
 
 nvstage is the launcher the toolchain file of ``nvstage doctor --cmake-toolchain FILE
 --launcher`` names (Python without ``site`` on ``cli/bare.py``), with its resident server on
@@ -88,6 +89,18 @@ def _machine_cpu() -> float:
     return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
 
 
+def _quiet(limit_s: float = 120.0) -> None:
+    """Wait until the machine is quiet (under a tenth of a core busy over half a second, twice
+    running, a second at least): what a way does after its build (the resident nvstage's
+    bookkeeping after its answers) is its cost too, and done before its next build starts."""
+    time.sleep(1.0)
+    end, calm = time.monotonic() + limit_s, 0
+    while time.monotonic() < end and calm < 2:
+        before = _machine_cpu()
+        time.sleep(0.5)
+        calm = calm + 1 if _machine_cpu() - before < 0.05 else 0
+
+
 def _run(argv, cwd, env) -> float:
     t = time.perf_counter()
     cp = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
@@ -115,7 +128,7 @@ def one(way: str, launcher: list[str] | None, nvcc: str, work: Path, units: int,
     try:
         cpu = _machine_cpu()
         out["cold"] = _run(ninja, work, env)
-        time.sleep(1.0)  # a resident child's bookkeeping after its answer is counted too
+        _quiet()  # a resident child's bookkeeping after its answer is counted too
         out["cold cpu"] = _machine_cpu() - cpu
         if way == "nvcc":
             return out
@@ -123,8 +136,10 @@ def one(way: str, launcher: list[str] | None, nvcc: str, work: Path, units: int,
         _run(["ninja", "-C", str(build), "-t", "clean"], work, env)
         out["warm"] = _run(ninja, work, env)
         (src / "common.h").write_text(HEADER.format(value="2.0f"))
+        _quiet()
         out["edit"] = _run(ninja, work, env)
         (src / "common.h").write_text(HEADER.format(value="1.0f"))
+        _quiet()
         out["revert"] = _run(ninja, work, env)
     finally:
         if way == "nvstage":

@@ -3,6 +3,7 @@ and --stop ends it leaving neither its socket nor its lock behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -73,6 +74,10 @@ def _served(toolkit, kernels, tmp_path: Path, run: Path) -> None:
         # child, not by the launcher process the build started.
         (new,) = set(os.listdir(record)) - before
         assert int(new.split("-")[1]) != served.pid
+        # ... and grouped with the build the launcher was part of (its parent's, this test's
+        # process), as the first command's entry, run in the launcher itself, was.
+        ids = {json.loads((record / n).read_text())["build_id"] for n in os.listdir(record)}
+        assert len(ids) == 1 and None not in ids, ids
         plain = proc.run([toolkit.nvcc, *words, "-o", "p.o"], cwd=tmp_path, env=env,
                          timeout=600)
         assert plain.returncode == 0, plain.stderr

@@ -315,11 +315,12 @@ def _take(conn: socket.socket, root: str) -> int | None:
             body += chunk
         req = marshal.loads(body)
         wanted = list(req["fds"])
-        if len(wanted) != len(fds) or client.peer(conn, str(req["cwd"])) is None:
+        who = client.peer(conn, str(req["cwd"]))
+        if len(wanted) != len(fds) or who is None:
             return None
         pid = os.fork()
         if pid == 0:
-            _child(conn, req, fds, wanted)  # never returns
+            _child(conn, req, fds, wanted, who[1])  # never returns
         conn.sendall(b"%d\n" % pid)
         return pid
     finally:
@@ -327,7 +328,8 @@ def _take(conn: socket.socket, root: str) -> int | None:
             os.close(fd)
 
 
-def _child(conn: socket.socket, req: dict, fds: list[int], wanted: list[int]) -> None:
+def _child(conn: socket.socket, req: dict, fds: list[int], wanted: list[int],
+           ppid: int) -> None:
     code = 1
     try:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
@@ -347,6 +349,11 @@ def _child(conn: socket.socket, req: dict, fds: list[int], wanted: list[int]) ->
         os.environ.update(req["env"])
         os.umask(req["umask"])
         from nvstage.compiler import launcher
+        from nvstage.compiler.warm import build_record
+
+        # The build the client is part of (its parent's), not this server's ancestry: the
+        # build record groups its entry with the build's other commands.
+        build_record._identity[:] = [build_record.build_identity(ppid)]
 
         said: list[int] = []
         launcher.on_answered = lambda c: _answer(conn, c, said)
