@@ -109,7 +109,8 @@ def peer(sock, cwd: str) -> tuple[int, int] | None:
 
     pid, uid, gid = struct.unpack("3i", sock.getsockopt(
         socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    if pid <= 0 or uid != os.getuid() or gid != os.getgid():  # 0: in another pid namespace
+    # SO_PEERCRED holds the effective ids; pid 0: a peer in another pid namespace.
+    if pid <= 0 or uid != os.geteuid() or gid != os.getegid():
         return None
     proc = f"/proc/{pid}"
     try:
