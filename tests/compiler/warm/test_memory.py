@@ -105,3 +105,18 @@ def test_an_entry_rewritten_is_read_again(warm, capfd):
     (folder / "k.o").unlink()
     got = _hit(argv, folder, memory)
     assert got is not None and (folder / "k.o").read_bytes() == new
+
+
+def test_the_documents_kept_are_bounded_by_their_bytes(warm, capfd, monkeypatch):
+    folder, argv = warm
+    other = [*argv[:-1], "-arch=sm_80"]  # another command: another entry
+    assert run(argv) == 0 and run(other) == 0
+    memory = answer.Memory()
+    assert _hit(argv, folder, memory) is not None and _hit(other, folder, memory) is not None
+    assert len(memory.metas) == 2
+    memory = answer.Memory()
+    # Room for one document: the next one read lets the first go, and each still hits.
+    monkeypatch.setattr(answer.Memory, "META_BYTES", 1)
+    assert _hit(argv, folder, memory) is not None and len(memory.metas) == 1
+    assert _hit(other, folder, memory) is not None and len(memory.metas) == 1
+    assert _hit(argv, folder, memory) is not None and len(memory.metas) == 1

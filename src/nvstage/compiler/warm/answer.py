@@ -68,9 +68,14 @@ class Memory:
     settled (a change in the same timestamp tick would not show)."""
 
     MAX = 4096
+    # The documents kept, by their files' bytes (compressed: a document of a source with a
+    # few hundred headers is about 13 KB there, several times that in memory): a server of a
+    # large project's thousands of commands stays small.
+    META_BYTES = 8 << 20
 
     def __init__(self):
         self.metas: dict = {}
+        self.meta_bytes = 0
         self.folders: dict = {}
         self.digests: dict = {}  # a file's path -> (its settled stat, its SHA-256)
 
@@ -97,7 +102,12 @@ class Memory:
             return got[1]
         meta = load(root, k, secret)
         if meta is not None:
-            _bounded(self.metas)[(path, secret)] = (ident, meta)
+            if len(self.metas) >= self.MAX or \
+                    self.meta_bytes + st.st_size > self.META_BYTES:
+                self.metas.clear()
+                self.meta_bytes = 0
+            self.metas[(path, secret)] = (ident, meta)
+            self.meta_bytes += st.st_size  # a document read again is counted again: sooner
         return meta
 
 
