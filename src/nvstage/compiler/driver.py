@@ -134,7 +134,8 @@ def compile_command(
                        options=CompileOptions(extra=tuple(args)), toolkit=toolkit, cwd=cwd,
                        work=work, keep=None, observer=observer, jobs=jobs, store=store,
                        t_start=t_start, depfile=depfile, slots=slots, on_built=on_built,
-                       later=mine if later is not None else None)
+                       later=mine if later is not None else None,
+                       direct=on_built is None)  # the whole command's entry answers for it
     except BaseException:
         folder.__exit__(*sys.exc_info())
         raise
@@ -156,9 +157,9 @@ def compile_command(
 def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: str,
            options: CompileOptions, toolkit: Toolkit, cwd: str, work: Path, keep, observer,
            jobs: int, store, t_start: float, depfile=None, slots=None, on_built=None,
-           later: list | None = None) -> Build:
+           later: list | None = None, direct: bool = True) -> Build:
     """Run a planned build's stages in ``work``: the part ``compile`` and ``compile_command``
-    share. ``later``: ``compile_command``'s."""
+    share. ``later``: ``compile_command``'s; ``direct``: ``StageCache``'s."""
     check_outputs(plan, cwd)
     if keep is not None:
         removed = clear_planted(work, [o for s in plan.runnable for o in s.outputs]
@@ -176,7 +177,7 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
     # may stand in for it).
     runner = run_stage if depfile is None else functools.partial(run_stage, depfile=depfile)
     stages = StageCache(plan, graph, stage_env(plan), cwd, str(work), toolkit, store,
-                        t_start, runner, keep=keep is not None)
+                        t_start, runner, keep=keep is not None, direct=direct)
     finish(build, work, t_start, running=True)
     runs: dict[int, StageRun] = {}
     try:
@@ -196,7 +197,7 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
         return _build(plan, dryrun_argv, plan_seconds, source=source, options=options,
                       toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
                       jobs=jobs, store=None, t_start=t_start, depfile=depfile, slots=slots,
-                      on_built=on_built, later=later)
+                      on_built=on_built, later=later, direct=direct)
     except BaseException:
         stages.close()
         raise

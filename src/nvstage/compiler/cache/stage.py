@@ -8,7 +8,9 @@ stages use the direct mode (ccache's): the first time such a stage runs it gets 
 output is byte-identical with and without it), and the headers it listed are recorded with their
 hashes under its direct key. A later build hashes those headers again and, when they all match
 and no new file would now hide one of them (``headers.py``), finds the result without starting
-the compiler.
+the compiler. The launcher, which stores the whole command (``warm/entry.py``) from what these
+stages learnt, records no header set of its own (``StageCache(direct=False)``) unless a remote
+tier shares the stages: the whole command's entry answers for the same headers.
 
 What a key cannot see is never stored. A host-compiler stage runs with gcc's ``-Wdate-time``
 (never an error: ``-Wno-error=date-time``): ``__DATE__``, ``__TIME__`` or ``__TIMESTAMP__``
@@ -141,6 +143,9 @@ class Seen:
     # The outputs outside the work folder as the build left them, read before its answer
     # (``driver.outputs_now``): relative name -> (bytes, executable).
     taken: dict[str, tuple[bytes, bool]] | None = None
+    # Preprocessing stages that ran and were judged storable (their files settled, no time
+    # macro, no .incbin) but not stored, the stage cache told so (``StageCache(direct=False)``).
+    judged: int = 0
 
     def preprocessed(self, stage: Stage, cwd: str, work: str, env,
                      fixed: list[str]) -> tuple[list[str], tuple[list[str], list]] | None:
@@ -178,8 +183,17 @@ class StageCache:
 
     def __init__(self, plan: Plan, graph: Graph, env: dict[str, str], cwd: str, work: str,
                  toolkit: Toolkit, cache: Cache | None, t0: float,
-                 run_stage: Callable[..., StageRun], keep: bool = False):
+                 run_stage: Callable[..., StageRun], keep: bool = False,
+                 direct: bool = True):
         self.graph, self.env, self.cwd = graph, env, cwd
+        # ``direct``: a preprocessing stage that ran is stored under the headers it read. A
+        # launcher that stores the whole command (``warm/entry.py``, from what the stages
+        # learnt here) does without, unless a tier shares the stages with other machines:
+        # its answer covers the same headers, and storing both cost about a third of what a
+        # miss adds to nvcc's own CPU time (the hiding places looked at twice, the
+        # preprocessed text stored for a hit that restores it only when its next stage runs).
+        self.direct = direct
+        self._judged = 0  # such stages that ran and would have been stored
         self.toolkit, self.cache, self.t0 = toolkit, cache, t0
         self.keep = keep  # every intermediate written, and held by the entries
         self._run_stage = run_stage
@@ -223,7 +237,8 @@ class StageCache:
 
     def seen(self) -> Seen:
         return Seen(dict(self._reads), self._digest, dict(self._shadow_of),
-                    self.lazy.marks if self.lazy is not None else None, dict(self._blobs))
+                    self.lazy.marks if self.lazy is not None else None, dict(self._blobs),
+                    judged=self._judged)
 
     def _digest(self, path: str) -> str | None:
         look = self.keys.hasher.look(path)
@@ -405,6 +420,14 @@ class StageCache:
         cands = sorted(shadow_candidates(files, search, self.cwd, fixed))
         layout = search_layout(search)
         self._shadow_of[stage.index] = (cands, layout)
+        if not self.direct and self.tiers is None:
+            trees = Trees(fixed)
+            if self._settled([*reads, *names], since) and \
+                    not not_cacheable([f for f in files if f not in trees],
+                                      assembles="-c" in stage.argv):
+                with self._lock:
+                    self._judged += 1  # as if stored, for the whole command's entry
+            return
         shown = present(cands)
         trees = Trees(fixed)
         if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \

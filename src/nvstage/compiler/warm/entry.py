@@ -1,8 +1,8 @@
 """The entry a whole command is answered from next time, made after a miss ran through the
 stage pipeline (by the launcher, or by ``nvstage compile``).
 
-Only when it is safe: every cacheable stage was a hit or was stored (so the stage cache judged
-nothing uncacheable: time macros, .incbin, files changed mid-build), the host compiler was told
+Only when it is safe: every cacheable stage was a hit or was stored, or judged storable (so the
+stage cache judged nothing uncacheable: time macros, .incbin, files changed mid-build), the host compiler was told
 nothing that reads or writes a file no entry holds (``host_flags``), the command compiled and
 did not link, and no file it read changed while it ran. What the preprocessing read, and where
 a new file would hide a header, comes from the stage cache (its ``Seen``), which learnt it
@@ -174,7 +174,8 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
     their hiding places (``Seen.preprocessed``). ``build_doc``: the manifest kept beside the
     entry (the launcher's build record). None when nothing may be stored."""
     c = build.cache or {}
-    if seen is None or not c or c.get("misses", 0) != c.get("stored", 0) or c.get("corrupt", 0):
+    if seen is None or not c or c.get("corrupt", 0) or \
+            c.get("misses", 0) != c.get("stored", 0) + seen.judged:
         return None
     if any(unwatched_word(r.stage.argv[1:]) for r in build.runs
            if r.stage.kind.value in HOST_STAGES):
