@@ -144,10 +144,14 @@ def ask(argv: list[str]) -> bool | None:
         s.close()
     if not isinstance(reply, dict) or reply.get("code") != 0:
         return False
-    try:
-        for fd, text in ((1, reply.get("out")), (2, reply.get("err"))):
-            while text:
+    for fd, text in ((1, reply.get("out")), (2, reply.get("err"))):
+        while text:
+            try:
                 text = text[posix.write(fd, text):]
-    except OSError:  # a stream closed: the outputs are in place all the same
-        pass
+            except BlockingIOError:  # a stream left non-blocking: as a blocking write would
+                import select
+
+                select.select([], [fd], [])
+            except OSError:  # a stream closed: the outputs are in place all the same
+                break
     return True
