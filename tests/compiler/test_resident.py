@@ -78,6 +78,12 @@ def _served(toolkit, kernels, tmp_path: Path, run: Path) -> None:
         # process), as the first command's entry, run in the launcher itself, was.
         ids = {json.loads((record / n).read_text())["build_id"] for n in os.listdir(record)}
         assert len(ids) == 1 and None not in ids, ids
+        # A command plain nvcc runs (not staged) writes to the client's streams: they reach
+        # the server's child inheritable.
+        version = proc.run([*_launcher(), toolkit.nvcc, "--version"], cwd=tmp_path, env=env,
+                           timeout=120)
+        assert version.returncode == 0 and "Cuda compilation tools" in version.stdout, \
+            version.stderr
         plain = proc.run([toolkit.nvcc, *words, "-o", "p.o"], cwd=tmp_path, env=env,
                          timeout=600)
         assert plain.returncode == 0, plain.stderr

@@ -342,7 +342,9 @@ def _child(conn: socket.socket, req: dict, fds: list[int], wanted: list[int],
         for fd in fds:
             os.close(fd)
         for fd, want in zip(moved, wanted):
-            os.dup2(fd, want, inheritable=want > 2)
+            # Inheritable, every one: plain nvcc (a fallback, a link) and the tools write to
+            # the standard streams and take the jobserver's tokens themselves.
+            os.dup2(fd, want, inheritable=True)
             os.close(fd)
         os.chdir(req["cwd"])
         os.environ.clear()
