@@ -83,6 +83,42 @@ def test_a_folder_named_as_the_header_earlier_in_the_path_becomes_a_file(toolkit
     assert got == b.plain(), b.hits()
 
 
+def test_a_link_to_a_folder_earlier_in_the_path_whose_target_becomes_a_file(toolkit,
+                                                                            tmp_path):
+    # first/coef.h links to a folder (gcc skips it); the folder is replaced by a file: first/
+    # is the same, the link is the same, and the header is another.
+    for d in ("first", "inc", "T"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "k.cu").write_text(SOURCE)
+    (tmp_path / "inc" / "coef.h").write_text("#define COEF 2.0f\n")
+    os.symlink("../T", tmp_path / "first" / "coef.h")
+    b = Build(toolkit, tmp_path, "-Ifirst", "-Iinc")
+    b.launcher()
+    (tmp_path / "T").rmdir()
+    (tmp_path / "T").write_text("#define COEF 5.0f\n")
+    got = b.launcher()
+    assert got == b.plain(), b.hits()
+
+
+def test_a_link_to_a_file_earlier_in_the_path_whose_target_becomes_a_folder(toolkit,
+                                                                            tmp_path):
+    # #include "sub/coef.h": first/sub links to a file, so nothing is found below it; the file
+    # is replaced by a folder holding coef.h.
+    for d in ("first", "inc", "inc/sub"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "k.cu").write_text(SOURCE.replace('"coef.h"', '"sub/coef.h"'))
+    (tmp_path / "inc" / "sub" / "coef.h").write_text("#define COEF 2.0f\n")
+    (tmp_path / "F").write_text("not a folder\n")
+    os.symlink("../F", tmp_path / "first" / "sub")
+    b = Build(toolkit, tmp_path, "-Ifirst", "-Iinc")
+    b.launcher()
+    (tmp_path / "F").unlink()
+    (tmp_path / "F").mkdir()
+    (tmp_path / "F" / "coef.h").write_text("#define COEF 5.0f\n")
+    got = b.launcher()
+    assert got == b.plain(), b.hits()
+
+
 def test_debug_info_names_the_folder_as_pwd_spells_it(toolkit, tmp_path):
     # gcc writes $PWD into -g's DW_AT_comp_dir when it names the current folder (libiberty's
     # getpwd), so the same folder reached through a link builds another object: the whole

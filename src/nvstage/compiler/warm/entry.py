@@ -256,7 +256,7 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
     shadow_dirs = []
     for d in by_dir:
         try:
-            shadow_dirs.append([d, None if _dangling(d) else file_stat(d)])
+            shadow_dirs.append([d, None if _linked(d) else file_stat(d)])
         except OSError:
             return None
     from nvstage.compiler.warm.presence import Presence
@@ -281,12 +281,13 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
     return Pending(root, k, result, inputs, blobs, cands_blob, build_doc, key_bytes)
 
 
-def _dangling(folder: str) -> bool:
-    """Whether a link in ``folder`` points at nothing: a hiding place its target's making
-    fills without changing the folder's stat, so the folder is looked at on every hit (its
-    stat recorded as None, which matches none)."""
+def _linked(folder: str) -> bool:
+    """Whether ``folder`` holds a link: what a hiding place through it is (nothing, a folder
+    gcc skips, a file a deeper place hides under) follows the link's target, whose making,
+    removal or change of kind leaves this folder's stat as it was; so the folder is looked at
+    on every hit (its stat recorded as None, which matches none)."""
     try:
         with os.scandir(folder) as it:
-            return any(e.is_symlink() and not os.path.exists(e.path) for e in it)
+            return any(e.is_symlink() for e in it)
     except OSError:
         return True
