@@ -119,6 +119,22 @@ def test_a_link_to_a_file_earlier_in_the_path_whose_target_becomes_a_folder(tool
     assert got == b.plain(), b.hits()
 
 
+def test_a_header_found_through_iprefix_is_hidden_by_a_new_one_in_an_earlier_folder(
+        toolkit, tmp_path):
+    # gcc's -iwithprefixbefore searches -iprefix's folder + its own where an -I would: a
+    # coef.h made in -Iinc, searched first, hides second/coef.h.
+    for d in ("inc", "second"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "k.cu").write_text(SOURCE)
+    (tmp_path / "second" / "coef.h").write_text("#define COEF 2.0f\n")
+    b = Build(toolkit, tmp_path, "-Iinc", "-Xcompiler", f"-iprefix,{tmp_path}/",
+              "-Xcompiler", "-iwithprefixbefore,second")
+    b.launcher()
+    (tmp_path / "inc" / "coef.h").write_text("#define COEF 5.0f\n")
+    got = b.launcher()
+    assert got == b.plain(), b.hits()
+
+
 def test_debug_info_names_the_folder_as_pwd_spells_it(toolkit, tmp_path):
     # gcc writes $PWD into -g's DW_AT_comp_dir when it names the current folder (libiberty's
     # getpwd), so the same folder reached through a link builds another object: the whole

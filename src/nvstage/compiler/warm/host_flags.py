@@ -17,8 +17,12 @@ _UNWATCHED = frozenset({"--coverage", "-ftest-coverage", "-fstack-usage", "-save
                         "-fprofile-use", "-fauto-profile", "-specs", "-fplugin", "-B",
                         "-ftime-trace", "-fdump-passes",
                         # what -fprofile-use turns on: reads the object's .gcda all the same
-                        "-fbranch-probabilities"})
-_UNWATCHED_PREFIX = ("-save-temps=", "-fdump-", "-fopt-info", "-fprofile-use=",
+                        "-fbranch-probabilities",
+                        # search folders gcc orders in its own way (after every -I, and
+                        # before the system folders whatever their place on the line): where
+                        # a new header would hide one found there is not worked out
+                        "-iprefix", "-iwithprefix", "-iwithprefixbefore"})
+_UNWATCHED_PREFIX = ("-iprefix", "-iwithprefix", "-save-temps=", "-fdump-", "-fopt-info", "-fprofile-use=",
                      "-fauto-profile=", "-fprofile-dir=", "-specs=", "-fplugin=",
                      "-fcallgraph-info=", "-fsanitize-ignorelist=", "-fsanitize-blacklist=",
                      "-fprofile-sample-use", "-fprofile-instr-use", "-ftime-trace", "-B")
