@@ -135,6 +135,18 @@ def test_a_header_found_through_iprefix_is_hidden_by_a_new_one_in_an_earlier_fol
     assert got == b.plain(), b.hits()
 
 
+def test_a_variable_only_ptxas_reads_is_keyed(toolkit, tmp_path):
+    # FINALIZER_USE_LEGACY_ELF_BUILDER: ptxas writes another cubin; nvcc never reads it.
+    (tmp_path / "k.cu").write_text(SOURCE.replace('#include "coef.h"', "#define COEF 2.0f"))
+    b = Build(toolkit, tmp_path)
+    before = b.launcher()
+    b.env["FINALIZER_USE_LEGACY_ELF_BUILDER"] = "1"
+    plain = b.plain()
+    if plain == before:
+        pytest.skip("this toolkit's ptxas writes the same cubin either way")
+    assert b.launcher() == plain, b.hits()
+
+
 def test_debug_info_names_the_folder_as_pwd_spells_it(toolkit, tmp_path):
     # gcc writes $PWD into -g's DW_AT_comp_dir when it names the current folder (libiberty's
     # getpwd), so the same folder reached through a link builds another object: the whole

@@ -46,11 +46,12 @@ from nvstage.fsio import json_digest
 from nvstage.compiler.cache.local.relocation import Work, cut, cut_digest, pieces_ok
 from nvstage.compiler.plan import Plan, Stage, StageKind
 from nvstage.compiler.toolkit import Toolkit
+from nvstage.compiler.warm.key import TOOL_ENV
 
 # The host compiler's own environment: anything here changes what gcc reads or writes.
 HOST_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "GCC_EXEC_PREFIX",
             "COMPILER_PATH", "LIBRARY_PATH", "SOURCE_DATE_EPOCH", "LANG", "LC_ALL",
-            "LC_MESSAGES", "LC_CTYPE", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+            "LC_MESSAGES", "LC_CTYPE", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", *TOOL_ENV)
 
 
 @dataclass(frozen=True)

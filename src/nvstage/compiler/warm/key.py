@@ -23,6 +23,14 @@ ENV = ("PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CPATH",
        "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH",
        "LIBRARY_PATH", "SOURCE_DATE_EPOCH", "LANG", "LC_ALL", "LC_MESSAGES", "LC_CTYPE",
        "NVSTAGE_CACHE", "NVSTAGE_BASE_DIR")
+# Read by the tools nvcc runs, not by nvcc (seen with a getenv logger: a Debian gcc's
+# ``*_ROOT`` folders, ptxas's and cicc's switches), none of them in nvcc's profile or bytes:
+# FINALIZER_USE_LEGACY_ELF_BUILDER changes the cubin, GCC_ROOT whether gcc finds its headers.
+TOOL_ENV = ("BINUTILS_ROOT", "GCC_ROOT", "G++_ROOT", "GCC_COMPARE_DEBUG",
+            "GCC_EXTRA_DIAGNOSTIC_OUTPUT", "FINALIZER_USE_LEGACY_ELF_BUILDER", "FINALIZER_CUBIE",
+            "CAN_FINALIZE_DEBUG", "NVVM_IR_VER_CHK", "LLVM_OVERRIDE_PRODUCER", "USR_INCLUDE",
+            "EDG_BASE", "EDG_SUPPRESS_ASSERTION_LINE_NUMBER", "LIBNVVM_DISABLE_CONCURRENT_API",
+            "NOCOLOR")
 # The toolkit, relative to the folder above nvcc's bin/: what nvcc runs and reads itself.
 TOOLS = ("bin/nvcc", "bin/nvcc.profile", "bin/cudafe++", "bin/ptxas", "bin/fatbinary",
          "bin/nvlink", "nvvm/bin/cicc", "nvvm/libdevice/libdevice.10.bc")
@@ -123,6 +131,7 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
         root = os.path.dirname(os.path.dirname(real))
         pwd = gcc_pwd(cwd, env)
         parts = [real, cwd if pwd == cwd else [cwd, pwd], args, [[k, env.get(k)] for k in ENV],
+                 [[k, env[k]] for k in TOOL_ENV if k in env],
                  [[k, env[k]] for k in nvcc_env.env_names(real, env) if k in env]]
         parts.append([[t, file_stat(os.path.join(root, t))] for t in TOOLS
                       if os.path.exists(os.path.join(root, t))])
