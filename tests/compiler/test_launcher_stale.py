@@ -147,6 +147,22 @@ def test_a_variable_only_ptxas_reads_is_keyed(toolkit, tmp_path):
     assert b.launcher() == plain, b.hits()
 
 
+def test_an_nvcc_wrapper_script_and_the_variable_it_reads(toolkit, tmp_path):
+    # nvcc named by a script that adds a -D from its own variable: neither the plan nor the
+    # whole command is remembered (what a script reads is not known), the stages still are.
+    (tmp_path / "wrap").mkdir()
+    (tmp_path / "k.cu").write_text(SOURCE.replace('#include "coef.h"\n', ""))
+    wrapper = tmp_path / "wrap" / "nvcc"
+    wrapper.write_text(f'#!/bin/sh\nexec {toolkit.nvcc} -DCOEF=${{WRAP_COEF:-2.0f}} "$@"\n')
+    wrapper.chmod(0o755)
+    b = Build(toolkit, tmp_path)
+    b.nvcc = str(wrapper)
+    first = b.launcher()
+    b.env["WRAP_COEF"] = "5.0f"
+    got = b.launcher()
+    assert got == b.plain() and got != first, b.hits()
+
+
 def test_debug_info_names_the_folder_as_pwd_spells_it(toolkit, tmp_path):
     # gcc writes $PWD into -g's DW_AT_comp_dir when it names the current folder (libiberty's
     # getpwd), so the same folder reached through a link builds another object: the whole

@@ -98,6 +98,15 @@ def _host_compilers(words: list[str], env) -> list[str | None]:
     return out or [which("gcc", env.get("PATH", ""))]
 
 
+def _elf(path: str) -> bool:
+    """Whether ``path`` is an executable in ELF (the toolkit's nvcc), not a script."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 4) == b"\x7fELF"
+    finally:
+        os.close(fd)
+
+
 def env_flags(env, name: str) -> list[str]:
     """The words of ``$NVCC_PREPEND_FLAGS`` or ``$NVCC_APPEND_FLAGS`` (``name``), as nvcc reads
     them: shell words, or plain blanks where the quoting does not parse."""
@@ -117,8 +126,9 @@ def _env_words(env, name: str) -> list[str]:
 
 def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
     """The command's key; None when it cannot be keyed without reading what a miss reads
-    (a tool is missing, an options file that names another or is no small regular file) or
-    when what it writes is more than the entry holds (gcc's $DEPENDENCIES_OUTPUT)."""
+    (nvcc is a wrapper script, a tool is missing, an options file that names another or is no
+    small regular file) or when what it writes is more than the entry holds (gcc's
+    $DEPENDENCIES_OUTPUT). The plan cache is keyed with it (``plancache.key``)."""
     if side_env(env) is not None:
         return None
     h = fsio.sha256(SCHEMA.encode())
@@ -128,6 +138,8 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
              *_env_words(env, "NVCC_APPEND_FLAGS")]
     try:
         real = os.path.realpath(nvcc)
+        if not _elf(real):
+            return None  # a wrapper script: what it reads (its variables, its files) is unknown
         root = os.path.dirname(os.path.dirname(real))
         pwd = gcc_pwd(cwd, env)
         parts = [real, cwd if pwd == cwd else [cwd, pwd], args, [[k, env.get(k)] for k in ENV],
