@@ -210,6 +210,22 @@ def test_another_name_of_the_object_keeps_its_bytes(toolkit, tmp_path):
     assert _mask((tmp_path / "kept.o").read_bytes()) == three
 
 
+def test_a_hit_over_an_object_gives_it_the_mode_plain_nvcc_would(toolkit, tmp_path):
+    # gcc's assembler makes the object anew: under umask 077 it is 0600 whatever it was.
+    (tmp_path / "k.cu").write_text(SOURCE)
+    (tmp_path / "coef.h").write_text("#define COEF 2.0f\n")
+    b = Build(toolkit, tmp_path)
+    b.launcher()
+    (tmp_path / "k.o").chmod(0o644)
+    old = os.umask(0o077)
+    try:
+        b.launcher()
+        assert b.hits()[-1] is True
+    finally:
+        os.umask(old)
+    assert (tmp_path / "k.o").stat().st_mode & 0o777 == 0o600
+
+
 def test_profile_feedback_read_by_branch_probabilities(toolkit, tmp_path):
     # -fbranch-probabilities (what -fprofile-use turns on) has gcc read k.gcda beside the
     # object: a file in no dependency list. Garbage there fails plain nvcc under -Werror.

@@ -200,6 +200,12 @@ def _shadow(path: str, sha: str):
     return marshal.loads(raw)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def restore(result: dict, src: str, cwd: str) -> bool:
     """Each output written into place from the entry, checked against its SHA-256; False
     (nothing half-written left behind as the output) when one does not check out."""
@@ -227,13 +233,16 @@ def restore(result: dict, src: str, cwd: str) -> bool:
         except OSError:
             return False
         try:
-            if fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd) if fd is not None else None
+            if st is not None and not stat.S_ISREG(st.st_mode):
                 os.close(fd)
                 return False
-            if fd is not None and os.fstat(fd).st_nlink > 1 and _host_object(data):
+            if st is not None and _host_object(data) and \
+                    (st.st_nlink > 1 or stat.S_IMODE(st.st_mode) != 0o666 & ~_umask()):
                 # gcc's assembler removes the object before it writes it: another name of the
-                # old one keeps its bytes, as after a plain nvcc run (nvcc's other outputs,
-                # the depfile among them, are written in place).
+                # old one keeps its bytes, and the new one has the mode this umask gives, as
+                # after a plain nvcc run (nvcc's other outputs, the depfile among them, are
+                # written in place).
                 os.close(fd)
                 fd = None
             if fd is None:
