@@ -120,11 +120,11 @@ def peer(sock, cwd: str) -> tuple[int, int] | None:
             if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
                 return None
         theirs, mine = _status(proc), _status("/proc/self")
-    except (OSError, ValueError, TypeError):
+        if theirs["Groups"] != mine["Groups"]:
+            return None
+        return pid, int(theirs["PPid"][0])
+    except (OSError, ValueError, TypeError, KeyError, IndexError):
         return None
-    if theirs["Groups"] != mine["Groups"]:
-        return None
-    return pid, int(theirs["PPid"][0])
 
 
 def _status(proc: str) -> dict:
