@@ -114,23 +114,36 @@ def peer(sock, cwd: str) -> tuple[int, int] | None:
         return None
     proc = f"/proc/{pid}"
     try:
-        for mine, theirs in (("/proc/self/ns/mnt", proc + "/ns/mnt"), ("/", proc + "/root"),
-                             (cwd, proc + "/cwd")):
-            a, b = os.stat(mine), os.stat(theirs)
-            if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
-                return None
-        theirs, mine = _status(proc), _status("/proc/self")
-        if theirs["Groups"] != mine["Groups"]:
+        if not _SELF:  # this process's own: they do not change
+            _SELF.extend([_ident("/proc/self/ns/mnt"), _ident("/"),
+                          _status("/proc/self")[b"Groups"]])
+        if _ident(proc + "/ns/mnt") != _SELF[0] or _ident(proc + "/root") != _SELF[1] or \
+                _ident(proc + "/cwd") != _ident(cwd):
             return None
-        return pid, int(theirs["PPid"][0])
+        theirs = _status(proc)
+        if theirs[b"Groups"] != _SELF[2]:
+            return None
+        return pid, int(theirs[b"PPid"][0])
     except (OSError, ValueError, TypeError, KeyError, IndexError):
         return None
 
 
+_SELF: list = []
+
+
+def _ident(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 def _status(proc: str) -> dict:
-    with open(proc + "/status", encoding="ascii", errors="replace") as f:
-        rows = (line.split(":", 1) for line in f)
-        return {k: sorted(v.split()) for k, v in rows if k in ("Groups", "PPid")}
+    fd = os.open(proc + "/status", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        text = os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+    rows = (line.split(b":", 1) for line in text.splitlines())
+    return {r[0]: sorted(r[1].split()) for r in rows if r[0] in (b"Groups", b"PPid")}
 
 
 def passed_fds(env) -> list[int]:
