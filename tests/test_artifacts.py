@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from nvstage import fsio
 from nvstage.artifacts import write_atomic, write_json_atomic
 from nvstage.errors import UsageError, WriteError
 
@@ -13,7 +14,7 @@ def test_write_replaces_whole_and_keeps_normal_modes(tmp_path):
     write_json_atomic(p, {"a": 1})
     write_json_atomic(p, {"a": 2})
     assert p.read_text().strip().endswith("}") and '"a": 2' in p.read_text()
-    assert oct(p.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    assert oct(p.stat().st_mode & 0o777) == oct(0o666 & ~fsio.umask())
     assert [f.name for f in p.parent.iterdir()] == ["out.json"]  # no temp file left
 
 
@@ -33,12 +34,6 @@ def test_an_unwritable_folder_is_one_clear_error(tmp_path):
 def test_write_errors_are_still_oserrors_for_best_effort_writers(tmp_path):
     with pytest.raises(OSError):
         write_atomic(tmp_path, "x")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 # --- what the target already is (hunt finding 2: -o /dev/null became a regular file) -------

@@ -123,6 +123,14 @@ def replace(path, data: bytes, *, tmpdir=None, mode: int = 0o666, sync: bool = F
         raise
 
 
+def umask() -> int:
+    """This process's umask: reading it means setting it, so it is set back at once (the warm
+    client, ``warm/ask.py``, reads it the same way without ``os``)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def temporary_prefix(name: str) -> str:
     """How ``replace`` begins the name of the file it writes for ``name``: a reader listing a
     folder can tell a file being written from one that is there (within a folder entry's 255

@@ -47,6 +47,14 @@ class Build:
     def plain(self) -> bytes:
         return self.run()
 
+    def after(self, change) -> None:
+        """Builds once, makes ``change``, builds again: the second object must be plain
+        nvcc's now."""
+        self.launcher()
+        change()
+        got = self.launcher()
+        assert got == self.plain(), self.hits()
+
     def hits(self) -> list[bool]:
         from nvstage.compiler.buildlog import load_build_record
 
@@ -62,11 +70,8 @@ def test_a_dangling_link_earlier_in_the_path_that_comes_to_resolve(toolkit, tmp_
     (tmp_path / "k.cu").write_text(SOURCE)
     (tmp_path / "inc" / "coef.h").write_text("#define COEF 2.0f\n")
     os.symlink("../gen/coef.h", tmp_path / "first" / "coef.h")
-    b = Build(toolkit, tmp_path, "-Ifirst", "-Iinc")
-    b.launcher()
-    (tmp_path / "gen" / "coef.h").write_text("#define COEF 5.0f\n")
-    got = b.launcher()
-    assert got == b.plain(), b.hits()
+    Build(toolkit, tmp_path, "-Ifirst", "-Iinc").after(
+        lambda: (tmp_path / "gen" / "coef.h").write_text("#define COEF 5.0f\n"))
 
 
 def test_a_folder_named_as_the_header_earlier_in_the_path_becomes_a_file(toolkit, tmp_path):
@@ -75,12 +80,12 @@ def test_a_folder_named_as_the_header_earlier_in_the_path_becomes_a_file(toolkit
         (tmp_path / d).mkdir()
     (tmp_path / "k.cu").write_text(SOURCE)
     (tmp_path / "inc" / "coef.h").write_text("#define COEF 2.0f\n")
-    b = Build(toolkit, tmp_path, "-Ifirst", "-Iinc")
-    b.launcher()
-    (tmp_path / "first" / "coef.h").rmdir()
-    (tmp_path / "first" / "coef.h").write_text("#define COEF 5.0f\n")
-    got = b.launcher()
-    assert got == b.plain(), b.hits()
+
+    def change():
+        (tmp_path / "first" / "coef.h").rmdir()
+        (tmp_path / "first" / "coef.h").write_text("#define COEF 5.0f\n")
+
+    Build(toolkit, tmp_path, "-Ifirst", "-Iinc").after(change)
 
 
 def test_a_link_to_a_folder_earlier_in_the_path_whose_target_becomes_a_file(toolkit,
@@ -92,12 +97,12 @@ def test_a_link_to_a_folder_earlier_in_the_path_whose_target_becomes_a_file(tool
     (tmp_path / "k.cu").write_text(SOURCE)
     (tmp_path / "inc" / "coef.h").write_text("#define COEF 2.0f\n")
     os.symlink("../T", tmp_path / "first" / "coef.h")
-    b = Build(toolkit, tmp_path, "-Ifirst", "-Iinc")
-    b.launcher()
-    (tmp_path / "T").rmdir()
-    (tmp_path / "T").write_text("#define COEF 5.0f\n")
-    got = b.launcher()
-    assert got == b.plain(), b.hits()
+
+    def change():
+        (tmp_path / "T").rmdir()
+        (tmp_path / "T").write_text("#define COEF 5.0f\n")
+
+    Build(toolkit, tmp_path, "-Ifirst", "-Iinc").after(change)
 
 
 def test_a_link_to_a_file_earlier_in_the_path_whose_target_becomes_a_folder(toolkit,
@@ -110,13 +115,13 @@ def test_a_link_to_a_file_earlier_in_the_path_whose_target_becomes_a_folder(tool
     (tmp_path / "inc" / "sub" / "coef.h").write_text("#define COEF 2.0f\n")
     (tmp_path / "F").write_text("not a folder\n")
     os.symlink("../F", tmp_path / "first" / "sub")
-    b = Build(toolkit, tmp_path, "-Ifirst", "-Iinc")
-    b.launcher()
-    (tmp_path / "F").unlink()
-    (tmp_path / "F").mkdir()
-    (tmp_path / "F" / "coef.h").write_text("#define COEF 5.0f\n")
-    got = b.launcher()
-    assert got == b.plain(), b.hits()
+
+    def change():
+        (tmp_path / "F").unlink()
+        (tmp_path / "F").mkdir()
+        (tmp_path / "F" / "coef.h").write_text("#define COEF 5.0f\n")
+
+    Build(toolkit, tmp_path, "-Ifirst", "-Iinc").after(change)
 
 
 def test_a_header_found_through_iprefix_is_hidden_by_a_new_one_in_an_earlier_folder(
@@ -127,12 +132,9 @@ def test_a_header_found_through_iprefix_is_hidden_by_a_new_one_in_an_earlier_fol
         (tmp_path / d).mkdir()
     (tmp_path / "k.cu").write_text(SOURCE)
     (tmp_path / "second" / "coef.h").write_text("#define COEF 2.0f\n")
-    b = Build(toolkit, tmp_path, "-Iinc", "-Xcompiler", f"-iprefix,{tmp_path}/",
-              "-Xcompiler", "-iwithprefixbefore,second")
-    b.launcher()
-    (tmp_path / "inc" / "coef.h").write_text("#define COEF 5.0f\n")
-    got = b.launcher()
-    assert got == b.plain(), b.hits()
+    Build(toolkit, tmp_path, "-Iinc", "-Xcompiler", f"-iprefix,{tmp_path}/",
+          "-Xcompiler", "-iwithprefixbefore,second").after(
+        lambda: (tmp_path / "inc" / "coef.h").write_text("#define COEF 5.0f\n"))
 
 
 def test_a_variable_only_ptxas_reads_is_keyed(toolkit, tmp_path):

@@ -420,28 +420,27 @@ class StageCache:
         cands = sorted(shadow_candidates(files, search, self.cwd, fixed))
         layout = search_layout(search)
         self._shadow_of[stage.index] = (cands, layout)
-        if not self.direct and self.tiers is None:
-            trees = Trees(fixed)
-            if self._settled([*reads, *names], since) and \
-                    not not_cacheable([f for f in files if f not in trees],
-                                      assembles="-c" in stage.argv):
-                with self._lock:
-                    self._judged += 1  # as if stored, for the whole command's entry
-            return
-        shown = present(cands)
+        # Without a stage entry to store (the launcher's whole entry answers next time) the
+        # result is only judged, as if stored: the hiding places are not looked at.
+        storing = self.direct or self.tiers is not None
+        shown = present(cands) if storing else []
         trees = Trees(fixed)
-        if all(headers.values()) and self._settled([*reads, *names, *shown], since) and \
-                not not_cacheable([f for f in files if f not in trees],
-                                  assembles="-c" in stage.argv):
-            self._store(stage, self.keys.candidates([dkey, "headers", digest],
-                                                    self.keys.pinned(stage, looks)), run)
-            shadow = fsio.json_digest(self.keys.place.tree([layout, shown]))
-            mine = (sorted(headers), digest, shadow)
-            with contextlib.suppress(OSError):  # the stage ran: never run it again over this
-                self.cache.add_header_set(dkey, *mine)
-            if self.tiers is not None:
-                both = [mine, *self.cache.header_sets(dkey), *held]
-                self.tiers.push_sets(dkey, [s for n, s in enumerate(both) if s not in both[:n]])
+        if not (all(headers.values()) and self._settled([*reads, *names, *shown], since)) or \
+                not_cacheable([f for f in files if f not in trees], assembles="-c" in stage.argv):
+            return
+        if not storing:
+            with self._lock:
+                self._judged += 1
+            return
+        self._store(stage, self.keys.candidates([dkey, "headers", digest],
+                                                self.keys.pinned(stage, looks)), run)
+        shadow = fsio.json_digest(self.keys.place.tree([layout, shown]))
+        mine = (sorted(headers), digest, shadow)
+        with contextlib.suppress(OSError):  # the stage ran: never run it again over this
+            self.cache.add_header_set(dkey, *mine)
+        if self.tiers is not None:
+            both = [mine, *self.cache.header_sets(dkey), *held]
+            self.tiers.push_sets(dkey, [s for n, s in enumerate(both) if s not in both[:n]])
 
     def _match_sets(self, stage: Stage, dkey: str, sets: list, search: list[str],
                     fixed: list[str], started: float, t: float,

@@ -200,12 +200,6 @@ def _shadow(path: str, sha: str):
     return marshal.loads(raw)
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def restore(result: dict, src: str, cwd: str) -> bool:
     """Each output written into place from the entry, checked against its SHA-256; False
     (nothing half-written left behind as the output) when one does not check out."""
@@ -238,7 +232,7 @@ def restore(result: dict, src: str, cwd: str) -> bool:
                 os.close(fd)
                 return False
             if st is not None and _host_object(data) and \
-                    (st.st_nlink > 1 or stat.S_IMODE(st.st_mode) != 0o666 & ~_umask()):
+                    (st.st_nlink > 1 or stat.S_IMODE(st.st_mode) != 0o666 & ~fsio.umask()):
                 # gcc's assembler removes the object before it writes it: another name of the
                 # old one keeps its bytes, and the new one has the mode this umask gives, as
                 # after a plain nvcc run (nvcc's other outputs, the depfile among them, are

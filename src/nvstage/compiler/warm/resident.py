@@ -175,6 +175,8 @@ def delegate(argv: list[str], cwd: str, env, root: str) -> int | None:
     import marshal
     import socket
 
+    from nvstage import fsio
+
     path = socket_path(root, env)
     if not own_folder(os.path.dirname(path)):
         return None
@@ -185,7 +187,7 @@ def delegate(argv: list[str], cwd: str, env, root: str) -> int | None:
             return None
         fds = passed_fds(env)
         request = marshal.dumps({"argv": list(argv), "cwd": cwd, "env": dict(env),
-                                 "umask": _umask(), "fds": fds})
+                                 "umask": fsio.umask(), "fds": fds})
         socket.send_fds(s, [len(request).to_bytes(4, "big") + request], fds)
         pid = _read_line(s)
         if pid is None:
@@ -195,12 +197,6 @@ def delegate(argv: list[str], cwd: str, env, root: str) -> int | None:
         return None
     finally:
         s.close()
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _read_line(s) -> bytes | None:
