@@ -73,10 +73,11 @@ def test_a_hit_the_resident_answers_is_the_launchers_own_and_never_stale(toolkit
         assert (tmp_path / "a.o").read_bytes() == cold
         (new,) = set(os.listdir(record)) - before  # the server wrote it, before it answered
         assert new.endswith("-h.json")
-        # A fifo planted as the output: nothing answered, and the server does not wait on it.
+        # A fifo planted as the output: nothing answered (the server does not wait on it),
+        # and the client goes on to build it.
         (tmp_path / "a.o").unlink()
         os.mkfifo(tmp_path / "a.o")
-        assert _asked(argv, tmp_path, env) == "False"
+        assert _asked(argv, tmp_path, env) == "MISSED"
         (tmp_path / "a.o").unlink()
         if _unshare_works():
             # A client in another mount namespace sees other files under the same names: the
@@ -88,10 +89,11 @@ def test_a_hit_the_resident_answers_is_the_launchers_own_and_never_stale(toolkit
             assert not (tmp_path / "a.o").exists()
         assert _asked(argv, tmp_path, env) == "True"
         assert (tmp_path / "a.o").read_bytes() == cold
-        # The source edited: the server answers nothing, and the launcher builds anew.
+        # The source edited: the server looked and missed (the client need not look
+        # again), and the launcher builds anew.
         src = tmp_path / "vadd.cu"
         src.write_text(src.read_text() + "\n__device__ int resident_hit_marker;\n")
-        assert _asked(argv, tmp_path, env) == "False"
+        assert _asked(argv, tmp_path, env) == "MISSED"
         assert (tmp_path / "a.o").read_bytes() == cold  # untouched by a miss
         again = subprocess.run([*nvstage_command(), *argv], cwd=tmp_path, env=env,
                                capture_output=True, timeout=600)

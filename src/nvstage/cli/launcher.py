@@ -36,7 +36,7 @@ def launch(argv: list[str]) -> tuple[int, bool]:
     own work is done (nothing left to tidy up: the process may end at once)."""
     if not is_nvcc(argv[0]):
         return step(argv), True
-    from nvstage.compiler.warm.ask import ask
+    from nvstage.compiler.warm.ask import MISSED, ask
 
     if ASKED:
         said = ASKED.pop()
@@ -47,11 +47,8 @@ def launch(argv: list[str]) -> tuple[int, bool]:
             said = False
     if said:
         return 0, True
-    import os
-
-    from nvstage.compiler.warm.answer import serve
-
-    if serve(argv, os.getcwd(), os.environ):
+    # MISSED: the server looked already, and found no whole entry to answer it.
+    if said is not MISSED and _answered_here(argv):
         if said is None:  # on, and no server to ask: one for the next commands
             with_site()  # sys.prefix (which names its socket) as a server sees it
             from nvstage.compiler.front import start_resident
@@ -62,6 +59,14 @@ def launch(argv: list[str]) -> tuple[int, bool]:
     from nvstage.compiler.front import launch as miss
 
     return miss(argv)
+
+
+def _answered_here(argv: list[str]) -> bool:
+    import os
+
+    from nvstage.compiler.warm.answer import serve
+
+    return serve(argv, os.getcwd(), os.environ)
 
 
 def with_site() -> None:

@@ -259,8 +259,8 @@ def _hit(req: dict, root: str, memory=None, who: tuple[int, int] | None = None) 
         if mine is None or (mine != root and os.path.realpath(mine) != os.path.realpath(root)):
             return {"code": None}  # another cache folder: not this server's to answer
         served = answer.hit(argv, cwd, env, memory)
-        if served is None:
-            return {"code": None}
+        if served is None:  # looked, and no whole entry: the client need not look again
+            return {"code": None, "missed": True}
         pid, ppid = who or (int(req["pid"]), int(req["ppid"]))
         served.update(pid=pid, ppid=ppid)
         with contextlib.suppress(Exception):  # a record never fails a build (serve's rule)

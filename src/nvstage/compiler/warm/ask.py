@@ -97,12 +97,26 @@ def _exactly(sock, n: int) -> bytes:
     return data
 
 
-def ask(argv: list[str]) -> bool | None:
+class _Missed:
+    """``ask``'s answer when the server looked for a whole entry and found none: false, as
+    False is, and this process need not look again (``cli/launcher.py``)."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "MISSED"
+
+
+MISSED = _Missed()
+
+
+def ask(argv: list[str]) -> bool | _Missed | None:
     """Whether the resident nvstage answered ``NVCC ARGS...`` whole (outputs in place, the
     build record's entry written), what the tools printed written to this process's standard
-    streams; False when it did not (off, or not a hit there), None when it is on and no server
-    was there to ask. Either way but True, this process runs the command as if it had not
-    asked."""
+    streams; False when it did not (off, refused, or it could not answer), ``MISSED`` when it
+    looked and no whole entry answers the command, None when it is on and no server was there
+    to ask. Either way but True, this process runs the command as if it had not asked."""
     enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
     env = {k.decode(enc, errors): v.decode(enc, errors) for k, v in posix.environ.items()}
     if env.get("NVSTAGE_SERVER", "0") != "1" or env.get("NVSTAGE_CACHE", "1") == "0":
@@ -143,7 +157,7 @@ def ask(argv: list[str]) -> bool | None:
     finally:
         s.close()
     if not isinstance(reply, dict) or reply.get("code") != 0:
-        return False
+        return MISSED if isinstance(reply, dict) and reply.get("missed") is True else False
     for fd, text in ((1, reply.get("out")), (2, reply.get("err"))):
         while text:
             try:
