@@ -231,7 +231,7 @@ def _serve_hit(hits: socket.socket, root: str, code: list, memory) -> bool:
     with conn:
         try:
             conn.settimeout(5)
-            if client._peer_uid(conn) != os.getuid():
+            if ask.peer_uid(conn) != os.getuid():
                 return True
             req = ask.receive(conn)
             if any(_stat(n) != st for n, st in code):
@@ -300,7 +300,7 @@ def _reap(children: set[int]) -> None:
 def _take(conn: socket.socket, root: str) -> int | None:
     """Read one request and fork its child; the child's pid."""
     conn.settimeout(10)
-    if client._peer_uid(conn) != os.getuid():
+    if ask.peer_uid(conn) != os.getuid():
         return None
     head, fds, _, _ = socket.recv_fds(conn, 4 + 65536, 64)
     try:
