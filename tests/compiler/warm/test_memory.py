@@ -120,3 +120,22 @@ def test_the_documents_kept_are_bounded_by_their_bytes(warm, capfd, monkeypatch)
     assert _hit(argv, folder, memory) is not None and len(memory.metas) == 1
     assert _hit(other, folder, memory) is not None and len(memory.metas) == 1
     assert _hit(argv, folder, memory) is not None and len(memory.metas) == 1
+
+
+def test_hiding_places_shared_by_commands_are_read_once(warm, capfd, monkeypatch):
+    folder, argv = warm
+    other = [*argv[:-1], "-arch=sm_80"]  # another entry, the same headers and search folders
+    assert run(argv) == 0 and run(other) == 0
+    capfd.readouterr()
+    (folder / "first" / "notes.txt").write_text("")  # a watched folder changed: looked at
+    reads = []
+    real = answer._shadow_bytes
+    monkeypatch.setattr(answer, "_shadow_bytes", lambda path, sha: reads.append(path) or
+                        real(path, sha))
+    memory = answer.Memory()
+    assert _hit(argv, folder, memory) is not None and _hit(other, folder, memory) is not None
+    assert len(reads) == 1 and len(memory.shadows) == 1
+    # What the list names is still looked at each time: a header made there hides inc's.
+    (folder / "first" / "coef.h").write_text("#define COEF 4.0f\n")
+    assert _hit(other, folder, memory) is None
+    assert _hit(argv, folder, memory) is None

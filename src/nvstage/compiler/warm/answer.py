@@ -65,7 +65,8 @@ class Memory:
     (an entry is rewritten whole, under a new inode: ``fsio.replace``), and each watched
     folder's stat in which its hiding places were last found as recorded, where that folder's
     listing alone said so (nothing below it can appear without changing it) and its stat had
-    settled (a change in the same timestamp tick would not show)."""
+    settled (a change in the same timestamp tick would not show); and the lists of hiding
+    places by their SHA-256 (``shadow``)."""
 
     MAX = 4096
     # The documents kept, by their files' bytes (compressed: a document of a source with a
@@ -78,6 +79,8 @@ class Memory:
         self.meta_bytes = 0
         self.folders: dict = {}
         self.digests: dict = {}  # a file's path -> (its settled stat, its SHA-256)
+        self.shadows: dict = {}  # hiding places' SHA-256 -> (their size, the list)
+        self.shadow_bytes = 0
 
     def digest(self, path: str, now: list[int]) -> str | None:
         """``path``'s SHA-256, read again unless its stat is the settled one it had when it
@@ -89,6 +92,23 @@ class Memory:
         if sha is not None and max(now[1], now[2]) < time.time_ns() - SETTLE_NS:
             _bounded(self.digests)[path] = (now, sha)
         return sha
+
+    def shadow(self, path: str, sha: str):
+        """An entry's hiding places (``_shadow``), kept by their SHA-256: the commands of a
+        project share a few such lists (the same search folders, the same headers), and one
+        read and checked is that list wherever it is named."""
+        got = self.shadows.get(sha)
+        if got is not None:
+            return got[1]
+        raw = _shadow_bytes(path, sha)
+        if raw is None:
+            return None
+        if len(self.shadows) >= self.MAX or self.shadow_bytes + len(raw) > self.META_BYTES:
+            self.shadows.clear()
+            self.shadow_bytes = 0
+        self.shadows[sha] = (len(raw), marshal.loads(raw))
+        self.shadow_bytes += len(raw)
+        return self.shadows[sha][1]
 
     def load(self, root: str, k: str, secret: bytes) -> dict | None:
         path = os.path.join(entry_dir(root, k), "meta")
@@ -159,8 +179,8 @@ def inputs_unchanged(meta: dict, result: dict, entry: str | None = None,
         if memory is not None and now is not None and memory.folders.get(seen) == now:
             continue
         if cands is None:  # kept apart (thousands of names for a thrust source), sealed by sha
-            cands = _shadow(os.path.join(entry or "", result["shadow_file"]),
-                            result["shadow_sha"])
+            path, sha = os.path.join(entry or "", result["shadow_file"]), result["shadow_sha"]
+            cands = _shadow(path, sha) if memory is None else memory.shadow(path, sha)
             if cands is None:
                 return False
             from nvstage.compiler.warm.presence import Presence
@@ -188,6 +208,11 @@ def inputs_unchanged(meta: dict, result: dict, entry: str | None = None,
 
 
 def _shadow(path: str, sha: str):
+    raw = _shadow_bytes(path, sha)
+    return None if raw is None else marshal.loads(raw)
+
+
+def _shadow_bytes(path: str, sha: str) -> bytes | None:
     from nvstage.compiler.warm import zstd
 
     raw = fsio.read_or_none(path, MAX_META)
@@ -197,7 +222,7 @@ def _shadow(path: str, sha: str):
         return None
     if raw is None or fsio.hexdigest(raw) != sha:
         return None
-    return marshal.loads(raw)
+    return raw
 
 
 def restore(result: dict, src: str, cwd: str) -> bool:
