@@ -24,6 +24,20 @@ def test_the_launcher_command_is_python_without_site_on_bare_py():
     assert Path(cmd[3]).is_file()
 
 
+def test_the_client_bare_loads_is_the_module_the_launcher_imports():
+    # The launcher tells ask.MISSED by identity: bare.py's own load of ask.py must be the
+    # module nvstage.compiler.warm.ask, not a second copy.
+    bare = nvstage_command()[3]
+    code = ("import runpy, sys\n"
+            f"g = runpy.run_path({bare!r}, run_name='not_main')\n"
+            "m = g['_ask_module'](g['_paths']())\n"
+            "from nvstage.compiler.warm.ask import MISSED\n"
+            "print(m.MISSED is MISSED)\n")
+    cp = subprocess.run([sys.executable, "-S", "-P", "-c", code], capture_output=True,
+                        text=True, timeout=120)
+    assert cp.stdout.strip() == "True", cp.stderr
+
+
 def test_commands_under_bare_are_nvstages(tmp_path):
     cp = _run(["--version"], tmp_path)
     assert cp.returncode == 0 and cp.stdout == f"nvstage {__version__}\n"
