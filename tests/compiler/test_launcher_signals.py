@@ -7,9 +7,11 @@ Real nvcc, a real launcher process, real signals."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -56,15 +58,21 @@ class Launch:
 
     def running(self) -> list[tuple[str, list[bytes]]]:
         """(name, argv) of the live processes carrying this launch's mark."""
+        return [(name, argv) for _, _, name, argv in self.processes()]
+
+    def processes(self) -> list[tuple[int, int, str, list[bytes]]]:
+        """(pid, parent pid, name, argv) of the live processes carrying this launch's mark."""
         found = []
         want = f"NVSTAGE_LAUNCHER_SIGNAL_TEST={self.mark}".encode()
         for d in os.listdir("/proc"):
             if d.isdigit():
                 try:
                     if want in Path(f"/proc/{d}/environ").read_bytes().split(b"\0"):
-                        found.append((Path(f"/proc/{d}/comm").read_text().strip(),
+                        ppid = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1]
+                        found.append((int(d), int(ppid),
+                                      Path(f"/proc/{d}/comm").read_text().strip(),
                                       Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")))
-                except OSError:
+                except (OSError, IndexError, ValueError):
                     pass  # gone meanwhile, or not ours to read
         return found
 
@@ -222,9 +230,6 @@ def test_a_signal_while_the_toolkit_is_probed_waits_for_the_probes(tmp_path, mon
 def test_a_signal_to_a_launcher_whose_command_the_resident_runs(tmp_path, toolkit):
     # The client passes SIGTERM on to the server's child that runs its command: the tools end,
     # nothing is left in $TMPDIR, and the client exits as the launcher would.
-    import shutil
-    import tempfile
-
     run = Path(tempfile.mkdtemp(prefix="nvs-", dir="/tmp"))  # a socket path's 107 bytes
     launch = Launch(tmp_path, toolkit)
     launch.env.update(NVSTAGE_SERVER="1", XDG_RUNTIME_DIR=str(run))
@@ -238,37 +243,22 @@ def test_a_signal_to_a_launcher_whose_command_the_resident_runs(tmp_path, toolki
         while not (socks.is_dir() and sum(n.endswith(".sock") for n in os.listdir(socks)) >= 2):
             assert time.monotonic() < end, "no resident nvstage"
             time.sleep(0.1)
-        server = _marked(launch)  # started by the first command, with its environment
+        server = {pid for pid, *_ in launch.processes()}  # started by the first command
         p = launch.start("-c", "heavy.cu", "-o", "heavy.o", *GENCODES)
         launch.wait_until(lambda: launch.stage_running("cicc"), p, "cicc running")
         # The command runs in the server's child: cicc is no child of the launcher's.
-        assert p.pid not in _marked(launch, "cicc").values()
+        assert p.pid not in [ppid for _, ppid, name, _ in launch.processes() if name == "cicc"]
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=60)
         assert p.returncode == 128 + signal.SIGTERM, err
         assert "Traceback" not in err, err
         end = time.monotonic() + 10
-        while _marked(launch).keys() - server.keys() and time.monotonic() < end:
+        while {pid for pid, *_ in launch.processes()} - server and time.monotonic() < end:
             time.sleep(0.05)
-        assert not _marked(launch).keys() - server.keys()
+        assert not {pid for pid, *_ in launch.processes()} - server
         assert os.listdir(launch.tmp) == []
         assert not (launch.root / "heavy.o").exists()
     finally:
         proc.run(stop, env=launch.env, timeout=60)
         shutil.rmtree(run, ignore_errors=True)
 
-
-def _marked(launch: Launch, tool: str | None = None) -> dict[int, int]:
-    """pid: parent pid of the launch's live processes (named ``tool``, if given)."""
-    want = f"NVSTAGE_LAUNCHER_SIGNAL_TEST={launch.mark}".encode()
-    out = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                if want in Path(f"/proc/{d}/environ").read_bytes().split(b"\0") and \
-                        tool in (None, Path(f"/proc/{d}/comm").read_text().strip()):
-                    stat = Path(f"/proc/{d}/stat").read_text()
-                    out[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    return out

@@ -1,6 +1,6 @@
 """nvstage in front of nvcc, the way ccache stands in front of a compiler.
 
-    nvstage /usr/local/cuda/bin/nvcc -c a.cu -o a.o ...      (ccache's form; CMake's launcher)
+    nvstage $CUDA_HOME/bin/nvcc -c a.cu -o a.o ...           (ccache's form; CMake's launcher)
     nvstage nvcc -c a.cu -o a.o ...                          (nvcc found on PATH)
 
 The command is read with the grammar of that nvcc (``nvcc_args``: options files,

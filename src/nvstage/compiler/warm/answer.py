@@ -75,12 +75,10 @@ class Memory:
     META_BYTES = 8 << 20
 
     def __init__(self):
-        self.metas: dict = {}
-        self.meta_bytes = 0
+        self.metas = _Kept()  # (path, secret) -> (the file's identity, the document)
         self.folders: dict = {}
         self.digests: dict = {}  # a file's path -> (its settled stat, its SHA-256)
-        self.shadows: dict = {}  # hiding places' SHA-256 -> (their size, the list)
-        self.shadow_bytes = 0
+        self.shadows = _Kept()  # hiding places' SHA-256 -> the list
 
     def digest(self, path: str, now: list[int]) -> str | None:
         """``path``'s SHA-256, read again unless its stat is the settled one it had when it
@@ -98,17 +96,12 @@ class Memory:
         project share a few such lists (the same search folders, the same headers), and one
         read and checked is that list wherever it is named."""
         got = self.shadows.get(sha)
-        if got is not None:
-            return got[1]
-        raw = _shadow_bytes(path, sha)
-        if raw is None:
-            return None
-        if len(self.shadows) >= self.MAX or self.shadow_bytes + len(raw) > self.META_BYTES:
-            self.shadows.clear()
-            self.shadow_bytes = 0
-        self.shadows[sha] = (len(raw), marshal.loads(raw))
-        self.shadow_bytes += len(raw)
-        return self.shadows[sha][1]
+        if got is None:
+            raw = _shadow_bytes(path, sha)
+            if raw is None:
+                return None
+            got = self.shadows.keep(sha, marshal.loads(raw), len(raw), self.META_BYTES)
+        return got
 
     def load(self, root: str, k: str, secret: bytes) -> dict | None:
         path = os.path.join(entry_dir(root, k), "meta")
@@ -121,14 +114,24 @@ class Memory:
         if got is not None and got[0] == ident:
             return got[1]
         meta = load(root, k, secret)
-        if meta is not None:
-            if len(self.metas) >= self.MAX or \
-                    self.meta_bytes + st.st_size > self.META_BYTES:
-                self.metas.clear()
-                self.meta_bytes = 0
-            self.metas[(path, secret)] = (ident, meta)
-            self.meta_bytes += st.st_size  # a document read again is counted again: sooner
+        if meta is not None:  # a document read again is counted again: let go sooner
+            self.metas.keep((path, secret), (ident, meta), st.st_size, self.META_BYTES)
         return meta
+
+
+class _Kept(dict):
+    """What a ``Memory`` keeps of one kind, within ``Memory.MAX`` items and a byte budget: all
+    of it let go at once when the next would pass either (the next hits read it again)."""
+
+    used = 0
+
+    def keep(self, key, value, size: int, budget: int):
+        if len(self) >= Memory.MAX or self.used + size > budget:
+            self.clear()
+            self.used = 0
+        self[key] = value
+        self.used += size
+        return value
 
 
 def _bounded(d: dict) -> dict:
