@@ -114,6 +114,35 @@ def test_the_build_identity_is_the_build_tools_run(tmp_path):
     assert build_record._stat_of(os.getpid())[1] == os.getppid()
 
 
+def test_a_parents_build_is_looked_up_once_while_that_process_lives(monkeypatch):
+    # A resident nvstage asks for the build of each hit's parent: the same parent (its pid and
+    # start time) is one read of /proc, not a walk up its ancestors each time.
+    monkeypatch.setattr(build_record, "_by_parent", {})
+    reads = []
+    real = build_record._stat_of
+    monkeypatch.setattr(build_record, "_stat_of", lambda pid: reads.append(pid) or real(pid))
+    first = build_record.build_identity(os.getpid())
+    walked = len(reads)
+    assert build_record.build_identity(os.getpid()) == first and len(reads) == walked + 1
+    # Another process at that pid (another start time): walked again.
+    build_record._by_parent[os.getpid()] = (-1, "make:1:1")
+    assert build_record.build_identity(os.getpid()) == first and len(reads) == 2 * walked + 1
+
+
+def test_an_entry_is_written_after_its_record_folder_was_removed(tmp_path, monkeypatch):
+    # A process that writes entries (a resident nvstage) remembers a record folder it made
+    # ready; the folder removed since (a clean of the build folder): made again, not lost.
+    monkeypatch.setattr(build_record, "_ready", set())
+    env = {"NVSTAGE_BUILD_RECORD": str(tmp_path / "rec")}
+    build_record.write_entry(str(tmp_path), env, 1.0, "h", b"{}", pid=1)
+    import shutil
+
+    shutil.rmtree(tmp_path / "rec")
+    build_record.write_entry(str(tmp_path), env, 2.0, "h", b"{}", pid=1)
+    assert len(list((tmp_path / "rec" / "tu").iterdir())) == 1
+    assert (tmp_path / "rec" / build_record.MARK).is_file()
+
+
 @pytest.mark.parametrize("argv, kind, out", [
     (["/cuda/bin/nvcc", "-c", "a.cu", "-o", "a.o"], "cuda-compile", "a.o"),
     (["/cuda/bin/nvcc", "-dc", "a.cu", "-o", "a.o"], "cuda-compile", "a.o"),

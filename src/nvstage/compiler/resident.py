@@ -264,7 +264,7 @@ def _hit(req: dict, root: str, memory=None, who: tuple[int, int] | None = None) 
         pid, ppid = who or (int(req["pid"]), int(req["ppid"]))
         served.update(pid=pid, ppid=ppid)
         with contextlib.suppress(Exception):  # a record never fails a build (serve's rule)
-            build_record.add_hit(served)
+            build_record.add_hit(served, None if memory is None else memory.manifests)
         return {"code": 0, "out": served["out"], "err": served["err"]}
     finally:
         os.umask(mask)

@@ -4,6 +4,7 @@ alone settled it and its stat had settled. Never a hit that a fresh process woul
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from nvstage.cli.main import run
-from nvstage.compiler.warm import answer, nvcc_env
+from nvstage.compiler.warm import answer, build_record, nvcc_env
 from nvstage.compiler.warm.presence import Presence
 
 
@@ -114,9 +115,9 @@ def test_the_documents_kept_are_bounded_by_their_bytes(warm, capfd, monkeypatch)
     memory = answer.Memory()
     assert _hit(argv, folder, memory) is not None and _hit(other, folder, memory) is not None
     assert len(memory.metas) == 2
-    memory = answer.Memory()
     # Room for one document: the next one read lets the first go, and each still hits.
     monkeypatch.setattr(answer.Memory, "META_BYTES", 1)
+    memory = answer.Memory()
     assert _hit(argv, folder, memory) is not None and len(memory.metas) == 1
     assert _hit(other, folder, memory) is not None and len(memory.metas) == 1
     assert _hit(argv, folder, memory) is not None and len(memory.metas) == 1
@@ -139,3 +140,24 @@ def test_hiding_places_shared_by_commands_are_read_once(warm, capfd, monkeypatch
     (folder / "first" / "coef.h").write_text("#define COEF 4.0f\n")
     assert _hit(other, folder, memory) is None
     assert _hit(argv, folder, memory) is None
+
+
+def test_a_build_manifest_is_read_once_and_each_hits_entry_carries_it(warm, capfd,
+                                                                     monkeypatch):
+    folder, argv = warm
+    assert run(argv) == 0
+    capfd.readouterr()
+    reads = []
+    real = build_record.manifest
+    monkeypatch.setattr(build_record, "manifest", lambda path, sha: reads.append(path) or
+                        real(path, sha))
+    memory = answer.Memory()
+    record = folder / build_record.FOLDER / "tu"
+    before = set(record.iterdir())
+    for _ in range(2):
+        served = _hit(argv, folder, memory)
+        build_record.add_hit(served, memory.manifests)
+    assert len(reads) == 1 and len(memory.manifests) == 1
+    entries = [json.loads(p.read_text()) for p in set(record.iterdir()) - before]
+    assert len(entries) == 2 and all(e["hit"] and e["build"] for e in entries)
+    assert entries[0]["build"] == entries[1]["build"]

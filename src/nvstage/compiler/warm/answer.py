@@ -66,7 +66,7 @@ class Memory:
     folder's stat in which its hiding places were last found as recorded, where that folder's
     listing alone said so (nothing below it can appear without changing it) and its stat had
     settled (a change in the same timestamp tick would not show); and the lists of hiding
-    places by their SHA-256 (``shadow``)."""
+    places and the build manifests by their SHA-256 (``shadow``, ``manifests``)."""
 
     MAX = 4096
     # The documents kept, by their files' bytes (compressed: a document of a source with a
@@ -75,10 +75,14 @@ class Memory:
     META_BYTES = 8 << 20
 
     def __init__(self):
-        self.metas = _Kept()  # (path, secret) -> (the file's identity, the document)
+        # (path, secret) -> (the file's identity, the document)
+        self.metas = _Kept(self.META_BYTES)
         self.folders: dict = {}
         self.digests: dict = {}  # a file's path -> (its settled stat, its SHA-256)
-        self.shadows = _Kept()  # hiding places' SHA-256 -> the list
+        self.shadows = _Kept(self.META_BYTES)  # hiding places' SHA-256 -> the list
+        # Build manifests' SHA-256 -> their bytes (``build_record.add_hit``): one read and
+        # checked is that manifest in every later hit's build-record entry.
+        self.manifests = _Kept(self.META_BYTES)
 
     def digest(self, path: str, now: list[int]) -> str | None:
         """``path``'s SHA-256, read again unless its stat is the settled one it had when it
@@ -100,7 +104,7 @@ class Memory:
             raw = _shadow_bytes(path, sha)
             if raw is None:
                 return None
-            got = self.shadows.keep(sha, marshal.loads(raw), len(raw), self.META_BYTES)
+            got = self.shadows.keep(sha, marshal.loads(raw), len(raw))
         return got
 
     def load(self, root: str, k: str, secret: bytes) -> dict | None:
@@ -115,18 +119,20 @@ class Memory:
             return got[1]
         meta = load(root, k, secret)
         if meta is not None:  # a document read again is counted again: let go sooner
-            self.metas.keep((path, secret), (ident, meta), st.st_size, self.META_BYTES)
+            self.metas.keep((path, secret), (ident, meta), st.st_size)
         return meta
 
 
 class _Kept(dict):
-    """What a ``Memory`` keeps of one kind, within ``Memory.MAX`` items and a byte budget: all
-    of it let go at once when the next would pass either (the next hits read it again)."""
+    """What a ``Memory`` keeps of one kind, within ``Memory.MAX`` items and ``budget`` bytes:
+    all of it let go at once when the next would pass either (the next hits read it again)."""
 
-    used = 0
+    def __init__(self, budget: int):
+        super().__init__()
+        self.budget, self.used = budget, 0
 
-    def keep(self, key, value, size: int, budget: int):
-        if len(self) >= Memory.MAX or self.used + size > budget:
+    def keep(self, key, value, size: int):
+        if len(self) >= Memory.MAX or self.used + size > self.budget:
             self.clear()
             self.used = 0
         self[key] = value

@@ -53,6 +53,7 @@ _SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh", "mksh", "busybox
                      "tcsh", "csh", "env", "nice", "time", "timeout", "nohup", "stdbuf"})
 _MAX_ANCESTORS = 16
 _identity: list[str | None] = []
+_by_parent: dict[int, tuple[int, str | None]] = {}  # ppid -> (its start time, its build)
 
 
 def _stat_of(pid: int) -> tuple[str, int, int] | None:
@@ -82,8 +83,15 @@ def build_identity(ppid: int | None = None) -> str | None:
         return _identity[0]
     found, nearest = None, None
     pid = os.getppid() if ppid is None else ppid
-    for _ in range(_MAX_ANCESTORS):
-        st = _stat_of(pid) if pid > 1 else None
+    first = _stat_of(pid) if pid > 1 else None
+    if ppid is not None and first is not None:
+        # A resident nvstage asks for each hit of a build, whose commands share a parent: the
+        # same process (its pid and start time) has the same ancestors while it lives.
+        got = _by_parent.get(ppid)
+        if got is not None and got[0] == first[2]:
+            return got[1]
+    for n in range(_MAX_ANCESTORS):
+        st = first if n == 0 else _stat_of(pid) if pid > 1 else None
         if st is None:
             break
         comm, parent, start = st
@@ -96,6 +104,10 @@ def build_identity(ppid: int | None = None) -> str | None:
             nearest = nearest or f"process:{pid}:{start}"
         pid = parent
     if ppid is not None:
+        if first is not None:
+            if len(_by_parent) >= 256:
+                _by_parent.clear()
+            _by_parent[ppid] = (first[2], found or nearest)
         return found or nearest
     _identity.append(found or nearest)
     return _identity[0]
@@ -126,23 +138,50 @@ def write_entry(cwd: str, env, started: float, tag: str, text: bytes,
     name (``pid``: the launcher's, where another process writes for it); a build record that
     cannot be written never fails the build."""
     folder = record_folder(cwd, env)
-    if not ready_record(folder):
-        return
     name = f"{int(started * 1e6):017d}-{os.getpid() if pid is None else pid}-{tag}.json"
-    try:
-        fsio.replace(os.path.join(folder, "tu", name), text)
-    except OSError:
-        pass
+    for known in (folder in _ready, False):  # made ready here before, else now
+        if not known and not ready_record(folder):
+            return
+        try:
+            fsio.replace(os.path.join(folder, "tu", name), text)
+        except OSError:
+            _ready.discard(folder)  # removed since (or a full disk): made again once
+            continue
+        if len(_ready) >= 256:
+            _ready.clear()
+        _ready.add(folder)
+        return
 
 
-def add_hit(served: dict) -> None:
+_ready: set[str] = set()  # record folders this process made or found ready
+
+
+def add_hit(served: dict, manifests: dict | None = None) -> None:
     """The build-record entry of a hit (``answer.try_hit``'s ``served``): the manifest the
-    command's last staged run made, marked as answered whole from the cache."""
+    command's last staged run made, marked as answered whole from the cache. ``manifests``: a
+    resident nvstage's manifests by their SHA-256, read and checked once (``answer.Memory``)."""
     import time
 
     s = served
-    # Only the manifest the sealed entry names (a shared cache's folder is not trusted).
-    build = fsio.read_or_none(s["build"], MAX_META)
+    sha = s.get("build_sha")
+    build = manifests.get(sha) if manifests is not None and sha else None
+    if build is None:
+        build = manifest(s["build"], sha)
+        if manifests is not None and build is not None:
+            manifests.keep(sha, build, len(build))
+    if build is None:
+        build = b"null"
+    text = entry_text([("argv", s["argv"]), ("cwd", s["cwd"]), ("started", s["started"]),
+                       ("seconds", round(time.perf_counter() - s["t0"], 6)), ("status", "ok"),
+                       ("exit_code", 0), ("pid", s.get("pid", os.getpid())), ("reason", None),
+                       ("hit", True), ("build_id", build_identity(s.get("ppid")))], build)
+    write_entry(s["cwd"], s["env"], s["started"], "h", text, s.get("pid"))
+
+
+def manifest(path: str, sha: str | None) -> bytes | None:
+    """The manifest a sealed entry names at ``path``, if its bytes are ``sha``'s (only that:
+    a shared cache's folder is not trusted); None otherwise."""
+    build = fsio.read_or_none(path, MAX_META)
     if build is not None:
         from nvstage.compiler.warm import zstd
 
@@ -150,10 +189,4 @@ def add_hit(served: dict) -> None:
             build = zstd.decompress(build, MAX_META)
         except (ValueError, ImportError):
             build = None
-    if build is None or fsio.hexdigest(build) != s.get("build_sha"):
-        build = b"null"
-    text = entry_text([("argv", s["argv"]), ("cwd", s["cwd"]), ("started", s["started"]),
-                       ("seconds", round(time.perf_counter() - s["t0"], 6)), ("status", "ok"),
-                       ("exit_code", 0), ("pid", s.get("pid", os.getpid())), ("reason", None),
-                       ("hit", True), ("build_id", build_identity(s.get("ppid")))], build)
-    write_entry(s["cwd"], s["env"], s["started"], "h", text, s.get("pid"))
+    return build if build is not None and fsio.hexdigest(build) == sha else None

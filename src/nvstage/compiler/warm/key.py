@@ -54,6 +54,15 @@ def file_stat(path: str) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
+def _stat_or_none(path: str) -> list[int] | None:
+    """``file_stat``, None where ``os.path.exists`` would say False: one stat, not two (a
+    hit keys a dozen such files)."""
+    try:
+        return file_stat(path)
+    except (OSError, ValueError):
+        return None
+
+
 def gcc_pwd(cwd: str, env) -> str:
     """The current folder as gcc names it in ``-g``'s debug information (libiberty's
     ``getpwd``): ``$PWD`` where it is absolute and is this folder (through a link, say), else
@@ -145,8 +154,8 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
         parts = [real, cwd if pwd == cwd else [cwd, pwd], args, [[k, env.get(k)] for k in ENV],
                  [[k, env[k]] for k in TOOL_ENV if k in env],
                  [[k, env[k]] for k in nvcc_env.env_names(real, env) if k in env]]
-        parts.append([[t, file_stat(os.path.join(root, t))] for t in TOOLS
-                      if os.path.exists(os.path.join(root, t))])
+        parts.append([[t, st] for t in TOOLS
+                      if (st := _stat_or_none(os.path.join(root, t))) is not None])
         files = []
         opt_words: list[str] = []
         for i, a in enumerate(words):
@@ -166,7 +175,7 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
                     if b"ccbin" in data or b"compiler-bindir" in data:
                         opt_words += data.decode("utf-8", "surrogateescape").split()
         parts.append(files)
-        parts.append([[c, file_stat(c) if c and os.path.exists(c) else None]
+        parts.append([[c, _stat_or_none(c) if c else None]
                       for c in _host_compilers([*words, *opt_words], env)])
     except (OSError, ValueError):
         return None
