@@ -52,7 +52,9 @@ def since_section(view, changes) -> str:
     def pair(a, b, fmt=str) -> str:
         return f"{fmt(a)} → {fmt(b)}"
 
-    par = (lambda p: "-" if p is None else f"{p:.1f}x")
+    def par(p) -> str:
+        return "-" if p is None else f"{p:.1f}x"
+
     figures = (f'<p class="note">build {before.number} → build {last.number}: wall '
                f'{esc(pair(before.wall_seconds, last.wall_seconds, fmt_time))}, steps '
                f'{esc(pair(doc_b["steps"], doc_l["steps"]))}, time in steps '

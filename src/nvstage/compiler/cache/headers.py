@@ -264,9 +264,9 @@ def not_cacheable(paths: Iterable[str], *, assembles: bool = False) -> str | Non
     depends on the clock or on file dates, not on contents alone (ccache does the same). With
     ``assembles`` (a ``-c`` stage), a file that mentions ``.incbin`` or ``.include "...":
     the assembler reads a file no key holds. A file that spells ``__has_include``: a header it
-    probed and missed is in no dependency list, so one created later would not be seen. Found by their spelling in the files read: one
-    built from pieces (``".inc" "bin"`` joined by the compiler) is not seen (README's limits).
-    Files are read only if regular (a FIFO is not waited on) and within ``MAX_SCAN_BYTES``."""
+    probed and missed is in no dependency list, so one created later would not be seen. Found
+    by their spelling in the files read: one built from pieces (``".inc" "bin"`` joined by the
+    compiler) is not seen (README's limits). Files are read only if regular (a FIFO is not waited on) and within ``MAX_SCAN_BYTES``."""
     from nvstage.artifacts import open_regular
 
     for path in paths:

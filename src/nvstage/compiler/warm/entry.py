@@ -2,10 +2,10 @@
 stage pipeline (by the launcher, or by ``nvstage compile``).
 
 Only when it is safe: every cacheable stage was a hit or was stored, or judged storable (so the
-stage cache judged nothing uncacheable: time macros, .incbin, files changed mid-build), the host compiler was told
-nothing that reads or writes a file no entry holds (``host_flags``), the command compiled and
-did not link, and no file it read changed while it ran. What the preprocessing read, and where
-a new file would hide a header, comes from the stage cache (its ``Seen``), which learnt it
+stage cache judged nothing uncacheable: time macros, .incbin, files changed mid-build), the host
+compiler was told nothing that reads or writes a file no entry holds (``host_flags``), the command
+compiled and did not link, and no file it read changed while it ran. What the preprocessing read,
+and where a new file would hide a header, comes from the stage cache (its ``Seen``), which learnt it
 while the stages ran: the entry is written with the standard library alone.
 """
 

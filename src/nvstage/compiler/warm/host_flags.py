@@ -22,8 +22,8 @@ _UNWATCHED = frozenset({"--coverage", "-ftest-coverage", "-fstack-usage", "-save
                         # before the system folders whatever their place on the line): where
                         # a new header would hide one found there is not worked out
                         "-iprefix", "-iwithprefix", "-iwithprefixbefore"})
-_UNWATCHED_PREFIX = ("-iprefix", "-iwithprefix", "-save-temps=", "-fdump-", "-fopt-info", "-fprofile-use=",
-                     "-fauto-profile=", "-fprofile-dir=", "-specs=", "-fplugin=",
+_UNWATCHED_PREFIX = ("-iprefix", "-iwithprefix", "-save-temps=", "-fdump-", "-fopt-info",
+                     "-fprofile-use=", "-fauto-profile=", "-fprofile-dir=", "-specs=", "-fplugin=",
                      "-fcallgraph-info=", "-fsanitize-ignorelist=", "-fsanitize-blacklist=",
                      "-fprofile-sample-use", "-fprofile-instr-use", "-ftime-trace", "-B")
 # Within -Wa, and -Wp, (-Wp,-D_FORTIFY_SOURCE=2 is common and harmless): a listing or a

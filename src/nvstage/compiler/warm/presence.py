@@ -30,7 +30,7 @@ class Presence:
         self._dirs: dict[str, object] = {}  # folder -> (names, folded names | None),
         # _NOT_THERE, or None (cannot be listed: its names are asked one by one)
 
-    def of(self, paths: Iterable[str]) -> dict[str, bool]:
+    def of(self, paths: Iterable[str]) -> dict[str, bool]:  # noqa: F821
         """Each path -> whether it exists now (or when this memory first looked)."""
         return {p: self._one(p) for p in paths}
 
@@ -103,7 +103,8 @@ def _listing(folder: str):
         return None
 
 
-def present(candidates: Iterable[str], presence: Presence | None = None) -> list[str]:
+def present(candidates: Iterable[str],  # noqa: F821
+            presence: Presence | None = None) -> list[str]:
     """The candidates that exist now, sorted: the shadow state of a header set."""
     got = (presence or Presence()).of(candidates)
     return sorted(c for c, there in got.items() if there)

@@ -10,12 +10,13 @@ goes where this process's would, and nothing is copied. Its exit status is this 
 Signals that end this process (SIGINT, SIGTERM, SIGHUP) are passed on to the child, which ends
 its tools as the launcher does.
 
-Opt-in (``NVSTAGE_SERVER=1``) while its gain is not shown (README, Benchmarks), and never
-required: no server, a server that refuses, one of another user or another nvstage, and this
-process runs the command itself (and starts a server for the next ones, ``resident``). One server per user, cache folder, Python and nvstage (its
-files' times: an upgraded or edited nvstage gets a server of its own) and locale; its socket in
-a folder only the user can enter (``$XDG_RUNTIME_DIR``, else ``/tmp/nvstage-UID``), and each
-side checks that the other runs as the same user (``SO_PEERCRED``). Standard library only.
+Opt-in (``NVSTAGE_SERVER=1``) while its gain is not shown (README, Benchmarks), and never required:
+no server, a server that refuses, one of another user or another nvstage, and this process runs the
+command itself (and starts a server for the next ones, ``resident``). One server per user, cache
+folder, Python and nvstage (its files' times: an upgraded or edited nvstage gets a server of its
+own) and locale; its socket in a folder only the user can enter (``$XDG_RUNTIME_DIR``, else
+``/tmp/nvstage-UID``), and each side checks that the other runs as the same user (``SO_PEERCRED``).
+Standard library only.
 """
 
 from __future__ import annotations
