@@ -266,7 +266,8 @@ def not_cacheable(paths: Iterable[str], *, assembles: bool = False) -> str | Non
     the assembler reads a file no key holds. A file that spells ``__has_include``: a header it
     probed and missed is in no dependency list, so one created later would not be seen. Found
     by their spelling in the files read: one built from pieces (``".inc" "bin"`` joined by the
-    compiler) is not seen (README's limits). Files are read only if regular (a FIFO is not waited on) and within ``MAX_SCAN_BYTES``."""
+    compiler) is not seen (README's limits). Files are read only if regular (a FIFO is not
+    waited on) and within ``MAX_SCAN_BYTES``."""
     from nvstage.artifacts import open_regular
 
     for path in paths:
