@@ -91,6 +91,25 @@ def test_a_new_hiding_header_is_seen_after_the_folder_was_kept(warm, monkeypatch
     assert _hit(argv, folder, memory) is None
 
 
+def test_a_folder_looked_at_for_one_command_is_not_looked_at_again_for_another(
+        warm, monkeypatch, capfd):
+    # Two commands (two entries) with the same search folders and headers: a watched folder
+    # changed since both were recorded (a build folder does each build) is listed once.
+    folder, argv = warm
+    other = [*argv[:-1], "-arch=sm_80"]
+    assert run(argv) == 0 and run(other) == 0
+    capfd.readouterr()
+    (folder / "first" / "notes.txt").write_text("")
+    time.sleep(2.2)
+    memory = answer.Memory()
+    looks = _counting(monkeypatch)
+    assert _hit(argv, folder, memory) is not None and _hit(other, folder, memory) is not None
+    assert looks.count(str(folder / "first")) == 1
+    # And what the list names is still looked at once the folder changes again.
+    (folder / "first" / "coef.h").write_text("#define COEF 4.0f\n")
+    assert _hit(other, folder, memory) is None and _hit(argv, folder, memory) is None
+
+
 def test_an_entry_rewritten_is_read_again(warm, capfd):
     folder, argv = warm
     assert run(argv) == 0

@@ -63,7 +63,8 @@ class Memory:
     """What a resident nvstage keeps between the hits it answers (``compiler/resident.py``;
     a launcher answers one and keeps nothing): each entry's document under its file's identity
     (an entry is rewritten whole, under a new inode: ``fsio.replace``), and each watched
-    folder's stat in which its hiding places were last found as recorded, where that folder's
+    folder's stat (with its list of hiding places, whatever command names them) in which its
+    hiding places were last found as recorded, where that folder's
     listing alone said so (nothing below it can appear without changing it) and its stat had
     settled (a change in the same timestamp tick would not show); and the lists of hiding
     places and the build manifests by their SHA-256 (``shadow``, ``manifests``)."""
@@ -184,7 +185,9 @@ def inputs_unchanged(meta: dict, result: dict, entry: str | None = None,
             now = None
         if now == st:
             continue
-        seen = (entry, result["id"], n)
+        # What a look decides is the folder's names against the list's (kept by its SHA-256):
+        # the commands that share both share the look (a build folder's stat moves each build).
+        seen = (d, result["shadow_sha"], n)
         if memory is not None and now is not None and memory.folders.get(seen) == now:
             continue
         if cands is None:  # kept apart (thousands of names for a thrust source), sealed by sha
