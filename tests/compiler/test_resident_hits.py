@@ -136,6 +136,57 @@ def test_hit_socket_names_differ_by_what_picks_the_server():
     assert len(os.path.basename(ask.name(env))) == len("h") + 16 + len(".sock")
 
 
+def test_the_request_is_made_before_the_server_is_woken(monkeypatch, run_folder):
+    # The connect wakes the server: the request is whole by then, and sent at once, so the
+    # server reads it as it accepts (one wake-up each side a hit). Nothing is sent to a socket
+    # of another user.
+    import struct
+    import types
+
+    events: list = []
+    reply = bytearray(ask.pack({"code": 0, "out": b"", "err": b""}))
+    uid = [os.getuid()]
+
+    class Fake:
+        def __init__(self, *args):
+            pass
+
+        def settimeout(self, t):
+            pass
+
+        def connect(self, path):
+            events.append("connect")
+
+        def getsockopt(self, *args):
+            return struct.pack("3i", os.getpid(), uid[0], os.getgid())
+
+        def sendall(self, data):
+            events.append("sent")
+
+        def recv(self, n):
+            chunk = bytes(reply[:n])
+            del reply[:n]
+            return chunk
+
+        def close(self):
+            pass
+
+    real = sys.modules["_socket"]
+    fake = types.SimpleNamespace(socket=Fake, AF_UNIX=real.AF_UNIX, SOCK_STREAM=real.SOCK_STREAM,
+                                 SOL_SOCKET=real.SOL_SOCKET, SO_PEERCRED=real.SO_PEERCRED)
+    monkeypatch.setitem(sys.modules, "_socket", fake)
+    made = ask.pack
+    monkeypatch.setattr(ask, "pack", lambda v: events.append("made") or made(v))
+    (run_folder / "nvstage").mkdir(mode=0o700)
+    monkeypatch.setattr(ask.posix, "environ", {b"NVSTAGE_SERVER": b"1", b"HOME": b"/h",
+                                               b"XDG_RUNTIME_DIR": str(run_folder).encode()})
+    assert ask.ask(["nvcc", "-c", "a.cu"]) is True
+    assert events == ["made", "connect", "sent"]
+    events.clear()
+    uid[0] = os.getuid() + 1  # the socket's owner is another user
+    assert ask.ask(["nvcc", "-c", "a.cu"]) is False and "sent" not in events
+
+
 def test_a_peer_is_answered_only_where_it_is():
     a, b = socket.socketpair()
     with a, b:

@@ -129,6 +129,12 @@ def main(argv: list[str]) -> int:
     hits, hits_bound = _hit_socket(root, env)
     _OWN[:] = [lock, srv.fileno(), *([hits.fileno()] if hits else [])]
     _warm_up()
+    import gc
+
+    # What the imports made lives as long as this process: out of the collector's sight, so a
+    # full collection while a hit waits walks what the hits made, not every module loaded
+    # (and a miss's child, forked, does not touch those pages to collect them).
+    gc.freeze()
     from nvstage.compiler.warm.answer import Memory
 
     memory = Memory()

@@ -72,9 +72,14 @@ def peer_uid(sock) -> int:
     return int.from_bytes(creds[4:8], sys.byteorder, signed=True)
 
 
-def send(sock, value) -> None:
+def pack(value) -> bytes:
+    """``value`` as one message: its length, then its marshal bytes."""
     data = marshal.dumps(value)
-    sock.sendall(len(data).to_bytes(4, "big") + data)
+    return len(data).to_bytes(4, "big") + data
+
+
+def send(sock, value) -> None:
+    sock.sendall(pack(value))
 
 
 def receive(sock):
@@ -124,6 +129,16 @@ def ask(argv: list[str]) -> bool | _Missed | None:
     path = name(env)
     if not _own_folder(path.rsplit("/", 1)[0]):
         return None
+    try:
+        # Made before the server is woken (by the connect), so that it finds the request
+        # whole when it accepts: one wake-up of each side a hit, not a second one of the
+        # server while this process would still be making it.
+        mask = posix.umask(0o022)
+        posix.umask(mask)
+        request = pack({"argv": list(argv), "cwd": posix.getcwd(), "env": env, "umask": mask,
+                        "pid": posix.getpid(), "ppid": posix.getppid()})
+    except (OSError, ValueError):  # no current folder, a value marshal cannot hold
+        return False
     import _socket
 
     try:
@@ -138,12 +153,9 @@ def ask(argv: list[str]) -> bool | _Missed | None:
             return None  # no server (or a socket file left by one that ended)
         try:
             if peer_uid(s) != posix.getuid():
-                return False
-            mask = posix.umask(0o022)
-            posix.umask(mask)
+                return False  # nothing sent to a socket of another user
             s.settimeout(5.0)
-            send(s, {"argv": list(argv), "cwd": posix.getcwd(), "env": env, "umask": mask,
-                     "pid": posix.getpid(), "ppid": posix.getppid()})
+            s.sendall(request)
         except (OSError, ValueError):
             return False
         # Sent: the server may be writing the outputs. Only its answer, or its end (the
