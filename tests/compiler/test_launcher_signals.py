@@ -232,7 +232,8 @@ def test_a_signal_to_a_launcher_whose_command_the_resident_runs(tmp_path, toolki
     # nothing is left in $TMPDIR, and the client exits as the launcher would.
     run = Path(tempfile.mkdtemp(prefix="nvs-", dir="/tmp"))  # a socket path's 107 bytes
     launch = Launch(tmp_path, toolkit)
-    launch.env.update(NVSTAGE_SERVER="1", XDG_RUNTIME_DIR=str(run))
+    # One helper beside the server, whatever the cores: both are there before the command.
+    launch.env.update(NVSTAGE_SERVER="1", XDG_RUNTIME_DIR=str(run), NVSTAGE_SERVER_HELPERS="1")
     stop = [sys.executable, "-m", "nvstage.compiler.resident", "--stop", str(tmp_path / "cache")]
     try:
         (tmp_path / "small.cu").write_text("__global__ void k(int* p) { *p = 1; }\n")
@@ -240,7 +241,8 @@ def test_a_signal_to_a_launcher_whose_command_the_resident_runs(tmp_path, toolki
         assert first.wait(timeout=600) == 0, first.communicate()
         socks = run / "nvstage"
         end = time.monotonic() + 60
-        while not (socks.is_dir() and sum(n.endswith(".sock") for n in os.listdir(socks)) >= 2):
+        while not (socks.is_dir() and sum(n.endswith(".sock") for n in os.listdir(socks)) >= 2
+                   and len(launch.processes()) == 2):
             assert time.monotonic() < end, "no resident nvstage"
             time.sleep(0.1)
         server = {pid for pid, *_ in launch.processes()}  # started by the first command

@@ -3,10 +3,12 @@ and --stop ends it leaving neither its socket nor its lock behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -92,3 +94,61 @@ def _served(toolkit, kernels, tmp_path: Path, run: Path) -> None:
         stopped = proc.run(stop, cwd=tmp_path, env=env, timeout=60)
     assert stopped.returncode == 0  # a server ran
     assert _server_files(run) == []  # its socket and its lock are gone with it
+
+
+def _residents(cache: Path) -> list[tuple[int, int]]:
+    """(pid, parent pid) of the processes of the resident nvstage for ``cache``."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                argv = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
+                if b"nvstage.compiler.resident" in argv and os.fsencode(cache) in argv:
+                    stat = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+                    if stat[0] != "Z":
+                        found.append((int(d), int(stat[1])))
+            except (OSError, IndexError, ValueError):
+                pass  # gone meanwhile
+    return found
+
+
+def _until(what, seconds: float = 60.0) -> None:
+    end = time.monotonic() + seconds
+    while not what():
+        assert time.monotonic() < end
+        time.sleep(0.05)
+
+
+def test_helpers_answer_hits_beside_the_server_and_end_with_it(toolkit, kernels, tmp_path):
+    # The server forks helpers that answer hits on the same socket: with the server itself
+    # stopped, a hit is still answered (by a helper), whole and right; killed, the helpers end.
+    run = Path(tempfile.mkdtemp(prefix="nvs-", dir="/tmp"))
+    cache = tmp_path / "cache"
+    env = dict(os.environ, NVSTAGE_SERVER="1", NVSTAGE_CACHE_DIR=str(cache),
+               NVSTAGE_BUILD_RECORD=str(tmp_path / "record"), XDG_RUNTIME_DIR=str(run),
+               NVSTAGE_SERVER_HELPERS="2")
+    shutil.copy(kernels / "vadd.cu", tmp_path / "vadd.cu")
+    argv = [*_launcher(), toolkit.nvcc, "-c", "-arch=sm_90", "vadd.cu", "-o", "a.o"]
+    server = None
+    try:
+        assert proc.run(argv, cwd=tmp_path, env=env, timeout=600).returncode == 0
+        _until(lambda: len(_residents(cache)) == 3)
+        pids = _residents(cache)
+        (server,) = [pid for pid, ppid in pids if ppid not in {p for p, _ in pids}]
+        assert sorted(ppid for pid, ppid in pids if pid != server).count(server) == 2
+        built = (tmp_path / "a.o").read_bytes()
+        os.kill(server, signal.SIGSTOP)  # only a helper can answer now
+        try:
+            (tmp_path / "a.o").unlink()
+            hit = proc.run(argv, cwd=tmp_path, env=env, timeout=60)
+            assert hit.returncode == 0, hit.stderr
+            assert (tmp_path / "a.o").read_bytes() == built
+        finally:
+            os.kill(server, signal.SIGCONT)
+        os.kill(server, signal.SIGKILL)  # not even its clean-up runs: the helpers see it gone
+        _until(lambda: _residents(cache) == [], 30)
+    finally:
+        if server is not None:
+            with contextlib.suppress(OSError):
+                os.kill(server, signal.SIGKILL)
+        shutil.rmtree(run, ignore_errors=True)

@@ -17,7 +17,9 @@ A hit is asked on a second socket (``warm/ask.py``, the thin client) and answere
 this process, with no fork: the client's folder, environment and umask for the while, the same
 code as a launcher's own answer (``answer.hit``) and the build record's entry written before
 the reply. Only while the code that answers is the code this process loaded (its files' stat,
-looked at before each answer); else it answers nothing, and leaves.
+looked at before each answer); else it answers nothing, and leaves. Helpers forked at the start
+(``_helpers``) answer hits on the same socket beside it, so that a build's commands asking at
+once are answered at once.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import contextlib
 import fcntl
 import marshal
 import os
+import select
 import signal
 import socket
 import sys
@@ -142,10 +145,10 @@ def main(argv: list[str]) -> int:
         idle = float(env.get("NVSTAGE_SERVER_IDLE", _IDLE_S))
     except ValueError:
         idle = _IDLE_S
+    helpers = _helpers(hits, root, code, memory, lock, srv) if hits else []
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     last = time.monotonic()
     children: set[int] = set()
-    import select
 
     try:
         while True:
@@ -177,6 +180,10 @@ def main(argv: list[str]) -> int:
             if pid:
                 children.add(pid)
     finally:
+        for pid in helpers:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
         for sock_path, ident in ((path, bound), (hits and hits.getsockname(), hits_bound)):
             try:
                 now = os.stat(sock_path)
@@ -188,6 +195,40 @@ def main(argv: list[str]) -> int:
             os.unlink(path + ".lock")  # held to the end: a server starting now makes another
         except OSError:
             pass
+
+
+def _helpers(hits: socket.socket, root: str, code: list, memory, *mine) -> list[int]:
+    """Processes that answer hits beside this one (its pids), one fewer than the cores this
+    process may run on (at most 7): a build's commands ask at once, and one process answers one
+    at a time while a core waits. Each is a fork made now (the imports shared, a memory of its
+    own), accepts on the same socket (whoever takes a connection answers it), and ends with this
+    process, or as soon as its code is not what it loaded (the next hit this process takes
+    finds the same and leaves). ``NVSTAGE_SERVER_HELPERS`` sets how many."""
+    try:
+        n = int(os.environ.get("NVSTAGE_SERVER_HELPERS", min(len(os.sched_getaffinity(0)), 8) - 1))
+    except (ValueError, AttributeError, OSError):
+        n = 0
+    hits.setblocking(False)  # a connection another process took first: EAGAIN, not a wait
+    parent, pids = os.getpid(), []
+    for _ in range(max(0, min(n, 7))):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid:
+            pids.append(pid)
+            continue
+        try:  # a helper never returns into the server's loop (nor its clean-up)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            for fd in mine:  # the lock and the miss socket are the server's alone
+                os.close(fd if isinstance(fd, int) else fd.detach())
+            while os.getppid() == parent:  # the server gone (even killed): so is this one
+                if select.select([hits], [], [], 1.0)[0] and \
+                        not _serve_hit(hits, root, code, memory):
+                    break
+        finally:
+            os._exit(0)
+    return pids
 
 
 def _hit_socket(root: str, env):
