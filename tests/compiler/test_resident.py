@@ -152,3 +152,87 @@ def test_helpers_answer_hits_beside_the_server_and_end_with_it(toolkit, kernels,
             with contextlib.suppress(OSError):
                 os.kill(server, signal.SIGKILL)
         shutil.rmtree(run, ignore_errors=True)
+
+
+class _Server:
+    """A resident nvstage started by a first command (a miss) in ``tmp_path``, with
+    ``helpers`` helpers; ``pids``: the server's, then its helpers'."""
+
+    def __init__(self, toolkit, kernels, tmp_path: Path, helpers: int, idle: float = 600):
+        self.run = Path(tempfile.mkdtemp(prefix="nvs-", dir="/tmp"))
+        self.cache = tmp_path / "cache"
+        self.env = dict(os.environ, NVSTAGE_SERVER="1", NVSTAGE_CACHE_DIR=str(self.cache),
+                        NVSTAGE_BUILD_RECORD=str(tmp_path / "record"),
+                        XDG_RUNTIME_DIR=str(self.run), NVSTAGE_SERVER_HELPERS=str(helpers),
+                        NVSTAGE_SERVER_IDLE=str(idle))
+        shutil.copy(kernels / "vadd.cu", tmp_path / "vadd.cu")
+        self.argv = [*_launcher(), toolkit.nvcc, "-c", "-arch=sm_90", "vadd.cu", "-o", "a.o"]
+        self.cwd = tmp_path
+        assert self.command().returncode == 0
+        _until(lambda: len(_residents(self.cache)) == 1 + helpers)
+        got = _residents(self.cache)
+        (main,) = [pid for pid, ppid in got if ppid not in {p for p, _ in got}]
+        self.pids = [main, *(pid for pid, _ in got if pid != main)]
+
+    def command(self):
+        return proc.run(self.argv, cwd=self.cwd, env=self.env, timeout=600)
+
+    def close(self):
+        for pid in self.pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(self.run, ignore_errors=True)
+
+
+def test_hits_its_helpers_answer_keep_the_server_from_leaving_idle(toolkit, kernels, tmp_path):
+    # The server stopped while its helper answers hits for longer than its idle time: once it
+    # runs again, its first look at the clock (a select's timeout, 5 s, the rest of one begun
+    # before the stop) counts those hits as its own and it stays; it leaves idle after them.
+    server = _Server(toolkit, kernels, tmp_path, helpers=1, idle=8)
+    try:
+        os.kill(server.pids[0], signal.SIGSTOP)
+        try:
+            end = time.monotonic() + 9
+            while time.monotonic() < end:
+                assert server.command().returncode == 0
+                time.sleep(0.5)
+        finally:
+            os.kill(server.pids[0], signal.SIGCONT)
+        time.sleep(7)  # past its first look (by 5 s): with the helper's hits counted, there
+        assert server.pids[0] in [p for p, _ in _residents(server.cache)]
+        _until(lambda: _residents(server.cache) == [], 30)  # then idle indeed: gone
+    finally:
+        server.close()
+
+
+def test_a_server_whose_hit_socket_a_newer_one_took_leaves(toolkit, kernels, tmp_path):
+    # Its code changed, a newer server took the hit socket's name: this one, which nothing can
+    # reach for hits any more, leaves at its next look (5 s), not after its idle time (600 s).
+    server = _Server(toolkit, kernels, tmp_path, helpers=1)
+    try:
+        from nvstage.compiler.warm import ask
+
+        name = ask.name(server.env)
+        os.unlink(name)  # as a newer server (newer code) takes the name
+        import socket
+
+        newer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        newer.bind(name)
+        try:
+            _until(lambda: _residents(server.cache) == [], 30)
+        finally:
+            newer.close()
+    finally:
+        server.close()
+
+
+def test_a_stopped_helper_does_not_keep_the_server_alive(toolkit, kernels, tmp_path):
+    server = _Server(toolkit, kernels, tmp_path, helpers=2)
+    try:
+        os.kill(server.pids[1], signal.SIGSTOP)
+        stop = [sys.executable, "-m", "nvstage.compiler.resident", "--stop", str(server.cache)]
+        assert proc.run(stop, cwd=tmp_path, env=server.env, timeout=60).returncode == 0
+        _until(lambda: _residents(server.cache) == [], 10)
+        assert _server_files(server.run) == []
+    finally:
+        server.close()

@@ -19,7 +19,9 @@ code as a launcher's own answer (``answer.hit``) and the build record's entry wr
 the reply. Only while the code that answers is the code this process loaded (its files' stat,
 looked at before each answer); else it answers nothing, and leaves. Helpers forked at the start
 (``_helpers``) answer hits on the same socket beside it, so that a build's commands asking at
-once are answered at once.
+once are answered at once; the hits they answer count against its idle time (a shared page),
+and it leaves when one of them left (its code changed) or when a newer server took the hit
+socket's name.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 
@@ -145,7 +148,7 @@ def main(argv: list[str]) -> int:
         idle = float(env.get("NVSTAGE_SERVER_IDLE", _IDLE_S))
     except ValueError:
         idle = _IDLE_S
-    helpers = _helpers(hits, root, code, memory, lock, srv) if hits else []
+    helpers, beat = _helpers(hits, root, code, memory, lock, srv) if hits else ([], None)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     last = time.monotonic()
     children: set[int] = set()
@@ -153,13 +156,20 @@ def main(argv: list[str]) -> int:
     try:
         while True:
             _reap(children)
+            if helpers and len(alive := _reap(set(helpers))) < len(helpers):
+                helpers[:] = alive  # the ended one waited for: never signalled again
+                return 0  # a helper left (its code changed): a launcher starts a new server
             ready, _, _ = select.select([srv, *([hits] if hits else [])], [], [],
                                         min(5.0, max(0.1, idle)))
             if not ready:
+                if beat is not None:  # the hits its helpers answered count as its own
+                    last = max(last, struct.unpack_from("d", beat)[0])
                 if not children and time.monotonic() - last > idle:
                     return 0
                 if not os.path.exists(path) or not os.path.isdir(root):
                     return 0  # its socket or its cache folder removed under it: leave
+                if hits is not None and not _same(hits.getsockname(), hits_bound):
+                    return 0  # a newer server (newer code) has the hit socket's name
                 continue
             last = time.monotonic()
             if hits in ready:
@@ -180,10 +190,7 @@ def main(argv: list[str]) -> int:
             if pid:
                 children.add(pid)
     finally:
-        for pid in helpers:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
-                os.waitpid(pid, 0)
+        _end(helpers)
         for sock_path, ident in ((path, bound), (hits and hits.getsockname(), hits_bound)):
             try:
                 now = os.stat(sock_path)
@@ -197,20 +204,52 @@ def main(argv: list[str]) -> int:
             pass
 
 
-def _helpers(hits: socket.socket, root: str, code: list, memory, *mine) -> list[int]:
+def _same(path: str, ident) -> bool:
+    """Whether ``path`` is still the file ``ident`` (a stat) was."""
+    try:
+        now = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return False
+    return (now.st_dev, now.st_ino) == (ident.st_dev, ident.st_ino)
+
+
+def _end(helpers: list[int]) -> None:
+    """The helpers ended: asked (SIGTERM), then made to (SIGKILL) after two seconds, so that
+    one stopped or stuck never keeps the server (its lock, its sockets) alive."""
+    for pid in helpers:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    left, end = set(helpers), time.monotonic() + 2.0
+    while left and time.monotonic() < end:
+        if _reap(left):
+            time.sleep(0.01)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def _helpers(hits: socket.socket, root: str, code: list, memory, *mine):
     """Processes that answer hits beside this one (its pids), one fewer than the cores this
     process may run on (at most 7): a build's commands ask at once, and one process answers one
     at a time while a core waits. Each is a fork made now (the imports shared, a memory of its
     own), accepts on the same socket (whoever takes a connection answers it), and ends with this
     process, or as soon as its code is not what it loaded (the next hit this process takes
-    finds the same and leaves). ``NVSTAGE_SERVER_HELPERS`` sets how many."""
+    finds the same and leaves). ``NVSTAGE_SERVER_HELPERS`` sets how many. Returns their pids
+    and a shared page where each writes when it last answered (the server's idle clock)."""
     try:
         n = int(os.environ.get("NVSTAGE_SERVER_HELPERS", min(len(os.sched_getaffinity(0)), 8) - 1))
     except (ValueError, AttributeError, OSError):
         n = 0
     hits.setblocking(False)  # a connection another process took first: EAGAIN, not a wait
     parent, pids = os.getpid(), []
-    for _ in range(max(0, min(n, 7))):
+    if n <= 0:
+        return pids, None
+    import mmap
+
+    beat = mmap.mmap(-1, 8)  # shared with the helpers forked below (MAP_SHARED)
+    struct.pack_into("d", beat, 0, time.monotonic())
+    for _ in range(min(n, 7)):
         try:
             pid = os.fork()
         except OSError:
@@ -223,12 +262,13 @@ def _helpers(hits: socket.socket, root: str, code: list, memory, *mine) -> list[
             for fd in mine:  # the lock and the miss socket are the server's alone
                 os.close(fd if isinstance(fd, int) else fd.detach())
             while os.getppid() == parent:  # the server gone (even killed): so is this one
-                if select.select([hits], [], [], 1.0)[0] and \
-                        not _serve_hit(hits, root, code, memory):
-                    break
+                if select.select([hits], [], [], 1.0)[0]:
+                    if not _serve_hit(hits, root, code, memory):
+                        break
+                    struct.pack_into("d", beat, 0, time.monotonic())
         finally:
             os._exit(0)
-    return pids
+    return pids, beat
 
 
 def _hit_socket(root: str, env):
@@ -334,7 +374,8 @@ def _warm_up() -> None:
     zstd.available()  # its extension loaded: a hit reads compressed entries
 
 
-def _reap(children: set[int]) -> None:
+def _reap(children: set[int]) -> set[int]:
+    """``children`` less those that ended (waited for); it, for the asking."""
     for pid in list(children):
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
@@ -342,6 +383,7 @@ def _reap(children: set[int]) -> None:
             done = pid
         if done:
             children.discard(pid)
+    return children
 
 
 def _take(conn: socket.socket, root: str) -> int | None:
