@@ -192,12 +192,9 @@ def main(argv: list[str]) -> int:
     finally:
         _end(helpers)
         for sock_path, ident in ((path, bound), (hits and hits.getsockname(), hits_bound)):
-            try:
-                now = os.stat(sock_path)
-                if (now.st_dev, now.st_ino) == (ident.st_dev, ident.st_ino):
+            if ident is not None and _same(sock_path, ident):
+                with contextlib.suppress(OSError):
                     os.unlink(sock_path)  # ours, not a later server's
-            except (OSError, TypeError, AttributeError):
-                pass
         try:
             os.unlink(path + ".lock")  # held to the end: a server starting now makes another
         except OSError:
@@ -238,7 +235,7 @@ def _helpers(hits: socket.socket, root: str, code: list, memory, *mine):
     finds the same and leaves). ``NVSTAGE_SERVER_HELPERS`` sets how many. Returns their pids
     and a shared page where each writes when it last answered (the server's idle clock)."""
     try:
-        n = int(os.environ.get("NVSTAGE_SERVER_HELPERS", min(len(os.sched_getaffinity(0)), 8) - 1))
+        n = int(os.environ.get("NVSTAGE_SERVER_HELPERS", len(os.sched_getaffinity(0)) - 1))
     except (ValueError, AttributeError, OSError):
         n = 0
     hits.setblocking(False)  # a connection another process took first: EAGAIN, not a wait

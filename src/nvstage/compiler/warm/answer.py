@@ -60,14 +60,14 @@ def sha256_file(path: str) -> str | None:
 
 
 class Memory:
-    """What a resident nvstage keeps between the hits it answers (``compiler/resident.py``;
-    a launcher answers one and keeps nothing): each entry's document under its file's identity
-    (an entry is rewritten whole, under a new inode: ``fsio.replace``), and each watched
-    folder's stat (with its list of hiding places, whatever command names them) in which its
-    hiding places were last found as recorded, where that folder's
-    listing alone said so (nothing below it can appear without changing it) and its stat had
-    settled (a change in the same timestamp tick would not show); and the lists of hiding
-    places and the build manifests by their SHA-256 (``shadow``, ``manifests``)."""
+    """What a resident nvstage keeps between the hits it answers (``compiler/resident.py``; a
+    launcher answers one and keeps nothing): each entry's document under its file's identity (an
+    entry is rewritten whole, under a new inode: ``fsio.replace``), and each watched folder's
+    stat (with its list of hiding places, whatever command names them) in which its hiding
+    places were last found as recorded, where that folder's listing alone said so (nothing below
+    it can appear without changing it) and its stat had settled (a change in the same timestamp
+    tick would not show); and the lists of hiding places and the build manifests by their
+    SHA-256 (``shadow``, ``manifests``)."""
 
     MAX = 4096
     # The documents kept, by their files' bytes (compressed: a document of a source with a

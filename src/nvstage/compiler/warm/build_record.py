@@ -139,18 +139,18 @@ def write_entry(cwd: str, env, started: float, tag: str, text: bytes,
     cannot be written never fails the build."""
     folder = record_folder(cwd, env)
     name = f"{int(started * 1e6):017d}-{os.getpid() if pid is None else pid}-{tag}.json"
-    for known in (folder in _ready, False):  # made ready here before, else now
-        if not known and not ready_record(folder):
-            return
+    for _ in range(2):  # made ready once a process; made again if it was removed since
+        if folder not in _ready:
+            if not ready_record(folder):
+                return
+            if len(_ready) >= 256:
+                _ready.clear()
+            _ready.add(folder)
         try:
             fsio.replace(os.path.join(folder, "tu", name), text)
+            return
         except OSError:
-            _ready.discard(folder)  # removed since (or a full disk): made again once
-            continue
-        if len(_ready) >= 256:
-            _ready.clear()
-        _ready.add(folder)
-        return
+            _ready.discard(folder)
 
 
 _ready: set[str] = set()  # record folders this process made or found ready
