@@ -194,6 +194,55 @@ def test_host_debug_info_is_plain_nvccs(toolkit, tmp_path):
     assert b.launcher() == b.plain()
 
 
+def _watched_after_a_hit(b: Build, change, marker: bytes) -> None:
+    """The whole entry answers while nothing changed; after ``change`` the object is plain
+    nvcc's, which holds ``marker``."""
+    b.launcher()
+    b.launcher()
+    assert b.hits() == [False, True]
+    change()
+    got = b.launcher()
+    assert got == b.plain() and marker in got, b.hits()
+
+
+def test_a_header_only_the_host_compile_reads_is_watched(toolkit, tmp_path):
+    # gcc's compile of nvcc's generated code includes crt/host_runtime.h (the stub does),
+    # found through the user's -I folders before the toolkit's: a header there that only that
+    # stage reads is an input of the command as much as the source's own (found by an
+    # adversarial review: the whole entry watched the preprocessing stages' reads alone).
+    (tmp_path / "inc" / "crt").mkdir(parents=True)
+    (tmp_path / "k.cu").write_text(SOURCE)
+    (tmp_path / "inc" / "coef.h").write_text("#define COEF 2.0f\n")
+    real = Path(toolkit.root, "include", "crt", "host_runtime.h")
+
+    def shim(name: str) -> None:
+        (tmp_path / "inc" / "crt" / "host_runtime.h").write_text(
+            f'#include "{real}"\n#ifndef SHIM_ONCE\n#define SHIM_ONCE\n'
+            f'extern "C" int {name}(void) {{ return 1; }}\n#endif\n')  # included twice
+
+    shim("shim_before")
+    _watched_after_a_hit(Build(toolkit, tmp_path, "-Iinc"), lambda: shim("shim_after"),
+                         b"shim_after")
+
+
+def test_a_header_a_forced_include_reads_for_the_host_alone_is_watched(toolkit, tmp_path):
+    # -Xcompiler -include reaches every host-compiler stage; the host compile alone has no
+    # __CUDACC__, so a header behind #ifndef __CUDACC__ is read by that stage only.
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "k.cu").write_text(SOURCE)
+    (tmp_path / "inc" / "coef.h").write_text("#define COEF 2.0f\n")
+    (tmp_path / "inc" / "pre.h").write_text(
+        '#ifndef __CUDACC__\n#include "hostonly.h"\n#endif\n')
+
+    def host_only(name: str) -> None:
+        (tmp_path / "inc" / "hostonly.h").write_text(
+            f'extern "C" int {name}(void) {{ return 1; }}\n')
+
+    host_only("host_before")
+    _watched_after_a_hit(Build(toolkit, tmp_path, "-Iinc", "-Xcompiler", "-include,inc/pre.h"),
+                         lambda: host_only("host_after"), b"host_after")
+
+
 def test_another_name_of_the_object_keeps_its_bytes(toolkit, tmp_path):
     # gcc's assembler removes the object before writing it anew: a hard link made to the old
     # one (a snapshot, an install by link) keeps the old bytes after a plain nvcc run. A whole

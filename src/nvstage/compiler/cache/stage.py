@@ -124,7 +124,7 @@ def open_cache(cache: bool | str | os.PathLike | Cache) -> Cache | None:
 
 @dataclass(frozen=True)
 class Seen:
-    """What one build's preprocessing read, as the stage cache learnt it: the files each
+    """What one build's host-compiler stages read, as the stage cache learnt it: the files each
     host-compiler stage read (stage index -> absolute paths, from the compiler's own
     dependency list), and ``digest(path)``, a file's SHA-256 as hashed for the keys (hashed
     again only when its stat moved), and ``shadow``: each such stage's places where a new
@@ -147,13 +147,17 @@ class Seen:
     # macro, no .incbin) but not stored, the stage cache told so (``StageCache(direct=False)``).
     judged: int = 0
 
-    def preprocessed(self, stage: Stage, cwd: str, work: str, env,
-                     fixed: list[str]) -> tuple[list[str], tuple[list[str], list]] | None:
-        """(the files a preprocessing stage read, outside the work folder; (the places where
+    def read_by(self, stage: Stage, cwd: str, work: str, env,
+                fixed: list[str]) -> tuple[list[str], tuple[list[str], list]] | None:
+        """(the files a host-compiler stage read, outside the work folder; (the places where
         a new file would hide one of them, its search folders' layout)): as learnt while it
-        ran, else from its output's line markers and its search path (``fixed``: folders
-        nothing is added to, the toolkit's). None when its output cannot be read."""
+        ran, else, for a preprocessing stage, from its output's line markers and its search
+        path (``fixed``: folders nothing is added to, the toolkit's). None when that is not
+        known: the host compile's reads (the stub's ``crt/host_runtime.h``, a
+        ``-Xcompiler -include`` file's host-only headers) are learnt only while it runs."""
         names = self.reads.get(stage.index)
+        if names is None and stage.kind not in _PREPROCESSORS:
+            return None
         if names is None:  # not through the direct mode: the line markers say
             out = os.path.join(cwd, stage.outputs[0])
             marked = self.marks(out) if self.marks is not None else None

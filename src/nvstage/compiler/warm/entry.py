@@ -25,7 +25,6 @@ from nvstage.compiler.warm.key import file_stat, key
 # The stages a command answered whole may have run (nvcc's -c, -ptx, -cubin, -fatbin).
 _ANSWERABLE = frozenset({"host-preprocess", "cudafe++", "device-preprocess", "cicc", "ptxas",
                          "fatbinary", "host-compile", "cleanup", "depfile"})
-_PREPROCESS = frozenset({"host-preprocess", "device-preprocess"})
 
 
 def _dir_ident(d: str) -> list[int] | None:
@@ -170,8 +169,8 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
             stdout: str, stderr: str, started_ns: int, *, seen=None,
             build_doc=None) -> Pending | None:
     """The entry a later identical command can be answered from, when it is safe. ``seen``
-    (the stage cache's ``Seen``): the files each preprocessing stage read, their digests and
-    their hiding places (``Seen.preprocessed``). ``build_doc``: the manifest kept beside the
+    (the stage cache's ``Seen``): the files each host-compiler stage read, their digests and
+    their hiding places (``Seen.read_by``). ``build_doc``: the manifest kept beside the
     entry (the launcher's build record). None when nothing may be stored."""
     c = build.cache or {}
     if seen is None or not c or c.get("corrupt", 0) or \
@@ -192,10 +191,13 @@ def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs
     files: dict[str, None] = {}
     cands: dict[str, None] = {}
     layout: list = []
+    # Every stage that runs the host compiler reads headers: the host compile too, which
+    # gcc runs on nvcc's generated code (its stub includes crt/host_runtime.h, found through
+    # the user's -I folders first) with -Xcompiler's -include files, without __CUDACC__.
     for run in build.runs:
-        if run.stage.kind.value not in _PREPROCESS:
+        if run.stage.kind.value not in HOST_STAGES:
             continue
-        got = seen.preprocessed(run.stage, cwd, work, env, [build.toolkit.root])
+        got = seen.read_by(run.stage, cwd, work, env, [build.toolkit.root])
         if got is None:
             return None
         names, (places, where) = got

@@ -19,10 +19,13 @@ from nvstage.paths import cache_dir_of, key_file_of
 MARK = "CACHEDIR.TAG"
 SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 MARK_LINE = b"# nvstage stage cache: made by nvstage, which may delete what it holds."
-# The whole-command entries' format. /4: several results per command, zstd frames (/3's
-# entries hold one result; entries from before it objects whose cubins note a -v nvstage gave
-# ptxas).
-SCHEMA = f"nvstage.invocation/4 marshal {marshal.version}"
+# The whole-command entries' format. /5: the host compile's headers watched too (/4's
+# entries watch only the preprocessing stages' reads: a header only gcc's compile of nvcc's
+# generated code reads, crt/host_runtime.h in a -I folder or a -Xcompiler -include file's
+# host-only header, could change under them). /4: several results per command, zstd frames
+# (/3's entries hold one result; entries from before it objects whose cubins note a -v
+# nvstage gave ptxas).
+SCHEMA = f"nvstage.invocation/5 marshal {marshal.version}"
 WHOLE = "inv"  # whole-command entries, inv/ab/<key>/, and the notes the warm path keeps
 HITS = "hits"  # under inv/: one line per whole answer, the stage hits it stands for
 # The size ledger: the bytes the last full count found, and a line per entry stored since.
