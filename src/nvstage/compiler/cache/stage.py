@@ -156,9 +156,9 @@ class Seen:
         known: the host compile's reads (the stub's ``crt/host_runtime.h``, a
         ``-Xcompiler -include`` file's host-only headers) are learnt only while it runs."""
         names = self.reads.get(stage.index)
-        if names is None and stage.kind not in _PREPROCESSORS:
-            return None
-        if names is None:  # not through the direct mode: the line markers say
+        if names is None:  # not through the direct mode: a preprocessor's line markers say
+            if stage.kind not in _PREPROCESSORS:
+                return None
             out = os.path.join(cwd, stage.outputs[0])
             marked = self.marks(out) if self.marks is not None else None
             if marked is None:
