@@ -259,9 +259,10 @@ def load_triton_builds():
 @pytest.fixture(scope="session")
 def triton_kit():
     """tests/triton_builds.py; skipped where Triton is not installed (.ci/run installs it:
-    nvstage[triton])."""
-    pytest.importorskip("triton", reason="Triton is not installed (pip install "
-                                         "'nvstage[triton]')")
+    the triton extra)."""
+    from nvstage.extras import TRITON
+
+    pytest.importorskip("triton", reason=f"Triton is not installed ({TRITON})")
     return load_triton_builds()
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the Triton chain (kernels/triton/fusion_chain.py) into examples/triton/build/, one
-# keep folder per kernel, for the workloads beside this script. Needs nvstage[triton].
+# keep folder per kernel, for the workloads beside this script. Needs Triton (in nvstage's
+# checkout: pip install -e '.[triton]').
 #   examples/triton/build.sh [ARCH]      (default sm_90)
 set -euo pipefail
 cd "$(dirname "$0")"

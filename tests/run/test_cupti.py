@@ -59,7 +59,8 @@ def test_start_without_cupti_python_is_none():
     if "cupti" in sys.modules:
         return
     session, why = CuptiSession.start()
-    assert session is None and "install nvstage[cupti]" in why
+    assert session is None and "pip install -e '.[cupti]' in nvstage's checkout, or pip " \
+        "install cupti-python" in why
 
 
 def test_incomplete_records_from_a_forced_flush_are_left_out():

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nvstage import proc
 from nvstage.errors import ToolkitError, ToolMissing
+from nvstage.extras import NVSTAGE
 
 ENV_NVCC = "NVSTAGE_NVCC"
 _VERSION = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
@@ -166,7 +167,7 @@ def find_toolkit(nvcc: str | None = None) -> Toolkit:
     if not cands:
         raise ToolkitError(
             "no CUDA toolkit found: nvcc is not in the pip wheels, $CUDA_HOME or PATH",
-            hint="pip install nvstage (it brings cuda-toolkit from PyPI), or pass --nvcc PATH",
+            hint=f"{NVSTAGE}, or pass --nvcc PATH",
         )
     source, path = cands[0]
     return _load(source, os.path.abspath(path))

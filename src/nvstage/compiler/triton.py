@@ -47,9 +47,9 @@ from nvstage.compiler.toolkit import Toolkit, find_toolkit
 from nvstage.compiler.triton_record import TritonInfo, valid_type
 from nvstage.compiler.workdir import finish, work_folder
 from nvstage.errors import InputNotFound, RuntimeCompileFailed, ToolkitError, UsageError
+from nvstage.extras import TRITON
 
 DEFAULT_ARCH = "sm_75"  # nvcc 13's default, as for --via nvrtc
-INSTALL = "pip install 'nvstage[triton]'"
 # Triton's stage names (its file suffixes) and ours, in order.
 STAGES = (("source", StageKind.TRITON_SOURCE, "triton"), ("ttir", StageKind.TTIR, "triton"),
           ("ttgir", StageKind.TTGIR, "triton"), ("llir", StageKind.LLIR, "triton"),
@@ -152,7 +152,7 @@ def import_triton():
         import triton.backends.compiler  # noqa: F401  (a broken install fails here, not later)
     except ImportError as e:
         raise ToolkitError(f"--via triton needs Triton, which is not installed ({e.name or e})",
-                           hint=f"{INSTALL} (Triton 3.9)") from None
+                           hint=TRITON) from None
     return triton
 
 

@@ -6,6 +6,7 @@ Python file): its help, its options and the request they make (``compiler.triton
 from __future__ import annotations
 
 from nvstage.errors import UsageError
+from nvstage.extras import TRITON
 
 TRITON_HELP = """\
 Usage: nvstage compile FILE.py --via triton --kernel NAME --signature SIG [options]
@@ -38,7 +39,9 @@ Options:
   --json                     print the manifest (stages.json) to stdout; tables go to stderr
   -h, --help                 this help
 
-Needs Triton (pip install 'nvstage[triton]'). Examples:
+Needs Triton:
+  """ + TRITON + """
+Examples:
   nvstage compile kernels/triton/fusion_chain.py --via triton --kernel fused \\
       --signature 'x:*fp32,b:*fp32,y:*fp32,a:fp32,n:i32' --constexpr BLOCK=1024 \\
       --arch sm_90 --keep-dir fused.triton

@@ -36,7 +36,9 @@ class CuptiSession:
         try:
             from cupti import cupti  # noqa: PLC0415 - optional extra
         except Exception as e:
-            return None, f"cupti-python is not importable ({e}; install nvstage[cupti])"
+            from nvstage.extras import CUPTI
+
+            return None, f"cupti-python is not importable ({e}; {CUPTI})"
         s = cls(cupti)
         enabled = []
         try:

@@ -28,6 +28,7 @@ import binascii
 import os
 
 from nvstage.errors import RemoteCacheError
+from nvstage.extras import REMOTE
 
 DOMAIN = b"nvstage remote cache entry/1\0"
 SIG_BYTES = 64
@@ -43,7 +44,7 @@ def _crypto():
     except ImportError:
         raise RemoteCacheError(
             "signed remote entries need the 'cryptography' package",
-            hint="pip install 'nvstage[remote]' (or cryptography)") from None
+            hint=REMOTE) from None
     return ed25519, serialization, InvalidSignature
 
 
