@@ -97,6 +97,15 @@ def pytest_configure(config):
     tempfile.tempdir = None  # gettempdir() reads $TMPDIR again
 
 
+def pytest_unconfigure(config):
+    """The session's folder goes at the very end, however the session ended: after a
+    ``--collect-only`` (no test, so no fixture's teardown), an interrupt or a usage error too."""
+    import shutil
+
+    if "session" in _SESSION:
+        shutil.rmtree(_SESSION["session"], ignore_errors=True)
+
+
 def _temp_names() -> list[str]:
     import tempfile
 
