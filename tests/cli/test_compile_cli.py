@@ -191,6 +191,9 @@ def test_show_without_keep_reads_a_folder_that_still_exists(cli, kernels, workdi
     doc = json.loads(r.stdout)
     assert doc["keep_dir"] is None and doc["show"]["resources"]
     assert not list(workdir.glob("*.nvstage"))
+    # The summary names no folder: the temporary one --show read from is gone.
+    assert "stages in" in r.stderr and "kept in" not in r.stderr, r.stderr
+    assert "nvstage-show-" not in r.stderr, r.stderr
 
 
 def test_threads_are_nvccs_and_build_every_arch(cli, kernels, workdir):

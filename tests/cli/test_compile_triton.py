@@ -36,6 +36,18 @@ def test_compile_table_and_show(cli, triton_kit, tmp_path, monkeypatch):
                                                    ).read_bytes()
 
 
+def test_show_without_keep_names_no_folder(cli, triton_kit, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = _args(triton_kit, "x")
+    i = args.index("--keep-dir")
+    r = cli(*args[:i], "--show", "resources", "-o", "f.cubin")
+    assert r.exit_code == 0, r.stderr
+    assert "resources" in r.stdout and "stages in" in r.stderr
+    # The temporary folder --show read from is gone: the summary does not name it.
+    assert "kept in" not in r.stderr and "nvstage-show-" not in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.cubin"]
+
+
 def test_keep_names_the_folder_after_the_kernel(cli, triton_kit, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = _args(triton_kit, "x")

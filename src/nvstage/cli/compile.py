@@ -108,10 +108,11 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
         else:
             raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc, nvrtc or triton")
         con = data_console(req.json)
-        render_build(build, con)
+        temporary = keep is not None and req.keep_folder is None  # --show's, gone after it
+        render_build(build, con, kept=not temporary)
         doc = build.to_json()
-        if keep is not None and req.keep_folder is None:
-            doc["keep_dir"] = None  # the temporary folder --show read from is gone
+        if temporary:
+            doc["keep_dir"] = None
         if req.show:
             from nvstage.cli.show import show_build
 

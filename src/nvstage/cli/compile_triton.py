@@ -58,10 +58,11 @@ def _compile(got: dict) -> None:
     with folder as keep_dir:
         build = compile_triton(source, options, toolkit=toolkit, keep=keep_dir)
         con = data_console(bool(got.get("json")))
-        render_build(build, con)  # the stage table, Triton's table, the summary
+        temporary = keep is None and keep_dir is not None  # --show's, gone after it
+        render_build(build, con, kept=not temporary)  # the stage table, Triton's, the summary
         doc = build.to_json()
-        if keep is None and keep_dir is not None:
-            doc["keep_dir"] = None  # the temporary folder --show read from is gone
+        if temporary:
+            doc["keep_dir"] = None
         if got.get("show"):
             from nvstage.cli.show import show_build
 

@@ -80,8 +80,10 @@ def _row(run: StageRun, build: Build, narrow: bool = False) -> list[str]:
             fmt_bytes(size) if run.artifacts else "", time]
 
 
-def summary_line(build: Build) -> str:
-    """Wall time, the stage sum, the critical path (the wall-time floor) and the cache."""
+def summary_line(build: Build, kept: bool = True) -> str:
+    """Wall time, the stage sum, the critical path (the wall-time floor) and the cache.
+    ``kept``: False when the keep folder was nvstage's own temporary one (``--show`` without
+    ``--keep``), removed by the time the line is read: the line names no folder then."""
     n = len(build.runs)
     parts = [f"{n} stages in {fmt_time(build.wall_seconds)}",
              f"stage sum {fmt_time(build.stage_seconds)}"]
@@ -100,7 +102,8 @@ def summary_line(build: Build) -> str:
     if build.output:
         text += f"; output {os.path.relpath(build.output, build.cwd)}"
     if build.keep_dir:
-        text += f"; kept in {os.path.relpath(build.keep_dir, build.cwd)}"
+        if kept:
+            text += f"; kept in {os.path.relpath(build.keep_dir, build.cwd)}"
     elif any(_TMPXFT.search(a.name) for r in build.runs for a in r.artifacts):
         text += "; intermediates removed (named as plain nvcc names them: tmpxft_..._NAME)"
     return text + f"\ntoolkit: {build.toolkit.describe()}"
@@ -126,10 +129,10 @@ def render_name_map(build: Build, console) -> None:
         console.print(table)
 
 
-def render_build(build: Build, con) -> None:
+def render_build(build: Build, con, *, kept: bool = True) -> None:
     """What ``nvstage compile`` prints: nvcc's own planning warnings (stderr), the stage
     table (``con``), NVRTC's name map, what the tools printed (stderr, as nvcc passes it
-    through), then the summary line (stderr)."""
+    through), then the summary line (stderr; ``kept`` as ``summary_line`` takes it)."""
     from rich.text import Text
 
     from nvstage.report.terminal.console import stderr
@@ -138,7 +141,7 @@ def render_build(build: Build, con) -> None:
     _render_planning(build, err)
     _render_table(build, con)
     _render_tools(build, err)
-    err.print(Text(summary_line(build)), soft_wrap=True)
+    err.print(Text(summary_line(build, kept)), soft_wrap=True)
 
 
 def whole_view(build: Build) -> dict:
