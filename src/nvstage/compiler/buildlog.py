@@ -90,6 +90,10 @@ class Entry:
     # The run of the build tool it was part of ("ninja:PID:START"; "process:..." names the
     # nearest ancestor where no build tool was found); None in older records.
     build_id: str | None = None
+    # Where the nvcc of an nvcc command (argv[0]) was found: "PATH", "pip wheels" (PATH had
+    # none), "command" (the command named its path), ... (``warm/nvcc_lookup``); None in
+    # older records and for other steps.
+    nvcc_from: str | None = None
     # The entry's file name under tu/, when read back (not written: the name is the file's).
     file: str = field(default="", compare=False)
 
@@ -97,7 +101,8 @@ class Entry:
         return {"schema": SCHEMA, "argv": self.argv, "cwd": self.cwd, "started": self.started,
                 "seconds": round(self.seconds, 6), "status": self.status,
                 "exit_code": self.exit_code, "pid": self.pid, "reason": self.reason,
-                "hit": self.hit, "build_id": self.build_id, "build": self.build}
+                "hit": self.hit, "build_id": self.build_id, "nvcc_from": self.nvcc_from,
+                "build": self.build}
 
     @classmethod
     def from_json(cls, d, where: str) -> Entry:
@@ -125,12 +130,16 @@ class Entry:
         build_id = need("build_id", str, optional=True)
         if build_id is not None and not 0 < len(build_id) <= 256:
             raise ArtifactError(f"{where}: build_id must be 1 to 256 characters")
+        nvcc_from = need("nvcc_from", str, optional=True)
+        if nvcc_from is not None and not 0 < len(nvcc_from) <= 64:
+            raise ArtifactError(f"{where}: nvcc_from must be 1 to 64 characters")
         # What is shown of an entry is shown as text (``printable``); it is never run.
         return cls([printable(a) for a in argv], printable(need("cwd", str)), float(started),
                    float(seconds), status, int(need("exit_code", int)),
                    int(need("pid", int, optional=True) or 0),
                    None if reason is None else printable(reason), build, d.get("hit") is True,
-                   None if build_id is None else printable(build_id))
+                   None if build_id is None else printable(build_id),
+                   None if nvcc_from is None else printable(nvcc_from))
 
     @property
     def kind(self) -> str:

@@ -1,7 +1,7 @@
 """nvstage in front of nvcc, the way ccache stands in front of a compiler.
 
     nvstage $CUDA_HOME/bin/nvcc -c a.cu -o a.o ...           (ccache's form; CMake's launcher)
-    nvstage nvcc -c a.cu -o a.o ...                          (nvcc found on PATH)
+    nvstage nvcc -c a.cu -o a.o ...                          (nvcc on PATH, else the wheels')
 
 The command is read with the grammar of that nvcc (``nvcc_args``: options files,
 ``NVCC_PREPEND_FLAGS``/``NVCC_APPEND_FLAGS`` included) and, when nvstage can follow it, run
@@ -21,7 +21,6 @@ message and exit status are nvcc's exactly).
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -129,11 +128,45 @@ def understand(args: list[str], grammar: Grammar, cwd: str,
     return Staged(inputs[0], depfile_options(parsed, inputs[0]))
 
 
-def find_nvcc(name: str) -> str | None:
-    """The nvcc a launcher command names: a path, or a name found on PATH."""
+def find_nvcc(name: str, environ=None) -> tuple[str, str] | None:
+    """(nvcc's path, where it came from) for a launcher command's first word ``name``: a
+    path, else the nvcc on PATH, else for the bare name ``nvcc`` the toolkit nvstage uses
+    (``warm/nvcc_lookup``, as a hit finds it, then what cuda-pathfinder finds past it)."""
+    from nvstage.compiler.warm import nvcc_lookup
+
+    env = os.environ if environ is None else environ
+    found = nvcc_lookup.find(name, env)
+    if found is None and name == "nvcc" and not env.get(nvcc_lookup.ENV_NVCC):
+        try:  # what only cuda-pathfinder sees: a toolkit root found through libcudart
+            from cuda import pathfinder
+
+            path = pathfinder.find_nvidia_binary_utility("nvcc")
+        except Exception:  # pathfinder missing or confused: none found
+            path = None
+        if path:
+            found = path, (nvcc_lookup.WHEELS if "site-packages" in path else "cuda-pathfinder")
+    return found
+
+
+def not_found(name: str, environ=None) -> str:
+    """The one line a launcher command whose nvcc cannot be found says: what was looked for,
+    where, and how to fix it."""
+    from nvstage.compiler.warm.nvcc_lookup import ENV_NVCC
+
+    env = os.environ if environ is None else environ
+    said = f"nvstage: cannot find the compiler {name!r}: "
     if os.sep in name:
-        return name if os.access(name, os.X_OK) else None
-    return shutil.which(name)
+        return said + ("no executable file there; name nvcc's path, or write nvstage nvcc "
+                       "ARGS for the nvcc on PATH (else the pip wheels')\n")
+    if name != "nvcc":
+        return said + f"no {name} on PATH; put it there, or name its path: nvstage " \
+                      f"/path/to/{name} ARGS\n"
+    if env.get(ENV_NVCC):
+        return said + f"none on PATH, and ${ENV_NVCC} names no executable file " \
+                      f"({env[ENV_NVCC]!r}); point it at nvcc, or unset it\n"
+    return said + ("none on PATH and none in the pip wheels; install them in nvstage's "
+                   f"environment ({sys.executable} -m pip install 'cuda-toolkit[nvcc]'), put "
+                   "nvcc on PATH, or name it: nvstage /path/to/nvcc ARGS\n")
 
 
 def main(argv: list[str]) -> int:
@@ -155,12 +188,14 @@ def _launch(argv: list[str]) -> int:
 
     t0, started = time.perf_counter(), time.time()
     cwd = os.getcwd()
-    nvcc = find_nvcc(argv[0])
+    found = find_nvcc(argv[0])
     args = argv[1:]
-    if nvcc is None:
-        sys.stderr.write(f"nvstage: cannot find the compiler {argv[0]!r}\n")
+    if found is None:
+        sys.stderr.write(not_found(argv[0]))
         return 127
-    entry = buildlog.Entry([nvcc, *args], cwd, started, 0.0, "fallback", 0, os.getpid())
+    nvcc, nvcc_from = found
+    entry = buildlog.Entry([nvcc, *args], cwd, started, 0.0, "fallback", 0, os.getpid(),
+                           nvcc_from=nvcc_from)
     buildlog.ready(cwd)
     try:
         code = _staged(nvcc, args, cwd, entry)
@@ -173,8 +208,18 @@ def _launch(argv: list[str]) -> int:
     if code is None:
         entry.status = "fallback"
         code = _plain(nvcc, args, cwd)
-        if os.environ.get("NVSTAGE_LAUNCHER_VERBOSE"):
-            sys.stderr.write(f"nvstage: ran plain nvcc ({entry.reason})\n")
+    if os.environ.get("NVSTAGE_LAUNCHER_VERBOSE"):
+        from nvstage.compiler.warm.nvcc_lookup import is_elf, said
+
+        how = {"ok": "staged", "failed": f"failed ({entry.reason})"}.get(
+            entry.status, f"ran plain nvcc ({entry.reason})")
+        try:
+            script = not is_elf(os.path.realpath(nvcc))
+        except OSError:
+            script = False
+        if script and entry.status == "ok":
+            how += " (nvcc is a script: its commands are never answered whole)"
+        sys.stderr.write(said(nvcc, nvcc_from, how))
     if entry.status == "fallback" and steps.kind_of(entry.argv) in LINK_STEPS and \
             steps.source_of(entry.argv) is None:
         # A device link, link or library of objects: nvstage never stages these; plain nvcc

@@ -31,7 +31,8 @@ import time
 from nvstage import fsio
 from nvstage.compiler.warm.folder import (HITS, MAX_META, MAX_OUTPUT, SCHEMA, SETTLE_NS, WHOLE,
                                           entry_dir, opened)
-from nvstage.compiler.warm.key import file_stat, key, which
+from nvstage.compiler.warm.key import file_stat, key
+from nvstage.compiler.warm.nvcc_lookup import find as find_nvcc, said
 
 # What this package imports is what a hit costs before it does anything: the standard library
 # that ``fsio`` imports, and marshal, whose bytes are only read after their HMAC checks out
@@ -347,18 +348,23 @@ def hit(argv: list[str], cwd: str, env, memory: Memory | None = None) -> dict | 
     outputs in place), what was served: for its build-record entry (``build_record.add_hit``)
     and what the tools printed (``out``, ``err``), which the caller prints; None for a miss."""
     t0, started = time.perf_counter(), time.time()
-    nvcc = argv[0] if os.sep in argv[0] else which(argv[0], env.get("PATH", ""))
-    where = opened(env) if nvcc is not None else None
+    found = find_nvcc(argv[0], env)  # the nvcc the miss path would run (nvcc_lookup)
+    where = opened(env) if found is not None else None
     if where is None:
         return None
+    nvcc, nvcc_from = found
     meta = answer(nvcc, argv[1:], cwd, env, *where, memory=memory)
     if meta is None:
         return None
+    err = meta["stderr"].encode("utf-8", "surrogateescape")
+    if env.get("NVSTAGE_LAUNCHER_VERBOSE"):
+        err = said(nvcc, nvcc_from, "answered whole from the cache").encode(
+            "utf-8", "surrogateescape") + err
     return {"dir": meta["dir"], "argv": [nvcc, *argv[1:]], "cwd": cwd, "t0": t0,
             "started": started, "env": env, "build_sha": meta.get("build_sha"),
             "build": os.path.join(meta["dir"], f"{meta['id']}.build"),
-            "out": meta["stdout"].encode("utf-8", "surrogateescape"),
-            "err": meta["stderr"].encode("utf-8", "surrogateescape")}
+            "nvcc_from": nvcc_from, "out": meta["stdout"].encode("utf-8", "surrogateescape"),
+            "err": err}
 
 
 def try_hit(argv: list[str], cwd: str, env) -> dict | None:

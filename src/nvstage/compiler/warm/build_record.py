@@ -174,7 +174,8 @@ def add_hit(served: dict, manifests: dict | None = None) -> None:
     text = entry_text([("argv", s["argv"]), ("cwd", s["cwd"]), ("started", s["started"]),
                        ("seconds", round(time.perf_counter() - s["t0"], 6)), ("status", "ok"),
                        ("exit_code", 0), ("pid", s.get("pid", os.getpid())), ("reason", None),
-                       ("hit", True), ("build_id", build_identity(s.get("ppid")))], build)
+                       ("hit", True), ("build_id", build_identity(s.get("ppid"))),
+                       ("nvcc_from", s.get("nvcc_from"))], build)
     write_entry(s["cwd"], s["env"], s["started"], "h", text, s.get("pid"))
 
 

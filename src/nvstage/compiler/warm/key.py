@@ -15,6 +15,7 @@ import os
 from nvstage import fsio
 from nvstage.compiler.warm import nvcc_env
 from nvstage.compiler.warm.folder import SCHEMA
+from nvstage.compiler.warm.nvcc_lookup import is_elf, which
 
 # The environment nvcc, its tools and gcc read (gcc's include and locale variables; nvcc's own
 # flags): any change is another key. The variables nvcc's profile and binary name (INCLUDES,
@@ -77,15 +78,6 @@ def gcc_pwd(cwd: str, env) -> str:
     return pwd if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) else cwd
 
 
-def which(name: str, path_var: str) -> str | None:
-    """``shutil.which`` without shutil: the first executable ``name`` on ``path_var``."""
-    for d in path_var.split(os.pathsep):
-        p = os.path.join(d or ".", name)
-        if os.path.isfile(p) and os.access(p, os.X_OK):
-            return p
-    return None
-
-
 def _host_compilers(words: list[str], env) -> list[str | None]:
     """The host compilers nvcc may run: each -ccbin's (the command's, its options files' and
     $NVCC_PREPEND_FLAGS/$NVCC_APPEND_FLAGS' alike), else $NVCC_CCBIN's, else gcc on PATH."""
@@ -105,15 +97,6 @@ def _host_compilers(words: list[str], env) -> list[str | None]:
         else:
             out.append(ccbin if os.sep in ccbin else which(ccbin, env.get("PATH", "")))
     return out or [which("gcc", env.get("PATH", ""))]
-
-
-def _elf(path: str) -> bool:
-    """Whether ``path`` is an executable in ELF (the toolkit's nvcc), not a script."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        return os.read(fd, 4) == b"\x7fELF"
-    finally:
-        os.close(fd)
 
 
 def env_flags(env, name: str) -> list[str]:
@@ -147,7 +130,7 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
              *_env_words(env, "NVCC_APPEND_FLAGS")]
     try:
         real = os.path.realpath(nvcc)
-        if not _elf(real):
+        if not is_elf(real):
             return None  # a wrapper script: what it reads (its variables, its files) is unknown
         root = os.path.dirname(os.path.dirname(real))
         pwd = gcc_pwd(cwd, env)
