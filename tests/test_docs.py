@@ -1,13 +1,15 @@
-"""Every command the README shows runs, in order, in one folder, as a reader would type them;
-where the README shows a command's output, what it prints matches it.
+"""The manual runs: every command README.md and each page of docs/ show runs, in order, in a
+scratch copy of the repository per page, as a reader would type them; where a page shows a
+command's output, what it prints matches it. The figures the pages quote are what the code
+computes, each test pointed at the page that holds its figure.
 
-Read from README.md's fenced blocks:
+Read from each page's fenced blocks:
 - a ```bash block: each line is a command (comments and blank lines skipped);
 - a plain ``` block whose first line is ``$ COMMAND``: that command, and the lines after it
-  are its output as the README shows it;
-- a block right after ``<!-- readme-test: skip: REASON -->`` is not run (the reason says why).
+  are its output as the page shows it;
+- a block right after ``<!-- docs-test: skip: REASON -->`` is not run (the reason says why).
 
-"Matches" is measured on words: every word of four letters or more in the README's output
+"Matches" is measured on words: every word of four letters or more in the page's output
 appears in the real output (times, sizes and paths differ from machine to machine; stage
 names, column titles, kernel names and verdicts do not). A command ending ``# needs a GPU``
 must, on a machine without one, exit 7 with its one line.
@@ -27,13 +29,22 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = [README, *sorted(DOCS.glob("*.md"))]
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
-_SKIP = re.compile(r"<!--\s*readme-test:\s*skip:\s*(.+?)\s*-->\s*$")
+_SKIP = re.compile(r"<!--\s*(?:readme|docs)-test:\s*skip:\s*(.+?)\s*-->\s*$")
 _WORD = re.compile(r"[A-Za-z]{4,}")
+# Lines a reader types that this suite's own environment already is.
+_ENVIRONMENT = ("source .venv/bin/activate", "export ")
+
+
+def page(name: str) -> str:
+    """A page's text: "README" or a docs/ page's stem."""
+    return (README if name == "README" else DOCS / f"{name}.md").read_text()
 
 
 def commands(text: str) -> list[dict]:
-    """The README's commands in order: {"line", "argv" (a shell line), "shown", "gpu"}."""
+    """A page's commands in order: {"line", "cmd" (a shell line), "shown", "gpu"}."""
     out = []
     for m in _FENCE.finditer(text):
         lang, body = m.group(1), m.group(2)
@@ -66,10 +77,10 @@ def commands(text: str) -> list[dict]:
     return out
 
 
-def _first_block(cmd: str) -> str:
-    """The README's first block installs into a fresh venv and then runs one command: the
-    install is what `.ci/run` and this suite's own environment already are; run the command
-    ("" for the test command itself)."""
+def _install_line(cmd: str) -> str:
+    """A page's install line makes a fresh venv and then runs one command: the install is
+    what `.ci/run` and this suite's own environment already are; run the command ("" for the
+    test command itself). `test_readme_on_a_fresh_clone` runs the install itself."""
     part = cmd.split("&&")[-1].strip()
     if "pytest" in part:
         return ""
@@ -82,20 +93,81 @@ def _run(cmd: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
                           text=True, timeout=900, stdin=subprocess.DEVNULL)
 
 
-def test_readme_has_commands():
+def _files() -> list[str]:
+    """The repository's files as a fresh clone holds them (and what is new, not ignored)."""
+    cp = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                        capture_output=True, check=True)
+    return [f for f in cp.stdout.decode().split("\0") if f]
+
+
+def scratch_copy(dest: Path) -> Path:
+    """A copy of the repository to run a page in: never the checkout itself."""
+    for name in _files():
+        src = ROOT / name
+        if src.is_file() and not src.is_symlink():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def test_pages_have_commands():
     cmds = commands(README.read_text())
-    assert len(cmds) >= 15
+    assert len(cmds) >= 10
     assert cmds[0]["cmd"].startswith("python3 -m venv"), "the README starts with its install line"
+    assert sum(len(commands(p.read_text())) for p in PAGES) >= 40
+
+
+def _follow(path: Path, work: Path, env: dict, *, fresh: bool = False) -> None:
+    """Run a page's commands in order in ``work``, checking what they print against what the
+    page shows. ``fresh``: the page's install lines run as written (a fresh venv), and every
+    later command runs with that venv activated, as README says to."""
+    from nvstage.run.probe import probe
+
+    gpu = probe().available  # doctor's shown output is a machine without one
+    # Triton is an extra (README's test command installs `.[test]`): without it, the commands
+    # that need it are not run here (.ci/run installs it, and runs them).
+    triton = not fresh and importlib.util.find_spec("triton") is not None
+    for c in commands(path.read_text()):
+        where = f"{path.relative_to(ROOT)} line {c['line']}"
+        if not triton and "triton" in (c.get("python") or c["cmd"]):
+            continue
+        if c.get("python"):
+            cp = subprocess.run([sys.executable, "-c", c["python"]], cwd=work, env=env,
+                                capture_output=True, text=True, timeout=900)
+            assert cp.returncode == 0, f"{where}: the library example failed:\n{cp.stderr[-3000:]}"
+            continue
+        cmd = c["cmd"]
+        if cmd.startswith("python3 -m venv"):
+            if not fresh:
+                cmd = _install_line(cmd)
+            elif "pytest" in cmd:  # the suite itself: its install, and one file of it
+                cmd = cmd.replace("python -m pytest -q", "python -m pytest -q tests/test_fsio.py")
+        if not cmd or cmd.startswith(_ENVIRONMENT):
+            continue  # the test command itself; the reader's venv; a reader's CI servers
+        if cmd.startswith(("python bench/", "python3 bench/")):
+            continue  # benchmarks: minutes each, run by hand (docs/benchmarks.md)
+        if fresh and not cmd.startswith("python3 -m venv"):
+            cmd = "source .venv/bin/activate && " + cmd
+        cp = _run(cmd, work, env)
+        if c["gpu"] and not gpu:
+            assert cp.returncode == 7, f"{where}: {c['cmd']} without a GPU should exit 7"
+            assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
+            continue
+        assert cp.returncode == 0, (f"{where}: `{c['cmd']}` exited {cp.returncode}:\n"
+                                    f"{cp.stdout[-2000:]}\n{cp.stderr[-3000:]}")
+        if c["shown"] and not (gpu and c["cmd"].startswith("nvstage doctor")):
+            got = set(_WORD.findall(cp.stdout + cp.stderr))
+            missing = sorted(set(_WORD.findall(c["shown"])) - got)
+            assert not missing, (f"{where}: `{c['cmd']}` no longer prints what the page "
+                                 f"shows: {missing}\n--- printed:\n{cp.stdout}{cp.stderr}")
 
 
 @pytest.mark.slow
-def test_every_readme_command_runs_in_order(tmp_path):
-    work = tmp_path / "reader"
-    work.mkdir()
-    for name in ("kernels", "examples"):
-        shutil.copytree(ROOT / name, work / name)
-    shutil.copytree(ROOT / "tests" / "data" / "cuproject", work / "tests" / "data" / "cuproject")
-    shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
+@pytest.mark.parametrize("path", PAGES[1:], ids=lambda p: p.name)
+def test_every_command_of_a_page_runs_in_order(path, tmp_path):
+    """Each docs/ page in a scratch copy of its own, with `nvstage` this checkout's (README
+    runs on a fresh clone below)."""
+    work = scratch_copy(tmp_path / "reader")
     shim = tmp_path / "bin"
     shim.mkdir()
     # `nvstage` (CMake's launcher too) and `python` on PATH: this checkout, this interpreter.
@@ -108,47 +180,48 @@ def test_every_readme_command_runs_in_order(tmp_path):
                                      os.environ.get("PATH", "")]),
                PYTHONPATH=str(ROOT / "src"))
     env.pop("NVSTAGE_REMOTE_CACHE", None)
-    from nvstage.run.probe import probe
+    _follow(path, work, env)
 
-    gpu = probe().available  # doctor's README output is a machine without one
-    # Triton is an extra (README's test command installs `.[test]`): without it, the commands
-    # that need it are not run here (.ci/run installs it, and runs them).
-    triton = importlib.util.find_spec("triton") is not None
-    ran = 0
-    for c in commands(README.read_text()):
-        where = f"README.md line {c['line']}"
-        if not triton and "triton" in (c.get("python") or c["cmd"]):
-            continue
-        if c.get("python"):
-            cp = subprocess.run([sys.executable, "-c", c["python"]], cwd=work, env=env,
-                                capture_output=True, text=True, timeout=900)
-            assert cp.returncode == 0, f"{where}: the library example failed:\n{cp.stderr[-3000:]}"
-            ran += 1
-            continue
-        cmd = _first_block(c["cmd"]) if c["cmd"].startswith("python3 -m venv") else c["cmd"]
-        if not cmd or cmd.startswith("export "):
-            continue  # the test command itself; configuration for a reader's CI servers
-        if cmd.startswith(("python bench/", "python3 bench/")):
-            continue  # benchmarks: minutes each, run by hand (README "Benchmarks")
-        cp = _run(cmd, work, env)
-        ran += 1
-        if c["gpu"] and not gpu:
-            assert cp.returncode == 7, f"{where}: {c['cmd']} without a GPU should exit 7"
-            assert len(cp.stderr.strip().splitlines()) == 1, cp.stderr
-            continue
-        assert cp.returncode == 0, (f"{where}: `{c['cmd']}` exited {cp.returncode}:\n"
-                                    f"{cp.stdout[-2000:]}\n{cp.stderr[-3000:]}")
-        if c["shown"] and not (gpu and c["cmd"].startswith("nvstage doctor")):
-            got = set(_WORD.findall(cp.stdout + cp.stderr))
-            missing = sorted(set(_WORD.findall(c["shown"])) - got)
-            assert not missing, (f"{where}: `{c['cmd']}` no longer prints what the README "
-                                 f"shows: {missing}\n--- printed:\n{cp.stdout}{cp.stderr}")
-    assert ran >= 15
+
+@pytest.mark.slow
+def test_readme_on_a_fresh_clone(tmp_path):
+    """README as a newcomer follows it: a fresh copy of the repository, its command 1 as
+    written (a fresh venv, `pip install .`), then every later command with that venv
+    activated as README says, with no shim and nothing of this suite's environment on PATH;
+    command 2's install, and one file of the suite with it."""
+    work = scratch_copy(tmp_path / "clone")
+    ours = {os.path.dirname(sys.executable), os.environ.get("VIRTUAL_ENV", "") + "/bin"}
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and d not in ours]
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "NVSTAGE_REMOTE_CACHE")}
+    env.update(PATH=os.pathsep.join(path), COLUMNS="120", NO_COLOR="1",
+               PIP_DISABLE_PIP_VERSION_CHECK="1")
+    _follow(README, work, env, fresh=True)
+    assert (work / "vadd").is_file() and (work / "vadd.nvstage" / "stages.json").is_file()
+
+
+def test_settings_page_lists_every_variable():
+    """docs/settings.md names every NVSTAGE_* variable the code reads."""
+    read = set()
+    for f in (ROOT / "src" / "nvstage").rglob("*.py"):
+        read |= set(re.findall(r"[\"'](NVSTAGE_[A-Z0-9_]+)[\"']", f.read_text()))
+    listed = set(re.findall(r"`(NVSTAGE_[A-Z0-9_]+)`", page("settings")))
+    assert read and not read - listed, f"not on docs/settings.md: {sorted(read - listed)}"
+
+
+def test_every_page_is_in_the_manual():
+    """mkdocs.yml's navigation holds every page of docs/, and README links each."""
+    nav = (ROOT / "mkdocs.yml").read_text()
+    readme = README.read_text()
+    for p in PAGES[1:]:
+        assert f" {p.name}" in nav, f"{p.name} is not in mkdocs.yml's nav"
+        if p.stem != "index":
+            assert f"(docs/{p.name})" in readme, f"README does not link docs/{p.name}"
 
 
 def _exit_table() -> dict[str, str]:
-    """README's exit-code table ("Documents are data"): code -> meaning."""
-    text = README.read_text()
+    """The exit-code table of docs/documents.md: code -> meaning."""
+    text = page("documents")
     start = text.index("| exit | meaning |")
     rows = {}
     for line in text[start:].splitlines()[2:]:
@@ -166,7 +239,7 @@ def _error_classes():
             if isinstance(c, type) and issubclass(c, errors.NvstageError)]
 
 
-def test_readme_exit_codes_are_the_codes():
+def test_docs_exit_codes_are_the_codes():
     """The table names every exit status the code can give, and no other: the errors'
     ``exit_code``s, the literal exits of the commands, 0, and 128+N for a signal."""
     import nvstage.errors as errors
@@ -191,7 +264,7 @@ def test_readme_exit_codes_are_the_codes():
     assert errors.Terminated(15).exit_code == 128 + 15
 
 
-def test_readme_exit_codes_of_the_checks(cli, workdir, kernels):
+def test_docs_exit_codes_of_the_checks(cli, workdir, kernels):
     """The statuses CI scripts rely on, as the commands give them: a broken budget is 1 (not
     the 9 of a run's failed result check), an unknown command 2."""
     table = _exit_table()
@@ -207,16 +280,16 @@ def test_readme_exit_codes_of_the_checks(cli, workdir, kernels):
     assert cli("frobnicate").exit_code == 2 and "unknown command" in table["2"]
 
 
-# -- README's figures from deterministic commands: registers, spills, sizes (never times) --
+# -- the pages' figures from deterministic commands: registers, spills, sizes (never times) --
 
 
-def _readme_flat() -> str:
-    return " ".join(README.read_text().split())
+def _page_flat(name: str) -> str:
+    return " ".join(page(name).split())
 
 
-def _shown(prefix: str) -> str:
-    """The output README shows for its ``$ COMMAND`` block that starts with ``prefix``."""
-    (c,) = [c for c in commands(README.read_text())
+def _shown(name: str, prefix: str) -> str:
+    """The output a page shows for its ``$ COMMAND`` block that starts with ``prefix``."""
+    (c,) = [c for c in commands(page(name))
             if c["cmd"] and c["cmd"].startswith(prefix) and c["shown"] is not None]
     return c["shown"]
 
@@ -225,23 +298,23 @@ def _flat(line: str) -> str:
     return " ".join(line.split())
 
 
-def test_readme_lto_registers_are_what_diff_finds(toolkit, kernels):
+def test_docs_lto_registers_are_what_diff_finds(toolkit, kernels):
     from nvstage.inspect.compiler_paths import LTO, NVJITLINK, compare_paths
 
     m = re.search(r"--lto` reports `lto_apply` at (\d+) registers when NVRTC's PTX is linked "
-                  r"by nvJitLink and (\d+) with LTO", _readme_flat())
-    assert m, "README's LTO sentence moved: keep this test pointed at it"
+                  r"by nvJitLink and (\d+) with LTO", _page_flat("compile"))
+    assert m, "docs/compile.md's LTO sentence moved: keep this test pointed at it"
     regs = compare_paths([kernels / "lto_a.cu", kernels / "lto_b.cu"], arch="sm_90",
                          toolkit=toolkit, lto=True).registers("lto_apply")
     assert (regs[NVJITLINK], regs[LTO]) == (int(m.group(1)), int(m.group(2)))
 
 
-def test_readme_fused_wide_figures_are_the_estimates():
+def test_docs_fused_wide_figures_are_the_estimates():
     import nvstage
 
     m = re.search(r"keeps many values live: (\d+) registers and (\d+)% occupancy against the "
-                  r"plain fused kernel's (\d+) and (\d+)%", _readme_flat())
-    assert m, "README's chain_fused_wide sentence moved: keep this test pointed at it"
+                  r"plain fused kernel's (\d+) and (\d+)%", _page_flat("model"))
+    assert m, "docs/model.md's chain_fused_wide sentence moved: keep this test pointed at it"
     model = ROOT / "examples" / "model"
     got = []
     for name in ("chain_fused_wide", "chain_fused"):
@@ -250,8 +323,8 @@ def test_readme_fused_wide_figures_are_the_estimates():
     assert got == [int(g) for g in m.groups()]
 
 
-def test_readme_diff_row_is_what_diff_prints(cli, workdir, kernels):
-    block = README.read_text().split("nvstage diff A B` answers", 1)[1]
+def test_docs_diff_row_is_what_diff_prints(cli, workdir, kernels):
+    block = page("inspect").split("nvstage diff A B` answers", 1)[1]
     builds = [ln for ln in block.split("```bash", 1)[1].split("```", 1)[0].splitlines()
               if ln.startswith("nvstage compile")]
     assert len(builds) == 2
@@ -262,7 +335,7 @@ def test_readme_diff_row_is_what_diff_prints(cli, workdir, kernels):
     for ln in builds:
         r = cli(*shlex.split(ln)[1:])
         assert r.exit_code == 0, r.output
-    shown = _shown("nvstage diff a.nvstage b.nvstage").splitlines()
+    shown = _shown("inspect", "nvstage diff a.nvstage b.nvstage").splitlines()
     r = cli("diff", "a.nvstage", "b.nvstage")
     assert r.exit_code == 0, r.output
     printed = {_flat(ln) for ln in r.stdout.splitlines()}
@@ -270,21 +343,21 @@ def test_readme_diff_row_is_what_diff_prints(cli, workdir, kernels):
         assert _flat(row) in printed, (row, r.stdout)
 
 
-def test_readme_fatbin_rows_are_what_show_prints(cli, workdir, kernels):
+def test_docs_fatbin_rows_are_what_show_prints(cli, workdir, kernels):
     (workdir / "kernels").mkdir()
     shutil.copy(kernels / "multi.cu", workdir / "kernels")
     r = cli("compile", "kernels/multi.cu", "-c", "--gencode", "arch=compute_80,code=sm_80",
-            "--gencode", "arch=compute_90,code=[sm_90,compute_90]", "--keep")  # as README does
+            "--gencode", "arch=compute_90,code=[sm_90,compute_90]", "--keep")  # as docs/inspect.md does
     assert r.exit_code == 0, r.output
     r = cli("show", "multi.nvstage", "--sections", "fatbin", "--gpu", "h200", "--driver", "13.0")
     assert r.exit_code == 0, r.output
     printed = {_flat(ln) for ln in r.stdout.splitlines()}
-    shown = _shown("nvstage show multi.nvstage --sections fatbin").splitlines()
+    shown = _shown("inspect", "nvstage show multi.nvstage --sections fatbin").splitlines()
     for row in shown[1:]:  # image rows (sizes, PTX ISA, kernels) and the verdict
         assert _flat(row) in printed, (row, r.stdout)
 
 
-def test_readme_nvrtc_sizes_are_what_compile_prints(cli, workdir, kernels):
+def test_docs_nvrtc_sizes_are_what_compile_prints(cli, workdir, kernels):
     (workdir / "kernels").mkdir()
     shutil.copy(kernels / "templates.cu", workdir / "kernels")
     r = cli("compile", "kernels/templates.cu", "--via", "nvrtc", "--arch", "sm_90",
@@ -292,19 +365,19 @@ def test_readme_nvrtc_sizes_are_what_compile_prints(cli, workdir, kernels):
     assert r.exit_code == 0, r.output
     # The sizes and the names, in order (times differ, and rows wrap with the width).
     size = re.compile(r"\d+(?:\.\d+)? [KMG]iB|\b\d+ B\b")
-    shown = _shown("nvstage compile kernels/templates.cu --via nvrtc")
+    shown = _shown("compile", "nvstage compile kernels/templates.cu --via nvrtc")
     assert size.findall(shown) == size.findall(r.output) and size.findall(shown)
     assert "scale<int> _Z5scaleIiEvPT_S0_i" in {_flat(ln) for ln in r.output.splitlines()}
 
 
-def test_readme_limits_are_the_codes_limits():
-    """The bounds README lists ("Documents are data") are the constants the readers use."""
+def test_docs_limits_are_the_codes_limits():
+    """The bounds docs/documents.md lists are the constants the readers use."""
     from nvstage import artifacts, documents
     from nvstage.compiler import buildlog, record
     from nvstage.inspect import fatbin
     from nvstage.run.workload import expr, spec
 
-    text = _readme_flat()
+    text = _page_flat("documents") + " " + _page_flat("launcher")
     mib, gib = 1 << 20, 1 << 30
     for shown in (
             f"{documents.MAX_DOCUMENT_BYTES // mib} MiB per manifest or document "
@@ -326,11 +399,11 @@ def test_readme_limits_are_the_codes_limits():
         assert shown in text, shown
 
 
-def test_readme_build_diff_is_what_diff_prints(cli, cuproject_record):
-    """README's `nvstage diff build` (the test project built, its header edited, built again):
+def test_docs_build_diff_is_what_diff_prints(cli, cuproject_record):
+    """docs/launcher.md's `nvstage diff build` (the test project built, its header edited, built again):
     the builds' steps by kind and the kernels' figures are what diff prints of the same two
     builds (the times are one run's)."""
-    text = README.read_text()
+    text = page("launcher")
     block = text[text.index("$ nvstage diff build\n"):]
     block = block[:block.index("```")]
     r = cli("diff", cuproject_record[1])
@@ -339,7 +412,7 @@ def test_readme_build_diff_is_what_diff_prints(cli, cuproject_record):
     for side in ("A", "B"):
         shown = next(x for x in block.splitlines() if x.startswith(f"{side}: "))
         real = next(x for x in printed if x.startswith(f"{side}: "))
-        # (README's build ran under `cmake --build`, the fixture's under ninja.)
+        # (The page's build ran under `cmake --build`, the fixture's under ninja.)
         steps = re.compile(r"\(build (\d of \d), \w+\): (\d+ steps \([^)]*\))")
         assert steps.search(shown).groups() == steps.search(real).groups(), (shown, real)
     figures = re.compile(r"^\s*(block_sum)\s+(sm_\d+)\s+(\S+)\s+(changed)\s+(.*?)\s+\d+%")
@@ -350,15 +423,15 @@ def test_readme_build_diff_is_what_diff_prints(cli, cuproject_record):
     assert units and all(u in r.stdout for u in units)
 
 
-def test_readme_view_figures_are_what_report_writes(cli, workdir, kernels):
+def test_docs_view_figures_are_what_report_writes(cli, workdir, kernels):
     """The source and SASS view's figures for fused_wide and fused, as `nvstage report`
     writes them into the page."""
     import html
 
     m = re.search(r"fused_wide's view reads `(\d+) instructions · peak (\d+) live registers at "
                   r"line (\d+)` \(`(.+?)`.*?against fused's `(\d+) instructions · peak (\d+) "
-                  r"live registers at line (\d+)`", _readme_flat())
-    assert m, "README's view sentence moved: keep this test pointed at it"
+                  r"live registers at line (\d+)`", _page_flat("check"))
+    assert m, "docs/check.md's view sentence moved: keep this test pointed at it"
     shutil.copy(kernels / "fusion_chain.cu", workdir / "fusion_chain.cu")
     r = cli("compile", "fusion_chain.cu", "--arch", "sm_90", "-lineinfo", "--cubin", "-o",
             "fc.cubin", "--keep-dir", "fc.nvstage")
@@ -383,7 +456,7 @@ def test_readme_view_figures_are_what_report_writes(cli, workdir, kernels):
 
 @pytest.fixture(scope="module")
 def chain_nvcc_sm90(toolkit, kernels, tmp_path_factory):
-    """kernels/fusion_chain.cu as README builds it (--cubin -arch=sm_90), kept."""
+    """kernels/fusion_chain.cu as docs/triton.md builds it (--cubin -arch=sm_90), kept."""
     import nvstage
     from nvstage.compiler.options import CompileOptions
 
@@ -394,14 +467,14 @@ def chain_nvcc_sm90(toolkit, kernels, tmp_path_factory):
     return root / "chain.nvstage"
 
 
-def test_readme_triton_chain_table_is_what_diff_finds(chain_nvcc_sm90, triton_chain, toolkit):
+def test_docs_triton_chain_table_is_what_diff_finds(chain_nvcc_sm90, triton_chain, toolkit):
     from nvstage.compiler.record import load_build
     from nvstage.inspect.build_diff import diff_builds
 
     rows = re.findall(r"^\| (\w+) \| (\d+) -> (\d+) \| (\d+) -> (\d+) \| (\d+) -> ([\d.]+) \| "
-                      r"(\d+)% -> (\d+)% \|$", README.read_text(), re.M)
+                      r"(\d+)% -> (\d+)% \|$", page("triton"), re.M)
     assert [r[0] for r in rows] == ["scale", "add_bias", "gelu_act", "fused"], \
-        "README's Triton chain table moved: keep this test pointed at it"
+        "docs/triton.md's Triton chain table moved: keep this test pointed at it"
     for kernel, *shown in rows:
         d = diff_builds(chain_nvcc_sm90, triton_chain[kernel], toolkit, block=256)
         (row,) = [r for r in d.kernels if r.a and r.b]
@@ -415,8 +488,8 @@ def test_readme_triton_chain_table_is_what_diff_finds(chain_nvcc_sm90, triton_ch
         assert (row.a["spill_stores"], row.b["spill_stores"]) == (0, 0)
 
 
-def test_readme_triton_diff_row_is_what_diff_prints(cli, chain_nvcc_sm90, triton_chain):
-    shown = _shown("nvstage diff chain.nvstage examples/triton/build/fused.triton").splitlines()
+def test_docs_triton_diff_row_is_what_diff_prints(cli, chain_nvcc_sm90, triton_chain):
+    shown = _shown("triton", "nvstage diff chain.nvstage examples/triton/build/fused.triton").splitlines()
     r = cli("diff", chain_nvcc_sm90, triton_chain["fused"], "--block", "256")
     assert r.exit_code == 0, r.output
     printed = {_flat(ln) for ln in r.stdout.splitlines()}
@@ -425,7 +498,7 @@ def test_readme_triton_diff_row_is_what_diff_prints(cli, chain_nvcc_sm90, triton
 
 
 def _frozen_errors() -> str:
-    """What ``python examples/model/errors.py --frozen ...`` prints, as the README shows it."""
+    """What ``python examples/model/errors.py --frozen ...`` prints, as docs/model.md shows it."""
     cp = subprocess.run([sys.executable, str(ROOT / "examples" / "model" / "errors.py"),
                          "--frozen", "tests/data/measured/h200-2026-11-30.json"], cwd=ROOT,
                         capture_output=True, text=True, timeout=600)
@@ -433,8 +506,8 @@ def _frozen_errors() -> str:
     return cp.stdout
 
 
-def test_readme_error_per_term_is_what_errors_py_prints():
-    text = README.read_text()
+def test_docs_error_per_term_is_what_errors_py_prints():
+    text = page("model")
     after = text.split("python examples/model/errors.py --frozen", 1)[1]
     shown = _FENCE.search(after).group(2)
     printed = _frozen_errors()
@@ -450,8 +523,8 @@ def test_readme_error_per_term_is_what_errors_py_prints():
                   r"(\d+)% of the five others fitted on chain_unfused; .* The launch term is "
                   r"(\d+) to (\d+)% low: the launch cost preset is the launch benchmark's "
                   r"([\d.]+) us, and `run --profile` measured ([\d.]+) to ([\d.]+) us per "
-                  r"launch", _readme_flat())
-    assert m, "README's sentence on the error per term moved: keep this test pointed at it"
+                  r"launch", _page_flat("model"))
+    assert m, "docs/model.md's sentence on the error per term moved: keep this test pointed at it"
     import json
     import math
 
@@ -466,14 +539,14 @@ def test_readme_error_per_term_is_what_errors_py_prints():
     assert (float(m.group(6)), float(m.group(7))) == (round(min(per), 1), round(max(per), 1))
 
 
-def test_readme_fused_wide_comparison_is_what_compare_finds(toolkit):
+def test_docs_fused_wide_comparison_is_what_compare_finds(toolkit):
     from nvstage.hw.gpus import GPUS
     from nvstage.model.compare import compare
 
     m = re.search(r"finds it faster \(([\d.]+) against ([\d.]+) us of kernel time, both "
                   r"limited by (DRAM bandwidth), the latency part ([\d.]+) against ([\d.]+) "
-                  r"us\)", _readme_flat())
-    assert m, "README's chain_fused_wide comparison moved: keep this test pointed at it"
+                  r"us\)", _page_flat("model"))
+    assert m, "docs/model.md's chain_fused_wide comparison moved: keep this test pointed at it"
     model = ROOT / "examples" / "model"
     c = compare(model / "chain_fused.toml", model / "chain_fused_wide.toml", GPUS["h200"],
                 toolkit=toolkit)
@@ -486,19 +559,19 @@ def test_readme_fused_wide_comparison_is_what_compare_finds(toolkit):
     assert a.limiter == b.limiter == m.group(3)
 
 
-def test_readme_memory_rule_figures_are_the_tests():
-    """The bandwidth preset and the published-stream check the README quotes."""
+def test_docs_memory_rule_figures_are_the_tests():
+    """The bandwidth preset and the published-stream check docs/model.md quotes."""
     import importlib.util
     import math
 
     from nvstage.model.presets import DEFAULT_PRESETS
 
-    flat = _readme_flat()
+    flat = _page_flat("model")
     m = re.search(r"the H200's published stream plateau, ([\d.]+) of ([\d.]+) TB/s", flat)
     assert m and float(m.group(1)) == round(4.8 * DEFAULT_PRESETS.dram_efficiency, 1)
     m = re.search(r"the published H200 streams follow the sum within (\d+)% from a quarter of "
                   r"the warps up, the larger of the two off by up to \+(\d+)%", flat)
-    assert m, "README's memory-rule sentence moved: keep this test pointed at it"
+    assert m, "docs/model.md's memory-rule sentence moved: keep this test pointed at it"
     spec = importlib.util.spec_from_file_location("bounds_tests",
                                                   ROOT / "tests/model/test_bounds.py")
     mod = importlib.util.module_from_spec(spec)

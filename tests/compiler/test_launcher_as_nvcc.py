@@ -116,8 +116,8 @@ def test_compile_refuses_o_naming_its_source_and_the_launcher_writes_as_nvcc(too
     assert entry["status"] == "fallback" and "over its own input" in entry["reason"]
 
 
-def test_readme_says_the_refusal_is_compiles_and_the_launcher_does_as_nvcc():
-    text = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+def test_docs_say_the_refusal_is_compiles_and_the_launcher_does_as_nvcc():
+    text = " ".join((Path(__file__).parents[2] / "docs" / "documents.md").read_text().split())
     m = re.search(r"[^;.]*`-o` naming an input[^;]*", text)
     assert m is not None
     sentence = m.group(0)
