@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from nvstage.compiler.steps import label
 from nvstage.report.page import esc
-from nvstage.report.units import fmt_share, fmt_time
+from nvstage.report.units import fmt_parallel, fmt_share, fmt_time
 
 _METRICS = (("registers", "regs"), ("spill_stores", "spill st"), ("spill_loads", "spill ld"),
             ("shared_bytes", "smem"), ("sass_bytes", "SASS bytes"), ("occupancy", "occupancy"))
@@ -27,7 +27,7 @@ def builds_table(view) -> str:
                     + _td(b.tool or "told apart by time") + _td(doc["steps"], True)
                     + _td(kinds) + _td(fmt_time(b.wall_seconds), True)
                     + _td(fmt_time(b.step_seconds), True)
-                    + _td("-" if b.parallelism is None else f"{b.parallelism:.1f}x", True)
+                    + _td(fmt_parallel(b.parallelism, cell=True), True)
                     + _td(f"{doc['command_hits']} of {doc['commands']}", True) + "</tr>")
     head = "".join(f"<th{' class=num' if n else ''}>{esc(t)}</th>" for t, n in (
         ("build", True), ("build tool", False), ("steps", True), ("kinds", False),
@@ -53,7 +53,7 @@ def since_section(view, changes) -> str:
         return f"{fmt(a)} → {fmt(b)}"
 
     def par(p) -> str:
-        return "-" if p is None else f"{p:.1f}x"
+        return fmt_parallel(p, cell=True)
 
     figures = (f'<p class="note">build {before.number} → build {last.number}: wall '
                f'{esc(pair(before.wall_seconds, last.wall_seconds, fmt_time))}, steps '

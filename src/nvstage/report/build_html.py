@@ -24,7 +24,7 @@ from nvstage.report.lines_html import kernel_view, missing_view
 from nvstage.report.page import BASE_CSS, cards, clip, esc, page
 from nvstage.report.stage_charts import STAGE_COLORS
 from nvstage.compiler.steps import label
-from nvstage.report.units import fmt_known, fmt_share, fmt_time
+from nvstage.report.units import fmt_known, fmt_parallel, fmt_share, fmt_time, plural
 
 STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3",
                 "ran": "#e8e4f0"}
@@ -332,8 +332,7 @@ def _cards(view: BuildView) -> str:
              ("last build's wall time", fmt_time(view.wall_seconds)
               + (f" (before: {fmt_time(before.wall_seconds)})" if before else ""), False),
              ("time in its steps", fmt_time(view.unit_seconds), False),
-             ("parallelism", "-" if view.parallelism is None else f"{view.parallelism:.1f}x",
-              False),
+             ("parallelism", fmt_parallel(view.parallelism, cell=True), False),
              ("command cache hits", f"{cache['command_hits']} of {cache['commands']}", False),
              ("stage cache hit rate", fmt_share(cache["stage_hit_rate"]), False),
              ("project's kernels (per arch)", str(len(view.kernels)), False)]
@@ -461,7 +460,7 @@ def render_build(view: BuildView, *, title: str | None = None,
     parts = [f"<h1>{esc(title)}</h1>",
              f'<p class="meta">{esc(view.folder)} · '
              + (f"build {last.number} of {len(view.builds)}: " if last else "")
-             + f'{counts["units"]} steps ({esc(kinds or "none")}) in '
+             + f'{plural(counts["units"], "step")} ({esc(kinds or "none")}) in '
              f'{esc(fmt_time(view.wall_seconds))} · nvstage {esc(__version__)}</p>',
              _cards(view),
              "<nav>" + "".join(f'<a href="#{i}">{esc(t)}</a>' for i, t in (

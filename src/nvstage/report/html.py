@@ -23,7 +23,7 @@ from nvstage.report.lines_html import kernel_view
 from nvstage.report.page import BASE_CSS, cards, clip, esc, page
 from nvstage.report.run_charts import decomposition_svg, run_report, trace_svg
 from nvstage.report.stage_charts import gantt_svg, restored, stage_graph_svg, wall_words
-from nvstage.report.units import fmt_bytes, fmt_time, fmt_us
+from nvstage.report.units import fmt_bytes, fmt_time, fmt_us, plural
 from nvstage.run.document import RunReport
 
 # Long listings are cut so the page stays quick to open; the kept file has the rest.
@@ -176,7 +176,7 @@ def render(inp: ReportInputs, *, title: str | None = None) -> str:
             cached == n_runs else f"in {fmt_time(b.wall_seconds)}"
             + (f" ({cached} restored from the cache)" if cached else ""))
     parts = [f"<h1>{esc(title)}</h1>",
-             f'<p class="meta">{esc(b.source)} · {len(b.runs)} stages {esc(took)} · '
+             f'<p class="meta">{esc(b.source)} · {plural(len(b.runs), "stage")} {esc(took)} · '
              f"via {esc(b.via)} · "
              f"toolkit {esc(getattr(b.toolkit, 'release', '') or '')} · "
              f"nvstage {esc(__version__)}</p>"]

@@ -20,6 +20,25 @@ def fmt_share(x: float | None) -> str:
     return "-" if x is None else f"{x:.0%}"
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``n`` and the word for it: "1 step", "2 steps", "0 misses" (``many`` where adding an
+    s is wrong)."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def fmt_parallel(p: float | None, *, cell: bool = False) -> str:
+    """A build's parallelism (its steps' time added up over its wall time): "2.3x parallel"
+    ("2.3x" in a ``cell``). Below 1 the steps did not even fill the wall time (the build tool's
+    own work and the steps it ran without nvstage fall between them): no parallelism, but
+    how busy they kept it, "steps busy 40% of the wall time" ("40% busy"). None: "" ("-")."""
+    if p is None:
+        return "-" if cell else ""
+    if p >= 1:
+        return f"{p:.1f}x" if cell else f"{p:.1f}x parallel"
+    busy = f"{int(p * 100)}%"  # floored: 0.999 is not 100% busy
+    return f"{busy} busy" if cell else f"steps busy {busy} of the wall time"
+
+
 def fmt_known(v) -> str:
     """A figure that may be unknown (a kernel's registers, say): "?" when it is."""
     return "?" if v is None else str(v)

@@ -8,7 +8,7 @@ import re
 
 from nvstage.compiler.record import Build, StageRun
 from nvstage.report.terminal.console import plain_table
-from nvstage.report.units import fmt_bytes, fmt_time
+from nvstage.report.units import fmt_bytes, fmt_time, plural
 
 
 def _short(path: str, base: str | None) -> str:
@@ -85,7 +85,7 @@ def summary_line(build: Build, kept: bool = True) -> str:
     ``kept``: False when the keep folder was nvstage's own temporary one (``--show`` without
     ``--keep``), removed by the time the line is read: the line names no folder then."""
     n = len(build.runs)
-    parts = [f"{n} stages in {fmt_time(build.wall_seconds)}",
+    parts = [f"{plural(n, 'stage')} in {fmt_time(build.wall_seconds)}",
              f"stage sum {fmt_time(build.stage_seconds)}"]
     if build.via == "nvcc":  # the runtime path asks nvcc for no plan
         parts.append(f"plan {fmt_time(build.plan_seconds)}")
@@ -96,8 +96,8 @@ def summary_line(build: Build, kept: bool = True) -> str:
         parts.append(f"-j {build.jobs}")
     cache = build.cache
     if cache:
-        parts.append(f"cache {cache['hits']} hit{'s' if cache['hits'] != 1 else ''}, "
-                     f"{cache['misses']} miss{'es' if cache['misses'] != 1 else ''}")
+        parts.append(f"cache {plural(cache['hits'], 'hit')}, "
+                     f"{plural(cache['misses'], 'miss', 'misses')}")
     text = ", ".join(parts)
     if build.output:
         text += f"; output {os.path.relpath(build.output, build.cwd)}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from nvstage.compiler.steps import label
 from nvstage.report.terminal.console import notes, plain_table
-from nvstage.report.units import fmt_known, fmt_share, fmt_time
+from nvstage.report.units import fmt_known, fmt_parallel, fmt_share, fmt_time, plural
 
 
 def summary_line(view) -> str:
@@ -20,9 +20,10 @@ def summary_line(view) -> str:
     last = view.last_build
     which = "" if last is None else \
         f"build {last.number} of {len(view.builds)}" + (f" ({last.tool})" if last.tool else "")
-    return (f"{which}: {counts['units']} steps ({kinds or 'none'}; {states or 'none'}) in "
-            f"{fmt_time(view.wall_seconds)}, {fmt_time(view.unit_seconds)} in all"
-            + (f" ({view.parallelism:.1f}x parallel)" if view.parallelism else "")
+    par = fmt_parallel(view.parallelism)
+    return (f"{which}: {plural(counts['units'], 'step')} ({kinds or 'none'}; "
+            f"{states or 'none'}) in {fmt_time(view.wall_seconds)}, "
+            f"{fmt_time(view.unit_seconds)} in all" + (f" ({par})" if par else "")
             + f"; command cache hits {cache['command_hits']}/{cache['commands']}, "
             f"stage cache hit rate {fmt_share(cache['stage_hit_rate'])}")
 
@@ -42,9 +43,9 @@ def since_line(view, changes) -> str | None:
                                                                        "shared_bytes")
             if k.a and k.b and k.a.get(m) != k.b.get(m))
         for k in kernels[:6])
-    return (f"the build before (build {before.number}): {doc['steps']} steps in "
-            f"{fmt_time(before.wall_seconds)}"
-            + (f" ({before.parallelism:.1f}x parallel)" if before.parallelism else "")
+    par = fmt_parallel(before.parallelism)
+    return (f"the build before (build {before.number}): {plural(doc['steps'], 'step')} in "
+            f"{fmt_time(before.wall_seconds)}" + (f" ({par})" if par else "")
             + f", command cache hits {doc['command_hits']}/{doc['commands']}; since then "
             f"{len(rebuilt)} ran again ({', '.join(rebuilt[:8])}"
             + (" ..." if len(rebuilt) > 8 else "") + "); kernels: "
@@ -81,7 +82,7 @@ def render_view(view, con, *, changes=None) -> None:
             doc = b.to_json()
             t.add_row(str(b.number), b.tool or "(by time)", str(doc["steps"]),
                       fmt_time(b.wall_seconds), fmt_time(b.step_seconds),
-                      "-" if b.parallelism is None else f"{b.parallelism:.1f}x",
+                      fmt_parallel(b.parallelism, cell=True),
                       f"{doc['command_hits']}/{doc['commands']}")
         con.print(t)
     t = plain_table(title="slowest steps of the last build", title_justify="left",

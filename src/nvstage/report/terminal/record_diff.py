@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from nvstage.compiler.steps import label
 from nvstage.report.terminal.console import notes, plain_table
-from nvstage.report.units import fmt_share, fmt_time
+from nvstage.report.units import fmt_parallel, fmt_share, fmt_time, plural
 
 _LABELS = {"registers": "regs", "spill_stores": "spill st", "spill_loads": "spill ld",
            "shared_bytes": "smem", "sass_bytes": "SASS bytes", "occupancy": "occ"}
@@ -16,12 +16,13 @@ MAX_STAGE_ROWS = 200  # past this the stage table says how many more the JSON ho
 def build_line(side) -> str:
     """``build@1 (build 1 of 2, ninja): 12 steps in 11.6 s, ...``."""
     r = side.run
-    par = f" ({r.parallelism:.1f}x parallel)" if r.parallelism else ""
+    par = fmt_parallel(r.parallelism)
+    par = f" ({par})" if par else ""
     kinds = ", ".join(label(k, n) for k, n in r.kinds().items())
     doc = r.to_json()
-    return (f"{side.label}: {doc['steps']} steps ({kinds}) in {fmt_time(r.wall_seconds)}, "
-            f"{fmt_time(r.step_seconds)} in all{par}; command cache hits "
-            f"{doc['command_hits']}/{doc['commands']}")
+    return (f"{side.label}: {plural(doc['steps'], 'step')} ({kinds}) in "
+            f"{fmt_time(r.wall_seconds)}, {fmt_time(r.step_seconds)} in all{par}; "
+            f"command cache hits {doc['command_hits']}/{doc['commands']}")
 
 
 def _fmt(v, metric: str) -> str:
