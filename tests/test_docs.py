@@ -552,6 +552,9 @@ def test_docs_fused_wide_comparison_is_what_compare_finds(toolkit):
                 toolkit=toolkit)
     a, b = c.a.launches[0], c.b.launches[0]
     assert c.device_verdict.word == "faster"
+    # the first verdict, on T, is the one the page says calls them the same
+    assert c.verdict.word == "same" and "calls the two the same on the whole time T" in \
+        _page_flat("model")
     assert [float(g) for g in m.group(1, 2, 4, 5)] == [
         round(b.t_kernel_s * 1e6, 1), round(a.t_kernel_s * 1e6, 1),
         round(b.bounds.time("memory latency") * 1e6, 1),
