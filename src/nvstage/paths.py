@@ -29,9 +29,10 @@ def _xdg(var: str, fallback: str, env=None) -> str:
 
 def cache_dir_of(env) -> str | None:
     """The stage cache's folder as ``env`` names it: ``$NVSTAGE_CACHE_DIR`` with ``~``
-    expanded, else the XDG cache folder's ``nvstage``. None for a value that names no folder:
-    only blanks, or a ``~`` with no home to expand to (as given, either would make a folder in
-    whatever folder the build runs from; ``cache_dir`` says so)."""
+    expanded, else (unset or empty: an empty variable means unset, as for most tools) the XDG
+    cache folder's ``nvstage``. None for a value that names no folder: only blanks, or a ``~``
+    with no home to expand to (as given, either would make a folder in whatever folder the
+    build runs from; ``cache_dir`` says so)."""
     raw = env.get(ENV_CACHE_DIR)
     if not raw:
         return os.path.join(_xdg("XDG_CACHE_HOME", ".cache", env), "nvstage")

@@ -45,9 +45,12 @@ def folder(env) -> str:
 def name(env) -> str:
     """The hit socket's path for this user, nvstage, Python and ``env`` (str -> str)."""
     # Spelled out, not marshalled (marshal's bytes for equal strings can differ: its
-    # interned-string flag). No variable holds a NUL; unset is told from empty.
+    # interned-string flag). No variable holds a NUL; unset is told from empty, but for an
+    # empty NVSTAGE_CACHE_DIR, which means unset (paths.cache_dir_of): both meet one server.
+    values = [(env.get(n) or None) if n == "NVSTAGE_CACHE_DIR" else env.get(n)
+              for n in NAMED_BY]
     fields = [str(posix.getuid()), _package(), sys.version,
-              *("\1" if v is None else "\2" + v for v in map(env.get, NAMED_BY))]
+              *("\1" if v is None else "\2" + v for v in values)]
     ident = "\0".join(fields).encode("utf-8", "surrogateescape")
     h = 0xcbf29ce484222325  # FNV-1a, 64 bits: no hashlib (and its OpenSSL) to load
     for b in ident:
