@@ -17,25 +17,22 @@ def _short(path: str, base: str | None) -> str:
     return os.path.basename(path)
 
 
-# Below this many columns the stage table stacks its cells (one file per line, the tool under
-# its stage) instead of letting file names break mid-word; below VERY_NARROW the arch goes
-# under the stage too.
-NARROW = 120
-VERY_NARROW = 90
+def stage_table(build: Build):
+    """One row per stage: order, stage, tool, arch, inputs -> outputs, size, time. Where that
+    is too wide, narrower layouts of the same cells: the tool under the stage (where it
+    differs) and every file on its own line; then the arch under the stage too; then, as
+    every table, stacked records (``report/terminal/table.py``)."""
+    wide = _stage_table(build, narrow=False, tiny=False)
+    wide.narrower = (_stage_table(build, narrow=True, tiny=False),
+                     _stage_table(build, narrow=True, tiny=True))
+    return wide
 
 
-def stage_table(build: Build, width: int | None = None):
-    """One row per stage: order, stage, tool, arch, inputs -> outputs, size, time. On a
-    console narrower than ``NARROW`` the tool goes under the stage (where it differs) and
-    every file takes its own line."""
-    narrow = width is not None and width < NARROW
-    tiny = width is not None and width < VERY_NARROW
-    t = plain_table(pad_edge=False)
-    cols = [("#", {"justify": "right"}), ("stage", {"no_wrap": True}), ("tool", {}),
-            ("arch", {"no_wrap": True}),
-            ("inputs -> outputs", {"overflow": "fold", "min_width": 20}),
-            ("size", {"justify": "right", "no_wrap": True}),
-            ("time", {"justify": "right", "no_wrap": True})]
+def _stage_table(build: Build, *, narrow: bool, tiny: bool):
+    t = plain_table(pad_edge=False, key=2)
+    cols = [("#", {"justify": "right"}), ("stage", {}), ("tool", {}), ("arch", {}),
+            ("inputs -> outputs", {}), ("size", {"justify": "right"}),
+            ("time", {"justify": "right"})]
     if tiny:
         del cols[3]
     if narrow:
@@ -173,7 +170,7 @@ def _render_planning(build: Build, err) -> None:
 
 
 def _render_table(build: Build, con) -> None:
-    con.print(stage_table(build, con.width))
+    con.print(stage_table(build))
     render_name_map(build, con)
     if build.via == "triton":
         from nvstage.report.terminal.triton import render_triton

@@ -67,7 +67,7 @@ def _text(result, con) -> None:
 
     con = con or stdout()
     m = result.measurements
-    t = plain_table(pad_edge=False)
+    t = plain_table(pad_edge=False, key=2)
     for col, just in (("kernel", "left"), ("arch", "left"), ("registers", "right"),
                       ("spill bytes", "right"), ("static shared", "right")):
         t.add_column(col, justify=just)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import suppress
+from functools import cache
 
 # Widths taken from $COLUMNS; anything else there (abc, -5, 10**20) is ignored, not fatal.
 COLUMNS = range(20, 10_001)
@@ -16,37 +17,90 @@ def columns_ok(text: str) -> bool:
     return text.isdecimal() and len(text) < 6 and int(text) in COLUMNS
 
 
-def _width() -> int | None:
-    # Pipes and tests get a fixed, wide layout; terminals keep their own width.
+# What "no limit" is when output goes to a pipe or a file: tables at their natural width,
+# one row a line, for grep and diff (a width given in $COLUMNS still holds).
+UNLIMITED = COLUMNS.stop - 1
+
+
+def _width(stream) -> int | None:
+    """A console's width: $COLUMNS where it holds a width; on a terminal (``stream`` is one)
+    the terminal's; into a pipe or a file, none."""
     columns = os.environ.get("COLUMNS", "").strip()
+    if columns_ok(columns):
+        return int(columns)
+    if stream is None or not stream.isatty():
+        return UNLIMITED
     if columns:
-        if columns_ok(columns):
-            return int(columns)
         # rich would read the junk again when given no width: measure the terminal here.
-        if sys.stdout.isatty():
-            with suppress(OSError):
-                return max(COLUMNS.start, os.get_terminal_size(sys.stdout.fileno()).columns)
-            return 80
-    return None if sys.stdout.isatty() else 120
+        with suppress(OSError):
+            return max(COLUMNS.start, os.get_terminal_size(stream.fileno()).columns)
+        return 80
+    return None
+
+
+def _console(file, width: int | None):
+    kind, trim = _console_kind()
+    con = kind(file=file, width=width, highlight=False, soft_wrap=False)
+    con.push_render_hook(trim)
+    return con
+
+
+@cache
+def _console_kind():
+    """The console class, and the hook that takes every line's trailing blanks off (a table
+    pads its lines to its width, and rich leaves the blank where it wraps a sentence)."""
+    from rich.console import Console, RenderHook
+    from rich.segment import Segment
+
+    class Uncropped(Console):
+        # Lines are not cropped at the width: a table's stacked record keeps a value longer
+        # than the terminal whole (the terminal folds it); the rest is wrapped to the width.
+        def print(self, *objects, crop: bool = False, **kw) -> None:
+            super().print(*objects, crop=crop, **kw)
+
+    class Trimmed:
+        def __init__(self, renderable) -> None:
+            self.renderable = renderable
+
+        def __rich_console__(self, console, options):
+            blanks: list = []  # the blanks seen since the last text: kept unless a line ends
+            for seg in console.render(self.renderable, options):
+                if seg.control:
+                    yield from blanks
+                    blanks.clear()
+                    yield seg
+                    continue
+                for n, part in enumerate(seg.text.split("\n")):
+                    if n:
+                        blanks.clear()
+                        yield Segment.line()
+                    text = part.rstrip(" \t")
+                    if text:
+                        yield from blanks
+                        blanks.clear()
+                        yield Segment(text, seg.style)
+                    if len(text) < len(part):
+                        blanks.append(Segment(part[len(text):], seg.style))
+            yield from blanks  # a line printed without its end may go on
+
+    class Trim(RenderHook):
+        def process_renderables(self, renderables):
+            return [Trimmed(r) for r in renderables]
+
+    return Uncropped, Trim()
 
 
 def stdout():
-    from rich.console import Console
-
-    return Console(file=sys.stdout, width=_width(), highlight=False, soft_wrap=False)
+    return _console(sys.stdout, _width(sys.stdout))
 
 
 def stderr():
-    from rich.console import Console
-
-    return Console(file=sys.stderr, width=_width(), highlight=False, soft_wrap=False)
+    return _console(sys.stderr, _width(sys.stderr))
 
 
 def text_console(file):
     """A console writing into ``file`` (a buffer) as ``stdout()`` writes into a pipe."""
-    from rich.console import Console
-
-    return Console(file=file, width=_width(), highlight=False, soft_wrap=False)
+    return _console(file, _width(None))
 
 
 def data_console(json_mode: bool):
@@ -98,18 +152,10 @@ def print_plain_error(message: str, hint: str | None = None, more=()) -> None:
     sys.stderr.flush()
 
 
-def plain_table(*, title=None, box_style: str = "SIMPLE_HEAD", **kw):
-    """A table whose string cells are plain text, never markup: kernel names, paths and
-    targets come from files that may be anyone's ("[/x]" in one would end the command with
-    rich's MarkupError, and "[red]" would restyle the output)."""
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
+def plain_table(*, title=None, box_style: str = "SIMPLE_HEAD", key: int = 1, **kw):
+    """A table whose cells are plain text, never markup, and whose values are never cut
+    (``report/terminal/table.py``): too wide for the width, it is drawn as stacked records,
+    each row named by its first ``key`` cells."""
+    from nvstage.report.terminal.table import plain_table as make
 
-    class PlainTable(Table):
-        def add_row(self, *cells, **kw) -> None:
-            super().add_row(*(Text(c) if isinstance(c, str) else c for c in cells), **kw)
-
-    if isinstance(title, str):
-        title = Text(title, style="table.title")
-    return PlainTable(box=getattr(box, box_style), title=title, **kw)
+    return make(title=title, box_style=box_style, key=key, **kw)

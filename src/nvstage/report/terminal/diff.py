@@ -76,10 +76,7 @@ def render(result, con, *, all_rows: bool = False) -> None:
                              f" {_fmt_delta(r.delta(m), m)}".rstrip() for m in metrics)))
     title = f"kernels: A = {result.a}, B = {result.b}" + (", each cell A -> B" if across else "")
     t = plain_table(title=title, title_justify="left", pad_edge=False)
-    # Across compilers the names are short: keep each on one line where it fits.
-    t.add_column("kernel", overflow="fold",
-                 min_width=min(40, max((len(r[0]) for r in rows), default=6)) if across
-                 else None)
+    t.add_column("kernel")
     for m in metrics:
         t.add_column(labels[m], justify="right")
     for row in rows:
@@ -131,10 +128,10 @@ def render_mix(result, con, *, all_rows: bool = False) -> None:
     from nvstage.inspect.build_compare import MIX
 
     t = plain_table(title="SASS mix (instructions by class)", title_justify="left",
-                    pad_edge=False)
+                    pad_edge=False, key=2)
     for c, j in (("kernel", "left"), ("class", "left"), ("A", "right"), ("B", "right"),
                  ("delta", "right")):
-        t.add_column(c, justify=j, overflow="fold")
+        t.add_column(c, justify=j)
     rows = 0
     for r in result.kernels:
         if not all_rows and not (r.changed and r.a and r.b):
@@ -155,10 +152,10 @@ def render_paths(result, con) -> None:
     con.print(Text(f"{', '.join(os.path.basename(s) for s in result.sources)} for "
                    f"{result.arch}: nvcc {result.versions['toolkit']}, NVRTC "
                    f"{result.versions['nvrtc']}, nvJitLink {result.versions['nvjitlink']}"))
-    t = plain_table(pad_edge=False)
+    t = plain_table(pad_edge=False, key=2)
     for col, just in (("kernel", "left"), ("path", "left"), ("registers", "right"),
                       ("spill st/ld", "right"), ("SASS instr", "right"), ("cubin", "left")):
-        t.add_column(col, justify=just, overflow="fold")
+        t.add_column(col, justify=just)
     for name in result.kernel_names:
         first = True
         for p in result.paths:
@@ -184,10 +181,10 @@ def render_paths(result, con) -> None:
             con.print(Text(indent(c.diff)))
     for line in result.resource_differences():
         con.print(Text("differs: " + line))
-    st = plain_table(pad_edge=False)
+    st = plain_table(pad_edge=False, key=2)
     for col, just in (("path", "left"), ("stage", "left"), ("tool", "left"),
                       ("outputs", "left"), ("time", "right")):
-        st.add_column(col, justify=just, overflow="fold")
+        st.add_column(col, justify=just)
     for p in result.paths:
         for i, s in enumerate(p.stages):
             st.add_row(p.name if i == 0 else "", s.stage, s.tool, ", ".join(s.outputs),

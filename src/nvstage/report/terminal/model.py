@@ -41,10 +41,11 @@ def render_estimate(e, con) -> None:
                   f"{x.code.loads_per_trip:.3g}" if x.code else "-", x.limiter,
                   fmt_us(x.t_kernel_s), fmt_us(x.t_launch_s))
     con.print(t)
-    b = plain_table(box_style="SIMPLE", title="bounds per launch (us, estimate): kernel time = "
-                                              "max(DRAM + latency, issue, pipes, shared, floor)")
-    for col in ("kernel", "bound", "us", "how"):
-        b.add_column(col, justify="right" if col == "us" else "left")
+    b = plain_table(box_style="SIMPLE", key=2,
+                    title="bounds per launch (us, estimate): kernel time = "
+                          "max(DRAM + latency, issue, pipes, shared, floor)")
+    for col in ("kernel", "bound", "us", "how"):  # how: a sentence, wrapped between words
+        b.add_column(col, justify="right" if col == "us" else "left", prose=col == "how")
     for x in e.launches:
         for bd in x.bounds.bounds:
             if bd.seconds or bd.name == x.limiter:
@@ -54,7 +55,7 @@ def render_estimate(e, con) -> None:
             b.add_row(x.kernel, "loop trips", "",
                       f"{', '.join(f'{t:g}' for t in x.code.trips)} ({x.code.trips_source})")
     con.print(b)
-    c = plain_table(box_style="SIMPLE", title="copies (estimate)")
+    c = plain_table(box_style="SIMPLE", title="copies (estimate)", key=2)
     for col in ("op", "buffer", "bytes", "host memory", "GB/s est", "us"):
         c.add_column(col, justify="left" if col in ("op", "buffer", "host memory") else "right")
     for x in e.transfers:
@@ -130,7 +131,7 @@ def render_comparison(cmp, con) -> None:
             if sa and sb:
                 row(f"{label} us (measured median)", sa.median * 1e-9, sb.median * 1e-9, fmt_us)
     con.print(t)
-    k = plain_table(box_style="SIMPLE", title="kernels (registers and spills from ptxas, "
+    k = plain_table(box_style="SIMPLE", key=2, title="kernels (registers and spills from ptxas, "
                                                "occupancy theoretical)")
     for col in ("side", "kernel", "regs", "spill bytes", "smem", "block", "occupancy",
                 "occupancy limit", "in flight", "kernel us (estimate)", "limited by"):

@@ -27,11 +27,11 @@ def render(report, con) -> None:
                   f"{target.sm_count} SMs)")
     with_block = [k for k in report.kernels if k.occupancy is not None]
     if with_block:
-        t = plain_table(pad_edge=False, title="theoretical occupancy per SM")
+        t = plain_table(pad_edge=False, title="theoretical occupancy per SM", key=2)
         for col in ("kernel", "arch", "regs", "smem", "block", "blocks", "warps",
                     "occupancy", "limited by"):
             t.add_column(col, justify="left" if col in ("kernel", "arch", "limited by")
-                         else "right", overflow="fold")
+                         else "right")
         for k in with_block:
             o = k.occupancy
             t.add_row(k.record.demangled, o.arch, str(o.registers),

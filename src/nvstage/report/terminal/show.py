@@ -32,10 +32,10 @@ _RIGHT = ("#", "size", "regs", "spill", "stack", "smem", "cmem", "lmem", "bar", 
           "lines")
 
 
-def _table(title: str, *cols: str):
-    t = plain_table(title=title, title_justify="left", pad_edge=False)
+def _table(title: str, *cols: str, key: int = 1):
+    t = plain_table(title=title, title_justify="left", pad_edge=False, key=key)
     for c in cols:
-        t.add_column(c, justify="right" if c.startswith(_RIGHT) else "left", overflow="fold")
+        t.add_column(c, justify="right" if c.startswith(_RIGHT) else "left")
     return t
 
 
@@ -79,7 +79,7 @@ def _fatbin(images, con, _listing) -> None:
     if not images:
         return
     t = _table("fatbin images", "#", "image", "kind", "arch", "size", "role", "section",
-               "PTX ISA", "kernels")
+               "PTX ISA", "kernels", key=2)
     for im in images:
         t.add_row(str(im.index), im.name, im.kind, im.arch, fmt_bytes(im.size), im.role,
                   im.section, im.ptx_version or "", str(len(im.kernels)) if im.kernels
@@ -92,10 +92,7 @@ def _resources(rows, con, _listing) -> None:
     show_final = any(not r.final for r in rows)
     cols = ["kernel", "arch", "regs", "spill st/ld", "stack", "smem", "cmem[0]", "lmem", "bar",
             "time (ms)"] + (["final"] if show_final else [])
-    t = _table("resources", *cols)
-    for c in t.columns:  # numbers never wrap; a long kernel name is cut with an ellipsis
-        c.no_wrap = True
-    t.columns[0].overflow, t.columns[0].max_width = "ellipsis", 48
+    t = _table("resources", *cols, key=2)
     for r in rows:
         spill = f"{fmt_known(r.spill_stores)}/{fmt_known(r.spill_loads)}"
         if r.spills:  # SASS alone cannot tell a spill from a local array's store
@@ -140,7 +137,7 @@ def _unknown_legend(rows) -> list[str]:
 
 
 def _sass(kernels, con, listing) -> None:
-    t = _table("SASS", "kernel", "arch", "image", "instructions", "top opcodes")
+    t = _table("SASS", "kernel", "arch", "image", "instructions", "top opcodes", key=2)
     for k in kernels:
         top = ", ".join(f"{op} {n}" for op, n in list(k.opcode_counts.items())[:6])
         t.add_row(k.demangled + ("" if k.is_entry else " (device function)"), k.arch,
