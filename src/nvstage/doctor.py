@@ -18,6 +18,40 @@ _PACKAGES = ("cuda-toolkit", "nvidia-cuda-nvcc", "cuda-core", "cuda-bindings", "
 _PROBE_KERNEL = "__global__ void nvstage_probe(float* x) { x[threadIdx.x] += 1.0f; }\n"
 
 
+@dataclass(frozen=True)
+class PathNvcc:
+    """The nvcc on PATH: what ``nvstage nvcc ARGS``, Make's ``NVCC = nvstage nvcc`` and CMake's
+    own search for a CUDA compiler run, whatever toolkit nvstage itself uses."""
+
+    path: str
+    version: str | None  # "13.0.88"; None when its --version says no release
+    script: bool  # a wrapper script, not an nvcc binary: its commands are never answered whole
+    same: bool  # the toolkit nvstage uses (the same file)
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "version": self.version, "script": self.script,
+                "same_toolkit": self.same}
+
+
+def path_nvcc(tk: Toolkit | None) -> PathNvcc | None:
+    """The nvcc on PATH, told apart from ``tk``'s; None where PATH has none."""
+    import os
+    import shutil
+
+    from nvstage.compiler.toolkit import tool_version
+    from nvstage.compiler.warm.nvcc_lookup import is_elf
+
+    found = shutil.which("nvcc")
+    if found is None:
+        return None
+    try:
+        script = not is_elf(os.path.realpath(found))
+    except OSError:
+        script = False
+    same = tk is not None and os.path.realpath(found) == os.path.realpath(tk.nvcc)
+    return PathNvcc(found, tk.version if same else tool_version(found), script, same)
+
+
 @dataclass
 class DoctorReport:
     toolkit: Toolkit | None
@@ -32,6 +66,7 @@ class DoctorReport:
     can_compile: bool
     packages: dict[str, str | None] = field(default_factory=dict)
     runtime_compilers: dict[str, str | None] = field(default_factory=dict)  # NVRTC, nvJitLink
+    on_path: PathNvcc | None = None  # the nvcc on PATH (nvstage nvcc's), None: PATH has none
 
     @property
     def can_run(self) -> bool:
@@ -52,6 +87,7 @@ class DoctorReport:
             "can_run": self.can_run,
             "runtime_compilers": self.runtime_compilers,
             "packages": self.packages,
+            "path_nvcc": None if self.on_path is None else self.on_path.to_json(),
         }
 
 
@@ -71,7 +107,8 @@ def diagnose(nvcc: str | None = None, *, trial_compile: bool = True) -> DoctorRe
     others = [(s, p) for s, p in all_candidates() if tk is None or Path(p).resolve()
               != Path(tk.nvcc).resolve()]
     return DoctorReport(tk, tk_err, others, host, probe(), gpus, nvml_note, nvml_driver, check,
-                        ok, {p: _version(p) for p in _PACKAGES}, _runtime_compilers())
+                        ok, {p: _version(p) for p in _PACKAGES}, _runtime_compilers(),
+                        path_nvcc(tk))
 
 
 def _runtime_compilers() -> dict[str, str | None]:

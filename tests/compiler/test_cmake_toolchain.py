@@ -72,7 +72,9 @@ def test_what_the_file_says(toolkit, tmp_path):
     # RULE_LAUNCH_LINK for the device links, links and archives: shell words, quoted.
     cmd = "[==[/my venv/bin/python;-S;-P;bare.py]==]"
     for line in (f"set(CMAKE_CUDA_COMPILER_LAUNCHER {cmd})",
-                 f"set(CMAKE_CXX_COMPILER_LAUNCHER {cmd})",
+                 # C and C++: nvstage, then a launcher given to cmake (ccache) if any
+                 f"set(CMAKE_${{_nvstage_lang}}_COMPILER_LAUNCHER {cmd} ${{_nvstage_given}})",
+                 "foreach(_nvstage_lang IN ITEMS CXX C)",
                  "set_property(GLOBAL PROPERTY RULE_LAUNCH_LINK "
                  "[==['/my venv/bin/python' -S -P bare.py]==])",
                  "get_property(_nvstage_in_try_compile GLOBAL PROPERTY IN_TRY_COMPILE)"):

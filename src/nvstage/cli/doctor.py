@@ -20,7 +20,11 @@ def doctor_cmd(
         "libcudart.so.13, ...). Use: cmake -DCMAKE_TOOLCHAIN_FILE=FILE.")] = None,
     launcher: Annotated[bool, typer.Option("--launcher", help="With --cmake-toolchain: nvstage "
         "in front of every compile, device link, link and archive, so the build record holds "
-        "the whole build.")] = False,
+        "the whole build. A C or C++ launcher given to cmake (-DCMAKE_CXX_COMPILER_LAUNCHER="
+        "ccache) runs after nvstage.")] = False,
+    print_nvcc: Annotated[bool, typer.Option("--print-nvcc", help="Print the path of the nvcc "
+        "nvstage uses (the pip wheels', unless --nvcc or $NVSTAGE_NVCC names another) and "
+        "nothing else: cmake -DCMAKE_CUDA_COMPILER=\"$(nvstage doctor --print-nvcc)\"")] = False,
 ) -> None:
     """Say what this machine can do: toolkit, host compiler, driver, GPUs.
 
@@ -40,12 +44,29 @@ def doctor_cmd(
           nvstage doctor --nvcc "$CUDA_HOME/bin/nvcc"
 
           nvstage doctor --cmake-toolchain nvstage.cmake --launcher
+
+          cmake -DCMAKE_CUDA_COMPILER="$(nvstage doctor --print-nvcc)" ...
     """
     from nvstage.doctor import diagnose
     from nvstage.report.terminal.console import data_console
     from nvstage.report.terminal.doctor import render, render_toolchain
 
     with handled(json_out):
+        if print_nvcc:
+            from nvstage.compiler.toolkit import find_toolkit
+            from nvstage.errors import UsageError
+
+            if cmake_toolchain is not None or launcher:
+                raise UsageError("--print-nvcc prints a path and does nothing else",
+                                 hint="run nvstage doctor --cmake-toolchain FILE apart")
+            tk = find_toolkit(nvcc)
+            if json_out:
+                emit_json({"nvcc": tk.nvcc, "source": tk.source, "version": tk.version})
+            else:
+                import sys
+
+                sys.stdout.write(tk.nvcc + "\n")
+            return
         if cmake_toolchain is not None or launcher:
             from nvstage.errors import UsageError
 

@@ -14,7 +14,10 @@ a launcher, so the build record holds the whole build: ``CMAKE_CUDA_COMPILER_LAU
 ``CMAKE_CXX_COMPILER_LAUNCHER`` and ``CMAKE_C_COMPILER_LAUNCHER`` (compiles) and the global
 property ``RULE_LAUNCH_LINK`` (device links, links, archives; CMake 4.4's
 ``CMAKE_CUDA_LINKER_LAUNCHER`` wraps neither ``nvcc -dlink`` nor the host link), outside
-CMake's own try-compile checks (``IN_TRY_COMPILE``).
+CMake's own try-compile checks (``IN_TRY_COMPILE``). A C or C++ launcher the user gave cmake
+(ccache: ``-DCMAKE_CXX_COMPILER_LAUNCHER=ccache`` or that variable in the environment) stays,
+after nvstage (``nvstage;ccache``): nvstage records the step, ccache caches it. CUDA's launcher
+is nvstage alone (nvstage is its cache).
 """
 
 from __future__ import annotations
@@ -141,8 +144,16 @@ def toolchain_text(nvcc: str, root: str, describe: str, *, launcher: list[str] |
                   "get_property(_nvstage_in_try_compile GLOBAL PROPERTY IN_TRY_COMPILE)",
                   "if(NOT _nvstage_in_try_compile)",
                   f"  set(CMAKE_CUDA_COMPILER_LAUNCHER {cmd})",
-                  f"  set(CMAKE_CXX_COMPILER_LAUNCHER {cmd})",
-                  f"  set(CMAKE_C_COMPILER_LAUNCHER {cmd})",
+                  "  # A C or C++ launcher given to cmake (-DCMAKE_CXX_COMPILER_LAUNCHER=ccache, "
+                  "or that variable", "  # in the environment) runs after nvstage, which "
+                  "records the step and caches nothing of it.",
+                  "  foreach(_nvstage_lang IN ITEMS CXX C)",
+                  '    set(_nvstage_given "$CACHE{CMAKE_${_nvstage_lang}_COMPILER_LAUNCHER}")',
+                  "    if(NOT _nvstage_given)",
+                  '      set(_nvstage_given "$ENV{CMAKE_${_nvstage_lang}_COMPILER_LAUNCHER}")',
+                  "    endif()",
+                  f"    set(CMAKE_${{_nvstage_lang}}_COMPILER_LAUNCHER {cmd} ${{_nvstage_given}})",
+                  "  endforeach()",
                   f"  set_property(GLOBAL PROPERTY RULE_LAUNCH_LINK {link})",
                   "endif()"]
     return "\n".join(lines) + "\n", missing

@@ -231,6 +231,24 @@ class BuildView:
         found = [u.kind for u in self.last_units]
         return {k: found.count(k) for k in steps.KINDS if k in found}
 
+    def nvccs(self) -> list[dict]:
+        """The nvccs the last build's nvcc commands ran, the most used first: its path, where
+        the launcher found it (``PATH``, ``pip wheels``, ``command``; None in older records),
+        its CUDA version (from a manifest; None where plain nvcc ran every command of it) and
+        how many commands it ran."""
+        rows: dict[str, dict] = {}
+        for u in self.last_units:
+            argv = u.entry.argv
+            if not steps.is_nvcc(argv):
+                continue
+            row = rows.setdefault(argv[0], {"nvcc": argv[0], "from": None, "version": None,
+                                            "commands": 0})
+            row["commands"] += 1
+            row["from"] = row["from"] or u.entry.nvcc_from
+            version = getattr(getattr(u.build, "toolkit", None), "version", None)
+            row["version"] = row["version"] or (version if isinstance(version, str) else None)
+        return sorted(rows.values(), key=lambda r: -r["commands"])
+
     # -- totals (the last build's) -------------------------------------------------------
 
     @property
@@ -334,7 +352,7 @@ class BuildView:
             "schema": SCHEMA, "record": self.folder, "started": self.started,
             "build": None if last is None else last.number,
             "builds": [b.to_json() for b in self.builds],
-            "steps": self.step_kinds(), "not_seen": self.not_seen(),
+            "steps": self.step_kinds(), "not_seen": self.not_seen(), "nvcc": self.nvccs(),
             "wall_seconds": round(self.wall_seconds, 6),
             "unit_seconds": round(self.unit_seconds, 6),
             "parallelism": None if self.parallelism is None else round(self.parallelism, 3),

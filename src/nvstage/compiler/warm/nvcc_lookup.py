@@ -74,24 +74,29 @@ def toolkit_nvcc(env, folders: list[str] | None = None) -> tuple[str, str] | Non
         for folder in folders:
             p = os.path.join(folder, sub, "nvcc")
             if executable(p):
-                return os.path.realpath(p), WHEELS
+                return p, WHEELS
     for var, sub in (("CONDA_PREFIX", "bin"), ("CUDA_PATH", "bin"), ("CUDA_HOME", "bin")):
         root = env.get(var)
         if root:
             p = os.path.join(root, sub, "nvcc")
             if executable(p):
-                return os.path.realpath(p), "$" + var
+                return p, "$" + var
             if var == "CUDA_PATH":  # cuda-pathfinder: CUDA_PATH, when set, hides CUDA_HOME
                 break
     return None
 
 
+def where(source: str) -> str:
+    """Where an nvcc came from, in words: "from PATH", "named by the command", "from the pip
+    wheels: PATH has no nvcc"."""
+    return {PATH: "from PATH", COMMAND: "named by the command"}.get(
+        source, f"from {'the ' * (source == WHEELS)}{source}: PATH has no nvcc")
+
+
 def said(nvcc: str, source: str, how: str) -> str:
     """The line ``$NVSTAGE_LAUNCHER_VERBOSE`` prints of a command: which nvcc ran it, found
     where, and how it went (a successful command prints nothing of nvstage's own without)."""
-    where = {PATH: PATH, COMMAND: "named by the command"}.get(
-        source, f"{source}; PATH has no nvcc")
-    return f"nvstage: nvcc {nvcc} ({where}): {how}\n"
+    return f"nvstage: nvcc {nvcc} ({where(source)}): {how}\n"
 
 
 def site_folders() -> list[str]:

@@ -28,6 +28,25 @@ def summary_line(view) -> str:
             f"stage cache hit rate {fmt_share(cache['stage_hit_rate'])}")
 
 
+def nvcc_line(view) -> str | None:
+    """Which nvcc the last build's nvcc commands ran, found where (``PATH``, the pip wheels
+    where PATH had none, named by the command), at which CUDA version."""
+    from nvstage.compiler.warm.nvcc_lookup import where
+
+    rows = view.nvccs()
+    if not rows:
+        return None
+
+    def one(r: dict) -> str:
+        about = ", ".join(x for x in (r["version"] and f"CUDA {r['version']}",
+                                      r["from"] and where(r["from"])) if x)
+        return r["nvcc"] + (f" ({about})" if about else "") + \
+            (f" for {r['commands']} command{'s' * (r['commands'] != 1)}" if len(rows) > 1
+             else "")
+
+    return "nvcc: " + "; ".join(map(one, rows))
+
+
 def since_line(view, changes) -> str | None:
     """How the last build differs from the one before (``record_diff.since_previous``)."""
     before = view.previous_build
@@ -71,6 +90,9 @@ def render_view(view, con, *, changes=None) -> None:
         notes(view.notes)
         return
     con.print(summary_line(view) + f"; record {view.folder}", markup=False, soft_wrap=True)
+    nvcc = nvcc_line(view)
+    if nvcc:
+        con.print(nvcc, markup=False, soft_wrap=True)
     since = since_line(view, changes)
     if since:
         con.print(since, markup=False, soft_wrap=True)

@@ -25,7 +25,8 @@ def render(r, con) -> None:
     lines = [f"toolkit: {r.toolkit.describe()}" if r.toolkit
              else f"toolkit: none ({r.toolkit_error})"]
     lines += [f"also found: {path} ({source}); choose it with --nvcc"
-              for source, path in r.other_toolkits]
+              for source, path in r.other_toolkits if source != "PATH"]
+    lines.append(path_line(r))
     lines.append(f"driver: {r.driver.reason}")
     for g in r.gpus:
         pcie = (f"PCIe gen{g.pcie_generation} x{g.pcie_width}"
@@ -39,6 +40,23 @@ def render(r, con) -> None:
     lines.append(f"run: {'yes' if r.can_run else 'no'} ({r.driver.reason})")
     for line in lines:
         con.print(line, markup=False)
+
+
+def path_line(r) -> str:
+    """What the nvcc on PATH is to the toolkit nvstage uses: ``nvstage nvcc ARGS`` (Make's
+    ``NVCC = nvstage nvcc``) and CMake's own search run PATH's first."""
+    p, tk = r.on_path, r.toolkit
+    if p is None:
+        return ("PATH: no nvcc; nvstage nvcc ARGS runs the toolkit above" if tk else
+                "PATH: no nvcc")
+    if p.same or tk is None:
+        return f"PATH: nvcc is {p.path}" + (", the toolkit above" if p.same else "")
+    release = f"CUDA {p.version}" if p.version else "its --version names no CUDA release"
+    script = ", a script: its commands are never answered whole from the cache" \
+        if p.script else ""
+    return (f"PATH: {p.path} is another toolkit's nvcc ({release}{script}); nvstage nvcc "
+            f"ARGS and CMake's own search run it, not CUDA {tk.version} above: name that one "
+            "(nvstage doctor --print-nvcc prints its path) or take the other off PATH")
 
 
 def render_toolchain(t) -> None:
@@ -56,6 +74,8 @@ def render_toolchain(t) -> None:
     if t.launcher:
         say("nvstage in front of every compile, device link, link and archive: "
             + " ".join(t.launcher), soft_wrap=True)
+        say("C and C++ compiles keep a launcher given to cmake, after nvstage "
+            "(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache: nvstage;ccache)", soft_wrap=True)
     import os
 
     say(f"use: cmake -DCMAKE_TOOLCHAIN_FILE={os.path.abspath(t.path)} ...", soft_wrap=True)
