@@ -21,7 +21,7 @@ WIDTHS = ("200", "80", "60", None)  # None: a pipe, $COLUMNS unset
 @pytest.fixture(scope="module")
 def builds(toolkit, kernels, tmp_path_factory):
     """Kept builds to show, diff and check: spill.cu as it is and with -maxrregcount=16 (two
-    builds that differ), multi.cu for sm_80 and sm_90 with PTX (an object with several
+    builds that differ, line by line too), multi.cu for sm_80 and sm_90 with PTX (an object with several
     images), and the fusion chain by nvcc (to diff against Triton's fused kernel)."""
     import shutil
 
@@ -33,8 +33,9 @@ def builds(toolkit, kernels, tmp_path_factory):
         shutil.copy(kernels / k, root)
     cubin = dict(archs=("sm_90",), stop="cubin", resource_usage=True)
     for name, options in (
-            ("spill", CompileOptions(**cubin, output="spill.cubin")),
-            ("spill16", CompileOptions(**cubin, maxrregcount=16, output="spill16.cubin")),
+            ("spill", CompileOptions(**cubin, lineinfo=True, output="spill.cubin")),
+            ("spill16", CompileOptions(**cubin, lineinfo=True, maxrregcount=16,
+                                       output="spill16.cubin")),
             ("multi", CompileOptions(gencodes=("arch=compute_80,code=sm_80",
                                                "arch=compute_90,code=[sm_90,compute_90]"),
                                      compile_only=True, output="multi.o")),
@@ -61,6 +62,8 @@ def _commands(root: Path, kernels: Path) -> dict[str, list]:
         "compile": ["compile", kernels / "vadd.cu", "--arch", "sm_90", "-o", "vadd"],
         "show": ["show", root / "multi.nvstage"],
         "diff": ["diff", root / "spill.nvstage", root / "spill16.nvstage"],
+        "diff-lines": ["diff", root / "spill.nvstage", root / "spill16.nvstage", "--kernel",
+                       "spill", "--lineinfo"],
         "diff-compilers": ["diff", root / "chain.nvstage", root / "fused.triton", "--block",
                            "256"],
         "diff-via": ["diff", kernels / "saxpy.cu", "--via", "nvcc,nvrtc", "--arch", "sm_90"],
@@ -143,9 +146,9 @@ def _atoms(t: PlainTable) -> set[str]:
     return atoms
 
 
-@pytest.mark.parametrize("name", ["compile", "show", "diff", "diff-compilers", "diff-via",
-                                  "compare", "model", "occupancy", "occupancy-sweep", "check",
-                                  "cache", "doctor"])
+@pytest.mark.parametrize("name", ["compile", "show", "diff", "diff-lines", "diff-compilers",
+                                  "diff-via", "compare", "model", "occupancy", "occupancy-sweep",
+                                  "check", "cache", "doctor"])
 def test_every_value_whole_at_every_width(name, cli, builds, kernels, workdir, monkeypatch,
                                           request):
     if name == "diff-compilers":
@@ -240,6 +243,24 @@ def test_prose_wraps_between_words_values_never():
     assert lines[3].startswith(" DRAM bandwidth   134.2") and len(max(lines, key=len)) <= 40
     how = " ".join(ln[len(" DRAM bandwidth"):].strip() for ln in lines[3:] if ln.strip())
     assert how == "134.2 MB over 3.90 TB/s achievable, measured on an H200"
+
+
+def test_stacked_prose_wraps_under_its_label():
+    t = plain_table(pad_edge=False, caption="a caption of several words, wider than the "
+                                            "console")
+    t.add_column("bound")
+    t.add_column("how", prose=True)
+    t.add_row("memory latency " + "x" * 30, "1 load in flight per warp x 64 warps per SM x "
+              "128 B = 8.0 KiB per SM against 10.8 KiB")
+    assert _render(t, 30).splitlines() == [
+        "memory latency xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        "  how: 1 load in flight per",
+        "       warp x 64 warps per SM",
+        "       x 128 B = 8.0 KiB per",
+        "       SM against 10.8 KiB",
+        "",
+        "a caption of several words,",
+        "wider than the console"]
 
 
 def test_a_value_longer_than_the_console_is_left_whole():

@@ -214,14 +214,15 @@ def render_lines(result, con, *, all_rows: bool = False) -> None:
                     f"{_fmt(result.peak_gpr[1], '')}, instructions {result.instructions[0]} -> "
                     f"{result.instructions[1]}", title_justify="left", pad_edge=False)
     for c in ("file:line", "source", "instr A", "instr B", "peak A", "peak B", ""):
+        # The source line wraps between its words where the console is narrow.
         t.add_column(c, justify="right" if c.startswith(("instr", "peak")) else "left",
-                     overflow="fold")
+                     prose=c == "source")
     for r in result.rows:
         if not (all_rows or r.changed):
             continue
         mark = ("rose" if r.rose else "fell" if r.fell else
                 f"only {r.side.upper()}" if r.side else "")
-        t.add_row(f"{r.file}:{r.line}", (r.text or "").strip()[:60], str(r.instructions[0]),
+        t.add_row(f"{r.file}:{r.line}", (r.text or "").strip(), str(r.instructions[0]),
                   str(r.instructions[1]), _fmt(r.peak_gpr[0], ""), _fmt(r.peak_gpr[1], ""),
                   mark)
     con.print(t)

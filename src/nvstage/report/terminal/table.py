@@ -18,8 +18,10 @@ everywhere in ``report.terminal``: this module is loaded when a table is made.""
 from __future__ import annotations
 
 import copy
+import re
 
 from rich import box
+from rich.cells import cell_len
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.table import Table
@@ -195,13 +197,29 @@ def _whole(console, options, text: Text):
 
 def _hanging(console, options, prefix: str, cell: Text):
     """A prose cell after its label, wrapped between words under its first word."""
-    lines = cell.wrap(console, max(20, options.max_width - len(prefix)), overflow="ignore")
-    for n, line in enumerate(lines):
+    for n, line in enumerate(_between_words(cell, options.max_width - len(prefix))):
         yield from _whole(console, options, Text(prefix if n == 0 else " " * len(prefix)) + line)
 
 
 def _prose(console, options, text, style: str):
     """A title or caption on its own lines, wrapped between words at the console's width."""
-    text = Text(text, style=style) if isinstance(text, str) else text.copy()
-    text.justify, text.overflow = "left", "ignore"
-    yield from console.render(text, options.update(justify="left", overflow="ignore"))
+    text = Text(text, style=style) if isinstance(text, str) else text
+    for line in _between_words(text, options.max_width):
+        yield from _whole(console, options, line)
+
+
+def _between_words(text: Text, width: int) -> list[Text]:
+    """``text``'s lines wrapped at ``width`` between words, a word wider than that alone on
+    its line and whole (rich's own wrapping would fold or crop it)."""
+    lines = []
+    for line in text.split("\n", allow_blank=True):
+        breaks, used = [], 0
+        for word in re.finditer(r"\S+\s*", line.plain):
+            if used and used + cell_len(word.group().rstrip()) > width:
+                breaks.append(word.start())
+                used = 0
+            used += cell_len(word.group())
+        for piece in line.divide(breaks):
+            piece.rstrip()
+            lines.append(piece)
+    return lines
