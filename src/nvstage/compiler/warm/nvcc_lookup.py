@@ -7,11 +7,13 @@ does. Where PATH has none, it runs the toolkit nvstage itself uses, found in
 (``nvidia/cu13/bin`` or ``nvidia/cuda_nvcc/bin`` in a site-packages folder on ``sys.path``,
 where cuda-pathfinder looks first), ``$CONDA_PREFIX/bin``, ``$CUDA_PATH`` or ``$CUDA_HOME``.
 
-Standard library only: a hit asks it first. With nvcc on PATH that is the one lookup the hit
-always made; without, a dozen stats more. What only cuda-pathfinder finds (a toolkit found
-through the libcudart the loader sees) the miss path asks it for (``launcher.find_nvcc``);
-a hit never sees such an nvcc, so its commands are misses, never wrong answers (the key names
-nvcc's real path).
+Standard library only: a hit asks it first, and the miss path asks the same, so both run one
+nvcc. With nvcc on PATH that is the one lookup a hit always made; without, a few stats more
+(about 40 us here). What only cuda-pathfinder finds (a toolkit root found through the
+libcudart the loader sees) the miss path asks it for (``launcher.find_nvcc``); a hit never
+sees such an nvcc, so its commands are misses, never wrong answers (the key names nvcc's real
+path). Under ``cli/bare.py`` (no ``site``) ``sys.path`` holds a virtual environment's
+site-packages only: wheels installed elsewhere (the user's folder) are again the miss path's.
 """
 
 from __future__ import annotations
