@@ -3,6 +3,7 @@ behind it (the local folder, remote servers); clear it; make a key pair for sign
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,6 +14,20 @@ from nvstage.cli.options import json_option
 
 
 def cache_cmd(
+    unit: Annotated[Optional[str], typer.Argument(metavar="[UNIT]",
+        help="With --explain: only the command whose object or source this names (its path, "
+             "or the end of it).", show_default=False)] = None,
+    explain: Annotated[Optional[Path], typer.Option("--explain", metavar="BUILD",
+        help="Why each command of the last build in BUILD (a build folder, or its "
+             ".nvstage-build) missed or fell back: the first part of its key that differs from "
+             "the earlier build of the same output (a word, a variable, a header, the "
+             "toolkit), or the fallback's reason.")] = None,
+    zero_stats: Annotated[bool, typer.Option("--zero-stats",
+        help="Zero the counters (hits, misses, each tier's figures); the entries stay.")
+    ] = False,
+    stop_server: Annotated[bool, typer.Option("--stop-server",
+        help="Stop the resident nvstage serving this cache folder (NVSTAGE_SERVER=1), if "
+             "one runs.")] = False,
     clear: Annotated[bool, typer.Option("--clear",
         help="Remove every entry and reset the counters (only in a folder nvstage made; "
              "running builds keep their scratch folders). A remote tier is not touched.")
@@ -24,8 +39,9 @@ def cache_cmd(
              "entries, and print its public key.")] = None,
     json_out: json_option("Print the figures as JSON.") = False,
 ) -> None:
-    """Show the stage cache: its folder, size, entries and hit rate over all builds, and
-    each tier (hits, misses, bytes moved, time spent, errors).
+    """Show the stage cache: its folder, size, entries and hit rate over all builds (since
+    --zero-stats), each tier (hits, misses, bytes moved, time spent, errors), and the resident
+    nvstage serving it, if one runs (its pid, since when, its idle timeout).
 
     nvstage compile reuses a stage's earlier outputs when its tool, arguments, environment
     and input files (headers included) are unchanged; --no-cache there turns it off.
@@ -48,24 +64,44 @@ def cache_cmd(
 
           nvstage cache --clear
 
+          nvstage cache --explain build
+
+          nvstage cache --stop-server
+
           nvstage cache --new-signing-key ci-signing.pem
     """
     from nvstage.compiler.cache.local import Cache
-    from nvstage.report.terminal.cache import cleared, render
+    from nvstage.errors import UsageError
+    from nvstage.report.terminal import cache as shown
     from nvstage.report.terminal.console import data_console, say
 
     with handled(json_out):
         if new_key is not None:
-            _new_key(new_key, json_out)
-            return
+            return _new_key(new_key, json_out)
+        if unit is not None and explain is None:
+            raise UsageError(f"{unit!r}: a unit is given with --explain BUILD only",
+                             hint=f"nvstage cache --explain BUILD {unit}")
+        if explain is not None:
+            from nvstage.compiler.explain import explain as why
+
+            return _out(why(explain, unit, cache_dir), json_out, shown.explain_lines)
         cache = Cache(cache_dir)
         if cache_dir is not None:
             cache.label = f"--dir {cache_dir}"
+        from nvstage.compiler.resident import running, stop
+
+        if stop_server:
+            pids = stop(str(cache.root), dict(os.environ))
+            return _out({"dir": str(cache.root), "stopped": pids}, json_out, shown.stopped_lines)
         # A file, or a folder nvstage did not make and mark, is refused with one line: its
         # entries/, notes/ or tmp/ are somebody else's, and it is no "empty cache" either.
         if clear:
-            say(cleared(cache.root, cache.clear()))
+            say(shown.cleared(cache.root, cache.clear()))
+        if zero_stats:
+            say(shown.zeroed(cache.root, cache.zero_stats()))
         info = cache.describe()
+        info["servers"] = [{k: v for k, v in s.items() if k != "lock"}
+                           for s in running(str(cache.root), dict(os.environ))]
         from nvstage.compiler.cache.remote.describe import describe
 
         tiers = describe(cache)
@@ -74,12 +110,20 @@ def cache_cmd(
         if json_out:
             emit_json(info)
             return
-        render(info, data_console(False))
+        shown.render(info, data_console(False))
+
+
+def _out(doc: dict, json_out: bool, lines) -> None:
+    """``doc`` as JSON, or as the lines ``lines(doc)`` gives."""
+    from nvstage.report.terminal.console import data_console
+
+    if json_out:
+        return emit_json(doc)
+    for line in lines(doc):
+        data_console(False).print(line, markup=False, soft_wrap=True)
 
 
 def _new_key(path: Path, json_out: bool) -> None:
-    import os
-
     from nvstage.compiler.cache.remote.signing import new_key_pair
     from nvstage.errors import UsageError
     from nvstage.report.terminal.console import data_console, say

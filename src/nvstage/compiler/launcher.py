@@ -353,4 +353,10 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
     _replay_output(build)
     entry.status = "ok"
     entry.build = build.to_json()  # what the cache stores is stored after the answer
+    # What the whole-command key is made of, taken as the entry's key is (after the build,
+    # the cache folder made: nvcc's variables are noted there): kept in the manifest, and so
+    # in every hit's entry replaying it, for ``nvstage cache --explain``.
+    from nvstage.compiler.explain import summary
+
+    entry.build["command_key"] = summary(nvcc, args, cwd, dict(os.environ))
     return 0

@@ -33,6 +33,7 @@ import os
 import select
 import signal
 import socket
+import stat
 import struct
 import sys
 import time
@@ -68,38 +69,108 @@ def ensure(root: str, env) -> None:
         pass
 
 
-def stop(root: str, env) -> bool:
-    """End the server for ``root`` (and this nvstage), if one runs: whether one did."""
-    path = client.socket_path(root, env)
+def stop(root: str, env) -> list[int]:
+    """End the servers for ``root`` (``running``: this nvstage's, and any other left running
+    for it): the pids of those that ran ([] when none did)."""
+    found = running(root, env)
+    for server in found:
+        _stop(server["lock"], server["pid"])
+    return [s["pid"] for s in found]
+
+
+def _stop(lock: str, pid: int) -> None:
+    """SIGTERM to the server ``pid`` holding ``lock``, and a wait (5 s at most) until it let
+    go of the lock: gone, its socket removed."""
     try:
-        fd = os.open(path + ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False  # nobody holds it: no server
-        except OSError:
-            pass
-        pid = int(os.read(fd, 32).split()[0])
         os.kill(pid, signal.SIGTERM)
-    except (OSError, ValueError, IndexError):
-        return False
-    finally:
-        os.close(fd)
+    except OSError:
+        return
     for _ in range(100):  # gone once its lock is let go
         try:
-            fd = os.open(path + ".lock", os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
-            return True
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return True
+            return
         except OSError:
             time.sleep(0.05)
         finally:
             os.close(fd)
-    return True
+
+
+_MAX_LOCK = 8192  # a lock file's text: the pid, when it started, its idle time, the folder
+
+
+def running(root: str, env) -> list[dict]:
+    """The resident servers that run for the cache folder ``root`` (``nvstage cache``): each
+    one's pid, when it started (Unix time), how long it waits idle before it leaves, its
+    socket, and whether it is this nvstage's (``current``: the one a launcher here asks; a
+    server of an nvstage since edited or upgraded leaves when idle). Found by their locks in
+    the user's socket folder, each held by a live process of this module (a lock nobody holds
+    is no server); [] when none runs."""
+    base = client.folder()
+    if not client.own_folder(base):
+        return []
+    mine = client.socket_path(root, env) + ".lock"
+    real = os.path.realpath(root)
+    try:
+        names = sorted(n for n in os.listdir(base) if n.endswith(".sock.lock"))
+    except OSError:
+        return []
+    out = []
+    for name in names[:256]:
+        lock = os.path.join(base, name)
+        got = _held(lock)
+        if got is None:
+            continue
+        pid, since, idle, served = got
+        if lock != mine and served != real:
+            continue  # another cache folder's (or an older server's, which names none)
+        out.append({"pid": pid, "since": since, "idle_s": idle, "socket": lock[:-len(".lock")],
+                    "lock": lock, "current": lock == mine})
+    return out
+
+
+def _held(lock: str) -> tuple[int, float, float | None, str | None] | None:
+    """(pid, started, idle seconds, cache folder) a server wrote into ``lock`` while it holds
+    it; None when nobody holds it, or its holder is no resident nvstage."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return None  # nobody holds it: no server
+        except OSError:
+            pass
+        text = os.read(fd, _MAX_LOCK).decode("utf-8", "surrogateescape")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    head, _, rest = text.partition("\n")
+    words = head.split()
+    try:
+        pid = int(words[0])
+        since = float(words[1]) if len(words) > 1 else st.st_mtime  # older servers: the pid only
+        idle = float(words[2]) if len(words) > 2 else None
+    except (ValueError, IndexError):
+        return None
+    # The pid is this module's process (its command line), not one that took the number since.
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read(1 << 16).split(b"\0")
+    except OSError:
+        return None
+    if pid <= 1 or b"nvstage.compiler.resident" not in argv:
+        return None
+    served = rest.split("\n", 1)[0] if rest else None
+    return pid, since, idle, served or None
 
 
 def main(argv: list[str]) -> int:
@@ -116,8 +187,15 @@ def main(argv: list[str]) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another server has it
+    try:
+        idle = float(env.get("NVSTAGE_SERVER_IDLE", _IDLE_S))
+    except ValueError:
+        idle = _IDLE_S
+    # Its pid first (what an older ``stop`` reads), when it started and its idle time, then the
+    # cache folder it serves (``running``: ``nvstage cache`` shows it).
     os.ftruncate(lock, 0)
-    os.write(lock, b"%d\n" % os.getpid())
+    os.write(lock, b"%d %.3f %s\n%s\n" % (os.getpid(), time.time(), repr(idle).encode(),
+                                          os.fsencode(os.path.realpath(root))))
     try:
         os.unlink(path)  # left by a server that was killed
     except FileNotFoundError:
@@ -144,10 +222,6 @@ def main(argv: list[str]) -> int:
     from nvstage.compiler.warm.answer import Memory
 
     memory = Memory()
-    try:
-        idle = float(env.get("NVSTAGE_SERVER_IDLE", _IDLE_S))
-    except ValueError:
-        idle = _IDLE_S
     helpers, beat = _helpers(hits, root, code, memory, lock, srv) if hits else ([], None)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     last = time.monotonic()

@@ -121,17 +121,35 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
     (nvcc is a wrapper script, a tool is missing, an options file that names another or is no
     small regular file) or when what it writes is more than the entry holds (gcc's
     $DEPENDENCIES_OUTPUT). The plan cache is keyed with it (``plancache.key``)."""
-    if side_env(env) is not None:
-        return None
+    parts = components(nvcc, args, cwd, env)
+    return None if isinstance(parts, str) else digest(parts)
+
+
+def digest(parts: list) -> str:
+    """The key of ``components``' parts."""
     h = fsio.sha256(SCHEMA.encode())
+    # repr of lists of str, int and None: one spelling per value, as JSON would give.
+    h.update(repr(parts).encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def components(nvcc: str, args: list[str], cwd: str, env) -> list | str:
+    """What ``key`` is a digest of, in order: nvcc's real path, the folder (and gcc's $PWD),
+    the words, the keyed environment (``ENV``, ``TOOL_ENV`` and nvcc's own names, each as
+    [name, value]), the toolkit's tools' stats, the options files' digests and the host
+    compilers' stats (``compiler/explain.py`` names the first that differs). A str where the
+    command has no key: why."""
+    var = side_env(env)
+    if var is not None:
+        return f"${var} has gcc write a dependency file of its own"
     # The words nvcc reads, for the files they name: the environment's flags around the
     # command's (their text is keyed with the environment; the files they name, here).
     words = [*_env_words(env, "NVCC_PREPEND_FLAGS"), *args,
              *_env_words(env, "NVCC_APPEND_FLAGS")]
     try:
         real = os.path.realpath(nvcc)
-        if not is_elf(real):
-            return None  # a wrapper script: what it reads (its variables, its files) is unknown
+        if not is_elf(real):  # a wrapper script: what it reads (its variables, files) is unknown
+            return f"{nvcc} is a script, not the toolkit's nvcc: what it reads is unknown"
         root = os.path.dirname(os.path.dirname(real))
         pwd = gcc_pwd(cwd, env)
         parts = [real, cwd if pwd == cwd else [cwd, pwd], args, [[k, env.get(k)] for k in ENV],
@@ -153,15 +171,14 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
                     # launcher reads no options file over 1 MiB).
                     data = fsio.read_or_none(os.path.join(cwd, n), 1 << 20, follow=True)
                     if data is None or b"-optf" in data or b"--options-file" in data:
-                        return None  # one level is keyed by content; deeper is the miss path's
+                        # one level is keyed by content; deeper is the miss path's
+                        return f"the options file {n} names another, or is no small file"
                     files.append([n, fsio.hexdigest(data)])
                     if b"ccbin" in data or b"compiler-bindir" in data:
                         opt_words += data.decode("utf-8", "surrogateescape").split()
         parts.append(files)
         parts.append([[c, _stat_or_none(c) if c else None]
                       for c in _host_compilers([*words, *opt_words], env)])
-    except (OSError, ValueError):
-        return None
-    # repr of lists of str, int and None: one spelling per value, as JSON would give.
-    h.update(repr(parts).encode("utf-8", "surrogateescape"))
-    return h.hexdigest()
+    except (OSError, ValueError) as e:
+        return f"a file the key reads cannot be read: {getattr(e, 'strerror', None) or e}"
+    return parts

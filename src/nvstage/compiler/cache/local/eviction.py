@@ -101,17 +101,50 @@ class Eviction(CacheFolder):
             total = self.totals()
             for k in _COUNTED:
                 setattr(total, k, getattr(total, k) + getattr(c, k))
+            doc = {k: getattr(total, k) for k in _COUNTED}
+            zeroed = self.zeroed()
+            if zeroed is not None:
+                doc["zeroed"] = zeroed
+            write_atomic(self.root / "stats.json", json.dumps(doc).encode(), self._tmp())
+
+    def _stats_doc(self) -> dict:
+        try:
+            d = json.loads(read_file(self.root / "stats.json", MAX_DOC_BYTES))
+        except (OSError, ValueError, RecursionError):
+            return {}
+        return d if isinstance(d, dict) else {}
+
+    def zeroed(self) -> float | None:
+        """When the counters were last zeroed (``zero_stats``: Unix time); None if never."""
+        when = self._stats_doc().get("zeroed")
+        ok = isinstance(when, (int, float)) and not isinstance(when, bool) and 0 <= when < 1e11
+        return float(when) if ok else None
+
+    def zero_stats(self) -> bool:
+        """Zero the counters (``stats.json``, the whole-command answers' ``inv/hits`` and each
+        tier's figures in ``tiers.json``) and keep every entry, noting when (ccache's
+        ``--zero-stats``). False when there is no cache; ``CacheError`` for a folder nvstage
+        did not make."""
+        if self.state("zero the counters of") == "new":
+            return False
+        with self._flock():
             write_atomic(self.root / "stats.json",
-                         json.dumps({k: getattr(total, k) for k in _COUNTED}).encode(),
-                         self._tmp())
+                         json.dumps({"zeroed": round(time.time(), 3)}).encode(), self._tmp())
+            # Appended to without a lock by each whole answer: one added meanwhile goes with it.
+            remove(self.root / WHOLE / HITS, self.root)
+            doc = self.tier_doc()
+            if "stats" in doc:
+                doc.pop("stats")
+                write_atomic(self.root / "tiers.json", json.dumps(doc).encode(), self._tmp())
+        return True
 
     def totals(self) -> Counters:
         """The counters over all builds (unsealed: they decide nothing); zero when missing
         or unreadable (a FIFO there is unreadable, not a wait)."""
         try:
-            d = json.loads(read_file(self.root / "stats.json", MAX_DOC_BYTES))
+            d = self._stats_doc()
             total = Counters(**{k: int(d.get(k, 0)) for k in _COUNTED})
-        except (OSError, ValueError, TypeError, AttributeError, RecursionError):
+        except (ValueError, TypeError, AttributeError):
             total = Counters()
         # The stages whole-command answers (``warm/answer.py``) stood for: one line per answer.
         try:
@@ -305,7 +338,7 @@ class Eviction(CacheFolder):
         entries = self.entries()
         return {"dir": str(self.root), "size": self.size(),
                 "max_size": self.max_bytes, "entries": len(entries),
-                "stats": self.totals().to_json()}
+                "stats": {**self.totals().to_json(), "zeroed": self.zeroed()}}
 
 
 def note_stored(root: str | os.PathLike, nbytes: int) -> None:
