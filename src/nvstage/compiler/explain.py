@@ -282,7 +282,7 @@ def _file_changes(was: dict, now: dict, source: str | None, cwd: str, *,
         shown = os.path.relpath(p, cwd) if p.startswith(cwd.rstrip("/") + "/") else p
         return f"{'source' if p == source else 'header'} {shown}"
 
-    when = " since (as it is now)" if as_now else ""
+    when = " (compared with the file as it is now)" if as_now else ""
     out = []
     for p, (size, sha) in was.items():
         if p in now and now[p][1] != sha:
@@ -319,7 +319,7 @@ def explain(path: str | os.PathLike, unit: str | None = None, cache_root: str | 
     runs = buildlog.builds_of(rec.entries)
     # nvcc's commands (a link it ran is no cached command: status "ran")
     nvcc = [e for e in rec.entries if steps.is_nvcc(e.argv) and e.status != "ran"]
-    doc: dict = {"schema": SCHEMA, "record": rec.folder, "build": None, "commands": 0,
+    doc: dict = {"schema": SCHEMA, "record": os.path.abspath(rec.folder), "build": None, "commands": 0,
                  "hits": 0, "missed": 0, "fell_back": 0, "failed": 0, "units": [],
                  "skipped": rec.skipped}
     if not runs:
@@ -358,17 +358,14 @@ def explain(path: str | os.PathLike, unit: str | None = None, cache_root: str | 
 
 
 def _name(e) -> str:
-    """The command's output as the build named it (relative to the folder it ran in)."""
-    out = e.output
-    if out is None:
-        return buildlog_text(e.argv)
-    return os.path.relpath(out, e.cwd) if out.startswith(e.cwd.rstrip("/") + "/") else out
-
-
-def buildlog_text(argv: list[str]) -> str:
+    """The command's output as the build named it (relative to the folder it ran in), else
+    the command itself."""
     from nvstage.compiler.buildlog import command_text
 
-    return command_text(argv, limit=200)
+    out = e.output
+    if out is None:
+        return command_text(e.argv, limit=200)
+    return os.path.relpath(out, e.cwd) if out.startswith(e.cwd.rstrip("/") + "/") else out
 
 
 def _named(entries: list, text: str) -> list:
