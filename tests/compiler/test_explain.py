@@ -99,6 +99,8 @@ def test_explain_names_the_word_the_header_and_the_variable(toolkit, tmp_path, c
     r = cli("cache", "--explain", str(tmp_path), "other.o")
     assert r.exit_code != 0 and "no nvcc command of the last build" in r.stderr
     assert "Traceback" not in r.output
+    r = cli("cache", "k.o")
+    assert r.exit_code != 0 and "a unit is given with --explain BUILD only" in r.stderr
 
 
 def test_a_key_recorded_in_an_entry_is_checked_before_it_is_used():

@@ -14,7 +14,7 @@ from nvstage.cli.options import json_option
 
 
 def cache_cmd(
-    unit: Annotated[Optional[str], typer.Argument(metavar="[UNIT]",
+    unit: Annotated[Optional[str], typer.Argument(metavar="UNIT",
         help="With --explain: only the command whose object or source this names (its path, "
              "or the end of it).", show_default=False)] = None,
     explain: Annotated[Optional[Path], typer.Option("--explain", metavar="BUILD",
