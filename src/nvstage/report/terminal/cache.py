@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nvstage.report.units import fmt_bytes, fmt_time
+from nvstage.report.units import fmt_bytes, fmt_time, plural
 
 
 def render(info: dict, con) -> None:
@@ -15,7 +15,7 @@ def render(info: dict, con) -> None:
                  f"size      {fmt_bytes(info['size'])} of {fmt_bytes(info['max_size'])}",
                  f"entries   {info['entries']}",
                  *_packed(info),
-                 f"hit rate  {rate} ({s['hits']} hits, {s['misses']} misses, "
+                 f"hit rate  {rate} ({plural(s['hits'], 'hit')}, {plural(s['misses'], 'miss', 'misses')}, "
                  f"{s['corrupt']} corrupt, {s['direct_hits']} without preprocessing{since})"):
         con.print(line, markup=False)
     for line in [*tier_lines(info.get("tiers")), *server_lines(info.get("servers"))]:
@@ -97,9 +97,10 @@ def tier_lines(tiers: list[dict] | None) -> list[str]:
         if t["tier"] is None:
             out += [f"problem   {p}" for p in t["problems"]]
             continue
-        line = (f"tier      {t['tier']}: {t['hits']} hits, {t['misses']} misses, "
+        line = (f"tier      {t['tier']}: {plural(t['hits'], 'hit')}, "
+                f"{plural(t['misses'], 'miss', 'misses')}, "
                 f"{fmt_bytes(t['bytes_read'])} read, {fmt_bytes(t['bytes_written'])} written, "
-                f"{fmt_time(t['seconds'], 's')}, {t['errors']} errors")
+                f"{fmt_time(t['seconds'], 's')}, {plural(t['errors'], 'error')}")
         if t["tier"] != "local":
             line += f", {t['rejected']} rejected"
         notes = [t[k] for k in ("signing", "read_only") if t.get(k)]
