@@ -352,11 +352,11 @@ class StageCache:
             run, warned = self._run_host(stage)
             if warned or not_cacheable([self.keys.paths.abs(p) for p in reads],
                                        assembles="-c" in stage.argv):
-                self._missed()
+                self._missed(run.seconds)
                 return run
         else:
             run = self._uncached(stage)
-        self._missed()
+        self._missed(run.seconds)
         if run.ok:
             # The stub's marker naming itself is the path's own doing only while nothing the
             # stage read spelt the path (a marker copied from an input is the input's).
@@ -394,7 +394,7 @@ class StageCache:
         depfile = os.path.join(self._scratch_dir(), f"{stage.index}.d")
         since = time.time_ns()
         run, warned = self._run_host(stage, ("-MD", "-MF", depfile))
-        self._missed()
+        self._missed(run.seconds)
         if run.ok and not warned:
             self._later(stage, self._record_direct, dkey, depfile, reads, since, search,
                         fixed, run, held)
@@ -550,12 +550,13 @@ class StageCache:
                 return hit
         return None
 
-    def _missed(self) -> None:
-        """A stage that runs: a miss in every tier asked."""
+    def _missed(self, seconds: float) -> None:
+        """A stage that ran for ``seconds``: a miss in every tier asked (and, to a remote
+        tier's budget, the work a hit there would have saved)."""
         self.count(misses=1)
         self._local(misses=1)
         if self.tiers is not None:
-            self.tiers.missed()
+            self.tiers.missed(seconds)
 
     def _restore_one(self, stage: Stage, key: str, started: float,
                      t: float) -> StageRun | None:

@@ -16,6 +16,34 @@ import time
 
 from nvstage.compiler.cache.remote.backend import Fault
 
+_caps = threading.local()
+
+
+class Cap:
+    """At most ``seconds`` for every operation this thread begins inside it (``with``): a
+    tier's budget (``budget.py``) when less than the operation timeout is left of it.
+    ``cut``: an operation was ended at it."""
+
+    __slots__ = ("_outer", "cut", "started", "until")
+
+    def __init__(self, seconds: float):
+        self.started = time.monotonic()
+        self.until = self.started + max(0.0, seconds)
+        self.cut = False
+        self._outer = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def __enter__(self):
+        self._outer = getattr(_caps, "cap", None)
+        _caps.cap = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _caps.cap = self._outer
+
+
 class Deadline:
     """Bounds one operation's whole time. A socket timeout only bounds each silence: a server
     that sends one byte per timeout would hold a build for as long as it likes. When the time
@@ -23,7 +51,7 @@ class Deadline:
     write blocked on it, TLS handshakes included; the caller then reports a timeout
     (``fired``)."""
 
-    __slots__ = ("_slot", "deadline", "done", "fired", "seconds")
+    __slots__ = ("_cap", "_slot", "deadline", "done", "fired", "seconds")
 
     def __init__(self, slot, seconds: float):
         self._slot = slot
@@ -31,6 +59,11 @@ class Deadline:
         self.deadline = time.monotonic() + seconds
         self.done = False
         self.fired = False
+        self._cap = getattr(_caps, "cap", None)
+        if self._cap is not None and self._cap.until < self.deadline:
+            self.deadline = self._cap.until  # the tier's budget ends it first
+        else:
+            self._cap = None
 
     def __enter__(self):
         _watchdog.arm(self)
@@ -44,6 +77,8 @@ class Deadline:
         if self.done:
             return
         self.fired = True
+        if self._cap is not None:
+            self._cap.cut = True
         sock = self._slot.sock
         if sock is not None:
             try:  # the plain socket's shutdown: an SSL socket's would need its own thread

@@ -3,8 +3,8 @@ whether it may be written, and how its entries are signed and checked; and its f
 
 Faults never fail a build. Each operation is bounded (``deadline.py``); a fault (down, killed,
 stopped, not the protocol) turns the tier off for the rest of the invocation, with one line
-(``notice``); a server that refuses writes (full) keeps serving reads, and the build stops
-writing to it. An object that is not an entry of ours (garbage in a key, a bad signature) is a
+(``notice``), and so does waiting on it past its budget (``budget.py``); a server that refuses
+writes (full) keeps serving reads, and the build stops writing to it. An object that is not an entry of ours (garbage in a key, a bad signature) is a
 rejected miss: the tier stays on, and a writer's fresh result replaces it. The backends are
 imported only when a tier is first used.
 """
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nvstage.compiler.cache.remote.backend import Backend, Fault, Refused
+from nvstage.compiler.cache.remote.budget import Budget, OverBudget
 from nvstage.compiler.cache.remote.objects import Rejected, object_name, pack, unpack
 from nvstage.errors import RemoteCacheError
 
@@ -98,7 +99,8 @@ class RemoteTier:
         self.writes_off: str | None = None
         self._backend = None
         self._lock = threading.Lock()
-        self.on_down: Callable[[RemoteTier, str], None] | None = None
+        # Told when the tier goes off (why; True: over its budget, not a fault).
+        self.on_down: Callable[[RemoteTier, str, bool], None] | None = None
 
     @property
     def writable(self) -> bool:
@@ -111,7 +113,7 @@ class RemoteTier:
                     self._backend = open_backend(self.spec)
         return self._backend
 
-    def turn_off(self, why: str, *, quiet: bool = False) -> None:
+    def turn_off(self, why: str, *, quiet: bool = False, slow: bool = False) -> None:
         with self._lock:
             if self.off:
                 return
@@ -119,7 +121,7 @@ class RemoteTier:
         if not quiet:
             notice(f"remote cache {self.label} is off for the rest of this build: {why}")
             if self.on_down is not None:
-                self.on_down(self, why)
+                self.on_down(self, why, slow)
 
     def _fault(self, e: Fault, stats: TierStats, writing: bool) -> None:
         stats.errors += 1
@@ -134,20 +136,22 @@ class RemoteTier:
             return
         self.turn_off(why)
 
-    def get(self, kind: str, keys: Sequence[str], stats: TierStats,
-            limit: int) -> tuple[str, dict, list[bytes]] | None:
+    def get(self, kind: str, keys: Sequence[str], stats: TierStats, limit: int,
+            budget: Budget | None = None) -> tuple[str, dict, list[bytes]] | None:
         """The first of ``keys`` this tier holds an acceptable object for: (key, document,
-        blobs); None when none (a fault turns the tier off and is a miss)."""
+        blobs); None when none (a fault, or waiting past ``budget``, turns the tier off and
+        is a miss)."""
         if self.off:
             return None
         t = time.perf_counter()
+        ask = budget.ask if budget is not None else _plain
         try:
             backend = self._open()
             names = [object_name(kind, k) for k in keys]
             many = getattr(backend, "get_many", None)
-            found = many(names, limit) if many is not None and len(names) > 1 else None
+            found = ask(many, names, limit) if many is not None and len(names) > 1 else None
             for n, key in enumerate(keys):
-                data = found[n] if found is not None else backend.get(names[n], limit)
+                data = found[n] if found is not None else ask(backend.get, names[n], limit)
                 if data is None:
                     continue
                 stats.bytes_read += len(data)
@@ -157,6 +161,9 @@ class RemoteTier:
                     stats.rejected += 1
                     continue
                 return key, doc, blobs
+            return None
+        except OverBudget as e:
+            self.turn_off(str(e), slow=True)
             return None
         except Fault as e:
             self._fault(e, stats, False)
@@ -168,15 +175,19 @@ class RemoteTier:
             stats.seconds += time.perf_counter() - t
 
     def put(self, kind: str, key: str, doc: dict, blobs: Sequence[bytes],
-            stats: TierStats) -> bool:
+            stats: TierStats, budget: Budget | None = None) -> bool:
         if not self.writable:
             return False
         t = time.perf_counter()
+        ask = budget.ask if budget is not None else _plain
         try:
             data = pack(kind, key, doc, blobs, self.signer)
-            self._open().put(object_name(kind, key), data)
+            ask(self._open().put, object_name(kind, key), data)
             stats.bytes_written += len(data)
             return True
+        except OverBudget as e:
+            self.turn_off(str(e), slow=True)
+            return False
         except Fault as e:
             self._fault(e, stats, True)
             return False
@@ -190,3 +201,7 @@ class RemoteTier:
         if self._backend is not None:
             self._backend.close()
             self._backend = None
+
+
+def _plain(call, *args):
+    return call(*args)

@@ -3,7 +3,10 @@ back to the local folder (what sccache calls multi-level).
 
 A tier found down is also marked down in the local folder for ``NVSTAGE_REMOTE_BACKOFF``
 seconds (60), so the next compile commands of a build (one process each, under a launcher)
-skip it without waiting again.
+skip it without waiting again. A tier that waited past its budget (``budget.py``) is marked
+off for the rest of its build (the build tool's run; where no build tool runs the commands,
+for the same backoff), and what each tier cost and stood for is added up over the build's
+commands there too ("budget": label -> build, waited, stake, last).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from collections.abc import Sequence
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES
 from nvstage.compiler.cache.local.notes import header_set
+from nvstage.compiler.cache.remote.budget import GAP_SECONDS, Budget
 from nvstage.compiler.cache.remote.config import Config, backoff_seconds, configured
 from nvstage.compiler.cache.remote.objects import MAX_OBJECT
 from nvstage.compiler.cache.remote.tier import RemoteTier, TierStats
+from nvstage.compiler.warm.build_record import build_identity
 
 _MAX_SETS = 8
 
@@ -34,26 +39,49 @@ class Tiers:
         self.local = TierStats()
         self.skipped: dict[str, str] = {}
         self.limit = min(MAX_OBJECT, max(cache.max_bytes, 1 << 20))
-        down = cache.tier_doc().get("down", {})
+        self.build = build_identity()
+        doc = cache.tier_doc()
+        down, spent = doc.get("down", {}), doc.get("budget", {})
         now = time.time()
         backoff = backoff_seconds()
+        self.budgets: dict[str, Budget] = {}
         for tier in self.remotes:
             mark = down.get(tier.label) if isinstance(down, dict) else None
-            if backoff and down_now(mark, now) and not tier.off:
-                self.skipped[tier.label] = f"found down by an earlier command: {mark.get('why')}"
+            if backoff and (down_now(mark, now) or self._ours(mark, now)) and not tier.off:
+                self.skipped[tier.label] = f"found {'too slow' if mark.get('build') else 'down'}" \
+                                           f" by an earlier command: {mark.get('why')}"
             tier.on_down = self._mark_down
+            before = spent.get(tier.label) if isinstance(spent, dict) else None
+            self.budgets[tier.label] = Budget(*_figures(before)) \
+                if self._ours(before, now) else Budget()
+
+    def _ours(self, mark, now: float) -> bool:
+        """Whether a mark the local folder keeps (a budget's figures, a tier marked too slow)
+        is this build's: named by the same build tool's run, or, with no build tool to name
+        it, written less than ``GAP_SECONDS`` ago by a command of the same process tree."""
+        if not isinstance(mark, dict) or self.build is None or mark.get("build") != self.build:
+            return False
+        if not self.build.startswith("process:"):
+            return True
+        last = mark.get("last")
+        return isinstance(last, (int, float)) and now - last <= GAP_SECONDS
 
     def _on(self) -> list[RemoteTier]:
         return [t for t in self.remotes if not t.off and t.label not in self.skipped]
 
-    def _mark_down(self, tier: RemoteTier, why: str) -> None:
+    def _mark_down(self, tier: RemoteTier, why: str, slow: bool = False) -> None:
+        """A tier found down, for the backoff; one found too slow (``slow``), for the rest of
+        this build too."""
         backoff = backoff_seconds()
         if not backoff:
             return
 
         def change(doc):
-            doc.setdefault("down", {})[tier.label] = {"until": time.time() + backoff,
-                                                     "why": why}
+            now = time.time()
+            mark = {"until": now + backoff, "why": why}
+            if slow and self.build is not None:
+                mark.update(build=self.build, last=now)
+            doc.setdefault("down", {})[tier.label] = mark
         try:
             self.cache.update_tier_doc(change)
         except OSError:
@@ -65,7 +93,7 @@ class Tiers:
         written into the local folder and its key returned (None: a miss everywhere)."""
         for tier in self._on():
             stats = self.stats[tier.label]
-            got = tier.get("entry", keys, stats, self.limit)
+            got = tier.get("entry", keys, stats, self.limit, self.budgets[tier.label])
             if got is None:
                 continue
             key, doc, blobs = got
@@ -77,13 +105,16 @@ class Tiers:
                 stats.rejected += 1
                 continue
             stats.hits += 1
+            self.budgets[tier.label].add_stake(doc.get("seconds"))  # what the hit saved
             return key
         return None
 
-    def missed(self) -> None:
-        """A stage that runs: a miss in every tier that is on."""
+    def missed(self, seconds: float = 0.0) -> None:
+        """A stage that ran for ``seconds``: a miss in every tier that is on, and the work a
+        hit there would have saved."""
         for tier in self._on():
             self.stats[tier.label].misses += 1
+            self.budgets[tier.label].add_stake(seconds)
 
     def push_entry(self, key: str) -> None:
         """Write the local entry under ``key`` to every tier that takes writes."""
@@ -95,7 +126,8 @@ class Tiers:
             return
         doc, blobs = got
         for tier in writers:
-            if tier.put("entry", key, doc, blobs, self.stats[tier.label]):
+            if tier.put("entry", key, doc, blobs, self.stats[tier.label],
+                        self.budgets[tier.label]):
                 self.stats[tier.label].stored += 1
 
     # -- header sets (the direct mode) ------------------------------------------------------
@@ -103,7 +135,8 @@ class Tiers:
         """Every header set the remote tiers hold for a direct key (checked as entries are)."""
         out: list[tuple[list[str], str, str]] = []
         for tier in self._on():
-            got = tier.get("direct", [dkey], self.stats[tier.label], MAX_DOC_BYTES)
+            got = tier.get("direct", [dkey], self.stats[tier.label], MAX_DOC_BYTES,
+                           self.budgets[tier.label])
             if got is None:
                 continue
             for s in _sets(got[1]):
@@ -119,9 +152,27 @@ class Tiers:
         doc = {"sets": [{"names": list(n), "digest": d, "shadow": sh}
                         for n, d, sh in sets[:_MAX_SETS]]}
         for tier in writers:
-            tier.put("direct", dkey, doc, [], self.stats[tier.label])
+            tier.put("direct", dkey, doc, [], self.stats[tier.label], self.budgets[tier.label])
 
     # -- figures ----------------------------------------------------------------------------
+    def add_spent(self, doc: dict) -> None:
+        """This command's waiting and work at stake, tier by tier, added to its build's in
+        the local folder's document (under its lock: commands of a build end at once). One
+        build's figures per tier: another build's replace them."""
+        if self.build is None:
+            return
+        spent = doc.get("budget")
+        if not isinstance(spent, dict):
+            spent = doc["budget"] = {}
+        now = time.time()
+        for label, budget in self.budgets.items():
+            if not (budget.waited or budget.stake):
+                continue
+            old = spent.get(label)
+            waited, stake = _figures(old) if self._ours(old, now) else (0.0, 0.0)
+            spent[label] = {"build": self.build, "waited": round(waited + budget.waited, 6),
+                            "stake": round(stake + budget.stake, 6), "last": now}
+
     def to_json(self) -> list[dict]:
         """This build's figures, tier by tier (the local folder first)."""
         out = [{"tier": "local", **self.local.to_json()}]
@@ -137,6 +188,15 @@ class Tiers:
                 d["read_only"] = tier.why_read_only
             out.append(d)
         return out
+
+
+def _figures(mark: dict) -> tuple[float, float]:
+    """(waited, stake) as the local folder keeps them for a build (malformed: nothing)."""
+    out = []
+    for name in ("waited", "stake"):
+        v = mark.get(name)
+        out.append(float(v) if isinstance(v, (int, float)) and 0 <= v < 1e9 else 0.0)
+    return out[0], out[1]
 
 
 def _sets(doc: dict) -> list[tuple[list[str], str, str]]:
@@ -171,6 +231,8 @@ def record(cache: Cache, tiers: Tiers | None, local: TierStats | None = None) ->
             total, builds = recorded_stats(stats.get(row["tier"]))
             total.add({k: v for k, v in row.items() if k != "tier"})
             stats[row["tier"]] = {**total.to_json(), "builds": builds + 1}
+        if tiers is not None:
+            tiers.add_spent(doc)
     cache.update_tier_doc(change)
 
 
