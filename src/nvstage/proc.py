@@ -71,8 +71,11 @@ def run(
         # *.lgenfe.bc) goes too. No plan names it (nvcc plans in the build's work folder), and
         # no cache key includes it.
         if tmpdir is None:
+            from nvstage.compiler.warm import leftovers
+
             with contextlib.suppress(OSError):  # unwritable $TMPDIR: the tool may not need one
                 tmp = tempfile.mkdtemp(prefix="nvstage-tool-")
+                leftovers.mark(tmp)  # its owner named: a later run removes it if killed
         if tmp is not None or tmpdir is not None:
             env = {**(os.environ if env is None else env), "TMPDIR": tmpdir or tmp}
         try:

@@ -163,9 +163,14 @@ def test_the_request_is_made_before_the_server_is_woken(monkeypatch, run_folder)
         def sendall(self, data):
             events.append("sent")
 
-        def recv(self, n):
+        def sendmsg(self, buffers, ancillary):  # the request, with the claim channel's end
+            events.append("sent")
+            return sum(len(b) for b in buffers)
+
+        def recv(self, n, flags=0):
             chunk = bytes(reply[:n])
-            del reply[:n]
+            if not flags:  # MSG_PEEK: looked at, left there
+                del reply[:n]
             return chunk
 
         def close(self):
@@ -173,7 +178,9 @@ def test_the_request_is_made_before_the_server_is_woken(monkeypatch, run_folder)
 
     real = sys.modules["_socket"]
     fake = types.SimpleNamespace(socket=Fake, AF_UNIX=real.AF_UNIX, SOCK_STREAM=real.SOCK_STREAM,
-                                 SOL_SOCKET=real.SOL_SOCKET, SO_PEERCRED=real.SO_PEERCRED)
+                                 SOL_SOCKET=real.SOL_SOCKET, SO_PEERCRED=real.SO_PEERCRED,
+                                 SCM_RIGHTS=real.SCM_RIGHTS, MSG_PEEK=real.MSG_PEEK,
+                                 SHUT_RD=real.SHUT_RD, socketpair=real.socketpair)
     monkeypatch.setitem(sys.modules, "_socket", fake)
     made = ask.pack
     monkeypatch.setattr(ask, "pack", lambda v: events.append("made") or made(v))

@@ -39,6 +39,7 @@ import sys
 import time
 
 from nvstage.compiler.warm import ask, resident as client
+from nvstage.errors import one_line
 
 _IDLE_S = 600
 _MAX_REQUEST = 64 << 20
@@ -173,24 +174,38 @@ def _held(lock: str) -> tuple[int, float, float | None, str | None] | None:
     return pid, since, idle, served or None
 
 
+_USAGE = ("usage: python -m nvstage.compiler.resident CACHE_FOLDER (start one) or --stop "
+          "CACHE_FOLDER (end it)")
+
+
+def _error(line: str, code: int = 2) -> int:
+    sys.stderr.write(f"error: {line}\n")
+    return code
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--stop"]:
-        return 0 if stop(argv[1], dict(os.environ)) else 1
+        if len(argv) != 2 or not argv[1].strip():
+            return _error(f"--stop takes the cache folder whose server to end; {_USAGE}")
+        if stop(argv[1], dict(os.environ)):
+            return 0
+        return _error(f"no resident nvstage runs for {one_line(argv[1])}", 1)
+    if len(argv) != 1 or not argv[0].strip() or argv[0].startswith("-"):
+        return _error(_USAGE)
     code = _code_files()  # first: code loaded after a change would be taken for the new
     root = argv[0]
     env = dict(os.environ)
     path = client.socket_path(root, env)
     if not client.own_folder(os.path.dirname(path), make=True):
         return 1
-    lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    lock = _open_lock(path + ".lock")
+    if lock is None:
+        return 1
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another server has it
-    try:
-        idle = float(env.get("NVSTAGE_SERVER_IDLE", _IDLE_S))
-    except ValueError:
-        idle = _IDLE_S
+    idle = idle_seconds(env)
     # Its pid first (what an older ``stop`` reads), when it started and its idle time, then the
     # cache folder it serves (``running``: ``nvstage cache`` shows it).
     os.ftruncate(lock, 0)
@@ -275,6 +290,61 @@ def main(argv: list[str]) -> int:
             pass
 
 
+_MAX_IDLE_S = 7 * 86400.0  # a week: past it, a value is taken for a mistake
+
+
+def idle_seconds(env) -> float:
+    """``NVSTAGE_SERVER_IDLE``: seconds (above 0, at most a week) a server waits for a command
+    before it leaves; anything else (not a number, nan, inf, 0 or less, more) is the default,
+    600: a setting never makes a server that stays for ever."""
+    import math
+
+    try:
+        idle = float(env.get("NVSTAGE_SERVER_IDLE", _IDLE_S))
+    except ValueError:
+        return _IDLE_S
+    return idle if math.isfinite(idle) and 0 < idle <= _MAX_IDLE_S else _IDLE_S
+
+
+def helper_count(env) -> int:
+    """``NVSTAGE_SERVER_HELPERS``: how many helpers answer hits beside the server, 0 to 7;
+    anything else (not a whole number, negative) is the default, one fewer than the cores
+    this process may run on (at most 7)."""
+    try:
+        default = min(7, max(0, len(os.sched_getaffinity(0)) - 1))
+    except (AttributeError, OSError):
+        default = 0
+    try:
+        n = int(env.get("NVSTAGE_SERVER_HELPERS", default))
+    except ValueError:
+        return default
+    return min(n, 7) if n >= 0 else default
+
+
+def _open_lock(name: str) -> int | None:
+    """The server's lock file, opened without following a link (one planted under its name
+    would have its target written with the pid): a link, a FIFO or anything but this user's
+    file there is removed, once, and the file made anew; None when it cannot be had."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    for _ in range(2):
+        try:
+            fd = os.open(name, flags, 0o600)
+        except OSError:
+            fd = None
+        if fd is not None:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+                return fd
+            os.close(fd)
+        try:
+            if stat.S_ISDIR(os.lstat(name).st_mode):
+                return None
+            os.unlink(name)  # the name itself, never what it points to
+        except OSError:
+            return None
+    return None
+
+
 def _same(path: str, ident) -> bool:
     """Whether ``path`` is still the file ``ident`` (a stat) was."""
     try:
@@ -308,10 +378,7 @@ def _helpers(hits: socket.socket, root: str, code: list, memory, *mine):
     process, or as soon as its code is not what it loaded (the next hit this process takes
     finds the same and leaves). ``NVSTAGE_SERVER_HELPERS`` sets how many. Returns their pids
     and a shared page where each writes when it last answered (the server's idle clock)."""
-    try:
-        n = int(os.environ.get("NVSTAGE_SERVER_HELPERS", len(os.sched_getaffinity(0)) - 1))
-    except (ValueError, AttributeError, OSError):
-        n = 0
+    n = helper_count(os.environ)
     hits.setblocking(False)  # a connection another process took first: EAGAIN, not a wait
     parent, pids = os.getpid(), []
     if n <= 0:
@@ -386,20 +453,56 @@ def _serve_hit(hits: socket.socket, root: str, code: list, memory) -> bool:
         conn, _ = hits.accept()
     except OSError:
         return True
+    claim = None
     with conn:
         try:
             conn.settimeout(5)
             if ask.peer_uid(conn) != os.getuid():
                 return True
-            req = ask.receive(conn)
+            req, claim = _receive(conn)
             if any(_stat(n) != st for n, st in code):
                 ask.send(conn, {"code": None})
                 return False
             who = client.peer(conn, str(req["cwd"]))
-            ask.send(conn, {"code": None} if who is None else _hit(req, root, memory, who))
+            if who is None or claim is None:
+                ask.send(conn, {"code": None})
+            elif _claim(claim, b"h"):  # else the client gave up on this server: not a byte
+                ask.send(conn, _hit(req, root, memory, who))
         except Exception:  # noqa: BLE001 - the client sees the socket close and runs it itself
             pass
+        finally:
+            if claim is not None:
+                claim.close()
     return True
+
+
+def _receive(conn: socket.socket):
+    """A hit's request (``ask.receive``'s message) and the claim channel sent with it (None
+    when none came)."""
+    head, fds, _, _ = socket.recv_fds(conn, 4, 1)
+    claim = socket.socket(fileno=fds[0]) if len(fds) == 1 else None
+    for fd in fds[1:] if claim is not None else fds:
+        os.close(fd)
+    try:
+        head += ask._exactly(conn, 4 - len(head)) if len(head) < 4 else b""
+        size = int.from_bytes(head, "big")
+        if size > ask.MAX_MESSAGE:
+            raise ValueError("a message over its limit")
+        return marshal.loads(ask._exactly(conn, size)), claim
+    except BaseException:
+        if claim is not None:
+            claim.close()
+        raise
+
+
+def _claim(claim: socket.socket, what: bytes) -> bool:
+    """Claim a client's request (``ask.claimed``): False when the client withdrew it (it runs
+    the command itself, and nothing here may write for it)."""
+    try:
+        claim.setblocking(False)
+        return claim.send(what, socket.MSG_NOSIGNAL) == len(what)
+    except OSError:
+        return False
 
 
 def _hit(req: dict, root: str, memory=None, who: tuple[int, int] | None = None) -> dict:
@@ -462,7 +565,7 @@ def _take(conn: socket.socket, root: str) -> int | None:
     conn.settimeout(10)
     if ask.peer_uid(conn) != os.getuid():
         return None
-    head, fds, _, _ = socket.recv_fds(conn, 4 + 65536, 64)
+    head, fds, _, _ = socket.recv_fds(conn, 4 + 65536, 65)
     try:
         size = int.from_bytes(head[:4], "big")
         if size > _MAX_REQUEST:
@@ -476,12 +579,12 @@ def _take(conn: socket.socket, root: str) -> int | None:
         req = marshal.loads(body)
         wanted = list(req["fds"])
         who = client.peer(conn, str(req["cwd"]))
-        if len(wanted) != len(fds) or who is None:
+        # The client's descriptors, then its claim channel (``ask.claimed``).
+        if len(wanted) + 1 != len(fds) or who is None:
             return None
         pid = os.fork()
         if pid == 0:
-            _child(conn, req, fds, wanted, who[1])  # never returns
-        conn.sendall(b"%d\n" % pid)
+            _child(conn, req, fds[:-1], wanted, who[1], fds[-1])  # never returns
         return pid
     finally:
         for fd in fds:
@@ -489,13 +592,18 @@ def _take(conn: socket.socket, root: str) -> int | None:
 
 
 def _child(conn: socket.socket, req: dict, fds: list[int], wanted: list[int],
-           ppid: int) -> None:
+           ppid: int, claim: int) -> None:
     code = 1
     try:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         for fd in _OWN:  # a stop waits for the lock; the next server binds the socket
             os.close(fd)
+        # Claimed by the child itself, its pid the claim: a server stopped since the fork
+        # does not keep the client from watching (and passing signals to) the child.
+        with socket.socket(fileno=claim) as ch:
+            if not _claim(ch, b"%d\n" % os.getpid()):
+                os._exit(0)  # withdrawn: the client runs the command itself
         conn.settimeout(None)
         # The client's descriptors at the numbers it had them (out of the way first).
         moved = [os.dup(fd) for fd in fds]

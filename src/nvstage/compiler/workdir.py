@@ -13,13 +13,13 @@ import fcntl
 import os
 import shutil
 import stat
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from nvstage.artifacts import kind_of_mode, shown_path as _shown
 from nvstage.compiler.record import Build, save_build
+from nvstage.compiler.warm import leftovers
 from nvstage.errors import UsageError
 
 
@@ -42,7 +42,10 @@ def work_folder(keep: str | os.PathLike | None, cwd: str,
         raise UsageError("the keep folder's name is empty",
                          hint="give a folder: --keep-dir build.nvstage (an unset variable?)")
     if keep is None:
-        work = Path(tempfile.mkdtemp(prefix=prefix))
+        # Marked with this process's identity: a run killed here leaves a folder that a
+        # later one removes (``leftovers``), now and then.
+        leftovers.now_and_then()
+        work = Path(leftovers.make(prefix))
         try:
             yield work
         finally:

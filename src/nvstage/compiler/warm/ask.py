@@ -69,10 +69,97 @@ def _own_folder(path: str) -> bool:
 
 def peer_uid(sock) -> int:
     """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
+    return peer_ids(sock)[1]
+
+
+def peer_ids(sock) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a Unix socket (``SO_PEERCRED``; a
+    client's peer is the process that listens: the server, not a helper it forked)."""
     import _socket
 
     creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # pid, uid, gid
-    return int.from_bytes(creds[4:8], sys.byteorder, signed=True)
+    return (int.from_bytes(creds[0:4], sys.byteorder, signed=True),
+            int.from_bytes(creds[4:8], sys.byteorder, signed=True))
+
+
+# The claim. A client sends, with its request, one end of a socket pair of its own; the server
+# writes on it (a byte for a hit, the child's pid for a command it runs) just before it writes
+# anything of the command's, and writes nothing if that fails. The client may give up only
+# by shutting its end for reading (``revoke``): the kernel orders that against the server's
+# write (one lock of the receiving socket), so either the claim is already there to be read
+# (the client waits for the answer, as before) or the write fails with EPIPE (the server
+# leaves the command alone). Never both write the same output; never a wait on a server that
+# does not move before it claimed.
+CLAIM_S = 2.0  # an unclaimed request this old: a server stuck (busy past reason, frozen)
+TICK_S = 0.05  # how often a waiting client looks whether the server was stopped
+STOPPED = ("T", "t")  # /proc/PID/stat's states of a stopped process (a signal, a debugger)
+
+
+def claim_pair():
+    """(the client's end, the end sent to the server) of a new claim channel."""
+    import _socket
+
+    return _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM, 0)
+
+
+def state(pid: int) -> str | None:
+    """The state letter of process ``pid`` (/proc/PID/stat: R, S, D, T, t, Z, ...); None when
+    it is gone or cannot be read."""
+    try:
+        fd = posix.open(f"/proc/{pid}/stat", posix.O_RDONLY | posix.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        text = posix.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        posix.close(fd)
+    rest = text.rpartition(b")")[2].split()  # the name (field 2) may hold anything
+    return rest[0].decode("ascii", "replace") if rest else None
+
+
+def revoke(mine) -> bytes | None:
+    """Withdraw a request: its claim if the server made one before this (the client then
+    waits for the answer), else None: from now on the server cannot claim it."""
+    import _socket
+
+    try:
+        mine.shutdown(_socket.SHUT_RD)
+    except OSError:
+        pass
+    return _take_claim(mine)
+
+
+def _take_claim(mine) -> bytes | None:
+    mine.setblocking(False)
+    try:
+        return mine.recv(64) or None
+    except OSError:  # nothing there (EAGAIN)
+        return None
+
+
+def claimed(sock, mine, server: int, bound: float = CLAIM_S) -> bytes | None:
+    """Wait for the server's claim on ``mine`` (returned) or for ``sock`` to be readable
+    (b"": an answer or the server's end came first). A server still unclaimed that is
+    stopped (SIGSTOP, a debugger; looked at every TICK_S) or after ``bound`` seconds: the
+    request is revoked, None (unless the claim came meanwhile)."""
+    import _socket
+
+    waited = 0.0
+    while True:
+        sock.settimeout(TICK_S)
+        try:
+            sock.recv(1, _socket.MSG_PEEK)
+            return b""
+        except TimeoutError:
+            pass
+        got = _take_claim(mine)
+        if got is not None:
+            return got
+        waited += TICK_S
+        if waited >= bound or state(server) in STOPPED:
+            return revoke(mine)
 
 
 def pack(value) -> bytes:
@@ -148,22 +235,36 @@ def ask(argv: list[str]) -> bool | _Missed | None:
         s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     except OSError:  # out of descriptors, no Unix sockets here: not asked
         return None
+    mine = theirs = None
     try:
+        try:
+            mine, theirs = claim_pair()
+        except OSError:
+            return None
         s.settimeout(1.0)
         try:
             s.connect(path)
         except OSError:
             return None  # no server (or a socket file left by one that ended)
         try:
-            if peer_uid(s) != posix.getuid():
+            server, uid = peer_ids(s)
+            if uid != posix.getuid():
                 return False  # nothing sent to a socket of another user
             s.settimeout(5.0)
-            s.sendall(request)
+            rights = theirs.fileno().to_bytes(4, sys.byteorder, signed=True)
+            sent = s.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights)])
+            if sent < len(request):  # (sendall of nothing to a server that answered: EPIPE)
+                s.sendall(request[sent:])  # the claim's end went with the first part
+            theirs.close()
+            # The server claims the command before it writes a thing of it (``claimed``):
+            # unclaimed, a stopped or stuck server is left alone and this process runs the
+            # command. Claimed, only its answer or its end (the socket closed: it wrote nothing
+            # more) lets this process go on; never a timeout, after which both could write
+            # the same output.
+            if claimed(s, mine, server) is None:
+                return False
         except (OSError, ValueError):
             return False
-        # Sent: the server may be writing the outputs. Only its answer, or its end (the
-        # socket closed: it wrote nothing more), lets this process go on; never a timeout,
-        # after which both could write the same output.
         s.settimeout(None)
         try:
             reply = receive(s)
@@ -171,6 +272,9 @@ def ask(argv: list[str]) -> bool | _Missed | None:
             return False
     finally:
         s.close()
+        for end in (mine, theirs):
+            if end is not None:
+                end.close()
     if not isinstance(reply, dict) or reply.get("code") != 0:
         return MISSED if isinstance(reply, dict) and reply.get("missed") is True else False
     for fd, text in ((1, reply.get("out")), (2, reply.get("err"))):

@@ -170,31 +170,49 @@ def delegate(argv: list[str], cwd: str, env, root: str) -> int | None:
     import _socket  # not socket: its import (enum, selectors) is 11 ms of every miss
 
     from nvstage import fsio
-    from nvstage.compiler.warm.ask import peer_uid
+    from nvstage.compiler.warm import ask
 
     path = socket_path(root, env)
     if not own_folder(os.path.dirname(path)):
         return None
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    mine = theirs = None
     try:
+        mine, theirs = ask.claim_pair()
         s.connect(path)
-        if peer_uid(s) != os.getuid():
+        server, uid = ask.peer_ids(s)
+        if uid != os.getuid():
             return None
         fds = passed_fds(env)
         request = marshal.dumps({"argv": list(argv), "cwd": cwd, "env": dict(env),
                                  "umask": fsio.umask(), "fds": fds})
         data = len(request).to_bytes(4, "big") + request
-        rights = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
+        # The claim channel's end last (``ask.claimed``): the server's child writes its pid
+        # there before it does anything of the command's.
+        rights = b"".join(fd.to_bytes(4, sys.byteorder, signed=True)
+                          for fd in [*fds, theirs.fileno()])
         sent = s.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights)])
-        s.sendall(data[sent:])  # the descriptors went with the first part
-        pid = _read_line(s)
-        if pid is None:
+        if sent < len(data):
+            s.sendall(data[sent:])  # the descriptors went with the first part
+        theirs.close()
+        pid = ask.claimed(s, mine, server)
+        if pid == b"":  # the server's end (it refused): claimed before, or never
+            pid = ask.revoke(mine)
+        if pid is None:  # unclaimed: a server stopped, stuck or refusing writes nothing
             return None
-        return _wait(s, int(pid))
+        code = _wait(s, int(pid))
+        if code is None:  # the child ended (killed) before it said: its work folders go
+            from nvstage.compiler.warm import leftovers
+
+            leftovers.sweep()
+        return code
     except (OSError, ValueError):
         return None
     finally:
         s.close()
+        for end in (mine, theirs):
+            if end is not None:
+                end.close()
 
 
 def _read_line(s) -> bytes | None:
@@ -209,8 +227,15 @@ def _read_line(s) -> bytes | None:
     return data[:-1]
 
 
+# A child seen stopped (SIGSTOP, not a debugger's stop) this long: it makes no progress, and
+# its client ends it (SIGKILL, which needs no cooperation) and runs the command itself.
+STOPPED_S = 2.0
+_LOOK_S = 0.25
+
+
 def _wait(s, pid: int) -> int | None:
-    """The child's exit status, passing it the signals that would end this process."""
+    """The child's exit status, passing it the signals that would end this process; None
+    when it ended before it said (killed), or was stopped STOPPED_S and ended here."""
     import _signal as signal  # not signal: its import (enum) is 5 ms of every miss
 
     def forward(signum, frame):
@@ -224,15 +249,45 @@ def _wait(s, pid: int) -> int | None:
         if signal.getsignal(sig) != signal.SIG_IGN:
             old[sig] = signal.signal(sig, forward)
     try:
-        while True:
-            try:
-                code = _read_line(s)
-                break
-            except InterruptedError:
-                continue
+        code = _watch(s, pid)
     finally:
         for sig, prev in old.items():
             signal.signal(sig, prev)
     if code is None:  # the child died before it could say: this process runs the command
         return None
     return int(code)
+
+
+def _watch(s, pid: int) -> bytes | None:
+    """The child's line (its exit status) on ``s``; None at its end without one. Looked at
+    every _LOOK_S: a child stopped STOPPED_S on end (signal state T) is killed, and its end
+    waited for (the socket closed: it writes nothing more)."""
+    from nvstage.compiler.warm.ask import state
+
+    stopped = 0.0
+    while True:
+        s.settimeout(_LOOK_S)
+        try:
+            import _socket
+
+            if s.recv(1, _socket.MSG_PEEK):
+                s.settimeout(None)
+                return _read_line(s)
+            return None  # its end
+        except TimeoutError:
+            pass
+        except InterruptedError:
+            continue
+        stopped = stopped + _LOOK_S if state(pid) == "T" else 0.0
+        if stopped >= STOPPED_S:
+            try:
+                os.kill(pid, 9)  # SIGKILL
+            except OSError:
+                pass
+            s.settimeout(None)
+            try:
+                while s.recv(4096):  # until it is gone
+                    pass
+            except OSError:
+                pass
+            return None
