@@ -30,8 +30,9 @@ def stage_table(build: Build):
 
 def _stage_table(build: Build, *, narrow: bool, tiny: bool):
     t = plain_table(pad_edge=False, key=2)
+    # One line a stage, its files a list that wraps between them (a file's name whole).
     cols = [("#", {"justify": "right"}), ("stage", {}), ("tool", {}), ("arch", {}),
-            ("inputs -> outputs", {}), ("size", {"justify": "right"}),
+            ("inputs -> outputs", {"prose": not narrow}), ("size", {"justify": "right"}),
             ("time", {"justify": "right"})]
     if tiny:
         del cols[3]

@@ -1,19 +1,18 @@
 """The one table every command prints, drawn so that it never loses data.
 
-A value (a name, a number, a file, "14 -> 32") is never cut and never broken across lines: a
-table whose values do not fit the width on one line each is drawn another way, in this order:
+A value (a name, a number, a file, "14 -> 32") is never cut and never broken across lines.
+The first of these that fits the console's width is drawn:
 
-1. as a table with every header on one line;
-2. as a table whose headers wrap between their words;
-3. each of the same two with the table's narrower variants (``narrower``: the stage table
-   puts each file on its own line), in order;
-4. as stacked records: each row a header naming its key (the first ``key`` cells), then one
+1. the table, every header on one line; then each of its ``narrower`` layouts (the same
+   cells laid out narrower: the stage table puts each file on its own line);
+2. the same, the headers wrapped between their words;
+3. stacked records: each row a line naming it by its ``key`` cells, then one
    ``column: value`` line for each further cell. A line longer than the width is left whole
    for the terminal to fold.
 
 Only a column declared ``prose`` (a sentence, not a value) wraps, and only between words.
-rich is imported by the caller (``console.plain_table``), as
-everywhere in ``report.terminal``: this module is loaded when a table is made."""
+This module is imported where a table is made (``console.plain_table``): rich stays out of
+the launcher and ``--help``."""
 
 from __future__ import annotations
 
@@ -132,9 +131,9 @@ class PlainTable(Table):
         above: list[Text] = [Text("")] * key
         for r in range(self.row_count):
             cells = [_as_text(c._cells[r]) for c in self.columns]
-            names = [cell if cell.plain.strip() else above[i] for i, cell in enumerate(cells[:key])]
+            names = [c if c.plain.strip() else above[i] for i, c in enumerate(cells[:key])]
             above = names
-            head = Text("  ", style="bold").join(n for n in names if n.plain.strip())
+            head = Text("  ").join(n for n in names if n.plain.strip())
             head.stylize("bold")
             yield from _whole(console, options, head)
             for i, (label, cell) in enumerate(zip(labels[key:], cells[key:]), start=key):
