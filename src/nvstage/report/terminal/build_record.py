@@ -130,7 +130,7 @@ def render_view(view, con, *, changes=None) -> None:
         t = plain_table(title="not staged", title_justify="left", pad_edge=False)
         t.add_column("unit")
         t.add_column("status")
-        t.add_column("why", overflow="fold")
+        t.add_column("why", prose=True)
         for u in others:
             t.add_row(u.name, u.state, u.reason or "")
         con.print(t)
@@ -138,9 +138,7 @@ def render_view(view, con, *, changes=None) -> None:
         t = plain_table(title="kernels", title_justify="left", pad_edge=False)
         for col in ("kernel", "arch", "unit", "regs", "spill st/ld", "smem", "bar",
                     f"occ@{view.block}", "best block"):
-            t.add_column(col, justify="left" if col in ("kernel", "arch", "unit") else "right",
-                         overflow="fold")
-        t.columns[0].overflow, t.columns[0].max_width = "ellipsis", 48
+            t.add_column(col, justify="left" if col in ("kernel", "arch", "unit") else "right")
         for k in view.kernels:
             r = k.record
             t.add_row(r.name, r.arch, view.units[k.unit].name, fmt_known(r.registers),

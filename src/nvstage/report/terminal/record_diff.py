@@ -78,13 +78,11 @@ def render(result, con, *, all_rows: bool = False) -> None:
     if rows:
         t = plain_table(title=f"kernels, A -> B (occupancy at {result.block} threads per "
                         "block)", title_justify="left", pad_edge=False)
-        t.add_column("kernel", overflow="fold")
-        for col in ("arch", "unit", ""):
-            t.add_column(col, no_wrap=True)
+        for col in ("kernel", "arch", "unit", ""):
+            t.add_column(col)
         shown = [m for m in KERNEL_METRICS if m != "spill_loads"]
         for m in shown:  # "512 -> 1024 +512" on one line
-            t.add_column("spill st/ld" if m == "spill_stores" else _LABELS[m], justify="right",
-                         no_wrap=True)
+            t.add_column("spill st/ld" if m == "spill_stores" else _LABELS[m], justify="right")
         for k in rows:
             t.add_row(k.name, k.arch, k.unit_name or k.unit.rsplit("/", 1)[-1],
                       "" if k.status == "same" else k.status,
@@ -99,7 +97,7 @@ def render(result, con, *, all_rows: bool = False) -> None:
         t = plain_table(title="units run again (or on one side alone)", title_justify="left",
                         pad_edge=False)
         for col in ("unit", "kind", "A", "B"):
-            t.add_column(col, overflow="fold")
+            t.add_column(col)
         for u in units:
             t.add_row(u.key, label(u.kind), _unit_cell(u.a), _unit_cell(u.b))
         con.print(t)
@@ -108,7 +106,7 @@ def render(result, con, *, all_rows: bool = False) -> None:
             t = plain_table(title="their stages", title_justify="left", pad_edge=False)
             for col, just in (("unit", "left"), ("stage", "left"), ("A", "right"),
                               ("B", "right")):
-                t.add_column(col, justify=just, overflow="fold")
+                t.add_column(col, justify=just)
             for u, s in stages[:MAX_STAGE_ROWS]:
                 t.add_row(u.name, s["stage"], _stage_cell(s["a"]), _stage_cell(s["b"]))
             con.print(t)
