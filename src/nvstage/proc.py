@@ -1,9 +1,22 @@
 """The only module that starts subprocesses: always from an argument list, never a shell.
 
-Every tool starts in a session (and process group) of its own, and is ended as a group: the
-programs it starts itself (nvcc's gcc, cc1plus, as) go with it. A group is ended on a timeout,
-when the code waiting for it is interrupted, when a ``tool_scope`` exits with an exception,
-and, inside ``handle_signals``, on SIGINT, SIGTERM and SIGHUP.
+Two kinds of tool, each placed as the tools it stands for place theirs:
+
+- ``run``'s (nvcc's stages, captured: stdin /dev/null, stdout and stderr piped) start in a
+  session and process group of their own, and are ended as a group: the programs one starts
+  itself (nvcc's gcc, cc1plus, as) go with it, and a terminal's ^C reaches nvstage alone,
+  which decides how the build ends (a stage that died of the ^C before nvstage saw it would
+  read as a failed stage). No terminal is theirs to read.
+- ``call``'s (the launcher's plain nvcc, with the user's streams) stay in the caller's process
+  group, as ccache keeps a compiler it waits for and nvcc keeps cicc and gcc: a signal to the
+  build's group (a terminal's ^C, ``timeout``, a CI runner's SIGKILL) reaches it and its
+  children as it would without nvstage, and what reads the terminal is in its foreground
+  group. nvstage ends it with its children (read from /proc) when it must.
+
+Both ask the kernel to SIGKILL them when nvstage dies (PR_SET_PDEATHSIG): a kill nvstage
+cannot catch (SIGKILL to it, to its group: ``run``'s are not in it) ends them too. A group is
+ended on a timeout, when the code waiting for it is interrupted, when a ``tool_scope`` exits
+with an exception, and, inside ``handle_signals``, on SIGINT, SIGTERM and SIGHUP.
 """
 
 from __future__ import annotations
@@ -81,12 +94,13 @@ def run(
         try:
             # Its own session: the terminal's Ctrl-C and hangup reach nvstage alone, which
             # ends the tool's whole group itself, and a tool never stops on terminal I/O.
+            # Killed with nvstage, which a group kill of the build reaches (not this group).
             p = subprocess.Popen(
                 argv, cwd=cwd, env=dict(env) if env is not None else None,
                 stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors=errors,
                 encoding=sys.getfilesystemencoding() if errors == "surrogateescape" else None,
-                shell=False, start_new_session=True)
+                shell=False, start_new_session=True, preexec_fn=_dies_with_us())
         except OSError as e:  # not found, not executable, not a program (ENOEXEC), ...
             raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
         _track(p, scope)
@@ -168,6 +182,103 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+_PR_SET_PDEATHSIG = 1
+_prctl: list = []  # libc's prctl, loaded once in the parent (a child must not import)
+
+
+def _dies_with_us() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking the kernel to SIGKILL the child when the thread that started
+    it ends: nvstage's death, by any signal (the thread waits for its child). None where
+    there is no prctl."""
+    if not _prctl:
+        try:
+            import ctypes
+
+            _prctl.append(ctypes.CDLL(None, use_errno=True).prctl)
+        except (ImportError, OSError, AttributeError):
+            _prctl.append(None)
+    prctl = _prctl[0]
+    if prctl is None or not sys.platform.startswith("linux"):
+        return None
+    parent = os.getpid()
+
+    def in_child() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # nvstage died before the request was made
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return in_child
+
+
+def _started(pid: int) -> int | None:
+    """``pid``'s start time (its /proc stat's 22nd field): a pid with another is another
+    process, one that took a free number."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _descendants(pid: int) -> list[tuple[int, int]]:
+    """(pid, start time) of ``pid``'s children, theirs, and so on, as /proc has them now."""
+    found, todo = [], [pid]
+    while todo and len(found) < 10_000:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as f:
+                    kids = [int(w) for w in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                started = _started(kid)
+                if started is not None:
+                    found.append((kid, started))
+                    todo.append(kid)
+    return found
+
+
+def _signal_tree(p: subprocess.Popen, sig: int) -> None:
+    """``sig`` to a tool in nvstage's own group and every process it started, those seen
+    before (since orphaned) included, each while its pid still names it."""
+    with _lock:
+        seen = dict(getattr(p, "nvstage_tree", ()))
+        if p.returncode is None:
+            seen.update(_descendants(p.pid))
+        p.nvstage_tree = seen
+    targets = [] if p.returncode is not None else [p.pid]
+    targets += [pid for pid, started in seen.items() if _started(pid) == started]
+    for pid in targets:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _ended_by_itself(p: subprocess.Popen, within: float) -> bool:
+    """Whether ``p`` ends within ``within`` seconds (unreaped: the waiting thread reaps it)."""
+    end = time.monotonic() + within
+    while True:
+        try:
+            if p.returncode is not None or os.waitid(
+                    os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+                return True
+        except ChildProcessError:  # reaped already
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.005)
+
+
+# How long a tool in nvstage's group is given to end by the signal that came to nvstage
+# before nvstage sends it its own: sent to the group (a ^C), it reached the tool too, and a
+# second one can cut the tool's tidying short.
+_SAME_SIGNAL_S = 0.1
+
+
 def _ask_to_end(p: subprocess.Popen) -> None:
     """Ask ``p``'s group to end, once, with the signal it tidies up on (``call``'s ``stop``;
     SIGTERM for the rest): a second one could cut its tidying short."""
@@ -175,7 +286,11 @@ def _ask_to_end(p: subprocess.Popen) -> None:
         if getattr(p, "nvstage_asked", False):
             return
         p.nvstage_asked = True
-    _signal_group(p.pid, getattr(p, "nvstage_stop", signal.SIGTERM))
+    stop = getattr(p, "nvstage_stop", signal.SIGTERM)
+    if getattr(p, "nvstage_own_group", True):
+        _signal_group(p.pid, stop)
+    elif not _ended_by_itself(p, _SAME_SIGNAL_S):
+        _signal_tree(p, stop)
 
 
 def _end(p: subprocess.Popen) -> None:
@@ -189,7 +304,10 @@ def _end(p: subprocess.Popen) -> None:
     finally:
         # Also the members that outlived the leader or ignored SIGTERM. The group id cannot
         # name a stranger by now: Linux hands out pids in turn, and never one a group uses.
-        _signal_group(p.pid, signal.SIGKILL)
+        if getattr(p, "nvstage_own_group", True):
+            _signal_group(p.pid, signal.SIGKILL)
+        else:
+            _signal_tree(p, signal.SIGKILL)
     p.wait()
 
 
@@ -275,20 +393,24 @@ def call(argv: Sequence[str], *, cwd: str | os.PathLike | None = None,
     """Run ``argv`` with this process's stdin, stdout and stderr (what it prints goes out as
     it prints it, byte for byte) and return its exit status: the launcher's plain nvcc.
 
-    Its own group too, ended with nvstage's tools on a signal: asked with ``stop`` (nvcc
-    removes its temporary files on SIGINT only), then SIGKILL. Once a group nvstage ended is
-    gone, ``leftovers(pid, started_ns)`` may remove what it left (its $TMPDIR is the user's,
-    not one of nvstage's as ``run`` gives). Raises ToolMissing when it cannot start."""
+    In nvstage's process group, as nvcc keeps its own tools: a signal to the build's group
+    reaches it and what it started, and it reads a terminal as it would without nvstage.
+    Ended with nvstage's tools on a signal (with every process it started, read from /proc:
+    nvcc ignores SIGINT while it waits for one): asked with ``stop`` (nvcc removes its
+    temporary files on SIGINT only), then SIGKILL. Once a tool nvstage ended is gone,
+    ``leftovers(pid, started_ns)`` may remove what it left (its $TMPDIR is the user's, not
+    one of nvstage's as ``run`` gives). Raises ToolMissing when it cannot start."""
     argv = [os.fspath(a) for a in argv]
     scope = _scope.get()
     _check(scope)
     started_ns = time.time_ns()
     try:
         p = subprocess.Popen(argv, cwd=cwd, env=dict(env) if env is not None else None,
-                             shell=False, start_new_session=True)
+                             shell=False, preexec_fn=_dies_with_us())
     except OSError as e:
         raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
-    p.nvstage_stop = stop  # before it is listed: a signal handler may end it from then on
+    # Before it is listed: a signal handler may end it from then on.
+    p.nvstage_stop, p.nvstage_own_group = stop, False
     _track(p, scope)
     try:
         while True:

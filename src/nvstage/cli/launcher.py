@@ -66,7 +66,11 @@ def _answered_here(argv: list[str]) -> bool:
 
     from nvstage.compiler.warm.answer import serve
 
-    return serve(argv, os.getcwd(), os.environ)
+    try:
+        cwd = os.getcwd()
+    except OSError:  # a folder since removed: no entry is of it (the miss runs plain nvcc)
+        return False
+    return serve(argv, cwd, os.environ)
 
 
 def with_site() -> None:

@@ -101,7 +101,20 @@ _answered: list[bool] = []
 
 
 def main() -> None:
+    if sys.stdin is None or sys.stdout is None or sys.stderr is None:  # cmd >&-
+        from nvstage.cli.transparent import hold_closed_streams
+
+        hold_closed_streams()
     code = run(sys.argv[1:])
+    if code < 0:  # a tool's death by a signal: nvstage's too
+        from nvstage.cli.transparent import exit_as
+
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except OSError:
+            pass
+        exit_as(code)
     if _answered:
         # A hit leaves nothing open: its files are written and closed. The interpreter's own
         # teardown (2 ms here) is a sixth of a hit, which a build pays per command.

@@ -13,18 +13,23 @@ def launch(argv: list[str]) -> tuple[int, bool]:
     """Run ``nvcc ARGS`` (``argv[0]`` names nvcc), a miss of the warm path: its exit status,
     and whether nvstage's own work is done when it returns (a resident's answer: nothing left
     to tidy up)."""
-    cwd = os.getcwd()
+    try:
+        cwd = os.getcwd()
+    except OSError:  # a folder since removed: run here, which runs plain nvcc there
+        cwd = None
     from nvstage.compiler.warm import resident
     from nvstage.compiler.warm.folder import cache_root
 
     root = cache_root(os.environ) if resident.enabled(os.environ) else None
-    if root is not None:
+    if root is not None and cwd is not None:
         code = resident.delegate(argv, cwd, os.environ, root)
         if code is not None:
             return code, True
     from nvstage.compiler.launcher import main as run_here
 
     code = run_here(argv)
+    if cwd is None:
+        return code, False
     start_resident()  # after: the launcher may have just made the cache folder
     return code, False
 

@@ -187,13 +187,18 @@ def _launch(argv: list[str]) -> int:
     from nvstage.errors import NvstageError
 
     t0, started = time.perf_counter(), time.time()
-    cwd = os.getcwd()
     found = find_nvcc(argv[0])
     args = argv[1:]
     if found is None:
         sys.stderr.write(not_found(argv[0]))
         return 127
     nvcc, nvcc_from = found
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        # Run from a folder since removed: plain nvcc runs there as it would (absolute
+        # paths work); there is no folder to key, stage in or keep the build record in.
+        return _plain(nvcc, args, None)
     entry = buildlog.Entry([nvcc, *args], cwd, started, 0.0, "fallback", 0, os.getpid(),
                            nvcc_from=nvcc_from)
     buildlog.ready(cwd)
@@ -270,7 +275,7 @@ def _replay_output(build) -> None:
     sys.stderr.flush()
 
 
-def _plain(nvcc: str, args: list[str], cwd: str) -> int:
+def _plain(nvcc: str, args: list[str], cwd: str | None) -> int:
     import signal
 
     from nvstage import proc

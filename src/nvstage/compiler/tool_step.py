@@ -13,8 +13,15 @@ byte), the same exit status, and death by the same signal. Nothing is cached.
 
 This is the path a link of a big project takes, so it stays light: the standard library and
 ``compiler/warm``'s record writer, no more. For that reason it starts its process itself
-(``os.posix_spawnp``) rather than through ``nvstage.proc``, whose imports cost more than the
-whole of this path.
+rather than through ``nvstage.proc``, whose imports cost more than the whole of this path.
+
+The tool stays in the process group nvstage was started in, as ccache keeps a compiler it
+waits for and as nvcc keeps cicc, ptxas and gcc: a signal sent to that group (a terminal's
+^C, ``timeout``, a CI runner's SIGKILL ending a job, a build tool stopping its jobs) reaches
+the tool as it would without nvstage, and a tool that reads the terminal is in its foreground
+group (in a group of its own, its first read stopped it: SIGTTIN). A signal sent to nvstage
+alone is passed on; a kill that nvstage cannot catch ends the tool too (PR_SET_PDEATHSIG,
+set in the child before it runs the tool).
 """
 
 from __future__ import annotations
@@ -24,11 +31,15 @@ import time
 
 from nvstage.compiler.warm.build_record import build_identity, entry_text, write_entry
 
-# Forwarded to the tool, which runs in a process group of its own: a signal sent to the
-# group nvstage is in (a terminal's ^C, a build tool stopping its jobs) reaches it once.
+# Passed on to the tool when nvstage alone is sent them (``kill PID``); one sent to the
+# group reaches the tool itself, and is not passed on a second time.
 _FORWARD = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 # What Python ignores at start and a plain exec would leave at its default.
 _DEFAULT = ("SIGPIPE", "SIGXFSZ")
+# How long a signal that came to nvstage waits to see the tool end by it (sent to the group,
+# it reached the tool too) before it is passed on: a second ^C can cut a tool's tidying short.
+_SAME_SIGNAL_S = 0.1
+PR_SET_PDEATHSIG = 1
 
 
 def on_path(name: str) -> bool:
@@ -58,42 +69,55 @@ def _environ() -> dict:
 
 
 def run_step(argv: list[str]) -> int:
-    """Run ``argv`` as a build step and record it; the exit status a shell would see (a
-    tool ended by a signal ends this process by the same signal)."""
+    """Run ``argv`` as a build step and record it; the exit status a shell would see, and
+    for a tool ended by a signal minus that signal (``subprocess``'s way: ``cli/main.py``
+    ends nvstage by the same signal)."""
     import _signal
 
     started, t0 = time.time(), time.perf_counter()
-    cwd = os.getcwd()
+    try:
+        cwd = os.getcwd()
+    except OSError:  # run from a folder since removed: the tool runs there all the same
+        cwd = None
     pending: list[int] = []
     child: list[int] = []
 
     def forward(signum, frame):
-        if child:
-            try:
-                os.kill(child[0], signum)
-            except OSError:
-                pass
-        else:
+        if not child:
             pending.append(signum)
+            return
+        end = time.monotonic() + _SAME_SIGNAL_S
+        while True:  # ended by it already (it came to the whole group): not sent again
+            try:
+                if os.waitid(os.P_PID, child[0], os.WEXITED | os.WNOHANG | os.WNOWAIT):
+                    return
+            except OSError:
+                return
+            if time.monotonic() >= end:
+                break
+            time.sleep(0.005)
+        try:
+            os.kill(child[0], signum)
+        except OSError:
+            pass
 
     signals = [getattr(_signal, n) for n in _FORWARD if hasattr(_signal, n)]
     for s in signals:
-        _signal.signal(s, forward)
-    try:
-        pid = os.posix_spawnp(argv[0], argv, _environ(), setpgroup=0,
-                              setsigdef=[getattr(_signal, n) for n in _DEFAULT
-                                         if hasattr(_signal, n)])
-    except OSError as e:
-        # As a shell says it: the step fails, and says why.
-        os.write(2, f"nvstage: cannot run {argv[0]!r}: {e.strerror or e}\n".encode(
+        if _signal.getsignal(s) != _signal.SIG_IGN:  # nohup's stays: the tool inherits it
+            _signal.signal(s, forward)
+    failed = _spawn(argv, _environ(), [getattr(_signal, n) for n in _DEFAULT
+                                       if hasattr(_signal, n)], child)
+    if failed is not None:
+        # As a shell says it, and with its status: 127 not found, 126 found but not run.
+        code = 127 if failed.errno in (errno_ENOENT, errno_ENOTDIR) else 126
+        os.write(2, f"nvstage: cannot run {argv[0]!r}: {failed.strerror or failed}\n".encode(
             "utf-8", "surrogateescape"))
-        _record(argv, cwd, started, time.perf_counter() - t0, 127,
-                f"cannot run {argv[0]}: {e.strerror or e}")
-        return 127
-    child.append(pid)
+        _record(argv, cwd, started, time.perf_counter() - t0, code,
+                f"cannot run {argv[0]}: {failed.strerror or failed}")
+        return code
     for s in pending:
         forward(s, None)
-    _, status = os.waitpid(pid, 0)
+    _, status = os.waitpid(child[0], 0)
     seconds = time.perf_counter() - t0
     code = os.waitstatus_to_exitcode(status)
     signum = -code if code < 0 else None
@@ -101,16 +125,75 @@ def run_step(argv: list[str]) -> int:
     _record(argv, cwd, started, seconds, shown,
             None if code == 0 else f"killed by signal {signum}" if signum
             else f"exited with {code}")
-    if signum:
-        for s in signals:
-            _signal.signal(s, _signal.SIG_DFL)
-        _signal.signal(signum, _signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-    return shown
+    return code
 
 
-def _record(argv: list[str], cwd: str, started: float, seconds: float, code: int,
+errno_ENOENT, errno_ENOTDIR = 2, 20  # Linux's numbers (no errno module to load for two)
+
+
+def _spawn(argv: list[str], env: dict, defaults: list, child: list) -> OSError | None:
+    """Start ``argv`` (looked up on PATH as a shell does) in this process's group, its pid
+    put in ``child``; the error that kept it from running, if one did.
+
+    fork and exec rather than posix_spawn: the child first asks to be killed when nvstage
+    dies (PR_SET_PDEATHSIG: a SIGKILL to nvstage alone, which it cannot pass on). The
+    request holds while the thread that forked lives: here the only one, which waits."""
+    parent = os.getpid()
+    r, w = os.pipe2(os.O_CLOEXEC)  # the exec's error, if any; closed by a good exec
+    try:
+        pid = os.fork()
+    except OSError as e:
+        os.close(r)
+        os.close(w)
+        return e
+    if pid == 0:  # the child: nothing here may return into nvstage
+        try:
+            os.close(r)
+            import _signal
+
+            for s in defaults:
+                _signal.signal(s, _signal.SIG_DFL)
+            try:
+                import ctypes
+
+                ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
+            except Exception:  # no ctypes, no libc: the tool runs all the same
+                pass
+            if os.getppid() != parent:  # nvstage died before the request was made
+                os._exit(128 + _signal.SIGKILL)
+            os.execvpe(argv[0], argv, env)
+        except OSError as e:
+            try:
+                os.write(w, str(e.errno or 0).encode() + b"\0" + os.fsencode(
+                    e.strerror or str(e)))
+            finally:
+                os._exit(127)
+        except BaseException:
+            pass
+        os._exit(127)
+    os.close(w)
+    child.append(pid)
+    try:
+        said = b""
+        while True:
+            chunk = os.read(r, 4096)
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(r)
+    if not said:
+        return None
+    os.waitpid(pid, 0)
+    child.clear()
+    number, _, text = said.partition(b"\0")
+    return OSError(int(number or 0), os.fsdecode(text))
+
+
+def _record(argv: list[str], cwd: str | None, started: float, seconds: float, code: int,
             reason: str | None) -> None:
+    if cwd is None:  # no folder to say it ran in, nor to find the build record from
+        return
     try:
         text = entry_text([("argv", argv), ("cwd", cwd), ("started", started),
                            ("seconds", round(seconds, 6)),
