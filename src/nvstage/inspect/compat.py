@@ -44,9 +44,31 @@ class Verdict:
     driver: str | None = None  # "13.0", as given
     reasons: tuple[str, ...] = field(default=())  # why the other images were passed over
     why_unknown: str = ""  # with UNKNOWN: what there was to judge
+    # An executable's CUDA runtime (``cudart.RuntimeNeed``) and, with a driver named, whether
+    # that driver starts it (``cudart.RuntimeVerdict``): ``runs`` already includes it.
+    runtime: object = None
+    runtime_verdict: object = None
 
     def explain(self) -> str:
-        """One sentence a user can act on."""
+        """One sentence a user can act on (two when the runtime has its own say)."""
+        images = self._explain_images()
+        rv = self.runtime_verdict
+        if rv is not None:
+            if rv.runs is False:
+                return (f"Will not run on {self.gpu} with a {self.driver} driver: {rv.text}. "
+                        f"(Images: {images})")
+            if rv.runs is None:
+                return (f"Cannot tell whether it runs on {self.gpu}: {rv.text}. "
+                        f"(Images: {images})")
+            return f"{images} Runtime: {rv.text}."
+        if self.runtime is not None and self.runtime.linkage != "none":
+            need = self.runtime
+            drv = (f"a driver of CUDA {need.major} or newer" if need.major is not None
+                   else "a driver nvstage cannot name")
+            return f"{images} It needs {need.describe()}: {drv} (give --driver to check)."
+        return images
+
+    def _explain_images(self) -> str:
         img = self.image
         if self.how == UNKNOWN:
             return f"Cannot tell whether it runs on {self.gpu}: {self.why_unknown}"
@@ -74,6 +96,10 @@ class Verdict:
             "gpu_arch": self.gpu_arch,
             "driver": self.driver,
             "reasons": list(self.reasons),
+            "runtime": None if self.runtime is None else {
+                **self.runtime.to_json(),
+                "runs": None if self.runtime_verdict is None else self.runtime_verdict.runs,
+                "why": None if self.runtime_verdict is None else self.runtime_verdict.text},
             "explain": self.explain(),
         }
 
@@ -228,3 +254,26 @@ def will_it_run(images: list[FatbinImage], gpu: str | GpuSpec,
     elif not any(i.kind == "ptx" for i in pool):
         reasons.append("there is no PTX to JIT-compile")
     return verdict(False, NONE, None)
+
+
+def with_runtime(verdict: Verdict, need, gpu: str | GpuSpec) -> Verdict:
+    """``verdict`` (the images') joined with the CUDA runtime an executable needs
+    (``cudart.RuntimeNeed``): with a driver named, a runtime it refuses is a "no" and one
+    nvstage cannot read a "cannot tell", whatever the images say."""
+    from dataclasses import replace
+
+    from nvstage.inspect.cudart import runtime_runs
+
+    if need is None:
+        return verdict
+    if verdict.driver is None:
+        return replace(verdict, runtime=need)
+    spec = gpu if isinstance(gpu, GpuSpec) else resolve_gpu(gpu)
+    data_center = None if spec.display_name == "" else "GeForce" not in spec.display_name
+    rv = runtime_runs(need, parse_driver(verdict.driver), data_center=data_center)
+    runs = verdict.runs
+    if rv.runs is False or runs is False:
+        runs = False
+    elif rv.runs is None:
+        runs = None
+    return replace(verdict, runs=runs, runtime=need, runtime_verdict=rv)

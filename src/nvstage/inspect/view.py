@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nvstage.errors import UsageError
+from nvstage.errors import NvstageError, UsageError
 
 SECTIONS = ("ptx", "sass", "resources", "fatbin")
 # Asked for by name only (or by --lineinfo with --kernel): two more disassemblies per cubin.
@@ -356,12 +356,36 @@ def will_it_run(data: dict, kind: str, artifact, gpu: str, driver: str | None, *
     elif not images and build is not None and not partial:
         images = _images_of_build(build)
     verdict = compat.will_it_run(images, gpu, driver)
+    verdict = compat.with_runtime(verdict, _runtime_of(kind, artifact, build), gpu)
     if partial and not images:
         # No fatbin because the build stopped before making one: that says nothing about
         # what a whole build would hold, so no verdict blames an image never built.
         return replace(verdict, runs=None, how=compat.UNKNOWN, image=None, reasons=(),
                        why_unknown=f"the build {_stopped(partial)} before any fatbin was made")
     return verdict
+
+
+def _runtime_of(kind: str, artifact, build):
+    """The CUDA runtime an executable needs (``cudart.RuntimeNeed``): the file shown, or a
+    build's output when that is an executable; None for anything else."""
+    from nvstage.artifacts import read_regular
+    from nvstage.inspect.cudart import runtime_needed
+    from nvstage.inspect.fatbin import kind_of_file
+
+    path = Path(artifact)
+    if kind == "build":
+        out = getattr(build, "output", None)
+        if not out or build.status != "ok":
+            return None
+        path = Path(build.cwd, out)
+        try:
+            if not path.is_file() or kind_of_file(path) != "executable":
+                return None
+        except (OSError, NvstageError):  # damaged or gone: the images' verdict stands alone
+            return None
+    elif kind != "executable":
+        return None
+    return runtime_needed(read_regular(path), str(path))
 
 
 def _stopped(status: str) -> str:
