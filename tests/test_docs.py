@@ -209,6 +209,15 @@ def test_settings_page_lists_every_variable():
     assert read and not read - listed, f"not on docs/settings.md: {sorted(read - listed)}"
 
 
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.name)
+def test_fences_are_whole(path):
+    """A fence line is ``` and at most a language word: text after a closing fence makes
+    Markdown run the code block on to the end of the page."""
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            assert re.fullmatch(r"\s*```\w*", line), f"{path.name} line {n}: {line!r}"
+
+
 def test_every_page_is_in_the_manual():
     """mkdocs.yml's navigation holds every page of docs/, and README links each."""
     nav = (ROOT / "mkdocs.yml").read_text()

@@ -19,7 +19,8 @@ def show_cmd(
         "folder (TRITON_CACHE_DIR: every kernel in it, read as data).",
         show_default=False)],
     sections: Annotated[Optional[str], typer.Option("--sections", "-s", metavar="SECTIONS",
-        help="Comma list of ptx, sass, resources, fatbin (or all). Default: what applies."
+        help="Comma list of ptx, sass, resources, fatbin, lines (with --kernel K --lineinfo: the "
+        "line view alone), or all. Default: what applies."
         )] = None,
     kernel: Annotated[Optional[str], typer.Option("--kernel", "-k",
         help="Only this kernel (mangled, demangled, or the bare name). In a build record: "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from nvstage.check.gate import UNMATCHED_WORDS, CheckResult, fmt_value
+from nvstage.report.units import plural
 
 
 def _gh_data(text: str) -> str:
@@ -56,8 +57,8 @@ def github_annotations(result: CheckResult, *, base: str | None = None) -> str:
 def summary_line(result: CheckResult) -> str:
     n, failed = len(result.violations), len(result.failed_units)
     if result.passed:
-        return f"passed: {result.checked} limits checked, no violations"
-    line = f"failed: {n} violation{'s' if n != 1 else ''} of {result.checked} limits checked"
+        return f"passed: {plural(result.checked, 'limit')} checked, no violations"
+    line = f"failed: {plural(n, 'violation')} of {plural(result.checked, 'limit')} checked"
     if failed:
         line += (f"; {failed} translation unit{'s' if failed != 1 else ''} not checked: "
                  f"{'their' if failed != 1 else 'its'} last build failed")
