@@ -209,14 +209,19 @@ def test_a_failing_stage_is_said_and_kept(triton_kit, toolkit, tmp_path):
     assert doc["status"] == "failed" and doc["stages"][0]["returncode"] == 1
 
 
-def test_an_import_error_is_one_line(triton_kit, toolkit, tmp_path):
-    from nvstage.compiler.triton import TritonOptions, compile_triton
+def test_the_module_is_not_run_and_bad_python_is_one_line(triton_kit, toolkit, tmp_path):
+    from nvstage.compiler.triton import TritonOptions, compile_triton, parse_signature
 
     src = tmp_path / "broken.py"
-    src.write_text("raise RuntimeError('no\\nway')\n")
+    src.write_text("import triton\nraise RuntimeError('no')\n\n\n@triton.jit\n"
+                   "def k(x):\n    pass\n")
+    build = compile_triton(src, TritonOptions("k", parse_signature("x:*fp32"), arch="sm_80"),
+                           toolkit=toolkit)  # the raise is the module's, never run
+    assert build.status == "ok"
+    src.write_text("def k(:\n")
     with pytest.raises(UsageError) as e:
         compile_triton(src, TritonOptions("k"), toolkit=toolkit)
-    assert e.value.message == "importing broken.py failed: RuntimeError: no"
+    assert e.value.message == "broken.py is not valid Python: line 1: invalid syntax"
 
 
 @pytest.mark.parametrize("bad,said", [({"num_warps": 3}, "power of two"),

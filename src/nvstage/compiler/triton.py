@@ -22,14 +22,15 @@ what is kept is what ``triton.compile`` returns for the same arguments. Triton i
 only, lazily; its cache is a private temporary folder (never the user's, never read), and
 whatever it or ptxas writes to temporary files stays inside that folder.
 
-The Python file is the user's own code: it is imported (run) to find the kernel, as Triton
-itself would. Nothing read from a document (a keep folder, a Triton cache) is ever imported.
+The Python file is the user's own code, but its module is not imported: the kernel is read
+from its AST with what it needs (``triton_source``), and only that is run, so a tutorial that
+imports torch and asks the driver at import time compiles on a machine with neither. Nothing
+read from a document (a keep folder, a Triton cache) is ever run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import re
 import shutil
@@ -157,41 +158,49 @@ def import_triton():
 
 
 def load_kernel(path: Path, name: str):
-    """Import the user's Python file (its code runs, as it would under Triton) and return the
-    ``@triton.jit`` function ``name`` defined in it (through autotune/heuristics wrappers)."""
-    from triton.runtime.jit import JITFunction
+    """The ``@triton.jit`` function ``name`` of the user's Python file, found without running
+    the file: ``triton_source`` reads what the kernel needs from the module's AST and runs only
+    that (the module's other top-level statements, a tutorial's torch import and benchmarks,
+    never run)."""
+    from nvstage.compiler.triton_source import extract, load_extracted
 
-    mod_name = f"_nvstage_triton_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"{path} cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module  # Triton resolves the kernel's globals through its module
-    sys.path.insert(0, str(path.parent))  # as `python FILE` would: siblings import
-    try:
-        spec.loader.exec_module(module)
-    except BaseException as e:
-        sys.modules.pop(mod_name, None)
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        raise UsageError(f"importing {path.name} failed: {type(e).__name__}: "
-                         f"{_first_line(str(e))}",
-                         hint="the file is run as Python to find the kernel; fix the error "
-                              "above") from None
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(str(path.parent))
-    fn = getattr(module, name, None)
-    for _ in range(8):  # @triton.autotune / @triton.heuristics wrap the JIT function
-        if fn is None or isinstance(fn, JITFunction):
-            break
-        fn = getattr(fn, "fn", None)
-    if not isinstance(fn, JITFunction):
-        found = sorted(k for k, v in vars(module).items() if isinstance(v, JITFunction)
-                       or isinstance(getattr(v, "fn", None), JITFunction))
-        raise UsageError(f"{path.name} defines no @triton.jit function named {name!r}",
-                         hint=f"its Triton kernels: {', '.join(found) or 'none'}")
-    return fn
+    return load_extracted(extract(path, name), f"_nvstage_triton_{abs(hash(str(path)))}")
+
+
+# Triton's launch passes one keyword both to the kernel (a parameter of that name) and to the
+# compile options (``JITFunction.run``: ``binder(**kwargs)`` and ``parse_options(kwargs)``), as
+# the fused-softmax tutorial's ``num_stages: tl.constexpr`` does: so do --num-stages and
+# --constexpr num_stages=N here.
+OPTION_CONSTEXPRS = ("num_warps", "num_stages")
+
+
+def with_option_constexprs(fn, options: TritonOptions) -> TritonOptions:
+    """``options`` with a constexpr named like a Triton option and the option agreeing: one
+    given sets the other; both given and different is refused."""
+    from dataclasses import replace
+
+    params = {p.name: p for p in fn.params}
+    consts = dict(options.constexprs)
+    changes = {}
+    for name in OPTION_CONSTEXPRS:
+        p = params.get(name)
+        if p is None or not p.is_constexpr:
+            continue
+        opt = getattr(options, name)
+        if name in consts and opt is not None and consts[name] != opt:
+            raise UsageError(f"--constexpr {name}={consts[name]} and --{name.replace('_', '-')} "
+                             f"{opt} disagree", hint=f"Triton passes one {name} to both the "
+                                                     "kernel and the compiler: give one")
+        if name in consts and opt is None:
+            if not isinstance(consts[name], int) or isinstance(consts[name], bool):
+                raise UsageError(f"--constexpr {name}={consts[name]}: {name} is also Triton's "
+                                 "option and takes an integer")
+            changes[name] = consts[name]
+        elif name not in consts and opt is not None:
+            consts[name] = opt
+    if changes or consts != dict(options.constexprs):
+        options = replace(options, constexprs=tuple(consts.items()), **changes)
+    return options
 
 
 def full_signature(fn, options: TritonOptions) -> tuple[dict, dict]:
@@ -376,6 +385,7 @@ def compile_triton(source: str | os.PathLike, options: TritonOptions, *,
 
     toolkit = toolkit or find_toolkit()
     fn = load_kernel(src, options.kernel)
+    options = with_option_constexprs(fn, options)
     signature, constexprs = full_signature(fn, options)
     cap = options.capability
     arch = f"sm_{cap}a" if cap >= 90 else f"sm_{cap}"  # Triton's sm_arch_from_capability
