@@ -146,3 +146,22 @@ def test_too_many_entries(tmp_path, monkeypatch):
     with pytest.raises(ArtifactError) as e:
         read_cache(tmp_path)
     assert "more than 3 entries" in e.value.message
+
+
+def test_detail_shows_what_the_listing_shows(cli, cache):
+    """--kernel ENTRY: the listing's spills (not cuobjdump's '?'), the PTX version with any
+    --sections, the PTX's .reqntid; a prefix under 6 characters says the minimum."""
+    entry = next(k.key for k in read_cache(cache).kernels if k.name == "rms_rows")
+    r = cli("show", cache, "--kernel", entry[:8], "--sections", "resources", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    res = doc["resources"][0]
+    assert (res["spill_stores"], res["spill_loads"]) == (0, 0)
+    assert doc["triton"]["ptx_version"] and doc["triton"]["reqntid"] == "256"
+    r = cli("show", cache, "--kernel", entry[:8], "--sections", "resources")
+    assert ".reqntid (PTX) 256 (threads per block, exactly)" in " ".join(r.stdout.split())
+    assert "?/?" not in r.stdout
+    r = cli("show", cache, "--kernel", entry[:4])
+    assert r.exit_code != 0
+    assert f"(an entry is named by 6 or more characters of its folder; '{entry[:4]}' has 4)" \
+        in r.stderr

@@ -28,6 +28,7 @@ from nvstage.errors import ArtifactError, UsageError
 MAX_ENTRIES = 10_000  # kernel folders in one cache (torch.compile's hold hundreds)
 MAX_FILES = 64  # files in one kernel's folder (Triton writes 8)
 MAX_METADATA_BYTES = 1 << 20  # Triton's own are 1 to 2 KB
+MIN_PREFIX = 6  # an entry named by the start of its folder: this many characters at least
 MAX_DEPTH = 16  # nesting of a metadata document (Triton's reach 3)
 MAX_CUBIN_BYTES = 64 << 20  # one kernel's cubin
 MAX_READ_BYTES = 2 << 30  # cubins read for one listing, together
@@ -334,13 +335,16 @@ def find_kernel(cache: TritonCache, wanted: str) -> CachedKernel:
     """The kernel ``wanted`` names: its name (when one entry has it), or its folder's key or
     the start of it (6 characters or more, as the listing shows 12)."""
     hits = [k for k in cache.kernels if wanted in (k.key, k.name)] or \
-        [k for k in cache.kernels if len(wanted) >= 6 and k.key.startswith(wanted)]
+        [k for k in cache.kernels if len(wanted) >= MIN_PREFIX and k.key.startswith(wanted)]
     if len(hits) == 1:
         return hits[0]
     if not hits:
         names = sorted({k.name for k in cache.kernels})
-        raise UsageError(f"no kernel {wanted!r} in the Triton cache {cache.folder}",
-                         hint=f"kernels there: {', '.join(names) or 'none'}")
+        short = (f" (an entry is named by {MIN_PREFIX} or more characters of its folder; "
+                 f"{wanted!r} has {len(wanted)})" if len(wanted) < MIN_PREFIX else "")
+        raise UsageError(f"no kernel {wanted!r} in the Triton cache {cache.folder}{short}",
+                         hint=f"kernels there: {', '.join(names) or 'none'}; entries: "
+                              + (", ".join(k.key[:12] for k in cache.kernels[:5]) or "none"))
     raise UsageError(f"{len(hits)} entries of {wanted!r} in {cache.folder} (compiled for "
                      "different arguments)", hint="name one by its folder: --kernel "
                      + ", ".join(f"{k.key[:12]} ({k.arch})" for k in hits[:5]))
@@ -383,14 +387,34 @@ def show_kernel(folder, wanted: str, *, sections: str | None = None, lineinfo: b
                                  "a failed compile)")
     on_cubin = tuple(s for s in wanted_sections if s not in ("ptx", "fatbin"))
     shown.data = collect_file(cubin, "cubin", on_cubin, toolkit, lineinfo=lineinfo)
-    version = ""
-    if ptx is not None and "ptx" in wanted_sections:
+    if k.record is not None and shown.data.get("resources"):
+        # The listing's figures (spills from the SASS), not cuobjdump's, which has none.
+        shown.data["resources"] = [k.record if r.kernel == k.record.kernel else r
+                                   for r in shown.data["resources"]]
+    version, threads = "", {}
+    if ptx is not None:
         ptx_data = collect_file(ptx, "ptx", ("ptx",), toolkit)
-        shown.data = {**ptx_data, **shown.data}
-        version = ptx_data["ptx"][0].version if ptx_data.get("ptx") else ""
+        if ptx_data.get("ptx"):
+            version = ptx_data["ptx"][0].version
+        threads = _ptx_threads(_read_small(ptx, MAX_CUBIN_BYTES, "PTX").decode(
+            "utf-8", "replace"))
+        if "ptx" in wanted_sections:
+            shown.data = {**ptx_data, **shown.data}
     info = kernel_info(k, version)
     launches = [{"kernel": k.name, "arch": k.arch, "block": k.threads,
                  "dynamic_shared": k.shared,
                  "occupancy": k.occupancy.to_json() if k.occupancy is not None else None}]
-    shown.triton = {**info.to_json(), "launches": launches, "key": k.key}
+    shown.triton = {**info.to_json(), "launches": launches, "key": k.key, **threads}
     return shown
+
+
+_NTID = re.compile(r"^\s*\.(reqntid|maxntid)\s+(\d+(?:\s*,\s*\d+){0,2})", re.M)
+
+
+def _ptx_threads(text: str) -> dict:
+    """The PTX's ``.reqntid`` (the block must be exactly this) and ``.maxntid`` (at most
+    this), as "256" or "128, 2": Triton writes ``.reqntid num_warps x 32``."""
+    out = {}
+    for what, value in _NTID.findall(text):
+        out.setdefault(what, ", ".join(v.strip() for v in value.split(",")))
+    return out

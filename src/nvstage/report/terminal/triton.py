@@ -64,6 +64,10 @@ def render_section(section: dict, con) -> None:
     t.add_column("")
     for what, value in triton_rows(read_info(section)):
         t.add_row(what, value)
+    for what, means in (("reqntid", "threads per block, exactly"),
+                        ("maxntid", "threads per block, at most")):
+        if section.get(what):  # from a cache's PTX: the block Triton's launch must use
+            t.add_row(f".{what} (PTX)", f"{section[what]} ({means})")
     for launch in section.get("launches", ()):
         occ = launch.get("occupancy")
         t.add_row(f"occupancy ({launch['arch']})", "unknown" if occ is None else
