@@ -153,12 +153,7 @@ def _spawn(argv: list[str], env: dict, defaults: list, child: list) -> OSError |
 
             for s in defaults:
                 _signal.signal(s, _signal.SIG_DFL)
-            try:
-                import ctypes
-
-                ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
-            except Exception:  # no ctypes, no libc: the tool runs all the same
-                pass
+            _die_with_parent(_signal.SIGKILL)
             if os.getppid() != parent:  # nvstage died before the request was made
                 os._exit(128 + _signal.SIGKILL)
             os.execvpe(argv[0], argv, env)
@@ -188,6 +183,26 @@ def _spawn(argv: list[str], env: dict, defaults: list, child: list) -> OSError |
     child.clear()
     number, _, text = said.partition(b"\0")
     return OSError(int(number or 0), os.fsdecode(text))
+
+
+def _die_with_parent(sig: int) -> None:
+    """PR_SET_PDEATHSIG in this (forked) process: libc's prctl called through ``_ctypes``
+    (1 ms of the child's, where importing ``ctypes`` is 5), else ``ctypes``; neither there,
+    the tool runs all the same."""
+    try:
+        import _ctypes
+
+        _ctypes.call_function(_ctypes.dlsym(_ctypes.dlopen(None), "prctl"),
+                              (PR_SET_PDEATHSIG, int(sig), 0, 0, 0))
+        return
+    except Exception:  # a Python whose private _ctypes differs
+        pass
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except Exception:  # no ctypes, no libc
+        pass
 
 
 def _record(argv: list[str], cwd: str | None, started: float, seconds: float, code: int,
