@@ -63,6 +63,27 @@ def test_helpers_and_constants_come_along(tmp_path):
     assert "os" not in ex.text and "autotune" not in ex.text
 
 
+def test_one_import_of_two_names_keeps_only_the_needed_one(triton_kit, toolkit, tmp_path):
+    """`import torch, triton` keeps `import triton`; a sibling module still imports (as
+    `python FILE` would find it); `from __future__` stays."""
+    from nvstage.compiler.triton import TritonOptions, compile_triton, parse_signature
+    from nvstage.compiler.triton_source import extract
+
+    (tmp_path / "sibling.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def twice(v):\n    return v * 2\n")
+    src = tmp_path / "k.py"
+    src.write_text("from __future__ import annotations\nimport torch, triton\n"
+                   "import triton.language as tl\nfrom sibling import twice\n\n"
+                   "@triton.jit\ndef k(x):\n    tl.store(x, twice(tl.load(x)))\n")
+    text = extract(src, "k").text
+    assert text.splitlines()[:4] == ["from __future__ import annotations", "import triton",
+                                     "import triton.language as tl", "from sibling import twice"]
+    build = compile_triton(src, TritonOptions("k", parse_signature("x:*fp32"), arch="sm_80"),
+                           toolkit=toolkit)
+    assert build.status == "ok"
+
+
 @pytest.fixture(scope="module")
 def softmax(triton_kit, toolkit, tmp_path_factory):
     """softmax_kernel kept for sm_90 (BLOCK_SIZE 1024, num_stages 4 as --num-stages)."""

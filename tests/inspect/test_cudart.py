@@ -107,3 +107,12 @@ def test_shared_runtime_on_an_older_driver_is_a_no(cli, exes):
     assert doc["runs"] is False and doc["runtime"]["library"] == "libcudart.so.13"
     r = cli("show", exes["shared"], "--sections", "fatbin", "--gpu", "h100")
     assert r.exit_code == 0 and "a driver of CUDA 13 or newer" in " ".join(r.stdout.split())
+
+
+def test_a_build_whose_output_is_an_executable(cli, built):
+    """A keep folder answers for the executable it built (vadd, static runtime)."""
+    root, _ = built
+    r = cli("show", root / "vadd.keep", "--sections", "fatbin", "--gpu", "h100", "--driver",
+            "12.4", "--json")
+    assert r.exit_code == 1, r.output
+    assert json.loads(r.stdout)["will_it_run"]["runtime"]["linkage"] == "static"

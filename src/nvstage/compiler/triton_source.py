@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,12 +144,19 @@ def extract(path: str | Path, kernel: str) -> Extracted:
                          hint=f"its Triton kernels: {', '.join(sorted(jits)) or 'none'}")
     # What each module-level statement binds: imports, simple assignments, functions.
     binders: dict[str, ast.stmt] = {}
+    # Every import binding a name is kept (`import triton` and `import triton.language` both
+    # bind triton, the second loading a submodule), with only the names needed from it.
+    importers: dict[str, list[ast.stmt]] = {}
     for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+            continue  # kept whole below: it changes how the rest compiles
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             for alias in stmt.names:
                 if alias.name == "*":
                     continue
-                binders[alias.asname or alias.name.split(".")[0]] = stmt
+                bound = alias.asname or alias.name.split(".")[0]
+                binders[bound] = stmt
+                importers.setdefault(bound, []).append(stmt)
         elif isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name)
                                                   for t in stmt.targets):
             for t in stmt.targets:
@@ -158,7 +166,9 @@ def extract(path: str | Path, kernel: str) -> Extracted:
             binders[stmt.target.id] = stmt
         elif isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
             binders[stmt.name] = stmt
-    kept: dict[int, ast.stmt] = {}
+    kept: dict[int, ast.stmt] = {id(st): st for st in tree.body if isinstance(st, ast.ImportFrom)
+                                 and st.module == "__future__"}
+    imported: dict[int, set[str]] = {}  # an import kept: the names it must still bind
     # A `from m import *` may bind anything: kept, and a name found nowhere left to Triton.
     stars = [st for st in tree.body if isinstance(st, ast.ImportFrom)
              and any(a.name == "*" for a in st.names)]
@@ -190,7 +200,7 @@ def extract(path: str | Path, kernel: str) -> Extracted:
     while todo:
         name, who = todo.pop(0)
         stmt = binders.get(name)
-        if stmt is not None and id(stmt) in kept:
+        if stmt is not None and id(stmt) in kept and name not in importers:
             continue
         if stmt is None:
             if name in _BUILTINS or stars or name not in elsewhere:
@@ -204,7 +214,9 @@ def extract(path: str | Path, kernel: str) -> Extracted:
             helpers.append(stmt.name)
             keep_function(stmt)
         elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            kept[id(stmt)] = stmt
+            for st in importers[name]:
+                kept[id(st)] = st
+                imported.setdefault(id(st), set()).add(name)
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _constant_ok(stmt.value):
             kept[id(stmt)] = stmt
             need(stmt.value, set(), name)
@@ -213,20 +225,31 @@ def extract(path: str | Path, kernel: str) -> Extracted:
                              f"{path.name} computes at line {stmt.lineno} by running code",
                              hint="make it a literal or tl.constexpr(...) constant, or pass "
                                   "it to the kernel as a parameter")
-    ranges = []
+    ranges, lines = [], text.splitlines(keepends=True)
     for stmt in tree.body:
         if id(stmt) not in kept:
             continue
-        if isinstance(stmt, ast.FunctionDef):  # its jit decorator and the def on; no other
+        if id(stmt) in imported:  # `import torch, triton`: only what is needed, same line
+            lines[stmt.lineno - 1] = _only(stmt, imported[id(stmt)]) + "\n"
+            ranges.append((stmt.lineno, stmt.lineno))
+        elif isinstance(stmt, ast.FunctionDef):  # its jit decorator and the def on; no other
             ranges += [(d.lineno, d.end_lineno) for d in stmt.decorator_list if _is_jit(d)]
             ranges.append((stmt.lineno, stmt.end_lineno))  # lineno: the def line itself
         else:
             ranges.append((stmt.lineno, stmt.end_lineno))
-    lines = text.splitlines(keepends=True)
     out = ["\n" if not line.endswith("\r\n") else "\r\n" for line in lines]
     for a, b in ranges:
         out[a - 1:b] = lines[a - 1:b]
     return Extracted(path, kernel, tuple(ranges), tuple(helpers), "".join(out))
+
+
+def _only(stmt: ast.Import | ast.ImportFrom, names: set[str]) -> str:
+    """The import statement binding only ``names``, on one line."""
+    import copy
+
+    st = copy.copy(stmt)
+    st.names = [a for a in stmt.names if (a.asname or a.name.split(".")[0]) in names]
+    return ast.unparse(st)
 
 
 def load_extracted(ex: Extracted, module_name: str):
@@ -238,6 +261,7 @@ def load_extracted(ex: Extracted, module_name: str):
     module = types.ModuleType(module_name)
     module.__file__ = str(ex.path)
     sys.modules[module_name] = module  # Triton resolves the kernel's globals through it
+    sys.path.insert(0, str(ex.path.parent))  # as `python FILE` would: siblings import
     try:
         code = compile(ex.text, str(ex.path), "exec")
         exec(code, module.__dict__)  # noqa: S102  (the user's own kernel, as Triton runs it)
@@ -250,6 +274,9 @@ def load_extracted(ex: Extracted, module_name: str):
                          f"{type(e).__name__}: {first}",
                          hint="only the kernel, its @triton.jit helpers and the imports and "
                               "constants they use are run") from None
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(ex.path.parent))
     fn = module.__dict__.get(ex.kernel)
     if not isinstance(fn, JITFunction):
         raise UsageError(f"{ex.path.name}: {ex.kernel} is not a @triton.jit function once "
