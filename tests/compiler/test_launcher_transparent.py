@@ -340,6 +340,24 @@ def test_a_sigkill_leaves_no_stage_running(build, toolkit, how):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=lambda v: signal.Signals(v).name)
+def test_a_signal_to_the_group_ends_the_staged_build_and_leaves_nothing(build, toolkit, sig):
+    # The stages are in groups of their own: nvstage alone takes the signal and ends them
+    # (its tests/compiler/test_launcher_signals.py send it to nvstage alone), removing its
+    # scratch folders and theirs.
+    (build.root / "heavy.cu").write_text(HEAVY)
+    p = _started_in_own_group([*_NVSTAGE, build.nvcc, "-c", "heavy.cu", "-o", "heavy.o",
+                               "-arch=sm_90"], build)
+    build.wait_for("cicc")
+    os.killpg(p.pid, sig)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + sig and b"Traceback" not in err, err
+    assert build.left_after(0.5) == []
+    assert os.listdir(build.tmp) == [] and not (build.root / "heavy.o").exists()
+
+
+@pytest.mark.slow
 def test_a_sigkill_to_the_group_ends_the_plain_nvcc_the_launcher_runs(build, toolkit):
     (build.root / "heavy.cu").write_text(HEAVY)
     words = ["-c", "heavy.cu", "-keep", "-arch=sm_90"]  # run by plain nvcc
@@ -352,15 +370,39 @@ def test_a_sigkill_to_the_group_ends_the_plain_nvcc_the_launcher_runs(build, too
 
 
 @pytest.mark.slow
-def test_a_signal_to_nvstage_alone_ends_plain_nvcc_and_its_tools(build, toolkit):
-    # nvcc ignores SIGINT while it waits for a tool (system()): nvstage ends its tools too.
+@pytest.mark.parametrize("sig, how", [(signal.SIGTERM, "nvstage alone"), (signal.SIGINT, "group"),
+                                      (signal.SIGTERM, "group")],
+                         ids=lambda v: v if isinstance(v, str) else signal.Signals(v).name)
+def test_a_signal_ends_plain_nvcc_and_its_tools(build, toolkit, sig, how):
+    # nvcc ignores SIGINT while it waits for a tool (system()): sent to nvstage alone, nvstage
+    # ends nvcc's tools too; sent to the group, it reaches them itself.
     (build.root / "heavy.cu").write_text(HEAVY)
     p = _started_in_own_group([*_NVSTAGE, build.nvcc, "-c", "heavy.cu", "-keep",
                                "-arch=sm_90"], build)
     build.wait_for("cicc")
-    os.kill(p.pid, signal.SIGTERM)
+    if how == "group":
+        os.killpg(p.pid, sig)
+    else:
+        os.kill(p.pid, sig)
     _, err = p.communicate(timeout=60)
-    assert p.returncode == 128 + signal.SIGTERM and b"Traceback" not in err, err
+    assert p.returncode == 128 + sig and b"Traceback" not in err, err
+    assert build.left_after(0.5) == []
+
+
+@pytest.mark.parametrize("how", ["nvstage alone", "group"])
+def test_a_sigterm_ends_a_step_as_it_ends_the_tool_plain(build, how):
+    plain = _started_in_own_group(["sh", "-c", "exec sleep 300"], build)
+    build.wait_for("sleep")
+    os.killpg(plain.pid, signal.SIGTERM)
+    assert plain.wait(timeout=30) == -signal.SIGTERM
+    p = _started_in_own_group([*_NVSTAGE, "sh", "-c", "exec sleep 300"], build)
+    build.wait_for("sleep")
+    if how == "group":
+        os.killpg(p.pid, signal.SIGTERM)
+    else:  # passed on
+        os.kill(p.pid, signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert (p.returncode, err) == (-signal.SIGTERM, b"")
     assert build.left_after(0.5) == []
 
 
