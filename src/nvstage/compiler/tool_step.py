@@ -31,8 +31,10 @@ import time
 
 from nvstage.compiler.warm.build_record import build_identity, entry_text, write_entry
 
-# Passed on to the tool when nvstage alone is sent them (``kill PID``); one sent to the
-# group reaches the tool itself, and is not passed on a second time.
+# Passed on to the tool when nvstage alone is sent them (``kill PID``). One sent to the group
+# reaches the tool itself: passed on only if the tool is still there ``_SAME_SIGNAL_S``
+# later (it caught it). One ignored where nvstage started (nohup, a background job's ^C)
+# stays ignored, for the tool too, as a plain exec leaves it.
 _FORWARD = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 # What Python ignores at start and a plain exec would leave at its default.
 _DEFAULT = ("SIGPIPE", "SIGXFSZ")
