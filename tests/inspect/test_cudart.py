@@ -67,10 +67,16 @@ def test_stripped_static_keeps_its_version(exes, tmp_path, toolkit):
     assert (need.major, need.minor) == _toolkit_cudart(toolkit)
 
 
-def test_no_runtime_and_a_runtime_loaded_at_run_time():
+def test_no_runtime_and_a_runtime_loaded_at_run_time(tmp_path, cli):
     assert runtime_needed(Path("/bin/true").read_bytes()).linkage == NONE
-    dl = RuntimeNeed(RUN_TIME, note="dlopen")
-    assert runtime_runs(dl, (13, 0)).runs is None
+    # A host program that opens the runtime itself: which one is decided when it runs.
+    (tmp_path / "dl.c").write_text(
+        '#include <dlfcn.h>\nint main(void) { return dlopen("libcudart.so.13", RTLD_NOW) '
+        '== 0; }\n')
+    subprocess.run(["gcc", "dl.c", "-o", "dl", "-ldl"], cwd=tmp_path, check=True)
+    need = runtime_needed((tmp_path / "dl").read_bytes())
+    assert need.linkage == RUN_TIME and need.major is None
+    assert runtime_runs(need, (13, 0)).runs is None
 
 
 @pytest.mark.parametrize("need,driver,runs", [
