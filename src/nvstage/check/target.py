@@ -190,13 +190,14 @@ def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -
     cuda = [u for u in view.units if u.kind == "cuda-compile" and u.status != "ran"]
     for u in cuda:
         label = u.name
-        if u.status != "ok" or u.entry.build is None:
+        entry = u.entry.in_memory() if u.status == "ok" else u.entry  # one read of it
+        if u.status != "ok" or entry.build is None:
             unchecked.append(f"{label} ({u.state}{': ' + u.reason if u.reason else ''})")
             units.append(Unchecked(label, u.state, u.reason, u.source))
             continue
         read = readable_source(u.source)  # decided before anything reads it
         try:
-            build = recorded_build(u.entry, u.build)
+            build = recorded_build(entry, u.build)
             build.source = u.source or build.source
             result = check(build, budgets, toolkit=toolkit, locate=read)
         except NvstageError as e:

@@ -23,16 +23,24 @@ the last ``KEEP_BUILDS`` builds whole and, of older ones, the latest entry of ea
 each unit (its output file names it), which is what the project is now.
 ``Entry.manifest_build`` reads an entry's manifest as the ``Build`` a keep folder gives,
 without touching a file unless asked to.
+
+Reading is bounded in memory as well as time: ``load_build_record`` keeps of each entry's
+manifest only what every reader asks of every entry (its output and source) and reads the
+rest again from the entry's file when asked (``Entry.build``), so a record at its caps costs
+what its units' figures cost, not what its JSON would as Python objects (5 GB at 1 GiB).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+import heapq
 import itertools
 import json
 import os
 import re
 import time
+import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -42,10 +50,13 @@ from nvstage.compiler.warm.build_record import (ENV, FOLDER, MARK, SCHEMA, build
                                                  ready_record, record_folder)
 from nvstage.errors import ArtifactError, UsageError
 
-MAX_ENTRIES = 100_000  # a build of this many translation units is far beyond the largest
-MAX_ENTRY_BYTES = 64 << 20
-# All entries together (a real one is 20 to 40 KB): past this the older ones are left unread.
-MAX_RECORD_BYTES = 1 << 30
+# What is read of one record, the newest entries first (the older ones are left unread, and
+# said so): what a CI runner's reader survives. A view holds about 16 KB for each entry with a
+# manifest (its stages and kernels; 25 KB for the HTML report) and takes about 2 ms for it
+# on a loaded 2-core machine; at 100,000 entries and 1 GiB it took 2.0 GB and 165 s.
+MAX_ENTRIES = 10_000  # the last builds of a project of thousands of translation units
+MAX_ENTRY_BYTES = 16 << 20  # a real one is 20 to 40 KB
+MAX_RECORD_BYTES = 256 << 20  # all entries together
 _counter = itertools.count()
 # Builds kept whole; past KEEP_BUILDS + PRUNE_AFTER builds the older ones are pruned to the
 # latest entry of each unit (what the project still is).
@@ -159,7 +170,9 @@ class Entry:
     # -- what an entry says, read defensively (it may be anyone's file) --------------------
 
     def _manifest_str(self, key: str) -> str | None:
-        v = self.build.get(key) if isinstance(self.build, dict) else None
+        kept = self.__dict__.get("_kept")
+        doc = kept.slim if kept is not None else self.build
+        v = doc.get(key) if isinstance(doc, dict) else None
         ok = isinstance(v, str) and v and "\0" not in v and len(v) <= MAX_PATH
         return printable(v) if ok else None
 
@@ -207,7 +220,8 @@ class Entry:
         from nvstage.compiler.record import Artifact
 
         out: list = []
-        stages = self.build.get("stages") if isinstance(self.build, dict) else None
+        build = self.build  # read once
+        stages = build.get("stages") if isinstance(build, dict) else None
         for s in stages if isinstance(stages, list) else ():
             arts = s.get("artifacts") if isinstance(s, dict) else None
             for a in arts if isinstance(arts, list) else ():
@@ -230,7 +244,8 @@ class Entry:
         """The files the manifest's fatbinary stages put into the fatbin (their
         ``--image3=kind=elf|ptx,...,file=PATH``): which cubins and PTX the object carries.
         None when no fatbinary stage ran (a -cubin or -ptx command)."""
-        stages = self.build.get("stages") if isinstance(self.build, dict) else None
+        build = self.build  # read once
+        stages = build.get("stages") if isinstance(build, dict) else None
         found: set[str] | None = None
         for s in stages if isinstance(stages, list) else ():
             if not isinstance(s, dict) or s.get("kind") != "fatbinary":
@@ -244,6 +259,16 @@ class Entry:
                     if fields_.get("kind") in ("elf", "ptx") and fields_.get("file"):
                         found.add(fields_["file"])
         return found
+
+    def in_memory(self) -> Entry:
+        """This entry with its manifest read from its file once and held (``_Kept``): for a
+        reader that asks several things of one manifest; the entry itself when it holds its
+        manifest already."""
+        if self.__dict__.get("_kept") is None:
+            return self
+        held = copy.copy(self)
+        held.build = self.build  # the copy's own: this one still holds none
+        return held
 
     def manifest_build(self, *, files: bool = False, plan: bool = True):
         """The entry's manifest as a ``Build`` (``compiler.record``), checked field by field.
@@ -259,9 +284,10 @@ class Entry:
         from nvstage.compiler import record
 
         where = self.file or "a build-record entry"
-        if not isinstance(self.build, dict):
+        doc = self.build  # read once: a record's entry reads it from its file
+        if not isinstance(doc, dict):
             raise ArtifactError(f"{where}: no build manifest (plain nvcc ran this command)")
-        doc = self.build if files else _without_artifacts(self.build)
+        doc = doc if files else _without_artifacts(doc)
         if not plan and isinstance(doc.get("plan"), dict):
             doc = {**doc, "plan": {**doc["plan"], "stages": []}}
         # Artifacts are looked for at their recorded paths only (a folder of no files stands
@@ -281,6 +307,55 @@ class Entry:
             if run.figures:  # kernel names are shown too
                 run.figures = [replace(f, kernel=printable(f.kernel)) for f in run.figures]
         return build
+
+
+def _get_build(self: Entry) -> dict | None:
+    kept = self.__dict__.get("_kept")
+    return self.__dict__.get("_build") if kept is None else kept.load()
+
+
+def _set_build(self: Entry, value: dict | None) -> None:
+    self.__dict__["_build"] = value
+    self.__dict__["_kept"] = None
+
+
+# The manifest (stages.json's content), or None. An entry ``load_build_record`` read keeps
+# it in its file (``_Kept``): each use reads it again, and nothing holds it after.
+Entry.build = property(_get_build, _set_build, doc="the staged build's manifest, or None")
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """An entry's manifest left in its file: where, which bytes (size and CRC-32: a file
+    replaced since gives no manifest rather than another's), and what every reader asks of
+    every entry (``slim``: its output and source)."""
+
+    path: Path
+    size: int
+    crc: int
+    slim: dict
+
+    def load(self) -> dict | None:
+        from nvstage.artifacts import read_regular
+
+        try:
+            data = read_regular(self.path, limit=MAX_ENTRY_BYTES, what="entry")
+            doc = json.loads(data) if len(data) == self.size and \
+                zlib.crc32(data) == self.crc else None
+        except (ArtifactError, UsageError, ValueError, RecursionError):
+            return None
+        build = doc.get("build") if isinstance(doc, dict) else None
+        return build if isinstance(build, dict) else None
+
+
+def _keep_in_file(entry: Entry, path: Path, data: bytes) -> None:
+    """``entry``'s manifest left in its file (``_Kept``), but its output and source."""
+    build = entry.__dict__.get("_build")
+    if build is None:
+        return
+    slim = {k: build.get(k) for k in ("output", "source")}
+    entry.__dict__["_kept"] = _Kept(path, len(data), zlib.crc32(data), slim)
+    entry.__dict__["_build"] = None
 
 
 # A path or file name longer than this is no real one (PATH_MAX is 4096).
@@ -528,25 +603,36 @@ def load_build_record(path: str | os.PathLike) -> BuildRecord:
                               f"'inside real builds'); the record is {FOLDER}/ in the build "
                               f"folder, or ${ENV}")
     rec = BuildRecord(str(folder))
-    names = sorted(n for n in os.listdir(folder / "tu") if n.endswith(".json"))
-    if len(names) > MAX_ENTRIES:
-        raise ArtifactError(f"{folder}: {len(names)} entries, more than the {MAX_ENTRIES} "
-                            f"nvstage reads from one build record")
+    # The newest MAX_ENTRIES names (they sort by start), kept as the folder is listed.
+    found = 0
+    with os.scandir(folder / "tu") as listing:
+        kept: list[str] = []
+        for d in listing:
+            if d.name.endswith(".json"):
+                found += 1
+                if len(kept) < MAX_ENTRIES:
+                    heapq.heappush(kept, d.name)
+                else:
+                    heapq.heappushpop(kept, d.name)
+    names = sorted(kept)
     from nvstage.artifacts import read_regular
 
-    total, over = 0, []
+    total = 0
+    over = [f"{found - len(names)} older entries: the record holds more than the "
+            f"{MAX_ENTRIES:,} nvstage reads from one (MAX_ENTRIES)"] if found > len(names) else []
     for i, n in enumerate(reversed(names)):  # the newest first: what the build is now
         where = printable(f"{folder}/tu/{n}")
         try:
             data = read_regular(folder / "tu" / n, limit=MAX_ENTRY_BYTES, what="entry")
             total += len(data)
             if total > MAX_RECORD_BYTES:
-                over = [f"{len(names) - i} older entries: the record holds more than the "
+                over = [f"{found - i} older entries: the record holds more than the "
                         f"{MAX_RECORD_BYTES >> 20} MiB nvstage reads from one "
                         "(MAX_RECORD_BYTES)"]
                 break
             entry = Entry.from_json(json.loads(data), where)
             entry.file = printable(n)
+            _keep_in_file(entry, folder / "tu" / n, data)
             rec.entries.append(entry)
         except (ArtifactError, UsageError, ValueError, RecursionError) as e:
             rec.skipped.append(printable(f"{n}: {getattr(e, 'message', None) or e}"))

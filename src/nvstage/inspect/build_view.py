@@ -88,12 +88,18 @@ class TranslationUnit:
     cache: dict | None = None  # the stage cache's counters for this command
     lane: int = 0  # the timeline row: units that overlap get different rows
     notes: list[str] = field(default_factory=list)
-    # The entry's manifest as read (``Entry.manifest_build(plan=False)``: no file touched);
-    # None when it has none or a damaged one.
+    # The entry's manifest as read (``Entry.manifest_build``); None when it has none or a
+    # damaged one, and in a view of a build record, which keeps of each manifest only what
+    # it shows (the figures below, the stages, the kernels): a record at its caps holds tens
+    # of thousands. A reader that needs the rest reads it again (``entry.manifest_build``).
     build: object = field(default=None, repr=False)
     kind: str = steps.CUDA_COMPILE  # compiler.steps: what kind of step
     tool: str = ""  # the program's file name
     run: int = 0  # the number of the build (buildlog.BuildRun) it ran in
+    toolkit_version: str | None = None  # the manifest's toolkit's
+    # (mangled kernel, arch, final) -> its SASS bytes, from the cubin figures the manifest
+    # kept (None in older manifests)
+    code_bytes: dict = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:
@@ -245,7 +251,8 @@ class BuildView:
                                             "commands": 0})
             row["commands"] += 1
             row["from"] = row["from"] or u.entry.nvcc_from
-            version = getattr(getattr(u.build, "toolkit", None), "version", None)
+            version = u.toolkit_version or \
+                getattr(getattr(u.build, "toolkit", None), "version", None)
             row["version"] = row["version"] or (version if isinstance(version, str) else None)
         return sorted(rows.values(), key=lambda r: -r["commands"])
 
@@ -434,18 +441,18 @@ def load_build_view(path: str | os.PathLike, *, block: int = DEFAULT_BLOCK,
             if run_of[id(e)].number < last.number and e.unit in rebuilt:
                 before[e.unit] = e
     problems: list[str] = []
-    units, builds = [], []
+    units, kept = [], []
     for n, e in enumerate([*entries, *before.values()]):
         r = run_of[id(e)]
         unit, build = _unit(n if n < len(entries) else n - len(entries), e, r.started)
         unit.run = r.number
         units.append(unit)
-        builds.append(build)
-    _demangle_ahead(builds)
-    for unit, build in zip(units, builds):
-        unit.build = build
-        if build is not None:
-            unit.kernels = _kernels(build, unit)
+        kept.append(_lean(build, unit))  # the rest of the manifest is let go at once
+    _demangle_ahead(kept)
+    for unit, runs in zip(units, kept):
+        if runs is not None:
+            unit.kernels = _kernels(runs, unit)
+    del kept
     view.units = units[:len(entries)]
     view.earlier = {u.key: u for u in units[len(entries):]}
     for unit in view.units:
@@ -502,29 +509,46 @@ def _unit(index: int, e, t0: float) -> tuple[TranslationUnit, object]:
     return u, build
 
 
+def _lean(build, unit: TranslationUnit) -> list | None:
+    """Of a unit's manifest, what the view keeps: its toolkit's version and its kernels' code
+    sizes on the unit, and the runs that report kernels (returned, to be read once every
+    name is demangled); None without a manifest. The rest (plans, command lines, what the
+    tools printed) is let go: a view of a record at its caps would hold 5 GB of it."""
+    if build is None:
+        return None
+    version = getattr(getattr(build, "toolkit", None), "version", None)
+    unit.toolkit_version = version if isinstance(version, str) else None
+    for run in build.runs:
+        for f in run.figures or ():
+            unit.code_bytes[(f.kernel, run.stage.arch or f.arch, f.final)] = \
+                getattr(f, "code_bytes", None)
+    return [run for run in build.runs if run.resources or run.figures]
+
+
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 
 
-def _demangle_ahead(builds) -> None:
+def _demangle_ahead(kept) -> None:
     """Every kernel name of every unit demangled in one c++filt run (the readers then find
-    them known), not one run per ptxas stage."""
+    them known), not one run per ptxas stage (``kept``: each unit's runs, or None)."""
     from nvstage.inspect.names import demangle_all
 
-    names = {m for b in builds if b is not None for run in b.runs
+    names = {m for runs in kept if runs is not None for run in runs
              for m in _ENTRY.findall(run.resources or "")}
-    names |= {f.kernel for b in builds if b is not None for run in b.runs
+    names |= {f.kernel for runs in kept if runs is not None for run in runs
               for f in run.figures or ()}
     if names:
         demangle_all(sorted(names))
 
 
-def _kernels(build, unit: TranslationUnit) -> list[KernelRecord]:
-    """The kernels a unit compiled, from the resource lines its manifest kept (no tool
-    runs: the manifest read without artifacts gives ``stage_resources`` no cubin to read)."""
+def _kernels(runs, unit: TranslationUnit) -> list[KernelRecord]:
+    """The kernels a unit compiled, from the resource lines its manifest's ``runs`` kept (no
+    tool runs: the manifest read without artifacts gives ``stage_resources`` no cubin to
+    read)."""
     from nvstage.inspect.resources import stage_resources
 
     rows: list[KernelRecord] = []
-    for run in build.runs:
+    for run in runs:
         try:
             rows += stage_resources(run, None)
         except NvstageError as err:

@@ -224,6 +224,8 @@ def _stages(u: TranslationUnit | None) -> dict[str, dict]:
 def _code_bytes(u: TranslationUnit) -> dict:
     """(mangled kernel, arch, final) -> its SASS bytes, from the cubin figures the manifest
     kept (None in older manifests)."""
+    if u.code_bytes:  # a view of a build record keeps them, not the manifest
+        return u.code_bytes
     out = {}
     for run in getattr(u.build, "runs", None) or ():
         for f in run.figures or ():
