@@ -37,6 +37,15 @@ def show_cmd(
         "instruction, the peak lines flagged, the instruction mix per kernel and per line, "
         "and the PTX instructions of each line where the PTX was kept (the section "
         "'lines').")] = False,
+    attribute: Annotated[str, typer.Option("--attribute", metavar="user|innermost",
+        help="The line view: which line inlined code counts to. user (default): the "
+        "innermost frame of its inlined-at chain in a file of yours (cg::reduce's shuffles "
+        "count to the line calling it); innermost: where nvdisasm puts it (a toolkit "
+        "header's line).")] = "user",
+    library: Annotated[Optional[list[Path]], typer.Option("--library", metavar="DIR",
+        help="The line view: files under DIR are a library's, not yours (a vendored CUB in "
+        "your tree); repeatable. The toolkit's, the system's include folders and "
+        "site-packages always are.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu",
         help="Say whether it would run on this GPU (sm_90, h200, ...).")] = None,
     driver: Annotated[Optional[str], typer.Option("--driver",
@@ -101,7 +110,8 @@ def show_cmd(
             from nvstage.inspect.build_view import show_kernel
 
             shown = show_kernel(artifact, kernel, unit=tu, sections=sections,
-                                lineinfo=lineinfo, gpu=gpu, driver=driver, nvcc=nvcc)
+                                lineinfo=lineinfo, gpu=gpu, driver=driver, nvcc=nvcc,
+                                attribute=attribute, library=tuple(library or ()))
         else:
             if tu is not None:
                 raise UsageError(f"--tu picks a translation unit of a build record; {artifact} "
@@ -109,7 +119,8 @@ def show_cmd(
             from nvstage.inspect.view import show
 
             shown = show(artifact, sections=sections, kernel=kernel, lineinfo=lineinfo,
-                         gpu=gpu, driver=driver, nvcc=nvcc)
+                         gpu=gpu, driver=driver, nvcc=nvcc, attribute=attribute,
+                         library=tuple(library or ()))
         wanted = {s.strip().lower() for s in (sections or "").split(",")}
         con = data_console(json_out)
         render_shown(shown, con, listing=listing or bool(kernel and wanted & {"sass", "ptx"}))

@@ -606,7 +606,8 @@ def kernel_row(r: KernelRecord, unit: int, block: int, known: dict) -> KernelRow
 
 def show_kernel(record: str | os.PathLike | BuildView, kernel: str, *, unit: str | None = None,
                 sections: str | None = None, lineinfo: bool = False, gpu: str | None = None,
-                driver: str | None = None, toolkit=None, nvcc: str | None = None):
+                driver: str | None = None, toolkit=None, nvcc: str | None = None,
+                attribute: str = "user", library=()):
     """``nvstage show BUILD --kernel NAME``: the kernel found in whichever translation unit
     built it (``unit`` chooses one when several did), shown as ``view.show`` shows a keep
     folder's build (a ``view.Shown``). Its resources come from the ptxas report the unit's
@@ -618,9 +619,10 @@ def show_kernel(record: str | os.PathLike | BuildView, kernel: str, *, unit: str
     from nvstage.inspect.view import (LINES, Shown, collect_build, collect_file,
                                       parse_sections, will_it_run)
 
-    from nvstage.inspect.view import check_gpu
+    from nvstage.inspect.view import _attribution, check_gpu
 
     check_gpu(gpu, driver)
+    _attribution(None, attribute)  # a typo refused before any work
     view = record if isinstance(record, BuildView) else load_build_view(record)
     u, rows = view.find_kernel(kernel, unit)
     wanted = parse_sections(sections, "build")
@@ -639,13 +641,15 @@ def show_kernel(record: str | os.PathLike | BuildView, kernel: str, *, unit: str
     if note := partial_note(build):
         shown.partial = {"status": build.status, "note": note}
         shown.notes.append(note)
-    data = collect_build(build, wanted, toolkit, kernel=kernel, lineinfo=lineinfo or None)
+    data = collect_build(build, wanted, toolkit, kernel=kernel, lineinfo=lineinfo or None,
+                         attribute=attribute, library=library)
     obj = build.output  # found only when still the recorded file
     missing = tuple(s for s in wanted if s in ("ptx", "sass", LINES) and not data.get(s))
     if obj and kind_of_file(obj) in ("object", "fatbin", "executable"):
         if missing:
             data.update(collect_file(obj, kind_of_file(obj), missing, toolkit, kernel=kernel,
-                                     lineinfo=lineinfo, source=build.source, cwd=build.cwd))
+                                     lineinfo=lineinfo, source=build.source, cwd=build.cwd,
+                                     attribute=attribute, library=library))
     elif missing or "fatbin" in wanted:
         shown.notes.append(f"{u.output or 'its output'} is gone or was rebuilt since this "
                            f"entry: only the figures the record kept are shown")

@@ -9,8 +9,18 @@ listings are joined on the instruction offset. A run of markers names the innerm
 first and its callers after it: the instruction belongs to the first, and ``inlined_at``
 keeps the rest.
 
+Each instruction counts to one frame of its chain (``inspect.attribution``): by default the
+innermost that lies in a file of the user's, so the code inlined from ``<cooperative_groups.h>``
+counts to the line that called it; ``innermost`` keeps nvdisasm's own location. The frames
+inside the one it counts to stay with it, to be shown beneath.
+
 Only the source a build's manifest names is ever read for its text (``sass.source_reader``:
-one regular file, bounded); every other location is shown by file and line alone.
+one regular file, bounded), and a toolkit header's from the toolkit's own include folders;
+every other location is shown by file and line alone.
+
+A kernel's view holds the lines with code and the short runs between them: a run of more than
+``FOLD`` lines with no code is left out (the views draw one row for it), so neither a header's
+hundreds of lines nor the other kernels of a file sit inside a kernel's view.
 
 Each line also gets its instruction mix (``inspect.mix``'s one table) and, where the build kept
 the PTX the cubin was made from, the PTX instructions its ``.loc`` directives give the line
@@ -51,6 +61,8 @@ MAX_CUBINS = 256
 # Source lines with no code listed between a kernel's first and last line with code, in one
 # file and in all its files together (#line directives can name any number of files).
 MAX_SPAN = 20_000
+# A run of more lines than this with no code (no SASS, no PTX) folds to one row.
+FOLD = 3
 
 
 @dataclass(frozen=True)
@@ -74,15 +86,34 @@ class LineInstruction:
     inlined_at: tuple[tuple[str, int], ...] = ()
     label: str | None = None  # the branch-target label just before it (".L_x_2")
     live: dict = field(default_factory=dict)  # "GPR" -> count, as -lrm count printed them
+    frame: int = 0  # the frame of ``chain`` it counts to (``inspect.attribution``)
 
     @property
     def gpr(self) -> int | None:
         return self.live.get("GPR")
 
+    @property
+    def chain(self) -> tuple[tuple[str | None, int | None], ...]:
+        """Its frames, innermost first: where nvdisasm puts it, then the calls it was inlined
+        through."""
+        return ((self.file, self.line),) + self.inlined_at
+
+    @property
+    def at(self) -> tuple[str | None, int | None]:
+        """(file, line) it counts to: its own line in the view."""
+        return self.chain[self.frame] if self.frame else (self.file, self.line)
+
+    @property
+    def inner(self) -> tuple[tuple[str, int], ...]:
+        """The frames inside the one it counts to, outermost first (shown beneath it)."""
+        return tuple(reversed(self.chain[:self.frame]))
+
     def to_json(self) -> dict:
         return {"offset": self.offset, "text": self.text, "opcode": self.opcode,
                 "file": self.file, "line": self.line,
                 "inlined_at": [{"file": f, "line": n} for f, n in self.inlined_at],
+                "attributed": {"file": self.at[0], "line": self.at[1]},
+                "chain": [{"file": f, "line": n} for f, n in self.chain],
                 "label": self.label, "live_gpr": self.live.get("GPR"),
                 "live_pred": self.live.get("PRED"), "live_ugpr": self.live.get("UGPR"),
                 "live_upred": self.live.get("UPRED")}
@@ -93,7 +124,7 @@ class SourceLine:
     file: str
     line: int
     text: str | None  # indented as written; None where the file is not the build's own
-    # source, or unreadable
+    # source or a toolkit header, or unreadable
     instructions: int
     peak_gpr: int | None  # the most general registers live at one of its instructions
     peak: bool = False  # holds the kernel's peak
@@ -117,6 +148,7 @@ class KernelLines:
     demangled: str = ""
     padding_nops: int = 0  # left out of ``instructions``: never issued
     ptx: PtxFunction | None = None  # the kernel in the PTX the build kept, where it kept one
+    attribution: object = None  # ``inspect.attribution.Attribution``: whose lines, their names
 
     @cached_property
     def peak_gpr(self) -> int | None:
@@ -136,7 +168,8 @@ class KernelLines:
                 "mix": self.mix.to_json(),
                 "instructions": [i.to_json() for i in self.instructions],
                 "lines": [ln.to_json() for ln in self.lines],
-                "ptx": None if self.ptx is None else self.ptx.to_json()}
+                "ptx": None if self.ptx is None else self.ptx.to_json(),
+                "attribute": getattr(self.attribution, "mode", "user")}
 
 
 def _instruction(raw: str) -> tuple[int, str, str | None] | None:
@@ -227,10 +260,15 @@ def _opcode(text: str) -> str:
 
 def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, arch: str,
          image: str, source_text=None, demangled: str = "",
-         ptx: PtxFunction | None = None) -> KernelLines:
+         ptx: PtxFunction | None = None, attribution=None) -> KernelLines:
     """One function's two listings joined on the offset, with its per-line records.
     ``source_text(file) -> list[str] | None``: the lines of a file whose text may be shown;
-    ``ptx``: the function in the PTX the cubin was made from, counted per line too."""
+    ``ptx``: the function in the PTX the cubin was made from, counted per line too;
+    ``attribution``: which frame of its chain each instruction counts to
+    (``inspect.attribution``; none given: every file is the user's)."""
+    from nvstage.inspect.attribution import Attribution
+
+    attribution = attribution or Attribution()
     # ptxas pads a function with NOPs to a 128-byte boundary after its last instruction:
     # never issued, so no line's work (``sass.SassKernel.padding``, the same rule).
     end = len(located)
@@ -238,29 +276,40 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
         end -= 1
     end = end or len(located)
     ins = tuple(LineInstruction(x.offset, x.text, _opcode(x.text), x.file, x.line,
-                                x.inlined_at, x.label, live.get(x.offset, {}))
+                                x.inlined_at, x.label, live.get(x.offset, {}),
+                                attribution.frame(((x.file, x.line),) + x.inlined_at))
                 for x in located[:end])
     by_line: dict[tuple[str, int], list[LineInstruction]] = {}
     for i in ins:
-        if i.file is not None and i.line is not None:
-            by_line.setdefault((i.file, i.line), []).append(i)
+        f, n = i.at
+        if f is not None and n is not None:
+            by_line.setdefault((f, n), []).append(i)
     # PTX names its files as cicc was given them: the same paths as nvdisasm's, or else
     # matched by file name. Only files the SASS names: no PTX line widens the span elsewhere.
+    # A PTX statement counts to the frame of its chain an instruction would (the same rule).
     ptx_count: dict[tuple[str, int], int] = {}
     if ptx is not None and by_line:
         sass_files = {f for f, _ in by_line}
-        match = file_matcher(sass_files)
+        match = file_matcher(sass_files | {f for i in ins for f, _ in i.chain if f})
         matched: dict = {}  # once per PTX file, not per line
-        for (f, n), c in ptx.per_line().items():
-            if f not in matched:
-                matched[f] = match(f)
-            g = matched[f]
+        for p in ptx.instructions:
+            if p.line is None:
+                continue
+            chain = [(p.file, p.line), *p.inlined_at]
+            for f, _ in chain:
+                if f not in matched:
+                    matched[f] = match(f)
+            chain = [(matched[f], n) for f, n in chain]
+            g, n = chain[attribution.frame(chain)]
             if g in sass_files:
-                ptx_count[(g, n)] = ptx_count.get((g, n), 0) + c
+                ptx_count[(g, n)] = ptx_count.get((g, n), 0) + 1
     files: dict[str, list[str] | None] = {}
     for f, _ in by_line:
         if f not in files:
-            files[f] = source_text(f) if source_text else None
+            # a toolkit header's text from the toolkit's own include folder; else the
+            # build's own source, the one file source_text reads
+            got = None if attribution.is_user(f) else attribution.header_text(f)
+            files[f] = got if got is not None else source_text(f) if source_text else None
     peak = max((i.gpr for i in ins if i.gpr is not None), default=None)
     numbers: dict[str, set[int]] = {f: set() for f in files}
     for f, n in (*by_line, *ptx_count):
@@ -281,9 +330,9 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
         else:
             spans[f] = ns
     lines: list[SourceLine] = []
-    for f in sorted(files):
+    for f in sorted(files, key=lambda f: (not attribution.is_user(f), f)):
         text = files[f]
-        for n in spans[f]:
+        for n in _folded(spans[f], set(numbers[f])):
             got = by_line.get((f, n), [])
             pk = max((i.gpr for i in got if i.gpr is not None), default=None)
             src = text[n - 1] if text is not None and 1 <= n <= len(text) else None
@@ -295,7 +344,21 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
                                     dict(sorted(classes.items(), key=lambda kv: -kv[1])),
                                     ptx_count.get((f, n), 0) if ptx is not None else None))
     return KernelLines(name, arch, image, ins, tuple(lines), bool(by_line), demangled,
-                       len(located) - end, ptx)
+                       len(located) - end, ptx, attribution)
+
+
+def _folded(span, code: set[int]):
+    """The lines of ``span`` a view shows: those with ``code``, and the runs between them of
+    ``FOLD`` lines or fewer (a longer run is one row in the views: a jump in the numbers)."""
+    run: list[int] = []
+    for n in span:
+        if n in code:
+            if len(run) <= FOLD:
+                yield from run
+            run = []
+            yield n
+        else:
+            run.append(n)
 
 
 def _run(argv: list[str], what: str) -> str:
@@ -377,10 +440,15 @@ def ptx_functions(texts) -> list[PtxFunction]:
 
 
 def cubin_lines(cubin: str | os.PathLike, toolkit, *, arch: str = "", image: str = "",
-                source_text=None, ptx: list[PtxFunction] | None = None) -> list[KernelLines]:
+                source_text=None, ptx: list[PtxFunction] | None = None,
+                attribution=None) -> list[KernelLines]:
     """Every function of one cubin, joined line by line; ``ptx``: the PTX functions the build
-    kept, of which the cubin's arch picks its own (``pick_ptx``)."""
+    kept, of which the cubin's arch picks its own (``pick_ptx``); ``attribution``: whose
+    lines the instructions count to (default: the user's, by ``toolkit``'s folders)."""
+    from nvstage.inspect.attribution import Attribution
     from nvstage.inspect.names import demangle_all
+
+    attribution = attribution or Attribution.of(toolkit)
 
     cubin = Path(cubin)
     located, live_text = _listings(cubin, toolkit)
@@ -389,11 +457,13 @@ def cubin_lines(cubin: str | os.PathLike, toolkit, *, arch: str = "", image: str
     names = demangle_all(where)
     mine = pick_ptx(ptx or [], arch)
     return [join(f, ins, live.get(f, {}), arch=arch, image=image or cubin.name,
-                 source_text=source_text, demangled=names[f], ptx=mine.get(f))
+                 source_text=source_text, demangled=names[f], ptx=mine.get(f),
+                 attribution=attribution)
             for f, ins in where.items()]
 
 
-def lines_of(path: str | os.PathLike, toolkit, *, source_text=None) -> list[KernelLines]:
+def lines_of(path: str | os.PathLike, toolkit, *, source_text=None,
+             attribution=None) -> list[KernelLines]:
     """Every function of a cubin, or of every cubin in a fatbin, object or executable (one
     image at a time, as ``sass.disassemble`` unpacks them), joined line by line."""
     import hashlib
@@ -408,7 +478,8 @@ def lines_of(path: str | os.PathLike, toolkit, *, source_text=None) -> list[Kern
                             hint="nvstage compile it with --cubin")
     if kind == "cubin":
         arch = read_cubin(read_bytes(path), str(path)).arch
-        return cubin_lines(path, toolkit, arch=arch, source_text=source_text)
+        return cubin_lines(path, toolkit, arch=arch, source_text=source_text,
+                           attribution=attribution)
     out: list[KernelLines] = []
     stem = Path(path).name.split(".")[0]
     seen: set[bytes] = set()
@@ -435,12 +506,12 @@ def lines_of(path: str | os.PathLike, toolkit, *, source_text=None) -> list[Kern
             one = Path(tmp, name)
             one.write_bytes(data)
             out += cubin_lines(one, toolkit, arch=arch, image=name, source_text=source_text,
-                               ptx=ptx)
+                               ptx=ptx, attribution=attribution)
             one.unlink()
     return out
 
 
-def build_lines(build, toolkit=None) -> list[KernelLines]:
+def build_lines(build, toolkit=None, *, attribution=None) -> list[KernelLines]:
     """The line view of every cubin a build made, with the text of the source its manifest
     names and the PTX it kept."""
     from nvstage.artifacts import read_regular
@@ -468,5 +539,6 @@ def build_lines(build, toolkit=None) -> list[KernelLines]:
                             hint="show one of them: nvstage show CUBIN --kernel NAME --lineinfo")
     for a in cubins:
         arch = refine_arch(read_cubin(read_bytes(a.path), a.path).arch, a.arch)
-        out += cubin_lines(a.path, toolkit, arch=arch, source_text=text, ptx=ptx)
+        out += cubin_lines(a.path, toolkit, arch=arch, source_text=text, ptx=ptx,
+                           attribution=attribution)
     return out

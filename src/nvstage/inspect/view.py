@@ -113,7 +113,7 @@ def _filter(items, kernel, key=lambda x: (x.kernel, x.demangled)):
 
 def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
                  kernel: str | None = None, lineinfo: bool = False, source: str | None = None,
-                 cwd: str = "") -> dict:
+                 cwd: str = "", attribute: str = "user", library=()) -> dict:
     """The records for each section, for a ptx/cubin/fatbin/object/executable file.
     ``source``: the one file a build record names as this file's source, whose lines the
     line view may show (relative names against ``cwd``)."""
@@ -144,7 +144,8 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
         from nvstage.inspect.sass import source_reader
 
         text = source_reader(source, cwd, indent=True)
-        out[LINES] = _filter(lines_of(path, toolkit, source_text=text),
+        out[LINES] = _filter(lines_of(path, toolkit, source_text=text,
+                                      attribution=_attribution(toolkit, attribute, library)),
                              kernel, key=lambda k: (k.name, k.demangled))
     return _filter_ptx(out, kernel)
 
@@ -184,7 +185,7 @@ def _filter_ptx(out: dict, kernel: str | None) -> dict:
 
 
 def collect_build(build, sections, toolkit, *, kernel: str | None = None,
-                  lineinfo: bool | None = None) -> dict:
+                  lineinfo: bool | None = None, attribute: str = "user", library=()) -> dict:
     """The same records for a finished ``Build`` (its kept artifacts must still exist for
     SASS and the fatbin; resources fall back to what the stages printed)."""
     from nvstage.inspect.fatbin import inventory, kind_of_file
@@ -215,9 +216,23 @@ def collect_build(build, sections, toolkit, *, kernel: str | None = None,
     if LINES in sections:
         from nvstage.inspect.lineview import build_lines
 
-        out[LINES] = _filter(build_lines(build, toolkit), kernel,
+        out[LINES] = _filter(build_lines(build, toolkit,
+                                         attribution=_attribution(toolkit, attribute, library)),
+                         kernel,
                              key=lambda k: (k.name, k.demangled))
     return _filter_ptx(out, kernel)
+
+
+def _attribution(toolkit, attribute: str, library=()):
+    """The line view's attribution (``inspect.attribution``): ``user`` or ``innermost``;
+    ``library``: more folders whose files count as a library's (a vendored CUB)."""
+    from nvstage.inspect.attribution import MODES, Attribution
+
+    if attribute not in MODES:
+        raise UsageError(f"--attribute {attribute}: not one of {', '.join(MODES)}",
+                         hint="user (the default) rolls inlined library code up to your line; "
+                              "innermost counts it where nvdisasm puts it")
+    return Attribution.of(toolkit, attribute, library)
 
 
 def _containers(build) -> list[str]:
@@ -267,7 +282,8 @@ STALE_NAMED = 20
 
 def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: str | None = None,
          lineinfo: bool = False, gpu: str | None = None, driver: str | None = None,
-         toolkit=None, nvcc: str | None = None) -> Shown:
+         toolkit=None, nvcc: str | None = None, attribute: str = "user",
+         library=()) -> Shown:
     """The records of each section of ``artifact`` (a PTX file, cubin, fatbin, object,
     executable, keep folder or stages.json), only ``kernel``'s when one is named, and with
     ``gpu`` whether it would run there (``driver``: the CUDA version the driver supports).
@@ -276,6 +292,7 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
     from nvstage.inspect.fatbin import kind_of_file
 
     check_gpu(gpu, driver)  # before any work: a typo should not cost a disassembly
+    _attribution(None, attribute)
     kind = kind_of_file(artifact)
     wanted = parse_sections(sections, kind)
     if gpu and "fatbin" not in wanted and kind != "ptx":
@@ -300,14 +317,15 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
         if len(stale) > STALE_NAMED:
             shown.notes.append(f"and {len(stale) - STALE_NAMED} more files left out")
         shown.data = collect_build(build, wanted, toolkit, kernel=kernel,
-                                   lineinfo=lineinfo or None)
+                                   lineinfo=lineinfo or None, attribute=attribute,
+                                   library=library)
         if getattr(build, "via", None) == "triton":
             from nvstage.inspect.triton_view import triton_section
 
             shown.triton = triton_section(build, toolkit)
     else:
         shown.data = collect_file(artifact, kind, wanted, toolkit, kernel=kernel,
-                                  lineinfo=lineinfo)
+                                  lineinfo=lineinfo, attribute=attribute, library=library)
     if kernel and not _any_kernel(shown.data):
         from nvstage.inspect.kernels import display_name
 

@@ -10,6 +10,11 @@ heat margin for its peak. nvdisasm's labels (``.L_x_3``) head the instructions t
 file's path is shown once, relative to the build's folder. Long lines wrap; each pane scrolls
 inside itself, so the page never scrolls sideways.
 
+Code inlined from a library counts to the line of the user's that called it
+(``inspect.attribution``): hovering ``cg::reduce(...)`` lights its shuffles; beneath such a
+line, a closed ``<details>`` lists the frames the code came through (a toolkit header named as
+its include, ``<cooperative_groups.h>``).
+
 A kernel built without ``-lineinfo`` gets one line saying so, and its SASS with live registers.
 """
 
@@ -27,10 +32,14 @@ _DOT = " \u00b7 "
 COLOURS = 10  # the palette the linked lines cycle through (CSS .c0 to .c9)
 
 
-def _rel(path: str | None, root: str) -> str:
-    """``path`` relative to the build's folder where it lies inside it, else as recorded."""
+def _rel(path: str | None, root: str, k=None) -> str:
+    """``path`` relative to the build's folder where it lies inside it, a toolkit header as its
+    include (``k``'s attribution), else as recorded."""
     if not path:
         return "?"
+    a = getattr(k, "attribution", None)
+    if a is not None and not a.is_user(path):
+        return a.name(path)
     if root:
         try:
             if os.path.commonpath([os.path.abspath(path), os.path.abspath(root)]) == \
@@ -39,6 +48,12 @@ def _rel(path: str | None, root: str) -> str:
         except ValueError:
             pass
     return path
+
+
+def _brief(k, path: str | None) -> str:
+    """A file in a tip: a toolkit header as its include, a user's file by its name."""
+    name = _rel(path, "", k)
+    return name if name.startswith("<") else os.path.basename(name)
 
 
 def _heat(n: int | None, peak: int | None) -> str:
@@ -81,16 +96,41 @@ def _line_tip(ln) -> str:
     return words + ("; the kernel's peak" if ln.peak else "")
 
 
+def _inlined(k, instructions) -> str:
+    """Beneath a line with code inlined into it: each chain of frames it came through, with
+    how many instructions, closed until opened."""
+    from nvstage.report.terminal.lines import frames_words
+
+    chains: dict[tuple, int] = {}
+    for i in instructions:
+        if i.inner:
+            chains[i.inner] = chains.get(i.inner, 0) + 1
+    if not chains:
+        return ""
+    n = sum(chains.values())
+    called = ", ".join(dict.fromkeys(_rel(chain[0][0], "", k) for chain in chains))
+    rows = "".join(f'<div class="fr"><span class="ct">{c}</span>'
+                   f'<span class="cd">{esc(frames_words(k, chain))}</span></div>'
+                   for chain, c in chains.items())
+    return (f'<details class="inl"><summary>inlined from {esc(called)}: {n} '
+            f'instruction{"s" if n != 1 else ""}</summary>{rows}</details>')
+
+
 def _source_pane(k, keys: dict, colour: dict, root: str) -> str:
     by_file: dict[str, list] = {}  # grouped once: #line can name thousands of files
     for ln in k.lines:
         by_file.setdefault(ln.file, []).append(ln)
+    by_line: dict = {}
+    for i in k.instructions:
+        if i.frame:
+            by_line.setdefault(i.at, []).append(i)
     out = []
     for f, lines in by_file.items():
         readable = any(ln.text is not None for ln in lines)
-        out.append(f'<div class="kv-file" title="{esc(f)}">{esc(_rel(f, root))}'
+        out.append(f'<div class="kv-file" title="{esc(f)}">{esc(_rel(f, root, k))}'
                    + ("" if readable else ' <span class="dim">(text not shown: only the '
-                      "build's own source is read)</span>") + "</div>")
+                      "build's own source and the toolkit's headers are read)</span>")
+                   + "</div>")
         if not readable or len(lines) > MAX_VIEW_ROWS:  # a header's lines, or too many to
             # draw: only those with code, the gaps marked
             lines = [ln for ln in lines if ln.instructions or ln.ptx_instructions]
@@ -109,16 +149,20 @@ def _source_pane(k, keys: dict, colour: dict, root: str) -> str:
                        f'<span class="hm" style="background:{_heat(ln.peak_gpr, k.peak_gpr)}">'
                        f'</span><span class="ln">{ln.line}</span><span class="cd">{code}</span>'
                        f'<span class="ct">{count}</span></div>')
+            out.append(_inlined(k, by_line.get((ln.file, ln.line), ())))
     return "".join(out)
 
 
-def _link(keys: dict, file, line, inlined_at, same_file) -> tuple[str | None, str]:
-    """(its line's key, the ``data-l`` attribute) of an instruction: the line it came from
-    first (its colour), then the lines of the calls it was inlined through, so a call's line
-    lights up the code inlined into it too (a header's atomicAdd under the line calling it)."""
+def _link(keys: dict, file, line, inlined_at, same_file, at=None) -> tuple[str | None, str]:
+    """(its line's key, the ``data-l`` attribute) of an instruction: the line it counts to
+    first (``at``, its colour; else the line it came from), then the lines of its other frames,
+    so a call's line lights up the code inlined into it too (a header's atomicAdd under the
+    line calling it)."""
     where = [(same_file(file), line)] + [(same_file(f), n) for f, n in inlined_at]
+    if at is not None and at[1] is not None:
+        where.insert(0, (same_file(at[0]), at[1]))
     found = [keys[w] for w in where if w[1] is not None and w in keys]
-    own = keys.get(where[0]) if line is not None else None
+    own = keys.get(where[0]) if where[0][1] is not None else None
     if not found:
         return None, ""
     return own, f' data-l="{" ".join(dict.fromkeys(found))}"'
@@ -130,17 +174,16 @@ def _sass_pane(k, keys: dict, colour: dict) -> str:
     for i in k.instructions[:MAX_VIEW_ROWS]:
         if i.label:
             out.append(f'<div class="lb">{esc(i.label)}:</div>')
-        key, attr = _link(keys, i.file, i.line, i.inlined_at, lambda f: f)
+        key, attr = _link(keys, i.file, i.line, i.inlined_at, lambda f: f, i.at)
         cls = "ai" + (f" c{colour[key]}" if key else "")
         live = i.live
         tip = (f"{live.get('GPR', 0)} general, {live.get('PRED', 0)} predicate, "
                f"{live.get('UGPR', 0)} uniform registers live" if live else
                "live registers unknown (nvdisasm gave none)")
         if i.line is not None:
-            tip += f"; {os.path.basename(i.file or '?')}:{i.line}"
+            tip += f"; {_brief(k, i.file)}:{i.line}"
         if i.inlined_at:
-            tip += " inlined at " + ", ".join(f"{os.path.basename(f)}:{n}"
-                                              for f, n in i.inlined_at)
+            tip += " inlined at " + ", ".join(f"{_brief(k, f)}:{n}" for f, n in i.inlined_at)
         width = 0 if not (i.gpr and peak) else max(4, round(100 * i.gpr / peak))
         out.append(f'<div class="{cls}"{attr} title="{esc(tip)}">'
                    f'<span class="off">{i.offset:04x}</span>'
@@ -199,7 +242,7 @@ def kernel_view(k, view_id: str, *, root: str = "", open_: bool = False,
     head = []
     files = list(file_index)
     if files:
-        head.append("source: " + ", ".join(f"<code>{esc(_rel(f, root))}</code>"
+        head.append("source: " + ", ".join(f"<code>{esc(_rel(f, root, k))}</code>"
                                            for f in files))
     if k.instructions:
         head.append(f'<span class="kv-mix">mix: {_mix_chips(k)}</span>')
@@ -280,6 +323,8 @@ CSS = highlight.CSS + """
 .lv{align-self:center;height:9px;background:#f0f0f3;border-radius:2px;overflow:hidden}
 .lv i{display:block;height:9px}
 .lb{color:#a21caf;font-weight:600;padding-left:3.6em}
+.inl{margin:0 0 2px 3.8em;font-size:11px;color:var(--dim)}
+.inl>summary{cursor:pointer} .fr{display:grid;grid-template-columns:2.6em minmax(0,1fr)}
 .hl{box-shadow:inset 0 0 0 1px #5b5b66;filter:saturate(2.2) brightness(.94)}
 .sel{box-shadow:inset 3px 0 #1d4ed8,inset 0 0 0 1px #1d4ed8;filter:saturate(2.6) brightness(.9)}
 """ + "".join(f".c{n}{{background:{c}}}" for n, c in enumerate(_PALETTE)) + "\n"
