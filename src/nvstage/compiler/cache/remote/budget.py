@@ -85,9 +85,9 @@ class Budget:
             with cap:
                 return call(*args)
         except Fault:
-            if cap.cut:
-                raise OverBudget(self.why()) from None
-            raise
+            if not cap.cut:
+                raise
         finally:
             with self._lock:
                 self.waited += cap.elapsed()
+        raise OverBudget(self.why())  # cut at what was left: said with its time counted
