@@ -205,6 +205,9 @@ def main(argv: list[str]) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another server has it
+    # A stop (SIGTERM) as soon as the socket is there waits for the loop, whose end removes
+    # the socket and the lock: it would kill a server still warming up, leaving both.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     idle = idle_seconds(env)
     # Its pid first (what an older ``stop`` reads), when it started and its idle time, then the
     # cache folder it serves (``running``: ``nvstage cache`` shows it).
@@ -241,15 +244,18 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     last = time.monotonic()
     children: set[int] = set()
+    stopped: dict[int, float] = {}
 
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         while True:
             _reap(children)
+            _end_stopped(children, stopped)
             if helpers and len(alive := _reap(set(helpers))) < len(helpers):
                 helpers[:] = alive  # the ended one waited for: never signalled again
                 return 0  # a helper left (its code changed): a launcher starts a new server
             ready, _, _ = select.select([srv, *([hits] if hits else [])], [], [],
-                                        min(5.0, max(0.1, idle)))
+                                        min(0.5 if children else 5.0, max(0.1, idle)))
             if not ready:
                 if beat is not None:  # the hits its helpers answered count as its own
                     last = max(last, struct.unpack_from("d", beat)[0])
@@ -397,6 +403,7 @@ def _helpers(hits: socket.socket, root: str, code: list, memory, *mine):
             continue
         try:  # a helper never returns into the server's loop (nor its clean-up)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             for fd in mine:  # the lock and the miss socket are the server's alone
                 os.close(fd if isinstance(fd, int) else fd.detach())
             while os.getppid() == parent:  # the server gone (even killed): so is this one
@@ -548,6 +555,23 @@ def _warm_up() -> None:
     zstd.available()  # its extension loaded: a hit reads compressed entries
 
 
+def _end_stopped(children: set[int], since: dict[int, float]) -> None:
+    """SIGKILL to a child seen stopped (SIGSTOP; a debugger's stop is another state) for
+    ``client.STOPPED_S``: it makes no progress, and its client runs the command itself (one
+    that claimed it sees its end; one that did not has already gone on), so that a stopped
+    child is never left behind, nor keeps this server from leaving."""
+    now = time.monotonic()
+    for pid in list(since):
+        if pid not in children:
+            del since[pid]
+    for pid in children:
+        if ask.state(pid) != "T":
+            since.pop(pid, None)
+        elif now - since.setdefault(pid, now) >= client.STOPPED_S:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def _reap(children: set[int]) -> set[int]:
     """``children`` less those that ended (waited for); it, for the asking."""
     for pid in list(children):
@@ -565,7 +589,7 @@ def _take(conn: socket.socket, root: str) -> int | None:
     conn.settimeout(10)
     if ask.peer_uid(conn) != os.getuid():
         return None
-    head, fds, _, _ = socket.recv_fds(conn, 4 + 65536, 65)
+    head, fds, _, _ = socket.recv_fds(conn, 4 + 65536, 1)
     try:
         size = int.from_bytes(head[:4], "big")
         if size > _MAX_REQUEST:
@@ -579,20 +603,20 @@ def _take(conn: socket.socket, root: str) -> int | None:
         req = marshal.loads(body)
         wanted = list(req["fds"])
         who = client.peer(conn, str(req["cwd"]))
-        # The client's descriptors, then its claim channel (``ask.claimed``).
-        if len(wanted) + 1 != len(fds) or who is None:
+        # Its claim channel (``ask.claimed``) alone: the client's streams come once the
+        # child claimed the command (``_child``).
+        if len(fds) != 1 or who is None:
             return None
         pid = os.fork()
         if pid == 0:
-            _child(conn, req, fds[:-1], wanted, who[1], fds[-1])  # never returns
+            _child(conn, req, wanted, who[1], fds[0])  # never returns
         return pid
     finally:
         for fd in fds:
             os.close(fd)
 
 
-def _child(conn: socket.socket, req: dict, fds: list[int], wanted: list[int],
-           ppid: int, claim: int) -> None:
+def _child(conn: socket.socket, req: dict, wanted: list[int], ppid: int, claim: int) -> None:
     code = 1
     try:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
@@ -604,6 +628,12 @@ def _child(conn: socket.socket, req: dict, fds: list[int], wanted: list[int],
         with socket.socket(fileno=claim) as ch:
             if not _claim(ch, b"%d\n" % os.getpid()):
                 os._exit(0)  # withdrawn: the client runs the command itself
+        # Then the client sends its descriptors: never sooner, since a descriptor sent to a
+        # server that is stopped stays open in its queue, and a build waits for the streams
+        # of a command that ended (the client ran it itself) to close.
+        head, fds, _, _ = socket.recv_fds(conn, 1, 64)
+        if head != b"F" or len(fds) != len(wanted):
+            os._exit(1)
         conn.settimeout(None)
         # The client's descriptors at the numbers it had them (out of the way first).
         moved = [os.dup(fd) for fd in fds]

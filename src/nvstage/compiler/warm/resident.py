@@ -187,19 +187,23 @@ def delegate(argv: list[str], cwd: str, env, root: str) -> int | None:
         request = marshal.dumps({"argv": list(argv), "cwd": cwd, "env": dict(env),
                                  "umask": fsio.umask(), "fds": fds})
         data = len(request).to_bytes(4, "big") + request
-        # The claim channel's end last (``ask.claimed``): the server's child writes its pid
-        # there before it does anything of the command's.
-        rights = b"".join(fd.to_bytes(4, sys.byteorder, signed=True)
-                          for fd in [*fds, theirs.fileno()])
+        # The claim channel's end alone (``ask.claimed``): the server's child writes its pid
+        # there before it does anything of the command's. The standard streams and the
+        # jobserver's pipe follow the claim: sent to a server that is stopped, they would
+        # stay open in its queue, and a build waits for a command's streams to close.
+        rights = theirs.fileno().to_bytes(4, sys.byteorder, signed=True)
         sent = s.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights)])
         if sent < len(data):
-            s.sendall(data[sent:])  # the descriptors went with the first part
+            s.sendall(data[sent:])  # the claim's end went with the first part
         theirs.close()
         pid = ask.claimed(s, mine, server)
         if pid == b"":  # the server's end (it refused): claimed before, or never
             pid = ask.revoke(mine)
         if pid is None:  # unclaimed: a server stopped, stuck or refusing writes nothing
             return None
+        s.settimeout(None)
+        s.sendmsg([b"F"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, b"".join(
+            fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds))])
         code = _wait(s, int(pid))
         if code is None:  # the child ended (killed) before it said: its work folders go
             from nvstage.compiler.warm import leftovers
