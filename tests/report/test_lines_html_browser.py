@@ -3,7 +3,9 @@
 code pane), hovering or clicking a source line lights up its SASS and the SASS line lights up
 its source line (read from the DOM's classes), the PTX tab links the same way. Built from
 the test kernel lineview-stencil.cu (a loop, shared memory, two levels of inlining) and the
-bundled kernels/fusion_chain.cu (fused, fused_wide), both with -lineinfo for sm_90.
+bundled kernels/fusion_chain.cu (fused, fused_wide), and tests/data/layernorm_cg.cu (a
+warp-per-row layer norm with cooperative groups: its cg::reduce lines have no code of their
+own, all of it inlined from <cooperative_groups.h>), each with -lineinfo for sm_90.
 
 Screenshots go to a temporary folder, or to $NVSTAGE_SCREENSHOTS to be looked at.
 """
@@ -11,6 +13,7 @@ Screenshots go to a temporary folder, or to $NVSTAGE_SCREENSHOTS to be looked at
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -20,6 +23,7 @@ CHROMIUM = os.environ.get("NVSTAGE_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 CAPTURED = Path(__file__).parents[1] / "data" / "captured"
+LAYERNORM = Path(__file__).parents[1] / "data" / "layernorm_cg.cu"
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install playwright)")
@@ -31,15 +35,17 @@ if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)) and \
 
 @pytest.fixture(scope="module")
 def pages(toolkit, kernels, tmp_path_factory):
-    """report.html of each build: {"stencil": path, "fusion": path}."""
+    """report.html of each build: {"stencil": path, "fusion": path, "layernorm": path}."""
     import nvstage
     from nvstage.report.html import write_report
 
     root = tmp_path_factory.mktemp("lines-view")
     (root / "stencil.cu").write_text((CAPTURED / "lineview-stencil.cu").read_text())
     shutil.copy(kernels / "fusion_chain.cu", root / "fusion_chain.cu")
+    shutil.copy(LAYERNORM, root / "layernorm_cg.cu")
     out = {}
-    for name, src in (("stencil", "stencil.cu"), ("fusion", "fusion_chain.cu")):
+    for name, src in (("stencil", "stencil.cu"), ("fusion", "fusion_chain.cu"),
+                      ("layernorm", "layernorm_cg.cu")):
         build = nvstage.compile(root / src, nvstage.CompileOptions(
             archs=("sm_90",), lineinfo=True, stop="cubin", output=str(root / f"{name}.cubin")),
             keep=root / f"{name}.nvstage", cwd=root, toolkit=toolkit)
@@ -161,6 +167,48 @@ def test_a_wide_fused_kernel_fits(pages, browser, width, tmp_path):
     assert view.locator(".kv-sass .ai.sel").count() == \
         view.locator(f'.kv-sass .ai[data-l~="{line.get_attribute("data-l")}"]').count() > 0
     view.screenshot(path=str(_shots(tmp_path) / f"fused_wide-{width}.png"))
+    tab.close()
+    assert errors == []
+
+
+@pytest.mark.parametrize("width", [1000, 1400])
+def test_a_call_line_whose_code_is_all_inlined_lights_its_instructions(pages, browser, width,
+                                                                       tmp_path):
+    """``sum = cg::reduce(warp, sum, cg::plus<float>{});``: its 5 SHFL and 5 FADD come from
+    <cooperative_groups.h>, none from the line itself; hovering the line lights them all (and
+    nothing else), and the frames they came through open beneath it."""
+    errors: list = []
+    tab = _open(browser, pages["layernorm"], width, errors)
+    names = tab.locator("details.kview summary .kv-name").all_inner_texts()
+    n = next(i for i, x in enumerate(names) if x.startswith("layernorm_warp("))
+    view = tab.locator(f"details.kview#kv-{n}")
+    if view.get_attribute("open") is None:
+        view.locator("summary").first.click()
+    line = view.locator(".kv-src .sl", has_text="cg::reduce").first
+    key = line.get_attribute("data-l")
+    assert key and line.locator(".ct").inner_text() == "10"
+    line.scroll_into_view_if_needed()
+    line.hover()
+    lit = view.locator(".kv-sass .ai.hl")
+    ops = sorted(t.split()[0].split(".")[0] for t in lit.locator(".cd").all_inner_texts())
+    assert ops == ["FADD"] * 5 + ["SHFL"] * 5
+    assert lit.count() == view.locator(f'.kv-sass .ai[data-l~="{key}"]').count()
+    assert "hl" in line.get_attribute("class")
+    # coloured as the line: the instructions belong to it
+    colour = next(c for c in line.get_attribute("class").split() if re.fullmatch(r"c\d", c))
+    assert all(colour in c for c in _classes(view, ".kv-sass .ai.hl"))
+    # the frames, closed, then opened: the include names, not the wheel's paths
+    frames = line.locator("xpath=following-sibling::*[1]")
+    assert frames.evaluate("e => e.tagName") == "DETAILS" and not frames.evaluate("e => e.open")
+    frames.locator("summary").click()
+    text = frames.inner_text()
+    assert "<cooperative_groups/details/reduce.h>" in text and "site-packages" not in text
+    got = tab.evaluate(_SIDEWAYS)
+    assert got["page"][0] <= got["page"][1] == width and got["clipped"] == [], got
+    line.click()  # pinned: the SASS pane scrolls to them
+    assert view.locator(".kv-sass .ai.sel").count() == 10
+    assert view.locator(".kv-sass .ai.sel").first.is_visible()
+    view.screenshot(path=str(_shots(tmp_path) / f"layernorm-reduce-{width}.png"))
     tab.close()
     assert errors == []
 

@@ -325,6 +325,7 @@ CSS = highlight.CSS + """
 .lb{color:#a21caf;font-weight:600;padding-left:3.6em}
 .inl{margin:0 0 2px 3.8em;font-size:11px;color:var(--dim)}
 .inl>summary{cursor:pointer} .fr{display:grid;grid-template-columns:2.6em minmax(0,1fr)}
+.fr .cd{overflow-wrap:break-word}
 .hl{box-shadow:inset 0 0 0 1px #5b5b66;filter:saturate(2.2) brightness(.94)}
 .sel{box-shadow:inset 3px 0 #1d4ed8,inset 0 0 0 1px #1d4ed8;filter:saturate(2.6) brightness(.9)}
 """ + "".join(f".c{n}{{background:{c}}}" for n, c in enumerate(_PALETTE)) + "\n"
