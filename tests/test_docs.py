@@ -401,7 +401,7 @@ def test_docs_limits_are_the_codes_limits():
             f"unpack at most {fatbin.MAX_UNPACKED:,} images and "
             f"{fatbin.MAX_UNPACKED_BYTES // gib} GiB",
             f"a build record at most {buildlog.MAX_ENTRIES:,} entries of "
-            f"{buildlog.MAX_ENTRY_BYTES // mib} MiB and {buildlog.MAX_RECORD_BYTES // gib} GiB "
+            f"{buildlog.MAX_ENTRY_BYTES // mib} MiB and {buildlog.MAX_RECORD_BYTES // mib} MiB "
             "in all",
             f"The record keeps the last {buildlog.KEEP_BUILDS} builds whole",
             f"told apart by pauses of {buildlog.GAP_SECONDS:g} s or more"):
