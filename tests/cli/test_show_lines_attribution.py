@@ -193,3 +193,5 @@ def test_which_files_are_the_users(toolkit, tmp_path):
     # a path that climbs out of the include folder is read from nowhere
     assert a.header_text("/opt/cuda/include/../../etc/passwd") is None
     assert a.name("/home/me/kernels/k.cu") == "/home/me/kernels/k.cu"
+    assert a.name("/v/lib/python3.11/site-packages/triton/language/standard.py") == \
+        "triton/language/standard.py"

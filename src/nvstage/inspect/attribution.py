@@ -96,14 +96,22 @@ class Attribution:
         return got
 
     def name(self, path: str | None) -> str:
-        """A toolkit header as its include (``<cooperative_groups.h>``), any other path as
-        recorded."""
+        """A toolkit header as its include (``<cooperative_groups.h>``), a module in
+        site-packages by the path below it (``triton/language/standard.py``), any other path
+        as recorded."""
         if not path:
             return "?"
         got = self._names.get(path)
         if got is None:
             rel = self._relative(path) if not self.is_user(path) else None
-            got = self._names[path] = f"<{rel[1]}>" if rel else path
+            got = f"<{rel[1]}>" if rel else path
+            parts = _norm(path).split(os.sep)
+            if rel is None and not self.is_user(path):  # a Python package's module by its
+                # import path: triton/language/standard.py
+                at = max((n for n, x in enumerate(parts) if x in _PACKAGES), default=None)
+                if at is not None and at + 1 < len(parts):
+                    got = os.path.join(*parts[at + 1:])
+            self._names[path] = got
         return got
 
     def header_text(self, path: str) -> list[str] | None:
