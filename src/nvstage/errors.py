@@ -12,13 +12,24 @@ import os
 import shlex
 from collections.abc import Sequence
 
-_CONTROLS = {c: repr(chr(c))[1:-1] for c in (*range(32), 127)}  # "\n" -> "\\n"
+# C0, DEL and C1 (a terminal reads 0x9b as ESC [): "\n" -> "\\n", ESC -> "\\x1b".
+_CONTROLS = {c: repr(chr(c))[1:-1] if c < 128 else f"\\x{c:02x}"
+             for c in (*range(32), *range(127, 160))}
+_CONTROLS_BUT_LINES = {c: v for c, v in _CONTROLS.items() if chr(c) not in "\n\t"}
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` with its control characters written out (``\\x1b``, ``\\n``): the one
+    function every name from a document (a file or folder name, a key, a cache entry) passes
+    through before a terminal sees it, so that an escape sequence in one never changes the
+    terminal (a title, colours, the clipboard) and a newline never splits a one-line error.
+    ``lines``: newlines and tabs kept (a tool's output, a message of several lines)."""
+    return text.translate(_CONTROLS_BUT_LINES if lines else _CONTROLS)
 
 
 def one_line(text: str) -> str:
-    """``text`` with control characters escaped: names read from a document (a table, a
-    key) end up in error messages, and a newline or escape sequence in one must not break
-    the one-line error or the terminal."""
+    """``printable(text)``: names read from a document end up in error messages, and a
+    newline or escape sequence in one must not break the one-line error or the terminal."""
     return text.translate(_CONTROLS)
 
 
@@ -221,6 +232,11 @@ class ArtifactError(NvstageError):
     """A file is not the artifact it claims to be (truncated, empty, wrong kind)."""
 
     exit_code = 6
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        # Its message names files and folders, and what a document holds (a Triton cache's
+        # entries, a record's keys): one line, whatever their names hold.
+        super().__init__(one_line(message), hint=None if hint is None else one_line(hint))
 
 
 class NoDriver(NvstageError):

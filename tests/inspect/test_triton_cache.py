@@ -165,3 +165,24 @@ def test_detail_shows_what_the_listing_shows(cli, cache):
     assert r.exit_code != 0
     assert f"(an entry is named by 6 or more characters of its folder; '{entry[:4]}' has 4)" \
         in r.stderr
+
+
+_HOSTILE = "c\x1b]0;TITLE\x07\x1b[31mred\x9b2J\nX"  # a title, colours, C1's CSI, a newline
+
+
+def test_names_with_escape_sequences_reach_no_terminal(cli, crafted):
+    # A cache folder named with escape sequences and a newline: listed, its name shown as
+    # text (\x1b...) on its one line; an error naming it is one line.
+    folder, entry, _ = crafted
+    hostile = folder.parent / _HOSTILE
+    folder.rename(hostile)
+    r = cli("show", hostile)
+    assert r.exit_code == 0, r.stderr
+    for out in (r.stdout, r.stderr):
+        assert not any(c in out for c in "\x1b\x07\x9b"), out
+    (title,) = [line for line in r.stdout.splitlines() if "Triton cache" in line]
+    assert "c\\x1b]0;TITLE\\x07\\x1b[31mred\\x9b2J\\nX" in title and "1 kernel(s)" in title
+    os.symlink("/etc/passwd", hostile / entry.name / "x.cubin")
+    r = cli("show", hostile)
+    assert r.exit_code == 6 and "symbolic link" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "\x1b" not in r.stderr

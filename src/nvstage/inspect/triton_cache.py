@@ -23,7 +23,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nvstage.errors import ArtifactError, UsageError
+from nvstage.errors import ArtifactError, UsageError, one_line
 
 MAX_ENTRIES = 10_000  # kernel folders in one cache (torch.compile's hold hundreds)
 MAX_FILES = 64  # files in one kernel's folder (Triton writes 8)
@@ -327,7 +327,7 @@ def read_cache(folder) -> TritonCache:
     for backend, n in sorted(others.items()):
         out.notes.append(f"{n} kernel(s) for the {backend!r} backend are not shown")
     if not out.kernels and not others:
-        out.notes.append(f"no Triton kernels in {folder}")
+        out.notes.append(f"no Triton kernels in {one_line(str(folder))}")
     return out
 
 
@@ -342,12 +342,14 @@ def find_kernel(cache: TritonCache, wanted: str) -> CachedKernel:
         names = sorted({k.name for k in cache.kernels})
         short = (f" (an entry is named by {MIN_PREFIX} or more characters of its folder; "
                  f"{wanted!r} has {len(wanted)})" if len(wanted) < MIN_PREFIX else "")
-        raise UsageError(f"no kernel {wanted!r} in the Triton cache {cache.folder}{short}",
+        raise UsageError(f"no kernel {wanted!r} in the Triton cache "
+                         f"{one_line(cache.folder)}{short}",
                          hint=f"kernels there: {', '.join(names) or 'none'}; entries: "
-                              + (", ".join(k.key[:12] for k in cache.kernels[:5]) or "none"))
-    raise UsageError(f"{len(hits)} entries of {wanted!r} in {cache.folder} (compiled for "
+                              + (", ".join(one_line(k.key[:12]) for k in cache.kernels[:5])
+                                 or "none"))
+    raise UsageError(f"{len(hits)} entries of {wanted!r} in {one_line(cache.folder)} (compiled for "
                      "different arguments)", hint="name one by its folder: --kernel "
-                     + ", ".join(f"{k.key[:12]} ({k.arch})" for k in hits[:5]))
+                     + ", ".join(f"{one_line(k.key[:12])} ({k.arch})" for k in hits[:5]))
 
 
 def kernel_info(k: CachedKernel, ptx_version: str = ""):

@@ -47,10 +47,15 @@ def _console(file, width: int | None):
 
 @cache
 def _console_kind():
-    """The console class, and the hook that takes every line's trailing blanks off (a table
+    """The console class, and the hook every line printed through it passes: its control
+    characters written out (``errors.printable``: a name from a document, a Triton cache
+    folder's, a build record's, never sends the terminal an escape sequence; rich's own styles
+    and cursor moves are control segments, apart), and its trailing blanks taken off (a table
     pads its lines to its width, and rich leaves the blank where it wraps a sentence)."""
     from rich.console import Console, RenderHook
     from rich.segment import Segment
+
+    from nvstage.errors import printable
 
     class Uncropped(Console):
         # Lines are not cropped at the width: a table's stacked record keeps a value longer
@@ -74,6 +79,7 @@ def _console_kind():
                     if n:
                         blanks.clear()
                         yield Segment.line()
+                    part = printable(part, lines=True)
                     text = part.rstrip(" \t")
                     if text:
                         yield from blanks
@@ -146,8 +152,10 @@ def print_error(message: str, hint: str | None = None, more=()) -> None:
 def print_plain_error(message: str, hint: str | None = None, more=()) -> None:
     """The error as plain lines on stderr, flushed, no console: for a process about to end
     without its finalizers, and for a name the system could not look up."""
-    sys.stderr.write("".join(f"error: {m}\n" for m in (message, *more))
-                     + (f"hint: {hint}\n" if hint else ""))
+    from nvstage.errors import printable
+
+    sys.stderr.write(printable("".join(f"error: {m}\n" for m in (message, *more))
+                               + (f"hint: {hint}\n" if hint else ""), lines=True))
     sys.stdout.flush()
     sys.stderr.flush()
 

@@ -82,7 +82,11 @@ def render_cache(cache, con) -> None:
     """``show TRITON_CACHE_DIR``: one row per kernel, then the notes."""
     from nvstage.report.terminal.console import notes
 
-    t = plain_table(title=f"Triton cache {cache.folder}: {len(cache.kernels)} kernel(s)",
+    from nvstage.errors import printable
+
+    # Its folder's and entries' names are the document's: one line each, whatever they hold.
+    t = plain_table(title=f"Triton cache {printable(cache.folder)}: {len(cache.kernels)} "
+                          "kernel(s)",
                     title_justify="left", pad_edge=False)
     for col, just in (("kernel", "left"), ("target", "left"), ("warps", "right"),
                       ("stages", "right"), ("regs", "right"), ("spill st/ld", "right"),
@@ -94,7 +98,7 @@ def render_cache(cache, con) -> None:
         smem = fmt_bytes(k.shared + (r.shared_bytes if r is not None else 0))
         t.add_row(k.name, k.arch, str(k.num_warps), str(k.num_stages),
                   "-" if r is None else str(r.registers), spills, smem,
-                  "-" if occ is None else f"{occ.occupancy * 100:.0f}%", k.key[:12])
+                  "-" if occ is None else f"{occ.occupancy * 100:.0f}%", printable(k.key[:12]))
     con.print(t)
     con.print("smem: static + dynamic shared memory per block; occupancy at Triton's launch "
               "(num_warps x 32 threads); entry: the start of its folder's name (--kernel "
