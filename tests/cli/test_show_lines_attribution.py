@@ -195,3 +195,22 @@ def test_which_files_are_the_users(toolkit, tmp_path):
     assert a.name("/home/me/kernels/k.cu") == "/home/me/kernels/k.cu"
     assert a.name("/v/lib/python3.11/site-packages/triton/language/standard.py") == \
         "triton/language/standard.py"
+
+
+def test_a_kernel_view_folds_long_runs_and_other_kernels_signatures():
+    """Pure join: a helper at line 1 inlined into a kernel at 4..6; line 2 is another kernel's
+    signature (no code in this one): folded although the run is short. A run of 4 lines with
+    no code folds; one of 3 (a brace, a blank, a comment) stays."""
+    from nvstage.inspect import lineview
+
+    text = ["__device__ float twice(float x) { return 2.0f * x; }",
+            "__global__ void other(float* y) { y[0] = 1.0f; }", "",
+            "__global__ void user(float* y, const float* x) {", "    float a = x[0];",
+            "", "    // three", "", "    float b = twice(a);", "", "", "", "",
+            "    y[0] = b;", "}"]
+    at = [(4, ()), (5, ()), (1, (("/k.cu", 9),)), (9, ()), (14, ()), (15, ())]
+    located = [lineview.Located(16 * n, "IADD3 R1, R1, R1, RZ", "/k.cu",
+                                line, inl) for n, (line, inl) in enumerate(at)]
+    k = lineview.join("user", located, {}, arch="sm_90", image="k.cubin",
+                      source_text=lambda f: text)
+    assert [ln.line for ln in k.lines] == [1, 4, 5, 6, 7, 8, 9, 14, 15]

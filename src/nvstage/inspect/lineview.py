@@ -63,6 +63,7 @@ MAX_CUBINS = 256
 MAX_SPAN = 20_000
 # A run of more lines than this with no code (no SASS, no PTX) folds to one row.
 FOLD = 3
+_KERNEL_START = re.compile(r"__global__|@triton\.jit")
 
 
 @dataclass(frozen=True)
@@ -332,7 +333,7 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
     lines: list[SourceLine] = []
     for f in sorted(files, key=lambda f: (not attribution.is_user(f), f)):
         text = files[f]
-        for n in _folded(spans[f], set(numbers[f])):
+        for n in _folded(spans[f], set(numbers[f]), text):
             got = by_line.get((f, n), [])
             pk = max((i.gpr for i in got if i.gpr is not None), default=None)
             src = text[n - 1] if text is not None and 1 <= n <= len(text) else None
@@ -347,13 +348,16 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
                        len(located) - end, ptx, attribution)
 
 
-def _folded(span, code: set[int]):
+def _folded(span, code: set[int], text=None):
     """The lines of ``span`` a view shows: those with ``code``, and the runs between them of
-    ``FOLD`` lines or fewer (a longer run is one row in the views: a jump in the numbers)."""
+    ``FOLD`` lines or fewer (a longer run is one row in the views: a jump in the numbers). A
+    run holding another kernel's signature folds too: a helper inlined from above it and the
+    kernel's body are not one function (a kernel's own signature line has code)."""
     run: list[int] = []
     for n in span:
         if n in code:
-            if len(run) <= FOLD:
+            if len(run) <= FOLD and not (text and any(
+                    1 <= m <= len(text) and _KERNEL_START.search(text[m - 1]) for m in run)):
                 yield from run
             run = []
             yield n
