@@ -205,6 +205,13 @@ def test_a_call_line_whose_code_is_all_inlined_lights_its_instructions(pages, br
     assert "<cooperative_groups/details/reduce.h>" in text and "site-packages" not in text
     got = tab.evaluate(_SIDEWAYS)
     assert got["page"][0] <= got["page"][1] == width and got["clipped"] == [], got
+    # the PTX tab: its statements inlined from the reduction are the line's too, its colour
+    view.locator('.kv-tab[data-pane="ptx"]').click()
+    line.hover()
+    ptx = view.locator(".kv-ptx .pi.hl")
+    assert ptx.count() > 0 and all(colour in c for c in _classes(view, ".kv-ptx .pi.hl"))
+    assert any("shfl.sync" in t for t in ptx.locator(".cd").all_inner_texts())
+    view.locator('.kv-tab[data-pane="sass"]').click()
     line.click()  # pinned: the SASS pane scrolls to them
     assert view.locator(".kv-sass .ai.sel").count() == 10
     assert view.locator(".kv-sass .ai.sel").first.is_visible()

@@ -207,7 +207,11 @@ def _ptx_pane(k, keys: dict, colour: dict) -> str:
     for p in k.ptx.instructions[:MAX_VIEW_ROWS]:
         if p.label:
             out.append(f'<div class="lb">{esc(p.label)}:</div>')
-        key, attr = _link(keys, p.file, p.line, p.inlined_at, match)
+        at = None  # the line it counts to, by the rule the SASS follows (its colour)
+        if k.attribution is not None and p.line is not None:
+            chain = [(match(p.file), p.line)] + [(match(f), n) for f, n in p.inlined_at]
+            at = chain[k.attribution.frame(chain)]
+        key, attr = _link(keys, p.file, p.line, p.inlined_at, match, at)
         cls = "pi" + (f" c{colour[key]}" if key else "")
         tip = f"PTX line {p.number}" + (f"; {os.path.basename(p.file or '?')}:{p.line}"
                                          if p.line is not None else "")
