@@ -152,13 +152,24 @@ def _child_of(server) -> int:
                                None), 60)
 
 
+def _communicate(p: subprocess.Popen, *also: int, timeout: float = 120):
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for pid in (p.pid, *also):  # a hang is the failure, never one of the test itself
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)  # (``also``: what holds the client's streams)
+        p.communicate()
+        raise
+
+
 def test_a_stopped_child_is_ended_and_the_command_runs_itself(server):
     server.src.write_text(server.src.read_text() + "\n__device__ int child_marker;\n")
     with subprocess.Popen([*_launcher(), *server.words], cwd=server.cwd, env=server.env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
         child = _child_of(server)
         os.kill(child, signal.SIGSTOP)
-        out, err = p.communicate(timeout=120)
+        out, err = _communicate(p, child)
     got = subprocess.CompletedProcess(p.args, p.returncode, out.decode(), err.decode())
     _same_as_plain(server, got, b"child_marker")
     # Ended, not left stopped: by the client (it had claimed the command) or by the server.
@@ -175,7 +186,7 @@ def test_a_killed_childs_folders_are_swept(server):
         child = _child_of(server)
         _until(lambda: any(n.startswith("nvstage-") for n in os.listdir(server.tmp)), 60)
         os.killpg(server.pid, signal.SIGKILL)
-        out, err = p.communicate(timeout=120)
+        out, err = _communicate(p)
     got = subprocess.CompletedProcess(p.args, p.returncode, out.decode(), err.decode())
     _same_as_plain(server, got, b"killed_marker")
     # (The client, having run the command itself, may have started a new server.)
