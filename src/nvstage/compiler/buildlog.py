@@ -48,7 +48,7 @@ from nvstage.artifacts import write_json_atomic
 from nvstage.compiler import steps
 from nvstage.compiler.warm.build_record import (ENV, FOLDER, MARK, SCHEMA, build_identity,
                                                  ready_record, record_folder)
-from nvstage.errors import ArtifactError, UsageError
+from nvstage.errors import ArtifactError, UsageError, printable
 
 # What is read of one record, the newest entries first (the older ones are left unread, and
 # said so): what a CI runner's reader survives. A view holds about 16 KB for each entry with a
@@ -69,17 +69,9 @@ STATUSES = ("ok", "fallback", "failed", "ran")
 _ENTRY_NAME = re.compile(r"^\d{17}-\d+-\w+\.json$")
 
 
-# C0 and C1 control characters: a crafted entry's escape sequences would reach the terminal
-# (colours, a title, the clipboard through OSC 52) wherever its text is printed.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str, *, lines: bool = False) -> str:
-    """``text`` from an entry with each control character written as ``\\xNN`` (tabs and
-    newlines kept with ``lines``: a tool's output)."""
-    pattern = _CONTROL_BUT_LINES if lines else _CONTROL
-    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+# What is shown of an entry passes ``printable`` (errors'): a crafted entry's escape sequences
+# would reach the terminal (colours, a title, the clipboard through OSC 52) wherever its text is
+# printed.
 
 
 @dataclass
