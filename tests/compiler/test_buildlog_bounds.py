@@ -112,7 +112,9 @@ def test_memory_and_time_per_entry_are_bounded(real_entry, tmp_path):
     rss_big, t_big = _show(_crafted(tmp_path / "big", real_entry, big))
     per_entry_kb = (rss_big - rss_small) * 1024 / (big - small)
     assert per_entry_kb < 40, per_entry_kb  # measured: about 16 KB
-    at_caps_mb = rss_big + per_entry_kb * (buildlog.MAX_ENTRIES - big) / 1024
-    assert at_caps_mb < 500, at_caps_mb  # measured: about 300 MB
+    # What the entries add at the caps (the process's own start, about 40 MB alone, is left out:
+    # ru_maxrss of a child also counts what it waited for, which the suite's state can vary).
+    at_caps_mb = per_entry_kb * buildlog.MAX_ENTRIES / 1024
+    assert at_caps_mb < 400, at_caps_mb  # measured: about 160 MB
     # Time: a loaded 2-core machine takes 2 to 5 ms an entry; 25 ms would be a regression.
     assert (t_big - t_small) / (big - small) < 0.025, (t_small, t_big)

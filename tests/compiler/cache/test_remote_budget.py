@@ -149,6 +149,16 @@ def slow_url(request, slow_proxy, tmp_path_factory):
 KEY = "ab" * 32
 
 
+@pytest.fixture(autouse=True)
+def one_build(monkeypatch):
+    """The commands these tests stand for are one build's, whatever runs the suite: the build's
+    identity comes from the process tree (``build_record.build_identity``), which a suite
+    started under init alone (a detached CI job) leaves without one."""
+    from nvstage.compiler.warm import build_record
+
+    monkeypatch.setattr(build_record, "_identity", [f"process:{os.getpid()}:0"])
+
+
 # -- the rule, on the tiers themselves ----------------------------------------------------------
 def test_a_slow_tier_is_cut_at_its_budget_and_skipped_by_the_builds_next_command(
         slow_url, tmp_path, monkeypatch, fresh_tiers):

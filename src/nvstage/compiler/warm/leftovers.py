@@ -109,6 +109,18 @@ def sweep(folder: str | None = None) -> list[str]:
     return removed
 
 
+def sweep_after(pid: int, seconds: float = 2.0) -> list[str]:
+    """``sweep`` once process ``pid`` is gone (waited for ``seconds`` at most): a killed
+    process is still dying for a moment after its peer sees its socket close, and its
+    folders would still have a living owner."""
+    import time
+
+    end = time.monotonic() + seconds
+    while _start(pid) is not None and time.monotonic() < end:
+        time.sleep(0.01)
+    return sweep()
+
+
 def now_and_then() -> None:
     """``sweep``, about once in _EVERY calls (a miss makes one): the cost of a look at
     $TMPDIR spread thin."""

@@ -208,7 +208,7 @@ def delegate(argv: list[str], cwd: str, env, root: str) -> int | None:
         if code is None:  # the child ended (killed) before it said: its work folders go
             from nvstage.compiler.warm import leftovers
 
-            leftovers.sweep()
+            leftovers.sweep_after(int(pid))
         return code
     except (OSError, ValueError):
         return None
