@@ -17,6 +17,8 @@ from pathlib import Path
 
 from nvstage import proc
 
+from .resident_procs import residents as _residents
+
 # nvcc's per-run tokens, as tests/compiler/test_launcher_bytes.py masks them.
 _RUN_TOKENS = re.compile(rb"tmpxft_[0-9a-f]{8}_|\d*_INTERNAL_[0-9a-f]{8}_\d+_\w+?_[0-9a-f]{8}"
                          rb"(?:_\d+)?|\d*_GLOBAL__N__[0-9a-f]{8}_\d+_\w+?_[0-9a-f]{8}(?:_\d+)?"
@@ -94,22 +96,6 @@ def _served(toolkit, kernels, tmp_path: Path, run: Path) -> None:
         stopped = proc.run(stop, cwd=tmp_path, env=env, timeout=60)
     assert stopped.returncode == 0  # a server ran
     assert _server_files(run) == []  # its socket and its lock are gone with it
-
-
-def _residents(cache: Path) -> list[tuple[int, int]]:
-    """(pid, parent pid) of the processes of the resident nvstage for ``cache``."""
-    found = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                argv = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
-                if b"nvstage.compiler.resident" in argv and os.fsencode(cache) in argv:
-                    stat = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
-                    if stat[0] != "Z":
-                        found.append((int(d), int(stat[1])))
-            except (OSError, IndexError, ValueError):
-                pass  # gone meanwhile
-    return found
 
 
 def _until(what, seconds: float = 60.0) -> None:

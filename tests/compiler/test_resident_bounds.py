@@ -22,29 +22,14 @@ from nvstage import proc
 from nvstage.compiler import resident
 from nvstage.compiler.warm import leftovers
 
+from .resident_procs import residents as _procs
+
 STOP = [sys.executable, "-m", "nvstage.compiler.resident", "--stop"]
 
 
 def _launcher() -> list[str]:
     script = Path(sys.executable).parent / "nvstage"
     return [str(script)] if script.exists() else [sys.executable, "-m", "nvstage"]
-
-
-def _procs(cache: Path) -> list[tuple[int, int, str]]:
-    """(pid, parent pid, state) of the resident nvstage's processes for ``cache`` (server,
-    helpers, children: a fork has the server's command line)."""
-    found = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                argv = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
-                if b"nvstage.compiler.resident" in argv and os.fsencode(cache) in argv:
-                    stat = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
-                    if stat[0] != "Z":
-                        found.append((int(d), int(stat[1]), stat[0]))
-            except (OSError, IndexError, ValueError):
-                pass  # gone meanwhile
-    return found
 
 
 def _until(what, seconds: float = 60.0):
@@ -74,7 +59,7 @@ class _Server:
         self.cwd = tmp_path
         first = self.command()
         assert first.returncode == 0, first.stderr
-        (self.pid,) = _until(lambda: [p for p, _, _ in _procs(self.cache)] or None)
+        (self.pid,) = _until(lambda: [p for p, _ in _procs(self.cache)] or None)
         _until(lambda: any(n.endswith(".sock") for n in os.listdir(self.run / "nvstage")))
 
     def command(self, timeout: float = 120):
@@ -97,7 +82,7 @@ class _Server:
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGCONT)
         proc.run([*STOP, str(self.cache)], env=self.env, timeout=60)
-        for pid, _, _ in _procs(self.cache):
+        for pid, _ in _procs(self.cache):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.run, ignore_errors=True)
@@ -143,12 +128,12 @@ def test_a_stopped_server_is_noticed_and_the_command_runs_itself(server):
     assert server.entries() == before + 2
     now = os.stat(server.cwd / "a.o")
     assert (now.st_ino, now.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
-    assert server.pid in [p for p, _, _ in _procs(server.cache)]  # and serves on
+    assert server.pid in [p for p, _ in _procs(server.cache)]  # and serves on
     assert server.command().returncode == 0
 
 
 def _child_of(server) -> int:
-    return _until(lambda: next((p for p, pp, _ in _procs(server.cache) if pp == server.pid),
+    return _until(lambda: next((p for p, pp in _procs(server.cache) if pp == server.pid),
                                None), 60)
 
 
@@ -173,7 +158,7 @@ def test_a_stopped_child_is_ended_and_the_command_runs_itself(server):
     got = subprocess.CompletedProcess(p.args, p.returncode, out.decode(), err.decode())
     _same_as_plain(server, got, b"child_marker")
     # Ended, not left stopped: by the client (it had claimed the command) or by the server.
-    _until(lambda: child not in [pid for pid, _, _ in _procs(server.cache)], 10)
+    _until(lambda: child not in [pid for pid, _ in _procs(server.cache)], 10)
     assert [n for n in os.listdir(server.tmp) if n.startswith("nvstage-")] == []
 
 
@@ -190,7 +175,7 @@ def test_a_killed_childs_folders_are_swept(server):
     got = subprocess.CompletedProcess(p.args, p.returncode, out.decode(), err.decode())
     _same_as_plain(server, got, b"killed_marker")
     # (The client, having run the command itself, may have started a new server.)
-    assert not {server.pid, child} & {pid for pid, _, _ in _procs(server.cache)}
+    assert not {server.pid, child} & {pid for pid, _ in _procs(server.cache)}
     assert [n for n in os.listdir(server.tmp) if n.startswith("nvstage-")] == []
 
 
