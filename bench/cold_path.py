@@ -39,8 +39,8 @@ from many_units import _machine_cpu as _cpu  # noqa: E402 - the machine's CPU se
 # Run in a child process with the miss path imported first: each phase's start and length.
 PHASES = r"""
 import json, os, sys, time
-import nvstage.compiler.launcher as L, nvstage.compiler.driver as D, nvstage.compiler.buildlog
-import nvstage.compiler.warm.entry, nvstage.compiler.scheduler, nvstage.compiler.jobserver
+import nvstage.compiler.launcher.flow as L, nvstage.compiler.pipeline.driver as D, nvstage.compiler.buildlog.log
+import nvstage.compiler.cache.command.entry, nvstage.compiler.pipeline.scheduler, nvstage.compiler.pipeline.jobserver
 marks = []
 t0 = time.perf_counter()
 def timed(mod, name, label):
@@ -81,7 +81,7 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT / "src"))
     import many_units
 
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
 
     nvcc = find_toolkit().nvcc
     nvstage = str(BIN / "nvstage")
@@ -122,7 +122,7 @@ def main(argv: list[str]) -> int:
                 pre, e = ways[way]
                 got.setdefault(f"{way}, same line", []).append(
                     _once([*pre, *words(f"same{way[0]}")], build, e, idle))
-        subprocess.run([sys.executable, "-m", "nvstage.compiler.resident", "--stop",
+        subprocess.run([sys.executable, "-m", "nvstage.compiler.launcher.resident.server", "--stop",
                         str(w / "cache")], env=env, capture_output=True)
         print(f"a unit of many_units.py's project, sm_90, -MD; medians of {a.runs} "
               "interleaved rounds (CPU: the whole machine's, less its rest)")
@@ -158,7 +158,7 @@ def main(argv: list[str]) -> int:
                             "after the answer (entry, record)", "the tools themselves"), med):
             print(f"  {name:38} {v * 1000:7.1f} ms")
 
-        imports = "import nvstage.compiler.launcher, nvstage.compiler.driver"
+        imports = "import nvstage.compiler.launcher.flow, nvstage.compiler.pipeline.driver"
         t_imp, t_pass = [], []
         for _ in range(a.runs):
             for argv, out in (([sys.executable, "-c", imports], t_imp),
@@ -172,7 +172,7 @@ def main(argv: list[str]) -> int:
 
         hashing = r"""
 import os, sys, time
-from nvstage.compiler.cache.keys import FileHasher
+from nvstage.compiler.cache.stage.stage_key import FileHasher
 from nvstage.compiler.cache.local import Cache, hash_memo
 files = sys.argv[1:]
 c = Cache().open()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nvstage
 from nvstage import proc
-from nvstage.compiler.nvcctime import pair_with_stages, parse_time_csv
+from nvstage.compiler.nvcc.phase_times import pair_with_stages, parse_time_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {

@@ -21,9 +21,9 @@ import tempfile
 from pathlib import Path
 
 import nvstage
-from nvstage.compiler.dist import stage as dist_stage
+from nvstage.compiler.dist import farm_stage as dist_stage
 from nvstage.compiler.dist.estimate import Step, Unit, estimate
-from nvstage.compiler.options import CompileOptions
+from nvstage.compiler.nvcc.options import CompileOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 _n = [0]
@@ -73,7 +73,7 @@ def main() -> int:
     ap.add_argument("--local-cores", type=int, default=16,
                     help="a second, assumed local machine for the estimate")
     args = ap.parse_args()
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
 
     toolkit = find_toolkit()
     fm = farm_module()

@@ -30,7 +30,7 @@ BIN = Path(sys.executable).parent
 
 def _nvcc() -> str:
     sys.path.insert(0, str(ROOT / "src"))
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
 
     return find_toolkit().nvcc
 

@@ -21,7 +21,7 @@ sm_90. Each round builds every way in a fresh copy with an empty cache of its ow
 
 nvstage is the launcher the toolchain file of ``nvstage doctor --cmake-toolchain FILE
 --launcher`` names (Python without ``site`` on ``cli/bare.py``), with its resident server on
-(``NVSTAGE_SERVER=1``, ``compiler/resident.py``: it answers hits too), started by the first
+(``NVSTAGE_SERVER=1``, ``compiler/launcher/resident/server.py``: it answers hits too), started by the first
 command and stopped after each round. Medians over rounds, and the spread of each
 anchor (the noise of this machine). ccache comes from the ``bench`` extra.
 """
@@ -142,7 +142,7 @@ def one(way: str, launcher: list[str] | None, nvcc: str, work: Path, units: int,
         out["revert"] = _run(ninja, work, env)
     finally:
         if way == "nvstage":
-            subprocess.run([sys.executable, "-m", "nvstage.compiler.resident", "--stop",
+            subprocess.run([sys.executable, "-m", "nvstage.compiler.launcher.resident.server", "--stop",
                             str(cache)], env=env, capture_output=True)
     return out
 
@@ -154,8 +154,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("-j", "--jobs", type=int, default=2)
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
-    from nvstage.compiler.cmake_toolchain import nvstage_command
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.cmake_toolchain import nvstage_command
+    from nvstage.compiler.toolkit.locate import find_toolkit
 
     nvcc = find_toolkit().nvcc
     ways = {"nvcc": None, "nvstage": nvstage_command(), "ccache": [str(BIN / "ccache")]}

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import nvstage
 from nvstage import proc
-from nvstage.compiler.options import CompileOptions
-from nvstage.compiler.scheduler import default_jobs
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.pipeline.scheduler import default_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 GENCODES = ("arch=compute_75,code=sm_75", "arch=compute_80,code=sm_80",

@@ -136,7 +136,7 @@ def main() -> None:
     args = ap.parse_args()
     if not (BIN / "cmake").exists() or not (BIN / "ninja").exists():
         raise SystemExit("cmake and ninja come from the test extra: pip install -e '.[test]'")
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
 
     nvcc = find_toolkit().nvcc
     base = Path(tempfile.mkdtemp(prefix="nvstage-bench-remote-"))
@@ -173,7 +173,7 @@ def main() -> None:
                         times.setdefault(f"{name}:{who}", []).append(
                             build(path, env, True, nvcc))
                     finally:
-                        subprocess.run([sys.executable, "-m", "nvstage.compiler.resident",
+                        subprocess.run([sys.executable, "-m", "nvstage.compiler.launcher.resident.server",
                                         "--stop", str(cache)], env=env, capture_output=True)
                     stats = tier_stats(cache)
                     row = next((v for k, v in stats.items() if k != "local"), {})

@@ -101,8 +101,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--runs", type=int, default=7)
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
-    from nvstage.compiler.cmake_toolchain import nvstage_command
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.cmake_toolchain import nvstage_command
+    from nvstage.compiler.toolkit.locate import find_toolkit
 
     nvcc = find_toolkit().nvcc
     nvstage = str(BIN / "nvstage")
@@ -199,7 +199,7 @@ def main(argv: list[str]) -> int:
                      four.anchor, "<= 1.0"))
         notes.append(f"4 gencodes cold: {four.spread()}")
         for folder in {*used, *(str(p) for p in w.glob("cold-*")), str(w / "nv-cache")}:
-            subprocess.run([sys.executable, "-m", "nvstage.compiler.resident", "--stop",
+            subprocess.run([sys.executable, "-m", "nvstage.compiler.launcher.resident.server", "--stop",
                             folder], env=env, capture_output=True)  # servers it started
     print(f"kernels/multi.cu, whole processes, medians of {a.runs} (interleaved pairs where "
           "there is an anchor)")

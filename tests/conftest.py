@@ -17,7 +17,7 @@ DATA = Path(__file__).resolve().parent / "data"
 
 @pytest.fixture(scope="session")
 def toolkit():
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
 
     return find_toolkit()
 
@@ -91,7 +91,7 @@ def pytest_configure(config):
         os.environ["NVSTAGE_CACHE_DIR"] = os.path.join(root, "cache")
     os.environ["XDG_CONFIG_HOME"] = os.path.join(root, "config")
     os.environ["TMPDIR"] = _SESSION["tmp"]
-    # No resident nvstage outlives a test (tests/compiler/test_resident.py starts and stops
+    # No resident nvstage outlives a test (tests/compiler/launcher/resident/test_resident.py starts and stops
     # its own).
     os.environ["NVSTAGE_SERVER"] = "0"
     tempfile.tempdir = None  # gettempdir() reads $TMPDIR again
@@ -213,7 +213,7 @@ def built(toolkit, kernels, tmp_path_factory):
     import subprocess
 
     import nvstage
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.nvcc.options import CompileOptions
 
     root = tmp_path_factory.mktemp("built")
     for k in ("multi.cu", "spill.cu", "vadd.cu", "saxpy.cu"):
@@ -300,24 +300,49 @@ def fresh_tiers(monkeypatch):
 
 
 # What a full hit may import: the standard library, and of nvstage the entry point, the base
-# (fsio, paths) and the warm package. Nothing else of nvstage, no third-party module.
+# (fsio, paths) and the hit path's modules (tests/test_imports.py names them). Nothing else
+# of nvstage, no third-party module.
 WARM_MODULES = frozenset({"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage.cli.launcher",
-                          "nvstage.fsio", "nvstage.paths", "nvstage.compiler",
-                          "nvstage.compiler.warm",
+                          "nvstage.fsio", "nvstage.paths",
+                          "nvstage.compiler.store.zstd",
+                          "nvstage.compiler.store.presence",
+                          "nvstage.compiler.store.layout",
+                          "nvstage.compiler.nvcc.environment",
+                          "nvstage.compiler.nvcc.host_flags",
+                          "nvstage.compiler.toolkit.nvcc_lookup",
+                          "nvstage.compiler.buildlog.current",
+                          "nvstage.compiler.cache.command.command_key",
+                          "nvstage.compiler.cache.command.entry",
+                          "nvstage.compiler.cache.command.answer",
+                          "nvstage.compiler.cache.command.compile_answer",
+                          "nvstage.compiler.pipeline.leftovers",
+                          "nvstage.compiler.launcher.resident.ask",
+                          "nvstage.compiler.launcher.resident.handover",
+                          "nvstage.compiler",
+                          "nvstage.compiler.buildlog",
+                          "nvstage.compiler.cache",
+                          "nvstage.compiler.cache.command",
+                          "nvstage.compiler.launcher",
+                          "nvstage.compiler.launcher.resident",
+                          "nvstage.compiler.nvcc",
+                          "nvstage.compiler.pipeline",
+                          "nvstage.compiler.store",
+                          "nvstage.compiler.toolkit",
+
                           # zstd's extension alone, its package's __init__ not run
-                          # (``compiler/warm/zstd.py``); Python 3.14's is standard
+                          # (``compiler/store/zstd.py``); Python 3.14's is standard
                           "backports.zstd._zstd"})
 
 
 @pytest.fixture
 def beyond_the_warm_path():
     """``f(modules, also=())``: the modules of ``modules`` a whole-command answer may not
-    import: not the standard library, not ``WARM_MODULES``, ``compiler/warm``'s own or
+    import: not the standard library, not ``WARM_MODULES`` or
     ``also``; json, hashlib, hmac, re and pathlib neither (milliseconds each)."""
     def beyond(modules, also=()) -> list[str]:
         allowed = WARM_MODULES | set(also)
         return sorted(m for m in modules
                       if m in ("json", "hashlib", "hmac", "re", "pathlib")
                       or (m.split(".")[0] not in sys.stdlib_module_names
-                          and m not in allowed and not m.startswith("nvstage.compiler.warm.")))
+                          and m not in allowed))
     return beyond

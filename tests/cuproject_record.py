@@ -47,7 +47,7 @@ def cuproject_record(toolkit, tmp_path_factory) -> tuple[Path, Path]:
     Every compile, the device link, the archive and the link went through nvstage: its record
     BUILD/.nvstage-build holds both builds. Tests that change a record work on a copy."""
     from nvstage import proc
-    from nvstage.compiler.cmake_toolchain import write_cmake_toolchain
+    from nvstage.compiler.toolkit.cmake_toolchain import write_cmake_toolchain
 
     lb = launcher_builds()
     if not (lb.BIN / "cmake").exists() or not (lb.BIN / "ninja").exists():

@@ -382,7 +382,8 @@ def test_docs_nvrtc_sizes_are_what_compile_prints(cli, workdir, kernels):
 def test_docs_limits_are_the_codes_limits():
     """The bounds docs/documents.md lists are the constants the readers use."""
     from nvstage import artifacts, documents
-    from nvstage.compiler import buildlog, record
+    from nvstage.compiler.buildlog import log as buildlog
+    from nvstage.compiler.manifest import model as record
     from nvstage.inspect import fatbin
     from nvstage.run.workload import expr, spec
 
@@ -467,7 +468,7 @@ def test_docs_view_figures_are_what_report_writes(cli, workdir, kernels):
 def chain_nvcc_sm90(toolkit, kernels, tmp_path_factory):
     """kernels/fusion_chain.cu as docs/triton.md builds it (--cubin -arch=sm_90), kept."""
     import nvstage
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.nvcc.options import CompileOptions
 
     root = tmp_path_factory.mktemp("readme-chain")
     nvstage.compile(kernels / "fusion_chain.cu", CompileOptions(
@@ -477,7 +478,7 @@ def chain_nvcc_sm90(toolkit, kernels, tmp_path_factory):
 
 
 def test_docs_triton_chain_table_is_what_diff_finds(chain_nvcc_sm90, triton_chain, toolkit):
-    from nvstage.compiler.record import load_build
+    from nvstage.compiler.manifest.model import load_build
     from nvstage.inspect.build_diff import diff_builds
 
     rows = re.findall(r"^\| (\w+) \| (\d+) -> (\d+) \| (\d+) -> (\d+) \| (\d+) -> ([\d.]+) \| "

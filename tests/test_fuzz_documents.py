@@ -121,7 +121,7 @@ def base_build(toolkit, kernels, tmp_path_factory):
     link), with its artifact paths moved to a folder that does not exist: the readers get the
     stage records and ptxas' recorded report, and no tool ever runs on a fuzzed example."""
     import nvstage
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.nvcc.options import CompileOptions
 
     root = tmp_path_factory.mktemp("fuzzbase")
     shutil.copy(kernels / "vadd.cu", root)
@@ -133,7 +133,7 @@ def base_build(toolkit, kernels, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaded(base_build, tmp_path_factory):
-    from nvstage.compiler.record import load_build
+    from nvstage.compiler.manifest.model import load_build
 
     folder = tmp_path_factory.mktemp("loaded")
     (folder / "stages.json").write_text(json.dumps(base_build))
@@ -225,7 +225,7 @@ def folder(tmp_path_factory):
 @SETTINGS
 @given(data=st.data())
 def test_fuzz_stages_json(data, base_build, toolkit, folder):
-    from nvstage.compiler.record import load_build
+    from nvstage.compiler.manifest.model import load_build
 
     doc = data.draw(mutated(base_build))
     (folder / "stages.json").write_text(encoded(doc))
@@ -241,7 +241,7 @@ def test_fuzz_stages_json(data, base_build, toolkit, folder):
        cut=st.integers(0, 100_000))
 def test_fuzz_stages_json_bytes(raw, cut, base_build, folder):
     """Random bytes, and the real manifest cut short or followed by junk."""
-    from nvstage.compiler.record import load_build
+    from nvstage.compiler.manifest.model import load_build
 
     real = encoded(base_build).encode()
     for blob in (raw, real[:cut], real + raw, b"[" * 100_000, b'{"a":' * 50_000):
@@ -290,7 +290,7 @@ def _budgets_file(tmp_path):
     (lambda d: d["plan"].update(variables={"PATH": 3}), "plan.variables.PATH must be"),
 ])
 def test_wrong_fields_are_named(tmp_path, base_build, change, words):
-    from nvstage.compiler.record import load_build
+    from nvstage.compiler.manifest.model import load_build
 
     doc = copy.deepcopy(base_build)
     change(doc)
@@ -305,7 +305,7 @@ def test_special_files_and_sizes(tmp_path, base_build):
     are FIFOs or devices are left out, never opened for reading (a FIFO would block)."""
     import os
 
-    from nvstage.compiler.record import MAX_MANIFEST_BYTES, load_build
+    from nvstage.compiler.manifest.model import MAX_MANIFEST_BYTES, load_build
     from nvstage.check.metrics import locate_kernel
 
     fifo = tmp_path / "fifo"

@@ -11,10 +11,10 @@ import subprocess
 
 import pytest
 
-from nvstage.compiler.ptxas_report import split_ptxas_stderr
+from nvstage.compiler.nvcc.ptxas_report import split_ptxas_stderr
 from nvstage.inspect.resources import parse_ptxas_verbose
-from nvstage.compiler.options import CompileOptions
-from nvstage.compiler.plan import StageKind
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.nvcc.plan import StageKind
 
 BUDGETS = """
 [tool.nvstage.budgets]
@@ -26,7 +26,7 @@ no_spills = true
 @pytest.fixture(scope="module")
 def honest(toolkit, kernels, tmp_path_factory):
     """A kept build of multi.cu for sm_90 (two ptxas-free readers' inputs: cubin, fatbin)."""
-    from nvstage.compiler.driver import compile
+    from nvstage.compiler.pipeline.driver import compile
 
     root = tmp_path_factory.mktemp("honest")
     shutil.copy(kernels / "multi.cu", root)
@@ -124,7 +124,7 @@ def test_a_library_caller_without_a_toolkit_never_gets_the_recorded_one(crafted)
     """``build_resources(load_build(...))`` with no toolkit finds one; the recorded toolkit
     refuses to hand out a program."""
     from nvstage.errors import ToolkitError
-    from nvstage.compiler.record import load_build
+    from nvstage.compiler.manifest.model import load_build
     from nvstage.inspect.resources import build_resources
 
     keep, markers = crafted
@@ -240,7 +240,7 @@ def test_a_cached_ptxas_stage_gives_the_same_record(toolkit, kernels, workdir, t
 
 def test_the_manifest_keeps_the_report_and_reads_it_back(toolkit, kernels, workdir):
     import nvstage
-    from nvstage.compiler.record import load_build
+    from nvstage.compiler.manifest.model import load_build
 
     shutil.copy(kernels / "vadd.cu", workdir)
     b = nvstage.compile("vadd.cu", CompileOptions(archs=("sm_90",), stop="cubin"),
@@ -279,7 +279,7 @@ def test_nvrtc_keep_folders_feed_the_same_readers(toolkit, kernels, workdir):
     """NVRTC and nvJitLink stages run in-process (nothing to rerun): their cubins give the
     figures, and with --resource-usage their logs' ptxas report gives the spills too, read
     back from the manifest as for nvcc builds."""
-    from nvstage.compiler.record import load_build
+    from nvstage.compiler.manifest.model import load_build
     from nvstage.inspect.resources import build_resources
     from nvstage.compiler.nvrtc import compile_nvrtc
 
@@ -340,7 +340,7 @@ def test_a_trace_of_many_lanes_is_drawn_in_bounded_time(honest, toolkit):
     """Each span looked its lane up in a list: 100,000 events on as many lanes took minutes."""
     import time
 
-    from nvstage.compiler.record import load_build
+    from nvstage.compiler.manifest.model import load_build
     from nvstage.report.html import gather, render
     from nvstage.report.run_charts import MAX_TRACE_LANES
 

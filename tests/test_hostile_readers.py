@@ -494,7 +494,7 @@ def test_a_nul_in_a_budgets_file_is_one_error(tmp_path, config, where):
 def test_a_nul_in_a_manifest_path_is_never_a_traceback(toolkit, tmp_path):
     """A kept build's stages.json naming its source, output or an artifact with a NUL."""
     import nvstage
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.nvcc.options import CompileOptions
 
     keep = tmp_path / "k"
     nvstage.compile(KERNELS / "saxpy.cu", CompileOptions(archs=("sm_90",), stop="cubin",

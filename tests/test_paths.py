@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from nvstage.compiler.warm import ask
+from nvstage.compiler.launcher.resident import ask
 from nvstage.paths import cache_dir_of
 
 

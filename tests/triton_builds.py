@@ -20,14 +20,14 @@ RMS_SIGNATURE = "x:*fp32,y:*fp32,cols:i32,eps:fp32"
 
 
 def chain_options(kernel: str, arch: str = "sm_90"):
-    from nvstage.compiler.triton import TritonOptions, parse_signature
+    from nvstage.compiler.triton.stages import TritonOptions, parse_signature
 
     return TritonOptions(kernel, parse_signature(CHAIN_SIGNATURES[kernel]),
                          (("BLOCK", 1024),), arch=arch)
 
 
 def rms_options(arch: str, **kw):
-    from nvstage.compiler.triton import TritonOptions, parse_signature
+    from nvstage.compiler.triton.stages import TritonOptions, parse_signature
 
     return TritonOptions("rms_rows", parse_signature(RMS_SIGNATURE), (("COLS", 2048),),
                          arch=arch, num_warps=8, **kw)
@@ -35,7 +35,7 @@ def rms_options(arch: str, **kw):
 
 def build_chain(folder: Path, toolkit, arch: str = "sm_90") -> dict[str, Path]:
     """Each chain kernel kept in FOLDER/KERNEL.triton; returns kernel -> keep folder."""
-    from nvstage.compiler.triton import compile_triton
+    from nvstage.compiler.triton.stages import compile_triton
 
     out = {}
     for kernel in CHAIN_SIGNATURES:

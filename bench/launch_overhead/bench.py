@@ -24,11 +24,11 @@ TARGET_BINDINGS = 1.1  # nvstage / bare cuda.bindings
 
 def main(argv: list[str]) -> int:
     from nvstage import proc
-    from nvstage.compiler.options import CompileOptions
-    from nvstage.compiler.driver import compile as run_compile
+    from nvstage.compiler.nvcc.options import CompileOptions
+    from nvstage.compiler.pipeline.driver import compile as run_compile
     from nvstage.run.devices import nvml_gpus
     from nvstage.run.probe import probe
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
 
     out = Path(argv[1]) if len(argv) > 1 else HERE / "build"
     out.mkdir(parents=True, exist_ok=True)

@@ -32,11 +32,12 @@ _EXPORTS = {
     "NvstageError": "errors", "StageFailed": "errors", "ToolkitError": "errors",
     "UsageError": "errors",
     # compile
-    "CompileOptions": "compiler.options", "compile": "compiler.driver",
-    "Build": "compiler.record", "StageRun": "compiler.record", "load_build": "compiler.record",
-    "Plan": "compiler.plan", "Stage": "compiler.plan", "StageKind": "compiler.plan",
-    "parse_dryrun": "compiler.plan", "Toolkit": "compiler.toolkit",
-    "find_toolkit": "compiler.toolkit",
+    "CompileOptions": "compiler.nvcc.options", "compile": "compiler.pipeline.driver",
+    "Build": "compiler.manifest.model", "StageRun": "compiler.manifest.model",
+    "load_build": "compiler.manifest.model",
+    "Plan": "compiler.nvcc.plan", "Stage": "compiler.nvcc.plan", "StageKind": "compiler.nvcc.plan",
+    "parse_dryrun": "compiler.nvcc.plan", "Toolkit": "compiler.toolkit.locate",
+    "find_toolkit": "compiler.toolkit.locate",
     # inspect
     "KernelRecord": "inspect.kernels", "kernel_records": "inspect.gather",
     "show": "inspect.view", "diff_builds": "inspect.build_diff",

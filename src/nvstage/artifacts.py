@@ -1,6 +1,6 @@
 """Files read within a bound (regular files only) and written atomically.
 
-The record of what a stage produced, ``Artifact``, is in ``compiler/record.py``.
+The record of what a stage produced, ``Artifact``, is in ``compiler/manifest/model.py``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,13 @@ from nvstage import proc
 from nvstage.errors import NvstageError, ToolMissing
 from nvstage.run.devices import GpuFacts, nvml_gpus
 from nvstage.run.probe import DriverProbe, probe
-from nvstage.compiler.toolkit import ToolInfo, Toolkit, all_candidates, find_toolkit, host_compiler
+from nvstage.compiler.toolkit.locate import (
+    ToolInfo,
+    Toolkit,
+    all_candidates,
+    find_toolkit,
+    host_compiler,
+)
 
 _PACKAGES = ("cuda-toolkit", "nvidia-cuda-nvcc", "cuda-core", "cuda-bindings", "cuda-pathfinder",
              "nvidia-ml-py", "numpy")
@@ -38,8 +44,8 @@ def path_nvcc(tk: Toolkit | None) -> PathNvcc | None:
     import os
     import shutil
 
-    from nvstage.compiler.toolkit import tool_version
-    from nvstage.compiler.warm.nvcc_lookup import is_elf
+    from nvstage.compiler.toolkit.locate import tool_version
+    from nvstage.compiler.toolkit.nvcc_lookup import is_elf
 
     found = shutil.which("nvcc")
     if found is None:

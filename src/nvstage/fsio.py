@@ -2,7 +2,7 @@
 sealed documents.
 
 Standard library only, and little of it (os, stat, marshal at import; the rest inside the
-function that needs it): the warm path (``compiler/warm``) answers a whole command with this
+function that needs it): the warm path (the hit path) answers a whole command with this
 module before anything else is imported. No json (re, enum), no hashlib or hmac (OpenSSL: 2 ms
 to load) for a small document: the builtin SHA-256 does, and hashlib takes over only where its
 speed pays for its import.
@@ -125,7 +125,7 @@ def replace(path, data: bytes, *, tmpdir=None, mode: int = 0o666, sync: bool = F
 
 def umask() -> int:
     """This process's umask: reading it means setting it, so it is set back at once (the warm
-    client, ``warm/ask.py``, reads it the same way without ``os``)."""
+    client, ``launcher/resident/ask.py``, reads it the same way without ``os``)."""
     mask = os.umask(0o022)
     os.umask(mask)
     return mask

@@ -3,7 +3,7 @@ cache's key in the XDG config folder (outside the cache: whoever can write the c
 must not be able to read or replace the key that seals it).
 
 Standard library only, and no pathlib at import (it brings re and urllib): the warm path
-(``compiler/warm``) finds the cache folder and its key through the ``*_of(env)`` functions,
+(the hit path) finds the cache folder and its key through the ``*_of(env)`` functions,
 which read a given environment and raise nothing.
 """
 
@@ -90,7 +90,7 @@ ENV_BASE_DIR = "NVSTAGE_BASE_DIR"
 def base_dir() -> str | None:
     """``$NVSTAGE_BASE_DIR`` (ccache's ``base_dir``): the folder under which the stage cache
     makes absolute paths relative, so that a checkout at another path finds the same entries
-    (``compiler/cache/keys.py``, ``Place``). None when unset, or when it is no absolute path
+    (``compiler/cache/stage/stage_key.py``, ``Place``). None when unset, or when it is no absolute path
     or is ``/`` (``base_dir_problem`` says why): every system path would then be rewritten."""
     if base_dir_problem() is not None:
         return None

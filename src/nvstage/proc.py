@@ -84,7 +84,7 @@ def run(
         # *.lgenfe.bc) goes too. No plan names it (nvcc plans in the build's work folder), and
         # no cache key includes it.
         if tmpdir is None:
-            from nvstage.compiler.warm import leftovers
+            from nvstage.compiler.pipeline import leftovers
 
             with contextlib.suppress(OSError):  # unwritable $TMPDIR: the tool may not need one
                 tmp = tempfile.mkdtemp(prefix="nvstage-tool-")
@@ -433,7 +433,7 @@ def start_detached(argv: Sequence[str], *, env: Mapping[str, str] | None = None)
     """Start ``argv`` on its own, outlasting this process: a session of its own (no terminal's
     signals reach it), the root folder as its current one, its standard streams /dev/null and
     no other descriptor of ours (a build waits for its commands' streams to close). The
-    resident nvstage (``compiler/resident.py``). Its pid; it is never waited for here (it
+    resident nvstage (``compiler/launcher/resident/server.py``). Its pid; it is never waited for here (it
     outlives us; init reaps it)."""
     p = subprocess.Popen([os.fspath(a) for a in argv], cwd="/", stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -11,14 +11,14 @@ from nvstage.check.gate import check
 from nvstage.check.metrics import locate_kernel, run_figures
 from nvstage.errors import BaselineError, BudgetConfigError
 from nvstage.report.checks import github_annotations, markdown_summary
-from nvstage.compiler.options import CompileOptions
+from nvstage.compiler.nvcc.options import CompileOptions
 from nvstage.inspect.kernels import base_name, matches, qualified_name
 
 TWO_ARCHES = ("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]")
 
 
 def _build(toolkit, kernels, tmp_path_factory, name, source, **opts):
-    from nvstage.compiler.driver import compile
+    from nvstage.compiler.pipeline.driver import compile
 
     keep = tmp_path_factory.mktemp(name)
     out = keep / source.replace(".cu", ".fatbin")  # nvcc's default is the current folder

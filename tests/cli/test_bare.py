@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from nvstage import __version__
-from nvstage.compiler.cmake_toolchain import nvstage_command
+from nvstage.compiler.toolkit.cmake_toolchain import nvstage_command
 
 
 def _run(args, cwd, env=None, **kw):
@@ -26,12 +26,12 @@ def test_the_launcher_command_is_python_without_site_on_bare_py():
 
 def test_the_client_bare_loads_is_the_module_the_launcher_imports():
     # The launcher tells ask.MISSED by identity: bare.py's own load of ask.py must be the
-    # module nvstage.compiler.warm.ask, not a second copy.
+    # module nvstage.compiler.launcher.resident.ask, not a second copy.
     bare = nvstage_command()[3]
     code = ("import runpy, sys\n"
             f"g = runpy.run_path({bare!r}, run_name='not_main')\n"
             "m = g['_ask_module'](g['_paths']())\n"
-            "from nvstage.compiler.warm.ask import MISSED\n"
+            "from nvstage.compiler.launcher.resident.ask import MISSED\n"
             "print(m.MISSED is MISSED)\n")
     cp = subprocess.run([sys.executable, "-S", "-P", "-c", code], capture_output=True,
                         text=True, timeout=120)
@@ -62,7 +62,7 @@ def test_a_miss_and_a_hit_under_bare_are_the_scripts(toolkit, kernels, tmp_path)
     assert (tmp_path / "a.o").read_bytes() == first
     imported = {line.rsplit("|", 1)[-1].strip() for line in hit.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert "nvstage.compiler.warm.answer" in imported
-    assert "site" not in imported and "nvstage.compiler.front" not in imported
+    assert "nvstage.compiler.cache.command.answer" in imported
+    assert "site" not in imported and "nvstage.compiler.launcher.front" not in imported
     shown = _run(["show", str(tmp_path / "record"), "--json"], tmp_path, env)  # typer: site
     assert shown.returncode == 0, shown.stderr

@@ -9,7 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
-from nvstage.compiler import buildlog
+from nvstage.compiler.buildlog import log as buildlog
 
 OVER = """
 [budgets]

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from nvstage.cli.main import run
-from nvstage.compiler import buildlog
+from nvstage.compiler.buildlog import log as buildlog
 
 # OSC 52 (writes the reader's clipboard), a colour, a carriage return that overwrites a line.
 ESC = "\x1b]52;c;SGVsbG8=\x07\x1b[31mRED\x1b[0m\rOVER\x9b2J"

@@ -108,6 +108,6 @@ def test_the_resident_server_is_shown_and_stopped(toolkit, kernels, tmp_path):
         assert again.returncode == 0 and again.stdout.strip() == \
             f"no resident nvstage runs for {cache}"
     finally:
-        proc.run([sys.executable, "-m", "nvstage.compiler.resident", "--stop", str(cache)],
+        proc.run([sys.executable, "-m", "nvstage.compiler.launcher.resident.server", "--stop", str(cache)],
                  cwd=tmp_path, env=env, timeout=60)
         shutil.rmtree(run, ignore_errors=True)

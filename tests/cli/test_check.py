@@ -26,8 +26,8 @@ def _config(path, *, defines="ACC=4", extra=""):
 @pytest.fixture(scope="module")
 def kept(toolkit, kernels, tmp_path_factory):
     """One build within budget, kept, for the checks that read a keep folder."""
-    from nvstage.compiler.options import CompileOptions
-    from nvstage.compiler.driver import compile
+    from nvstage.compiler.nvcc.options import CompileOptions
+    from nvstage.compiler.pipeline.driver import compile
 
     keep = tmp_path_factory.mktemp("kept")
     return compile(kernels / "budget_acc.cu", CompileOptions(
@@ -134,8 +134,8 @@ def test_corrupt_baseline_one_message(cli, workdir, kept, content, expected):
 def test_mismatched_baseline_one_message(cli, workdir, kept, kernels, toolkit):
     from nvstage.check.budgets import parse_budgets
     from nvstage.check.gate import check
-    from nvstage.compiler.options import CompileOptions
-    from nvstage.compiler.driver import compile
+    from nvstage.compiler.nvcc.options import CompileOptions
+    from nvstage.compiler.pipeline.driver import compile
 
     other = compile(kernels / "saxpy.cu", CompileOptions(
         archs=("sm_90",), stop="fatbin", output=str(workdir / "saxpy.fatbin")),

@@ -14,7 +14,7 @@ import pytest
 _CODE = ("import sys; from nvstage.cli.main import run; rc = run(sys.argv[1:]);"
          "sys.stdout.flush(); sys.stderr.write('\\n@@ %s %s\\n' % (rc, sorted(m for m in "
          "('typer', 'rich', 'click', 'numpy', 'cuda', 'json', 'hashlib', "
-         "'nvstage.compiler.driver') if m in sys.modules)))")
+         "'nvstage.compiler.pipeline.driver') if m in sys.modules)))")
 
 
 @pytest.fixture
@@ -84,14 +84,14 @@ def test_what_a_whole_answer_must_not_survive(folder, change):
     else:
         args.append("-DEXTRA=1")
     rc, _, err, mods = _compile(folder, *args)
-    assert rc == 0 and "whole command at once" not in err and "nvstage.compiler.driver" in mods
+    assert rc == 0 and "whole command at once" not in err and "nvstage.compiler.pipeline.driver" in mods
 
 
 def test_a_link_is_never_answered_whole(folder):
     (folder / "k.cu").write_text((folder / "k.cu").read_text() + "int main() { return 0; }\n")
     for _ in range(3):
         rc, _, err, mods = _compile(folder, "k.cu", "-Iinc", "-arch=sm_90", "-o", "k")
-        assert rc == 0 and "nvstage.compiler.driver" in mods
+        assert rc == 0 and "nvstage.compiler.pipeline.driver" in mods
     assert (folder / "k").is_file()
 
 
@@ -102,6 +102,6 @@ def test_options_a_whole_answer_cannot_serve_run_the_pipeline(folder, extra):
     for _ in range(2):
         assert _compile(folder, *args)[0] == 0
     rc, out, err, mods = _compile(folder, *args)
-    assert rc == 0 and "whole command at once" not in err and "nvstage.compiler.driver" in mods
+    assert rc == 0 and "whole command at once" not in err and "nvstage.compiler.pipeline.driver" in mods
     if extra == ["--json"]:
         assert out.lstrip().startswith("{")

@@ -437,7 +437,7 @@ def interrupted(toolkit, kernels, tmp_path):
     """A keep folder left as a build SIGTERMed after its ptxas stages leaves it: the
     manifest says "interrupted", and there is no fatbin."""
     import nvstage
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.nvcc.options import CompileOptions
 
     shutil.copy(kernels / "multi.cu", tmp_path)
     nvstage.compile("multi.cu", CompileOptions(

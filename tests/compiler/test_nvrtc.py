@@ -9,9 +9,9 @@ from nvstage import proc
 from nvstage.errors import RuntimeCompileFailed, UsageError
 from nvstage.inspect.elf import read_cubin
 from nvstage.compiler.nvrtc import RuntimeBuild, compile_nvrtc, nvrtc_options, source_excerpt
-from nvstage.compiler.options import CompileOptions
-from nvstage.compiler.record import Build
-from nvstage.compiler.plan import StageKind
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.manifest.model import Build
+from nvstage.compiler.nvcc.plan import StageKind
 
 
 def _opts(**kw):

@@ -1,7 +1,7 @@
 """NVRTC writes its log and outputs into buffers nvstage hands it: they must be its own."""
 
 from nvstage.compiler.nvrtc import compile_nvrtc
-from nvstage.compiler.options import CompileOptions
+from nvstage.compiler.nvcc.options import CompileOptions
 
 
 def test_an_empty_nvrtc_log_leaves_pythons_shared_bytes_alone(toolkit, tmp_path):

@@ -14,7 +14,7 @@ from nvstage.inspect.build_diff import diff_builds
 def chain_nvcc(toolkit, kernels, tmp_path_factory):
     """kernels/fusion_chain.cu as nvstage compiles it for sm_90, kept."""
     import nvstage
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.nvcc.options import CompileOptions
 
     root = tmp_path_factory.mktemp("chain-nvcc")
     nvstage.compile(kernels / "fusion_chain.cu",
@@ -26,7 +26,7 @@ def chain_nvcc(toolkit, kernels, tmp_path_factory):
 
 @pytest.mark.parametrize("kernel", ["scale", "add_bias", "gelu_act", "fused"])
 def test_each_chain_kernel_pairs_with_nvcc_s(chain_nvcc, triton_chain, toolkit, kernel):
-    from nvstage.compiler.record import load_build
+    from nvstage.compiler.manifest.model import load_build
     from nvstage.inspect.resources import build_resources
 
     d = diff_builds(chain_nvcc, triton_chain[kernel], toolkit, block=256)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.compiler import buildlog
+from nvstage.compiler.buildlog import log as buildlog
 from nvstage.errors import UsageError
 from nvstage.inspect.build_view import load_build_view
 
@@ -129,7 +129,7 @@ def test_the_view_reads_only_the_record(cuproject_record, monkeypatch):
     # No artifact is looked for (they lived in temporary folders) and no tool runs but
     # c++filt, once, for every kernel name of the build.
     from nvstage import proc
-    from nvstage.compiler import record
+    from nvstage.compiler.manifest import model as record
     from nvstage.inspect import names
 
     def no_files(*a, **k):
@@ -155,7 +155,7 @@ def test_latest_entry_per_unit_and_whole_command_hits(cuproject_record, tmp_path
     doc = next(d for _, d in reversed(entries(rec))
                if d["build"] and d["build"]["source"].endswith("reduce.cu"))
     # The same command again, later, in a build of its own, answered whole from the cache
-    # (as warm/build_record.add_hit writes it).
+    # (as buildlog/current.add_hit writes it).
     hit = dict(doc, started=doc["started"] + 600, seconds=0.05, hit=True, pid=4242,
                build_id="ninja:4242:1")
     write_entry(rec, "99999999999999999-4242-h.json", hit)

@@ -148,7 +148,7 @@ def test_every_view_of_a_build_record_shows_the_names_clean(cli, captured, cupro
                                                              tmp_path, monkeypatch):
     """A record whose unit's ptxas report (as an older manifest kept it) names the captured
     static kernels: show, check, report and diff of the record."""
-    from nvstage.compiler import buildlog
+    from nvstage.compiler.buildlog import log as buildlog
 
     rec = tmp_path / "rec"
     shutil.copytree(cuproject_record[1] / buildlog.FOLDER, rec)

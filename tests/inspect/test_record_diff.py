@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from nvstage.compiler import buildlog
+from nvstage.compiler.buildlog import log as buildlog
 from nvstage.errors import UsageError
 from nvstage.inspect.record_diff import diff_records, split_spec
 

@@ -189,7 +189,7 @@ def test_device_link_rows_take_barriers_from_the_cubin(toolkit, tmp_path):
     # nvlink -v prints "used 3 barriers" for a kernel that has none (CUDA 13.5); ptxas and
     # the linked cubin say 0. The kernel's shared memory is ptxas' figure, not nvlink's.
     import nvstage
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.nvcc.options import CompileOptions
 
     (tmp_path / "k.cu").write_text(
         "__global__ void none(float* a) { a[threadIdx.x] = 1.f; }\n"

@@ -141,7 +141,7 @@ def test_padding_nops_are_counted_apart():
 
 def test_lineinfo_listing_shows_the_source_line_text(toolkit, tmp_path):
     import nvstage
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.nvcc.options import CompileOptions
     from nvstage.inspect.sass import build_sass
 
     src = tmp_path / "saxpy.cu"

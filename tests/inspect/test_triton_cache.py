@@ -48,7 +48,7 @@ def cache(triton_kit, tmp_path_factory):
 
 
 def test_lists_every_kernel(cache):
-    from nvstage.compiler.cubin_figures import read_figures
+    from nvstage.compiler.nvcc.cubin_figures import read_figures
 
     assert is_triton_cache(cache)
     listed = read_cache(cache)

@@ -78,7 +78,7 @@ def test_kernel_narrows_the_listing_to_its_entry(tmp_path):
 
 def test_listing_per_arch_from_a_build(toolkit, kernels, tmp_path):
     import nvstage
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.nvcc.options import CompileOptions
 
     (tmp_path / "multi.cu").write_text((kernels / "multi.cu").read_text())
     nvstage.compile("multi.cu", CompileOptions(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.compiler import buildlog
+from nvstage.compiler.buildlog import log as buildlog
 from nvstage.inspect.build_view import load_build_view
 from nvstage.report.build_html import _Axis, render_build, write_build_report
 from nvstage.report.build_trace import chrome_build_trace

@@ -36,8 +36,8 @@ def synthetic_run(name: str = "saxpy"):
 
 @pytest.fixture(scope="module")
 def kept(toolkit, kernels, tmp_path_factory):
-    from nvstage.compiler.options import CompileOptions
-    from nvstage.compiler.driver import compile
+    from nvstage.compiler.nvcc.options import CompileOptions
+    from nvstage.compiler.pipeline.driver import compile
 
     keep = tmp_path_factory.mktemp("report")
     return compile(kernels / "multi.cu", CompileOptions(

@@ -33,8 +33,8 @@ from test_html import synthetic_run  # noqa: E402 - after the skips and sys.path
 
 @pytest.fixture(scope="module")
 def report_file(toolkit, kernels, tmp_path_factory):
-    from nvstage.compiler.options import CompileOptions
-    from nvstage.compiler.driver import compile
+    from nvstage.compiler.nvcc.options import CompileOptions
+    from nvstage.compiler.pipeline.driver import compile
     from nvstage.report.html import write_report
 
     keep = tmp_path_factory.mktemp("browser")
@@ -120,8 +120,8 @@ _LAYOUT = """() => {
 def ran_and_restored(toolkit, kernels, tmp_path_factory):
     """The same build twice through one fresh cache: every stage run, then every stage
     restored; a report of each."""
-    from nvstage.compiler.driver import compile
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.pipeline.driver import compile
+    from nvstage.compiler.nvcc.options import CompileOptions
     from nvstage.report.html import write_report
 
     root = tmp_path_factory.mktemp("restored")

@@ -28,7 +28,7 @@ def builds(toolkit, kernels, tmp_path_factory):
     import shutil
 
     import nvstage
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.nvcc.options import CompileOptions
 
     root = tmp_path_factory.mktemp("tables")
     for k in ("spill.cu", "multi.cu", "fusion_chain.cu"):
@@ -50,7 +50,7 @@ def builds(toolkit, kernels, tmp_path_factory):
 @pytest.fixture(scope="module")
 def fused_triton(builds, toolkit, triton_kit):
     """The chain's fused kernel by Triton, kept (skipped where Triton is not installed)."""
-    from nvstage.compiler.triton import compile_triton
+    from nvstage.compiler.triton.stages import compile_triton
 
     keep = builds / "fused.triton"
     compile_triton(triton_kit.CHAIN, triton_kit.chain_options("fused"), toolkit=toolkit,

@@ -97,7 +97,7 @@ def test_workload_errors(chain, edit, said):
 
 def test_not_a_triton_build(chain, toolkit, kernels):
     import nvstage
-    from nvstage.compiler.options import CompileOptions
+    from nvstage.compiler.nvcc.options import CompileOptions
 
     nvstage.compile(kernels / "saxpy.cu", CompileOptions(archs=("sm_90",), stop="cubin",
                                                          output=str(chain / "s.cubin")),

@@ -275,8 +275,8 @@ args = [{{ i32 = "n" }}, "x"]
 
 
 def test_packaged_ptx_validates_without_nvcc(tmp_path, sigs, toolkit):
-    from nvstage.compiler.options import CompileOptions
-    from nvstage.compiler.driver import compile as run_compile
+    from nvstage.compiler.nvcc.options import CompileOptions
+    from nvstage.compiler.pipeline.driver import compile as run_compile
 
     run_compile(ROOT / "kernels" / "saxpy.cu", CompileOptions(archs=("sm_90",), stop="ptx",
                 output=str(tmp_path / "s.ptx")), toolkit=toolkit, cwd=tmp_path)

@@ -160,7 +160,7 @@ class Budgets:
         return exact, globs, {}
 
     def compile_options(self):
-        from nvstage.compiler.options import CompileOptions
+        from nvstage.compiler.nvcc.options import CompileOptions
 
         opts = {k: tuple(v) if isinstance(v, list) else v for k, v in self.compile.items()}
         if "stop" not in opts and not opts.get("compile_only"):
@@ -303,7 +303,7 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
     if not isinstance(stage, dict):
         raise BudgetConfigError(f"{where}: stage_seconds must be a table of stage kind = "
                                 "seconds (ptxas = 2.0, \"*\" = 30.0)")
-    from nvstage.compiler.plan import StageKind
+    from nvstage.compiler.nvcc.plan import StageKind
 
     kinds = {k.value for k in StageKind} | {"*"}
     for k, v in stage.items():

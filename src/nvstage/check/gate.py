@@ -11,7 +11,7 @@ from nvstage.check.budgets import Budgets
 from nvstage.documents import load_json_doc
 from nvstage.errors import ArtifactError, BaselineError
 from nvstage.check.metrics import Measurements, locate_kernel, measure
-from nvstage.compiler.cubin_figures import SPILL_OR_LOCAL
+from nvstage.compiler.nvcc.cubin_figures import SPILL_OR_LOCAL
 
 SCHEMA = "nvstage.check/1"
 # Growth smaller than this never fails a baseline, whatever the fraction: a 3 ms stage that
@@ -145,7 +145,7 @@ def check(manifest_or_build, budgets: Budgets, *, toolkit=None, run_report=None,
     """Check one build (a ``Build``, keep folder or stages.json) against ``budgets``, and
     against ``baseline`` (an earlier check report or manifest: path or parsed dict).
     ``locate``: as ``metrics.measure``'s."""
-    from nvstage.compiler.record import toolkit_note
+    from nvstage.compiler.manifest.model import toolkit_note
     from nvstage.check.metrics import load_build_from
 
     build = load_build_from(manifest_or_build)

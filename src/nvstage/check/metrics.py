@@ -151,11 +151,11 @@ def _amount(value, where: str) -> float:
 
 def load_build_from(manifest_or_build):
     """A ``Build``, given one or a keep folder / stages.json path."""
-    from nvstage.compiler.record import Build
+    from nvstage.compiler.manifest.model import Build
 
     if isinstance(manifest_or_build, Build):
         return manifest_or_build
-    from nvstage.compiler.record import load_build
+    from nvstage.compiler.manifest.model import load_build
 
     return load_build(manifest_or_build)
 
@@ -248,7 +248,7 @@ def measure(manifest_or_build, *, toolkit=None, run_report=None,
     read: ``check.target.readable_source``)."""
     from nvstage.inspect.resources import build_resources
 
-    from nvstage.compiler.record import reading_toolkit
+    from nvstage.compiler.manifest.model import reading_toolkit
 
     build = load_build_from(manifest_or_build)
     toolkit = reading_toolkit(build, toolkit)

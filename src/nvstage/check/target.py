@@ -21,7 +21,7 @@ from pathlib import Path
 
 from nvstage.check.budgets import Budgets, find_config, load_budgets
 from nvstage.check.gate import CheckResult, check
-from nvstage.compiler.record import Build
+from nvstage.compiler.manifest.model import Build
 from nvstage.errors import NvstageError, StageFailed, UsageError
 
 
@@ -35,7 +35,7 @@ def check_build(target: str | os.PathLike | None = None, *,
     or a temporary folder kept while it is measured, with ``toolkit`` (else ``nvcc``'s, else
     the pip wheels'). Raises ``UsageError`` when there are no
     budgets, or when they checked nothing: such a gate would pass every build."""
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
 
     cfg = config or find_config()
     if cfg is None:
@@ -50,7 +50,7 @@ def check_build(target: str | os.PathLike | None = None, *,
                              "(or set source in [tool.nvstage])")
         target = budgets.source
     toolkit = toolkit or find_toolkit(nvcc)
-    from nvstage.compiler.buildlog import find
+    from nvstage.compiler.buildlog.log import find
 
     if find(target) is not None:
         given = [o for o, v in (("--baseline", baseline), ("--run-report", run_report),
@@ -88,17 +88,17 @@ def build_of(target: Path, budgets: Budgets, toolkit, keep_dir: str | None) -> I
     from nvstage.artifacts import is_folder
 
     if is_folder(target) or target.name.endswith(".json"):
-        from nvstage.compiler.record import load_build
+        from nvstage.compiler.manifest.model import load_build
 
         yield load_build(target)
         return
-    from nvstage.compiler.driver import check_source
+    from nvstage.compiler.pipeline.driver import check_source
 
     check_source(target, target)  # missing, a FIFO, a name too long: one line each
     if keep_dir is not None:  # "" is refused there, not taken for "no folder"
         yield _compile(target, budgets, toolkit, keep_dir)
         return
-    from nvstage.compiler.driver import without_temp_keep
+    from nvstage.compiler.pipeline.driver import without_temp_keep
 
     with tempfile.TemporaryDirectory(prefix="nvstage-check-") as tmp:
         try:
@@ -110,7 +110,7 @@ def build_of(target: Path, budgets: Budgets, toolkit, keep_dir: str | None) -> I
 
 
 def _compile(target: Path, budgets: Budgets, toolkit, keep_dir: str):
-    from nvstage.compiler.driver import compile as run_compile
+    from nvstage.compiler.pipeline.driver import compile as run_compile
 
     options = budgets.compile_options()
     if options.output is None:
@@ -244,7 +244,7 @@ def source_folder(view) -> str | None:
     ``CMAKE_HOME_DIRECTORY`` in the build folder), else the folder all the units' sources are
     under; None when they share none but the root. A name only: nothing under it is read."""
     from nvstage.artifacts import is_folder, read_regular
-    from nvstage.compiler.buildlog import FOLDER
+    from nvstage.compiler.buildlog.log import FOLDER
 
     record = os.path.abspath(view.folder)
     build = os.path.dirname(record) if os.path.basename(record) == FOLDER else record

@@ -7,7 +7,7 @@ A build runs the launcher once per command, and most commands are hits. In a vir
 environment ``site`` (its .pth files, setuptools' distutils shim, the user's folder) is 3 ms of
 a 10 ms hit, and a hit needs none of it: only nvstage's folder and, in a virtual environment,
 its site-packages (the zstd extension), put on ``sys.path`` here where ``site`` would put them.
-Then the resident nvstage is asked for the hit (``compiler/warm/ask.py``), before ``os`` or
+Then the resident nvstage is asked for the hit (``compiler/launcher/resident/ask.py``), before ``os`` or
 anything of nvstage but that module is loaded; then ``cli/main.py`` runs the command as
 ``nvstage`` would, with ``site`` before anything that is not a hit. ``-P``: the
 folder of this file (``nvstage/cli``) is not put on ``sys.path``, where its modules would stand
@@ -39,15 +39,15 @@ def _paths() -> str:
 
 
 def _ask_module(top: str):
-    """``compiler/warm/ask.py``, loaded by its file under its own name: nvstage's three
+    """``compiler/launcher/resident/ask.py``, loaded by its file under its own name: nvstage's three
     package ``__init__`` files (0.6 ms of a hit) are imported only if the command goes on
-    (``compiler/warm/zstd.py`` loads its extension so, for the same reason)."""
+    (``compiler/store/zstd.py`` loads its extension so, for the same reason)."""
     import _frozen_importlib as bootstrap  # loaded at every start: free
     import _frozen_importlib_external as external
 
-    name = "nvstage.compiler.warm.ask"
+    name = "nvstage.compiler.launcher.resident.ask"
     return bootstrap._load(external.spec_from_file_location(
-        name, top + "/nvstage/compiler/warm/ask.py"))
+        name, top + "/nvstage/compiler/launcher/resident/ask.py"))
 
 
 if __name__ == "__main__":

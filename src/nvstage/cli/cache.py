@@ -82,13 +82,13 @@ def cache_cmd(
             raise UsageError(f"{unit!r}: a unit is given with --explain BUILD only",
                              hint=f"nvstage cache --explain BUILD {unit}")
         if explain is not None:
-            from nvstage.compiler.explain import explain as why
+            from nvstage.compiler.cache.command.explain import explain as why
 
             return _out(why(explain, unit, cache_dir), json_out, shown.explain_lines)
         cache = Cache(cache_dir)
         if cache_dir is not None:
             cache.label = f"--dir {cache_dir}"
-        from nvstage.compiler.resident import running, stop
+        from nvstage.compiler.launcher.resident.server import running, stop
 
         if stop_server:
             pids = stop(str(cache.root), dict(os.environ))

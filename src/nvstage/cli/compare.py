@@ -39,7 +39,7 @@ def compare_cmd(
 
           nvstage compare A.toml B.toml --gpu h200 --measure --json
     """
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.hw.gpus import choose_gpu
     from nvstage.model.compare import compare
     from nvstage.report.terminal.console import say

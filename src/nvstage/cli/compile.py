@@ -1,7 +1,7 @@
 """nvstage compile: nvcc's plan, run stage by stage, every artifact kept and shown.
 
 Not a typer command: its command line is nvcc's (``-std=c++17``, ``-Xcompiler -O2``), which
-click cannot express, so it is read with nvcc's own grammar (``compiler/cmdline.py``).
+click cannot express, so it is read with nvcc's own grammar (``compiler/pipeline/cmdline.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     if via_triton(argv):  # a Python file: Triton's grammar, not nvcc's
         return triton_main(argv)
     from nvstage.cli.common import handled
-    from nvstage.compiler.cmdline import COMPILE_HELP, nvcc_choice, wants_help
+    from nvstage.compiler.pipeline.cmdline import COMPILE_HELP, nvcc_choice, wants_help
 
     if wants_help(argv):
         sys.stdout.write(COMPILE_HELP)
@@ -46,11 +46,11 @@ def _terminal() -> bool:
 def _answered_whole(argv: list[str]) -> bool:
     """A command the stage pipeline built twice (the second time from the stage cache alone),
     with every file it read unchanged, answered as the launcher answers one
-    (``compiler/warm``): its outputs restored, what it printed then printed again."""
+    (the hit path): its outputs restored, what it printed then printed again."""
     import os
     import time
 
-    from nvstage.compiler.warm.compile_cli import answer_cli, nvcc_named, whole_ok
+    from nvstage.compiler.cache.command.compile_answer import answer_cli, nvcc_named, whole_ok
 
     t0, env = time.perf_counter(), os.environ
     if not whole_ok(argv, env, terminal=_terminal()):
@@ -72,9 +72,9 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
     import time
 
     from nvstage.cli.common import emit_json
-    from nvstage.compiler.cmdline import parse
-    from nvstage.compiler.nvcc_args import grammar_for
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.pipeline.cmdline import parse
+    from nvstage.compiler.nvcc.grammar import grammar_for
+    from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.errors import UsageError
     from nvstage.report.terminal.build import render_build, whole_view
     from nvstage.report.terminal.console import data_console
@@ -94,8 +94,8 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
         if req.via == "nvrtc":
             build = _compile_nvrtc(req, toolkit, keep)
         elif req.via == "nvcc":
-            from nvstage.compiler.driver import compile as run_compile
-            from nvstage.compiler.warm.compile_cli import Remember, whole_ok
+            from nvstage.compiler.pipeline.driver import compile as run_compile
+            from nvstage.compiler.cache.command.compile_answer import Remember, whole_ok
             from nvstage.report.terminal.progress import LiveStages
 
             if whole_ok(argv, os.environ, terminal=_terminal()):
@@ -126,7 +126,7 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
 def _compile_nvrtc(req, toolkit, keep):
     from pathlib import Path
 
-    from nvstage.compiler.driver import check_source
+    from nvstage.compiler.pipeline.driver import check_source
     from nvstage.compiler.nvrtc import compile_nvrtc
     from nvstage.errors import UsageError
 

@@ -21,7 +21,7 @@ def via_triton(argv: list[str]) -> bool:
 def main(argv: list[str]) -> int:
     """``nvstage compile ... --via triton``: 0 on success, else the error's exit code."""
     from nvstage.cli.common import handled
-    from nvstage.compiler.triton_cmdline import TRITON_HELP, parse
+    from nvstage.compiler.triton.triton_cmdline import TRITON_HELP, parse
 
     json_out = "--json" in argv
     try:
@@ -41,9 +41,9 @@ def _compile(got: dict) -> None:
     import tempfile
 
     from nvstage.cli.common import emit_json
-    from nvstage.compiler.toolkit import find_toolkit
-    from nvstage.compiler.triton import compile_triton
-    from nvstage.compiler.triton_cmdline import request
+    from nvstage.compiler.toolkit.locate import find_toolkit
+    from nvstage.compiler.triton.stages import compile_triton
+    from nvstage.compiler.triton.triton_cmdline import request
     from nvstage.report.terminal.build import render_build
     from nvstage.report.terminal.console import data_console
 

@@ -72,7 +72,7 @@ def diff_cmd(
 
           nvstage diff chain.nvstage --kernel fused,fused_wide --lineinfo
     """
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.errors import UsageError
     from nvstage.inspect import record_diff
     from nvstage.report.terminal import diff as terminal

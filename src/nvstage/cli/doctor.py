@@ -53,7 +53,7 @@ def doctor_cmd(
 
     with handled(json_out):
         if print_nvcc:
-            from nvstage.compiler.toolkit import find_toolkit
+            from nvstage.compiler.toolkit.locate import find_toolkit
             from nvstage.errors import UsageError
 
             if cmake_toolchain is not None or launcher:
@@ -73,7 +73,7 @@ def doctor_cmd(
             if cmake_toolchain is None:
                 raise UsageError("--launcher goes with --cmake-toolchain FILE",
                                  hint="nvstage doctor --cmake-toolchain nvstage.cmake --launcher")
-            from nvstage.compiler.cmake_toolchain import write_cmake_toolchain
+            from nvstage.compiler.toolkit.cmake_toolchain import write_cmake_toolchain
 
             written = write_cmake_toolchain(cmake_toolchain, launcher=launcher, nvcc=nvcc)
             if json_out:

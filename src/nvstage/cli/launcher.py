@@ -2,10 +2,10 @@
 compiler launcher (``cli/main.py`` routes here before anything heavy is imported).
 
 For nvcc, the whole command is answered from the cache if it can be, cheapest first: asked of
-the resident nvstage (``compiler/warm/ask.py``, ``NVSTAGE_SERVER=1``), then answered by this
-process (``compiler/warm/answer.py``); only a miss imports the pipeline (``compiler/front.py``),
+the resident nvstage (``compiler/launcher/resident/ask.py``, ``NVSTAGE_SERVER=1``), then answered by this
+process (``compiler/cache/command/answer.py``); only a miss imports the pipeline (``compiler/launcher/front.py``),
 after ``site`` where Python started without it (``cli/bare.py``). Any other tool runs unchanged,
-timed and recorded (``compiler/tool_step.py``), on the standard library alone.
+timed and recorded (``compiler/launcher/tool_step.py``), on the standard library alone.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def is_nvcc(first: str) -> bool:
 
 def step(argv: list[str]) -> int:
     """A step that is not nvcc (a C++ compile, a link, an archive), run and recorded."""
-    from nvstage.compiler.tool_step import run_step
+    from nvstage.compiler.launcher.tool_step import run_step
 
     return run_step(argv)
 
@@ -36,7 +36,7 @@ def launch(argv: list[str]) -> tuple[int, bool]:
     own work is done (nothing left to tidy up: the process may end at once)."""
     if not is_nvcc(argv[0]):
         return step(argv), True
-    from nvstage.compiler.warm.ask import MISSED, ask
+    from nvstage.compiler.launcher.resident.ask import MISSED, ask
 
     if ASKED:
         said = ASKED.pop()
@@ -51,12 +51,12 @@ def launch(argv: list[str]) -> tuple[int, bool]:
     if said is not MISSED and _answered_here(argv):
         if said is None:  # on, and no server to ask: one for the next commands
             with_site()  # sys.prefix (which names its socket) as a server sees it
-            from nvstage.compiler.front import start_resident
+            from nvstage.compiler.launcher.front import start_resident
 
             start_resident()
         return 0, True
     with_site()
-    from nvstage.compiler.front import launch as miss
+    from nvstage.compiler.launcher.front import launch as miss
 
     return miss(argv)
 
@@ -64,7 +64,7 @@ def launch(argv: list[str]) -> tuple[int, bool]:
 def _answered_here(argv: list[str]) -> bool:
     import os
 
-    from nvstage.compiler.warm.answer import serve
+    from nvstage.compiler.cache.command.answer import serve
 
     try:
         cwd = os.getcwd()

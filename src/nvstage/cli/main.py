@@ -1,7 +1,7 @@
 """The ``nvstage`` entry point: routes a command line before anything heavy is imported.
 
 Three fronts, decided here once:
-- ``nvstage compile ...`` reads nvcc's own grammar (``compiler/cmdline.py``): click, under
+- ``nvstage compile ...`` reads nvcc's own grammar (``compiler/pipeline/cmdline.py``): click, under
   typer, cannot express ``-std=c++17`` or ``-Xcompiler -O2`` as options;
 - ``nvstage --help`` and ``--version`` print text kept here and in ``cli/help.py``, importing
   neither typer nor rich;
@@ -52,7 +52,7 @@ def run(argv: list[str]) -> int:
     from nvstage.cli.help import COMMANDS
 
     if argv[0] not in {name for _, commands in COMMANDS for name, _ in commands}:
-        from nvstage.compiler.tool_step import on_path
+        from nvstage.compiler.launcher.tool_step import on_path
 
         if on_path(argv[0]):  # nvstage g++ ARGS: a build step, as a path to it would be
             from nvstage.cli.launcher import step
@@ -96,7 +96,7 @@ def _names_as_bytes() -> None:
             stream.reconfigure(errors="surrogateescape")
 
 
-# Set when the command was answered whole from the cache (``compiler/warm``).
+# Set when the command was answered whole from the cache (the hit path).
 _answered: list[bool] = []
 
 

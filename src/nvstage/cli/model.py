@@ -38,7 +38,7 @@ def model_cmd(
 
           nvstage model examples/model/reduce.toml --calibrate run.json --svg reduce.svg
     """
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.hw.gpus import choose_gpu
     from nvstage.model.estimate import estimate
     from nvstage.report.terminal.model import present

@@ -68,7 +68,7 @@ def report_cmd(
 
           nvstage report build/ -o build.html --build-trace build-trace.json
     """
-    from nvstage.compiler.buildlog import find
+    from nvstage.compiler.buildlog.log import find
     from nvstage.errors import UsageError
     from nvstage.report.terminal.console import notes
 

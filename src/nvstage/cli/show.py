@@ -79,7 +79,7 @@ def show_cmd(
 
           nvstage show ~/.triton/cache --kernel fused
     """
-    from nvstage.compiler.buildlog import find
+    from nvstage.compiler.buildlog.log import find
     from nvstage.errors import UsageError
     from nvstage.report.terminal.console import data_console
     from nvstage.report.terminal.show import render_shown

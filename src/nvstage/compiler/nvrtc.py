@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage.artifacts import write_atomic
-from nvstage.compiler.observer import Observer
-from nvstage.compiler.options import CompileOptions, render_flags
-from nvstage.compiler.plan import Plan, Stage, StageKind
-from nvstage.compiler.record import Artifact, Build, StageRun
-from nvstage.compiler.toolkit import Toolkit, find_toolkit
-from nvstage.compiler.workdir import finish, work_folder
+from nvstage.compiler.pipeline.observer import Observer
+from nvstage.compiler.nvcc.options import CompileOptions, render_flags
+from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind
+from nvstage.compiler.manifest.model import Artifact, Build, StageRun
+from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit
+from nvstage.compiler.pipeline.workdir import finish, work_folder
 from nvstage.errors import InputNotFound, NvstageError, RuntimeCompileFailed, UsageError
 
 DEFAULT_ARCH = "sm_75"  # nvcc 13's default; NVRTC's own default (compute_75) gives PTX only

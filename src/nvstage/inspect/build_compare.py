@@ -36,7 +36,7 @@ def pair(ra: dict, rb: dict) -> dict[str, str]:
 def launch_of(build, r: KernelRecord, block: int | None) -> tuple[int | None, int]:
     """(block size, dynamic shared memory) one launch of ``r`` from ``build`` has: a Triton
     kernel's own (num_warps x 32, its metadata's shared), else ``block`` and none."""
-    from nvstage.compiler.triton_record import triton_info
+    from nvstage.compiler.manifest.triton_info import triton_info
 
     info = triton_info(build)
     if info is not None and r.kernel == info.name:

@@ -125,8 +125,13 @@ def diff_builds(a, b, toolkit=None, *, a_name: str | None = None,
     paths unless ``a_name``/``b_name`` say otherwise; a ``Build`` is "A" or "B").
     ``block``: the launch block of the nvcc and NVRTC kernels, for the occupancy a diff
     across compilers shows (a Triton kernel's block is its num_warps x 32)."""
-    from nvstage.compiler.record import (Build, load_build, partial_note, reading_toolkit,
-                                         toolkit_note)
+    from nvstage.compiler.manifest.model import (
+        Build,
+        load_build,
+        partial_note,
+        reading_toolkit,
+        toolkit_note,
+    )
 
     if not isinstance(a, Build):
         a_name, a = a_name or str(a), load_build(a)

@@ -32,7 +32,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from nvstage.compiler import steps
+from nvstage.compiler.nvcc import step_kind as steps
 from nvstage.errors import ArtifactError, NvstageError, UsageError
 from nvstage.inspect.kernels import KernelRecord, display_name, final_rows, matches
 
@@ -422,7 +422,7 @@ def load_build_view(path: str | os.PathLike, *, block: int = DEFAULT_BLOCK,
     ``block`` threads per block; with ``earlier``, the entries the last build replaced too
     (read as units: what ``record_diff.since_previous`` compares). ``UsageError`` when
     ``path`` holds no build record."""
-    from nvstage.compiler import buildlog
+    from nvstage.compiler.buildlog import log as buildlog
 
     if not isinstance(block, int) or not 1 <= block <= 1024:
         raise UsageError(f"block size {block!r}: give 1 to 1024 threads")
@@ -484,7 +484,7 @@ def load_build_view(path: str | os.PathLike, *, block: int = DEFAULT_BLOCK,
 def _unit(index: int, e, t0: float) -> tuple[TranslationUnit, object]:
     """The unit of one entry (``t0``: its build's start), and its manifest read as a
     ``Build`` (None when it has none)."""
-    from nvstage.compiler.buildlog import command_text
+    from nvstage.compiler.buildlog.log import command_text
 
     u = TranslationUnit(index, e, e.source, e.output, e.status, e.reason, e.hit,
                         e.started - t0, e.seconds, e.pid, command_text(e.argv), kind=e.kind,
@@ -613,8 +613,8 @@ def show_kernel(record: str | os.PathLike | BuildView, kernel: str, *, unit: str
     folder's build (a ``view.Shown``). Its resources come from the ptxas report the unit's
     entry kept; its SASS, PTX and fatbin images from the unit's object file, read only while
     it is still the one the entry recorded (same size and SHA-256)."""
-    from nvstage.compiler.record import partial_note
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.manifest.model import partial_note
+    from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.inspect.fatbin import kind_of_file
     from nvstage.inspect.view import (LINES, Shown, collect_build, collect_file,
                                       parse_sections, will_it_run)

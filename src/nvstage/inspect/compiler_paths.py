@@ -22,8 +22,8 @@ from pathlib import Path
 
 from nvstage.artifacts import read_regular
 from nvstage.errors import NvstageError, UsageError
-from nvstage.compiler.options import CompileOptions
-from nvstage.compiler.toolkit import Toolkit, find_toolkit
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit
 from nvstage.inspect.kernels import KernelRecord, select
 
 NVCC, NVRTC, NVJITLINK, LTO = "nvcc", "nvrtc", "nvrtc+nvjitlink", "nvrtc+lto"
@@ -171,7 +171,7 @@ def compare_paths(
     ``maxrregcount`` applies to every path (a low one makes kernels/spill.cu spill).
     """
     from nvstage.compiler.nvrtc import compile_nvrtc, versions
-    from nvstage.compiler.driver import compile as nvcc_compile
+    from nvstage.compiler.pipeline.driver import compile as nvcc_compile
 
     if not _REAL.match(arch):
         raise UsageError(f"diff needs a real arch (sm_NN) to compare cubins, not {arch!r}",

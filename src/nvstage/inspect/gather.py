@@ -25,7 +25,7 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
     build's joined from its ptxas reports and cuobjdump (``build_resources``), a file's from
     cuobjdump alone (``file_resources``: no spills)."""
     if kind_of_file(path) == "build":
-        from nvstage.compiler.record import load_build
+        from nvstage.compiler.manifest.model import load_build
 
         return build_resources(load_build(path), toolkit)
     return file_resources(path, toolkit)
@@ -35,7 +35,7 @@ def sass_of(path: str | os.PathLike, toolkit, *, lineinfo: bool = False) -> list
     """SASS of every function in a file (``sass.disassemble``) or of every cubin a build
     folder holds (``sass.build_sass``)."""
     if kind_of_file(path) == "build":
-        from nvstage.compiler.record import load_build
+        from nvstage.compiler.manifest.model import load_build
 
         return build_sass(load_build(path), toolkit, lineinfo=lineinfo)
     return disassemble(path, toolkit, lineinfo=lineinfo)
@@ -45,12 +45,12 @@ def kernel_records(artifact, toolkit=None, *, kernel: str | None = None) -> list
     """Every kernel of a ``Build`` or of an artifact (cubin, fatbin, object, executable, keep
     folder or stages.json), per arch; only those ``kernel`` names when given. A build's
     records join its ptxas report with cuobjdump's; a file's are cuobjdump's (no spills)."""
-    from nvstage.compiler.record import Build
+    from nvstage.compiler.manifest.model import Build
 
     if isinstance(artifact, Build):
         rows = build_resources(artifact, toolkit)
     else:
-        from nvstage.compiler.toolkit import find_toolkit
+        from nvstage.compiler.toolkit.locate import find_toolkit
 
         rows = resources_of(artifact, toolkit or find_toolkit())
     return select(rows, kernel)

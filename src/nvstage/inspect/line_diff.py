@@ -76,7 +76,7 @@ class LinesDiff:
 
 def _lines(path, kernel: str, toolkit):
     """Every arch's line view of ``kernel`` in a build, build record or artifact."""
-    from nvstage.compiler.buildlog import find
+    from nvstage.compiler.buildlog.log import find
 
     if find(path) is not None:
         from nvstage.inspect.build_view import show_kernel

@@ -104,8 +104,8 @@ def _triton_launch(artifact) -> tuple[int, int] | None:
 
     if kind_of_file(artifact) != "build":
         return None
-    from nvstage.compiler.record import load_build
-    from nvstage.compiler.triton_record import triton_info
+    from nvstage.compiler.manifest.model import load_build
+    from nvstage.compiler.manifest.triton_info import triton_info
 
     info = triton_info(load_build(artifact))
     return (info.threads, info.shared) if info is not None else None
@@ -115,7 +115,7 @@ def _records(artifact, kernel: str | None, gpu, toolkit, nvcc, report: Occupancy
              ) -> list[tuple[KernelRecord, str]]:
     """(record, arch to compute for) per kernel: on ``gpu`` the record of its arch or the
     nearest older one (``kernels.for_arch``); without one, per kernel and arch."""
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.hw.gpus import parse_arch
     from nvstage.inspect.fatbin import kind_of_file
     from nvstage.inspect.gather import resources_of
@@ -123,7 +123,7 @@ def _records(artifact, kernel: str | None, gpu, toolkit, nvcc, report: Occupancy
 
     toolkit = toolkit or find_toolkit(nvcc)
     if kind_of_file(artifact) == "build":
-        from nvstage.compiler.record import load_build, partial_note
+        from nvstage.compiler.manifest.model import load_build, partial_note
 
         build = load_build(artifact)
         if note := partial_note(build):

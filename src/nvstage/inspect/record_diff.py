@@ -124,7 +124,7 @@ def split_spec(text: str) -> tuple[str, str | None]:
     """``build`` -> (``build``, None); ``build@2`` -> (``build``, ``2``): a build folder (or
     record), and which of its builds (a number as ``show`` lists them, ``-1`` or ``last``,
     ``-2`` or ``prev``); a path that exists as given is a path, ``@`` and all."""
-    from nvstage.compiler.buildlog import find
+    from nvstage.compiler.buildlog.log import find
 
     if find(text) is not None or "@" not in text:
         return text, None
@@ -134,7 +134,7 @@ def split_spec(text: str) -> tuple[str, str | None]:
 
 def is_record(text: str) -> bool:
     """Whether ``text`` names a build record (with or without ``@BUILD``)."""
-    from nvstage.compiler.buildlog import find
+    from nvstage.compiler.buildlog.log import find
 
     return find(split_spec(text)[0]) is not None
 
@@ -166,7 +166,7 @@ def _pick(view: BuildView, which: str | None, spec: str, default: int = -1):
 
 
 def _root(folder: str) -> str:
-    from nvstage.compiler.buildlog import FOLDER
+    from nvstage.compiler.buildlog.log import FOLDER
 
     folder = os.path.abspath(folder)
     return os.path.dirname(folder) if os.path.basename(folder) == FOLDER else folder
@@ -290,7 +290,7 @@ def diff_records(a: str | os.PathLike, b: str | os.PathLike | None = None, *,
     views: dict[str, BuildView] = {}
 
     def view(path: str) -> BuildView:
-        from nvstage.compiler.buildlog import find
+        from nvstage.compiler.buildlog.log import find
 
         folder = find(path)
         if folder is None:

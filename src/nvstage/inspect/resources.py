@@ -233,7 +233,7 @@ def from_figures(figures, *, arch: str | None = None, report: str = "") -> list[
     """Records from what ptxas wrote into its cubins (``compiler.cubin_figures``), as a build
     record keeps them: no tool runs. ``arch``: the arch the stage was asked for (the ELF
     cannot say "f"). ``report``: the user's own ptxas -v report, for its compile times."""
-    from nvstage.compiler.cubin_figures import SOURCE
+    from nvstage.compiler.nvcc.cubin_figures import SOURCE
     from nvstage.inspect.elf import refine_arch
 
     times = {(r.kernel, r.arch): r.compile_ms
@@ -278,7 +278,7 @@ def build_resources(build, toolkit=None) -> list[KernelRecord]:
     per-file rows (``final=False``) and, when the build went through the device link, the
     final rows from the linked cubin (``source`` names where each number came from).
     """
-    from nvstage.compiler.record import reading_toolkit
+    from nvstage.compiler.manifest.model import reading_toolkit
 
     toolkit = reading_toolkit(build, toolkit)
     return [r for run in build.runs for r in stage_resources(run, toolkit)]
@@ -286,7 +286,7 @@ def build_resources(build, toolkit=None) -> list[KernelRecord]:
 
 def stage_resources(run, toolkit) -> list[KernelRecord]:
     """The kernels one stage of a build compiled or linked (none for other stages)."""
-    from nvstage.compiler.plan import StageKind
+    from nvstage.compiler.nvcc.plan import StageKind
     from nvstage.inspect.elf import read_cubin, refine_arch
 
     if not run.ok:

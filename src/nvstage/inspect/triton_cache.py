@@ -284,7 +284,7 @@ def _with_figures(k: CachedKernel, budget: list[int]) -> CachedKernel:
     """The kernel with its cubin's figures and its launch's occupancy."""
     from dataclasses import replace
 
-    from nvstage.compiler.cubin_figures import read_figures
+    from nvstage.compiler.nvcc.cubin_figures import read_figures
     from nvstage.inspect.resources import from_figures
     from nvstage.inspect.triton_view import launch_occupancy
 
@@ -355,7 +355,7 @@ def find_kernel(cache: TritonCache, wanted: str) -> CachedKernel:
 def kernel_info(k: CachedKernel, ptx_version: str = ""):
     """A ``TritonInfo`` of what a cache's metadata says (no signature or ptxas: Triton's
     metadata holds neither)."""
-    from nvstage.compiler.triton_record import TritonInfo
+    from nvstage.compiler.manifest.triton_info import TritonInfo
 
     return TritonInfo(
         version=k.triton_version or "", kernel=k.name, name=k.name, signature=(),
@@ -372,7 +372,7 @@ def show_kernel(folder, wanted: str, *, sections: str | None = None, lineinfo: b
     """``show CACHE --kernel NAME``: one kernel of the cache in detail, as ``show`` sets out a
     cubin (its PTX too), with Triton's metadata and its launch's occupancy (a ``view.Shown``).
     The source its line info names is not read: a cache names no source nvstage may open."""
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.inspect.view import LINES, Shown, collect_file, parse_sections
 
     cache = read_cache(folder)

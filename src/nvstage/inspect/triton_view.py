@@ -26,7 +26,7 @@ def launch_occupancy(arch: str, threads: int, dynamic_shared: int, r: KernelReco
 def triton_section(build, toolkit) -> dict | None:
     """``show``'s ``triton`` section of a Triton build: its metadata, and per kernel record
     the occupancy at its launch. None for other builds."""
-    from nvstage.compiler.triton_record import triton_info
+    from nvstage.compiler.manifest.triton_info import triton_info
     from nvstage.inspect.resources import build_resources
 
     info = triton_info(build)

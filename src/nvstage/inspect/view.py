@@ -288,7 +288,7 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
     executable, keep folder or stages.json), only ``kernel``'s when one is named, and with
     ``gpu`` whether it would run there (``driver``: the CUDA version the driver supports).
     Read with ``toolkit``, else the toolkit of ``nvcc`` (else the pip wheels')."""
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.inspect.fatbin import kind_of_file
 
     check_gpu(gpu, driver)  # before any work: a typo should not cost a disassembly
@@ -303,7 +303,7 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
     shown = Shown(str(artifact), kind, {})
     build = None
     if kind == "build":
-        from nvstage.compiler.record import load_build, partial_note, toolkit_note
+        from nvstage.compiler.manifest.model import load_build, partial_note, toolkit_note
 
         build = load_build(artifact)
         if note := toolkit_note(build, toolkit):

@@ -128,7 +128,7 @@ def kernel_facts(w: Workload, arch: str, resources: Mapping[str, KernelRecord]
 def kernel_code(w: Workload, arch: str, *, toolkit=None) -> dict[str, KernelCode | None]:
     """Each launched kernel's SASS for ``arch`` (None where there is none: a PTX workload)."""
     if toolkit is None:
-        from nvstage.compiler.toolkit import find_toolkit
+        from nvstage.compiler.toolkit.locate import find_toolkit
 
         toolkit = find_toolkit()
     from nvstage.errors import ArtifactError, ToolkitError

@@ -242,7 +242,7 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
     else:
         w, cost = load_model_input(workload, cost)
     if toolkit is None and (resources is None or code is None):
-        from nvstage.compiler.toolkit import find_toolkit
+        from nvstage.compiler.toolkit.locate import find_toolkit
 
         toolkit = find_toolkit()
     calibration = fitted(calibration, gpu, toolkit)

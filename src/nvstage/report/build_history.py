@@ -5,7 +5,7 @@ moved. Pure: data in, escaped HTML out."""
 
 from __future__ import annotations
 
-from nvstage.compiler.steps import label
+from nvstage.compiler.nvcc.step_kind import label
 from nvstage.report.page import esc
 from nvstage.report.units import fmt_parallel, fmt_share, fmt_time
 

@@ -23,7 +23,7 @@ from nvstage.report.lines_html import JS as LINES_JS
 from nvstage.report.lines_html import kernel_view, missing_view
 from nvstage.report.page import BASE_CSS, cards, clip, esc, page
 from nvstage.report.stage_charts import STAGE_COLORS
-from nvstage.compiler.steps import label
+from nvstage.compiler.nvcc.step_kind import label
 from nvstage.report.units import fmt_known, fmt_parallel, fmt_share, fmt_time, plural
 
 STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3",
@@ -556,7 +556,7 @@ def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
                              if option == "-o" else f"give a file: {option} build-trace.json")
     views = None
     if code and view.kernels:
-        from nvstage.compiler.toolkit import find_toolkit
+        from nvstage.compiler.toolkit.locate import find_toolkit
         from nvstage.inspect.record_lines import record_lines
 
         from nvstage.errors import NvstageError

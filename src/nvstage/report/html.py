@@ -50,7 +50,7 @@ def gather(build, *, toolkit=None, run: RunReport | dict | None = None,
     """Read what the page needs from a build's kept files. A reader that fails leaves a note
     and an empty section instead of failing the whole report. ``run``: a ``RunReport`` or
     the run document's dict."""
-    from nvstage.compiler.record import reading_toolkit, toolkit_note
+    from nvstage.compiler.manifest.model import reading_toolkit, toolkit_note
 
     toolkit = reading_toolkit(build, toolkit)
     inp = ReportInputs(build, run=run_report(run), trace=trace)
@@ -351,8 +351,8 @@ def write_report(build, output=None, *, toolkit=None, run=None, trace=None,
     never the toolkit the manifest names (a document does not choose programs). ``code``:
     each kernel's source beside its SASS (two nvdisasm runs per cubin)."""
     from nvstage.artifacts import is_folder, write_atomic
-    from nvstage.compiler.record import Build, load_build, manifest_path
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.manifest.model import Build, load_build, manifest_path
+    from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.documents import load_run_doc, load_trace_doc
     from nvstage.errors import UsageError, WriteError
 

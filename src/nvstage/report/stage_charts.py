@@ -22,7 +22,7 @@ def _graph_layout(build) -> tuple[dict[int, int], dict[int, set[int]]]:
     present = {r.stage.index for r in build.runs}
     deps: dict[int, set[int]] = {i: set() for i in present}
     try:
-        from nvstage.compiler.graph import build_graph
+        from nvstage.compiler.nvcc.graph import build_graph
 
         g = build_graph(build.plan)
         for i in present:

@@ -32,8 +32,8 @@ extern "C" __global__ void nvstage_hold(volatile unsigned int* flag,
 def helper_cubin(arch: str, toolkit=None) -> bytes:
     """The helpers compiled for ``arch`` through the nvstage pipeline (no GPU needed)."""
     from nvstage.errors import StageFailed
-    from nvstage.compiler.options import CompileOptions
-    from nvstage.compiler.driver import compile as run_compile
+    from nvstage.compiler.nvcc.options import CompileOptions
+    from nvstage.compiler.pipeline.driver import compile as run_compile
 
     with tempfile.TemporaryDirectory(prefix="nvstage-helpers-") as tmp:
         src = Path(tmp, "nvstage_helpers.cu")

@@ -58,8 +58,8 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
         return prepare_triton(w, arch, toolkit=toolkit, resources=resources)
     if code.kind == "source":
         from nvstage.errors import StageFailed
-        from nvstage.compiler.options import CompileOptions
-        from nvstage.compiler.driver import compile as run_compile
+        from nvstage.compiler.nvcc.options import CompileOptions
+        from nvstage.compiler.pipeline.driver import compile as run_compile
 
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="nvstage-run-") as tmp:
@@ -101,7 +101,7 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
         ptx_text = read_regular(code.ptx, what="PTX file").decode(errors="replace")
     rows = None
     if resources:
-        from nvstage.compiler.toolkit import find_toolkit
+        from nvstage.compiler.toolkit.locate import find_toolkit
         from nvstage.inspect.gather import resources_of
 
         rows = [r for r in resources_of(code.path, toolkit or find_toolkit()) if r.arch == arch]
@@ -116,7 +116,7 @@ def prepare_triton(w: Workload, arch: str, *, toolkit=None, resources: bool = Fa
     its PTX with Triton's types (the appended scratch pointers left out: the engine adds
     them), and its figures from the build record. A cubin runs on its own SM only."""
     from nvstage.artifacts import read_regular
-    from nvstage.compiler.triton_record import c_type
+    from nvstage.compiler.manifest.triton_info import c_type
     from nvstage.errors import WorkloadError
     from nvstage.hw.gpus import parse_arch
     from nvstage.run.workload.signatures import KernelSig, ParamSig
@@ -143,7 +143,7 @@ def prepare_triton(w: Workload, arch: str, *, toolkit=None, resources: bool = Fa
         modules.append(("cubin", read_regular(k.cubin, what="cubin"), (k.name,)))
         extra[k.name] = k.extra_args
         if resources:
-            from nvstage.compiler.record import load_build
+            from nvstage.compiler.manifest.model import load_build
             from nvstage.inspect.resources import build_resources
 
             rows += build_resources(load_build(k.folder), toolkit)
@@ -157,7 +157,7 @@ def without_temp_keep(e, code: CodeSpec, arch: str):
     """A stage failed while compiling a workload's source: its keep folder was temporary and
     is deleted on the way out, so the error must not send the user there. Say instead how
     to compile the same thing with the files kept."""
-    from nvstage.compiler.driver import without_temp_keep as hint_keep
+    from nvstage.compiler.pipeline.driver import without_temp_keep as hint_keep
 
     argv = ["nvstage", "compile", code.path, "--arch", arch, f"--{code.stop}"]
     argv += [f"-D{d}" for d in code.defines] + [f"-I{i}" for i in code.include_dirs]

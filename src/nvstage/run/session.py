@@ -149,7 +149,7 @@ def open_session(workload, *, arch: str | None = None, mode: str = "serialized",
     """Read, compile (for ``arch``; default: GPU 0's, else ``DEFAULT_ARCH``) and validate a
     workload file (or ``Workload``); nothing here needs a GPU. ``reps`` and ``warmup``
     replace the file's."""
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.errors import UsageError
     from nvstage.run.prepare import load_and_validate
     from nvstage.run.probe import probe

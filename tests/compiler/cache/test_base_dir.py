@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from nvstage.compiler.cache.keys import Place
+from nvstage.compiler.cache.stage.stage_key import Place
 
 BASE, CWD, WORK = "/ck/repo", "/ck/repo/build", "/tmp/nvstage-abc"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from nvstage.compiler.cache.local import Cache
-from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, read_file
+from nvstage.compiler.store.folder import MAX_DOC_BYTES, read_file
 from nvstage.compiler.cache.local.tool_notes import set_tool_note, tool_note
 from nvstage.errors import CacheError
 
@@ -261,8 +261,8 @@ def test_tool_notes_are_not_written_into_a_folder_nvstage_refuses(cli, kernels, 
     src = vadd(kernels, workdir)
     (workdir / "notes.txt").write_text("mine\n")
     monkeypatch.setenv("NVSTAGE_CACHE_DIR", ".")
-    from nvstage.compiler.nvcc_args import _grammar
-    from nvstage.compiler.toolkit import _load
+    from nvstage.compiler.nvcc.grammar import _grammar
+    from nvstage.compiler.toolkit.locate import _load
 
     _load.cache_clear()  # this process may know the versions already: ask the disk
     _grammar.cache_clear()
@@ -307,7 +307,7 @@ def test_tool_notes_are_sealed_and_a_bad_cache_setting_only_forgets_them(tmp_pat
 
 
 def test_a_tool_version_note_is_trusted_only_when_sealed(tmp_path, monkeypatch):
-    from nvstage.compiler.toolkit import _cached_version
+    from nvstage.compiler.toolkit.locate import _cached_version
 
     monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path / "c"))
     tool = tmp_path / "bin/ptxas"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nvstage.compiler.cache.headers import not_cacheable
-from nvstage.compiler.cache.stage import without_date_time
+from nvstage.compiler.cache.stage.headers import not_cacheable
+from nvstage.compiler.cache.stage.lookup import without_date_time
 
 
 @pytest.fixture(autouse=True)

@@ -7,9 +7,14 @@ import shutil
 
 import pytest
 
-from nvstage.compiler.cache.headers import (builtin_dirs, builtin_flags, include_search,
-                                            parse_search_list, shadow_candidates)
-from nvstage.compiler.warm.presence import present
+from nvstage.compiler.cache.stage.headers import (
+    builtin_dirs,
+    builtin_flags,
+    include_search,
+    parse_search_list,
+    shadow_candidates,
+)
+from nvstage.compiler.store.presence import present
 
 GCC_V = """\
 ignoring nonexistent directory "/usr/local/include/x86_64-linux-gnu"
@@ -97,7 +102,7 @@ def test_the_shadow_state_changes_when_a_candidate_appears(tmp_path):
 
 
 def test_clean_keeps_dotdot_which_normpath_would_drop():
-    from nvstage.compiler.cache.headers import clean
+    from nvstage.compiler.cache.stage.headers import clean
 
     assert clean("/w/./a//b/../c/") == "/w/a/b/../c"
     assert clean("a/./b") == "a/b"
@@ -120,7 +125,7 @@ def test_a_dotdot_include_is_watched_where_the_system_resolves_it(tmp_path):
 
 
 def test_the_search_layout_follows_links_and_folders(tmp_path):
-    from nvstage.compiler.cache.headers import search_layout
+    from nvstage.compiler.cache.stage.headers import search_layout
 
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
@@ -143,7 +148,7 @@ def test_include_search_reads_long_forms_sysroot_and_the_languages_variable():
 
 
 def test_files_naming_time_macros_are_found(tmp_path):
-    from nvstage.compiler.cache.headers import uses_time_macros
+    from nvstage.compiler.cache.stage.headers import uses_time_macros
 
     (tmp_path / "a.h").write_text("#define X 1\n")
     (tmp_path / "b.h").write_text('const char* built = __DATE__ " " __TIME__;\n')

@@ -13,8 +13,9 @@ import pytest
 
 import nvstage
 from nvstage.cli.main import run
-from nvstage.compiler.options import CompileOptions
-from nvstage.compiler.warm import answer, nvcc_env
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.cache.command import answer
+from nvstage.compiler.nvcc import environment as nvcc_env
 
 
 @pytest.fixture

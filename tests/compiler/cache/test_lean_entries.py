@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import nvstage
-from nvstage.compiler.cache import lazy
+from nvstage.compiler.cache.stage import lazy
 from nvstage.compiler.cache.local import Cache
-from nvstage.compiler.options import CompileOptions
+from nvstage.compiler.nvcc.options import CompileOptions
 
 GENCODES = ("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]")
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

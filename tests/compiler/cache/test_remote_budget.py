@@ -154,7 +154,7 @@ def one_build(monkeypatch):
     """The commands these tests stand for are one build's, whatever runs the suite: the build's
     identity comes from the process tree (``build_record.build_identity``), which a suite
     started under init alone (a detached CI job) leaves without one."""
-    from nvstage.compiler.warm import build_record
+    from nvstage.compiler.buildlog import current as build_record
 
     monkeypatch.setattr(build_record, "_identity", [f"process:{os.getpid()}:0"])
 

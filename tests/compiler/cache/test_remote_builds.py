@@ -15,7 +15,7 @@ import pytest
 import nvstage
 from nvstage.compiler.cache.remote.config import reset
 from nvstage.compiler.cache.remote.describe import describe
-from nvstage.compiler.options import CompileOptions
+from nvstage.compiler.nvcc.options import CompileOptions
 
 GENCODES = ("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]")
 TIMEOUTS = "|connect-timeout=300|operation-timeout=500"
@@ -177,7 +177,7 @@ def test_signed_entries_and_read_only_jobs(redis_server, runners, workdir, dump,
 def after_stages(monkeypatch):
     """``after_stages(n, fault)``: run ``fault`` once n stages have been stored (locally and
     in the tiers; stores happen beside the next stage's tool)."""
-    from nvstage.compiler.cache.stage import StageCache
+    from nvstage.compiler.cache.stage.lookup import StageCache
 
     real = StageCache._store
 

@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from nvstage.compiler.cache.remote.backend import Fault
+from nvstage.compiler.cache.remote.protocol import Fault
 from nvstage.compiler.cache.remote.bazel import action_result
 from nvstage.compiler.cache.remote.objects import MAGIC, object_name, pack
 from nvstage.compiler.cache.remote.spec import parse_spec

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 import nvstage
-from nvstage.compiler.cache.keys import parse_depfile
+from nvstage.compiler.cache.stage.stage_key import parse_depfile
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.local.eviction import parse_size
 from nvstage.compiler.cache.local.relocation import Work
-from nvstage.compiler.options import CompileOptions
-from nvstage.compiler.plan import StageKind as K
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.nvcc.plan import StageKind as K
 
 GENCODES = ("arch=compute_80,code=sm_80", "arch=compute_90,code=[sm_90,compute_90]")
 PREPROCESS = (K.HOST_PREPROCESS, K.DEVICE_PREPROCESS)
@@ -103,7 +103,7 @@ def test_outputs_are_cut_at_the_work_folder_and_pasted_back(tmp_path):
 
 
 def test_whole_command_entries_count_and_go_oldest_first(tmp_path):
-    """warm/entry.py's entries (inv/) hold outputs too: they share the size limit."""
+    """cache/command/entry.py's entries (inv/) hold outputs too: they share the size limit."""
     c = Cache(tmp_path / "c", max_bytes=3000)
     (tmp_path / "f").write_bytes(os.urandom(1000))
     c.put("aa" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
@@ -306,7 +306,7 @@ def test_a_new_header_that_hides_a_system_one_rebuilds(toolkit, workdir):
 
 def test_a_hiding_header_that_appears_while_the_compiler_runs_is_not_trusted(
         toolkit, workdir, monkeypatch):
-    import nvstage.compiler.driver as pl
+    import nvstage.compiler.pipeline.driver as pl
 
     kernel(workdir, "3.0f")
     (workdir / "first").mkdir()
@@ -395,7 +395,7 @@ def test_two_processes_share_one_cache(toolkit, workdir, private_cache):
     kernel(workdir)
     script = (
         "import sys, nvstage\n"
-        "from nvstage.compiler.options import CompileOptions\n"
+        "from nvstage.compiler.nvcc.options import CompileOptions\n"
         f"o = CompileOptions(gencodes={GENCODES!r}, compile_only=True, include_dirs=('inc',),"
         " output=sys.argv[1] + '.o')\n"
         "b = nvstage.compile('k.cu', o, keep=sys.argv[1], jobs=2)\n"
@@ -446,7 +446,7 @@ def test_a_build_in_another_folder_never_gets_this_folders_outputs(toolkit, work
 
 def test_a_header_edited_while_its_stage_runs_is_not_stored(toolkit, workdir, monkeypatch):
     kernel(workdir, "3.0f")
-    real = nvstage.compiler.driver.run_stage
+    real = nvstage.compiler.pipeline.driver.run_stage
 
     def run_then_edit(stage, *a, **kw):
         run = real(stage, *a, **kw)
@@ -454,9 +454,9 @@ def test_a_header_edited_while_its_stage_runs_is_not_stored(toolkit, workdir, mo
             (workdir / "inc/coef.h").write_text("#pragma once\n#define SCALE 5.0f\n")
         return run
 
-    monkeypatch.setattr(nvstage.compiler.driver, "run_stage", run_then_edit)
+    monkeypatch.setattr(nvstage.compiler.pipeline.driver, "run_stage", run_then_edit)
     build(toolkit)
-    monkeypatch.setattr(nvstage.compiler.driver, "run_stage", real)
+    monkeypatch.setattr(nvstage.compiler.pipeline.driver, "run_stage", real)
     again = build(toolkit)  # the header says 5.0f now: no entry may claim otherwise
     assert "0f40A00000" in (workdir / "k/k.compute_90.ptx").read_text()  # 5.0f
     assert not any(r.cached for r in again.runs if r.stage.kind is K.DEVICE_PREPROCESS)
@@ -487,7 +487,7 @@ def test_a_device_library_is_part_of_the_device_links_key(toolkit, workdir):
 
 def test_an_unwritable_cache_index_does_not_run_a_stage_twice(toolkit, workdir, monkeypatch):
     kernel(workdir)
-    real, ran = nvstage.compiler.driver.run_stage, []
+    real, ran = nvstage.compiler.pipeline.driver.run_stage, []
 
     def counted(stage, *a, **kw):
         ran.append(stage.index)
@@ -496,7 +496,7 @@ def test_an_unwritable_cache_index_does_not_run_a_stage_twice(toolkit, workdir, 
     def refuse(*a, **kw):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(nvstage.compiler.driver, "run_stage", counted)
+    monkeypatch.setattr(nvstage.compiler.pipeline.driver, "run_stage", counted)
     monkeypatch.setattr(Cache, "add_header_set", refuse)
     b = build(toolkit)
     assert sorted(ran) == sorted(r.stage.index for r in b.runs)  # each stage once

@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import nvstage
-from nvstage.compiler.cache.keys import FileHasher, Paths
+from nvstage.compiler.cache.stage.stage_key import FileHasher, Paths
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.local.relocation import Work, cut, own_markers_only, paste
-from nvstage.compiler.warm.folder import MARK
+from nvstage.compiler.store.layout import MARK
 from nvstage.errors import CacheError
-from nvstage.compiler.options import CompileOptions
-from nvstage.compiler.plan import StageKind as K
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.nvcc.plan import StageKind as K
 
 WORK = "/tmp/nvstage-abc123"  # a build's work folder
 OTHER = "/home/u/proj/keep"  # another build's
@@ -239,7 +239,7 @@ def test_the_xdg_folder_from_before_the_mark_is_adopted(tmp_path, monkeypatch):
 
 
 def test_an_unwritable_default_folder_builds_uncached_a_named_one_is_an_error(monkeypatch):
-    from nvstage.compiler.cache.stage import open_cache
+    from nvstage.compiler.cache.stage.lookup import open_cache
 
     monkeypatch.delenv("NVSTAGE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", "/sys")  # EPERM to every mkdir, root included
@@ -441,7 +441,7 @@ def test_a_clear_during_a_build_leaves_its_scratch_folder_and_the_build_ok(
     """``cache --clear`` while a build runs: the clear empties the cache, the build's depfile
     folder survives and the build succeeds (it once failed, blaming gcc)."""
     (workdir / "k.cu").write_text("__global__ void k(float* p) { p[0] = 1; }\n")
-    real = nvstage.compiler.driver.run_stage
+    real = nvstage.compiler.pipeline.driver.run_stage
     cleared = threading.Event()
 
     def clear_midway(stage, *a, **kw):
@@ -452,7 +452,7 @@ def test_a_clear_during_a_build_leaves_its_scratch_folder_and_the_build_ok(
             cleared.set()
         return real(stage, *a, **kw)
 
-    monkeypatch.setattr(nvstage.compiler.driver, "run_stage", clear_midway)
+    monkeypatch.setattr(nvstage.compiler.pipeline.driver, "run_stage", clear_midway)
     b = nvstage.compile("k.cu", CompileOptions(archs=("sm_90",), compile_only=True),
                         toolkit=toolkit, jobs=1)
     assert cleared.is_set() and b.status == "ok"

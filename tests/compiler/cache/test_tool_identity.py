@@ -4,8 +4,8 @@ import os
 import stat
 from pathlib import Path
 
-from nvstage.compiler.cache.keys import ToolVersions, tool_identity
-from nvstage.compiler.toolkit import _load, find_toolkit
+from nvstage.compiler.cache.stage.stage_key import ToolVersions, tool_identity
+from nvstage.compiler.toolkit.locate import _load, find_toolkit
 
 
 def _fake_tool(path: Path, version: str, pad: str = "") -> None:

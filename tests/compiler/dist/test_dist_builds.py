@@ -13,8 +13,8 @@ import pytest
 
 import nvstage
 from nvstage.compiler.cache.remote import tier
-from nvstage.compiler.dist import choice, stage as dist_stage
-from nvstage.compiler.options import CompileOptions
+from nvstage.compiler.dist import choice, farm_stage as dist_stage
+from nvstage.compiler.nvcc.options import CompileOptions
 
 _n = itertools.count()
 

@@ -10,9 +10,9 @@ import pytest
 import nvstage
 from nvstage import proc
 from nvstage.compiler.dist.rewrite import rewrite
-from nvstage.compiler.driver import stage_env
-from nvstage.compiler.options import CompileOptions
-from nvstage.compiler.plan import Stage, StageKind
+from nvstage.compiler.pipeline.driver import stage_env
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.nvcc.plan import Stage, StageKind
 
 SOURCE = """
 namespace { __device__ float twice(float x) { return 2.0f * x; } }

@@ -17,7 +17,7 @@ def run_distributed(stage, env, cwd: str, extra_args: tuple[str, ...] = ()):
     """``stage.run_distributed``: (None, None) at once when distribution is off."""
     if not env.get(ENV):
         return None, None
-    from nvstage.compiler.dist.stage import run_distributed as run
+    from nvstage.compiler.dist.farm_stage import run_distributed as run
 
     return run(stage, env, cwd, extra_args)
 
@@ -26,7 +26,7 @@ def remote_lane(env, cwd: str):
     """``stage.remote_lane``: None at once when distribution is off."""
     if not env.get(ENV):
         return None
-    from nvstage.compiler.dist.stage import remote_lane as lane
+    from nvstage.compiler.dist.farm_stage import remote_lane as lane
 
     return lane(env, cwd)
 

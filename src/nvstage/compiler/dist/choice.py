@@ -7,7 +7,7 @@ import shutil
 import threading
 from collections.abc import Mapping
 
-from nvstage.compiler.dist.backend import Backend
+from nvstage.compiler.dist.farm_backend import Backend
 
 ENV = "NVSTAGE_DIST"  # "sccache": cicc and ptxas through the sccache client
 CLIENT_ENV = "NVSTAGE_SCCACHE"  # the client's path (else `sccache` on PATH)

@@ -37,7 +37,7 @@ class Unit:
 
 
 @dataclass
-class Estimate:
+class FarmEstimate:
     remote_cores: int
     local_cores: int
     recorded_wall: float
@@ -79,7 +79,7 @@ def measured_round_trip(units: list[Unit]) -> float | None:
 
 
 def estimate(units: list[Unit], remote_cores: int, local_cores: int, recorded_wall: float,
-             *, round_trip: float | None = None, upload: float = 0.0) -> Estimate:
+             *, round_trip: float | None = None, upload: float = 0.0) -> FarmEstimate:
     if remote_cores < 1 or local_cores < 1:
         raise ValueError("cores must be at least 1")
     measured = measured_round_trip(units)
@@ -142,14 +142,14 @@ def estimate(units: list[Unit], remote_cores: int, local_cores: int, recorded_wa
             local_free = [max(f, start) for f in local_free]
             heapq.heapify(local_free)
     end = start
-    return Estimate(remote_cores, local_cores, recorded_wall, end, critical, local_work,
+    return FarmEstimate(remote_cores, local_cores, recorded_wall, end, critical, local_work,
                     remote_work, round_trip, measured is not None and round_trip == measured,
                     upload, notes)
 
 
 def units_of(view) -> list[Unit]:
     """A build view's (``inspect.build_view``) last build as units, in start order."""
-    from nvstage.compiler import steps as steps_mod
+    from nvstage.compiler.nvcc import step_kind as steps_mod
 
     out = []
     for u in sorted(view.last_units, key=lambda u: u.start):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from nvstage.compiler.plan import Stage, StageKind
+from nvstage.compiler.nvcc.plan import Stage, StageKind
 
 DISTRIBUTED = frozenset({StageKind.CICC, StageKind.PTXAS})
 # Valueless flags nvcc puts between cicc's input and ``-o``.

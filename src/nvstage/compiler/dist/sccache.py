@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nvstage import proc
-from nvstage.compiler.dist.backend import Attempt
+from nvstage.compiler.dist.farm_backend import Attempt
 from nvstage.compiler.dist.where import Where
 
 _STATS_TIMEOUT = 30.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from nvstage.compiler.record import Build, StageRun
+from nvstage.compiler.manifest.model import Build, StageRun
 from nvstage.report.terminal.console import plain_table
 from nvstage.report.units import fmt_bytes, fmt_time, plural
 
@@ -144,7 +144,7 @@ def render_build(build: Build, con, *, kept: bool = True) -> None:
 
 def whole_view(build: Build) -> dict:
     """What ``nvstage compile`` prints into a pipe when it is answered whole from the cache
-    next time (``compiler/warm/compile_cli.py`` keeps it in the entry): ``build`` rendered
+    next time (``compiler/cache/command/compile_answer.py`` keeps it in the entry): ``build`` rendered
     now, every stage cached. ``before``, ``table`` and ``after``: stderr before the table,
     stdout, stderr after it (the summary line, made at the answer, left out)."""
     import dataclasses

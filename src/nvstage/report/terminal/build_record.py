@@ -6,7 +6,7 @@ occupancy."""
 
 from __future__ import annotations
 
-from nvstage.compiler.steps import label
+from nvstage.compiler.nvcc.step_kind import label
 from nvstage.report.terminal.console import notes, plain_table
 from nvstage.report.units import fmt_known, fmt_parallel, fmt_share, fmt_time, plural
 
@@ -31,7 +31,7 @@ def summary_line(view) -> str:
 def nvcc_line(view) -> str | None:
     """Which nvcc the last build's nvcc commands ran, found where (``PATH``, the pip wheels
     where PATH had none, named by the command), at which CUDA version."""
-    from nvstage.compiler.warm.nvcc_lookup import where
+    from nvstage.compiler.toolkit.nvcc_lookup import where
 
     rows = view.nvccs()
     if not rows:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from nvstage.compiler.observer import Observer
-from nvstage.compiler.record import StageRun
-from nvstage.compiler.plan import Plan, Stage
+from nvstage.compiler.pipeline.observer import Observer
+from nvstage.compiler.manifest.model import StageRun
+from nvstage.compiler.nvcc.plan import Plan, Stage
 
 
 class LiveStages(Observer):

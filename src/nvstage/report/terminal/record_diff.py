@@ -4,7 +4,7 @@ run again or on one side alone, and their stages."""
 
 from __future__ import annotations
 
-from nvstage.compiler.steps import label
+from nvstage.compiler.nvcc.step_kind import label
 from nvstage.report.terminal.console import notes, plain_table
 from nvstage.report.units import fmt_parallel, fmt_share, fmt_time, plural
 

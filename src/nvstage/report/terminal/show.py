@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from nvstage.compiler.cubin_figures import SPILL_OR_LOCAL
+from nvstage.compiler.nvcc.cubin_figures import SPILL_OR_LOCAL
 from nvstage.report.terminal.console import notes, plain_table, say
 from nvstage.report.units import fmt_bytes, fmt_known
 

@@ -37,7 +37,7 @@ def triton_rows(info) -> list[tuple[str, str]]:
 
 def render_triton(build, con) -> None:
     """The Triton table after the stage table (nothing for other builds)."""
-    from nvstage.compiler.triton_record import triton_info
+    from nvstage.compiler.manifest.triton_info import triton_info
 
     info = triton_info(build)
     if info is None:
@@ -57,7 +57,7 @@ def render_triton(build, con) -> None:
 def render_section(section: dict, con) -> None:
     """``show``'s ``triton`` section: the metadata table, then each kernel's occupancy at the
     one launch shape Triton gives it."""
-    from nvstage.compiler.triton_record import read_info
+    from nvstage.compiler.manifest.triton_info import read_info
 
     t = plain_table(pad_edge=False)
     t.add_column("triton")

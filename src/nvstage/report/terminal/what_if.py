@@ -6,7 +6,7 @@ from nvstage.report.units import fmt_time
 
 
 def render_what_if(est) -> str:
-    """``est``: ``compiler.dist.estimate.Estimate``."""
+    """``est``: ``compiler.dist.estimate.FarmEstimate``."""
     how = "measured in the record" if est.round_trip_measured else "assumed"
     rt = f"{fmt_time(est.round_trip)} ({how})"
     lines = [

@@ -1,5 +1,5 @@
 """What one repetition of a workload would do, evaluated and printed without a GPU
-(``nvstage run --dry-run``). Not the compile plan (``nvstage.compiler.plan``)."""
+(``nvstage run --dry-run``). Not the compile plan (``nvstage.compiler.nvcc.plan``)."""
 
 from __future__ import annotations
 

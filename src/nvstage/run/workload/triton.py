@@ -40,7 +40,7 @@ class TritonKernel:
 
     @property
     def extra_args(self) -> int:
-        from nvstage.compiler.triton_record import EXTRA_PARAMS
+        from nvstage.compiler.manifest.triton_info import EXTRA_PARAMS
 
         return len(EXTRA_PARAMS)
 
@@ -77,8 +77,8 @@ def read_builds(value, base: Path, where: str) -> tuple[TritonKernel, ...]:
 
 
 def _read_one(given: str, base: Path, where: str) -> TritonKernel:
-    from nvstage.compiler.record import load_build
-    from nvstage.compiler.triton_record import triton_info
+    from nvstage.compiler.manifest.model import load_build
+    from nvstage.compiler.manifest.triton_info import triton_info
 
     p = base / given
     try:

@@ -8,7 +8,7 @@ An entry records every output (its size, the sites of the work folder's path, an
 later stage's key sees, ``relocation.cut_digest``) but holds the bytes only of those a later
 build needs (``stored``, the caller's choice: what the command asked for, and what a stage
 that runs after a partial hit must be fed; a preprocessed source is made again by its stage
-instead). The bytes are zstd frames (``warm/zstd.py``), as ccache and sccache keep theirs.
+instead). The bytes are zstd frames (``store/zstd.py``), as ccache and sccache keep theirs.
 
 An entry is written in ``tmp/`` and renamed into place whole, so a reader sees all of it or
 none; when two builds race, the second rename fails and its copy is dropped. Every file is
@@ -34,10 +34,10 @@ from pathlib import Path
 
 from nvstage import fsio
 from nvstage.compiler.cache.local.eviction import note_stored
-from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, CacheFolder, is_dir, read_file
+from nvstage.compiler.store.folder import MAX_DOC_BYTES, CacheFolder, is_dir, read_file
 from nvstage.compiler.cache.local.relocation import (Work, cut, cut_digest, own_markers_only,
                                                      paste, pieces_ok, sites_ok)
-from nvstage.compiler.warm import zstd
+from nvstage.compiler.store import zstd
 
 # /4: each output's key digest, only the files a later build needs, zstd frames; /3 entries
 # (every file, uncompressed) and /2 ones are misses, made again.

@@ -18,10 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvstage import fsio
-from nvstage.compiler.cache.local.folder import (NVSTAGE_OWN, STALE_SCRATCH_S, KEY, MAX_DOC_BYTES,
-                                                 CacheFolder, is_dir, read_file, remove,
-                                                 write_atomic)
-from nvstage.compiler.warm.folder import HITS, LEDGER, WHOLE
+from nvstage.compiler.store.folder import (
+    NVSTAGE_OWN,
+    STALE_SCRATCH_S,
+    KEY,
+    MAX_DOC_BYTES,
+    CacheFolder,
+    is_dir,
+    read_file,
+    remove,
+    write_atomic,
+)
+from nvstage.compiler.store.layout import HITS, LEDGER, WHOLE
 from nvstage.errors import CacheError
 
 ENV_MAX = "NVSTAGE_CACHE_MAX_SIZE"
@@ -146,7 +154,7 @@ class Eviction(CacheFolder):
             total = Counters(**{k: int(d.get(k, 0)) for k in _COUNTED})
         except (ValueError, TypeError, AttributeError):
             total = Counters()
-        # The stages whole-command answers (``warm/answer.py``) stood for: one line per answer.
+        # The stages whole-command answers (``cache/command/answer.py``) stood for: one line per answer.
         try:
             lines = read_file(self.root / WHOLE / HITS, 64 << 20).split()
             total.hits += sum(int(n) for n in lines if n.isdigit())
@@ -161,7 +169,7 @@ class Eviction(CacheFolder):
         return self._listed("entries", "meta.json", counted)
 
     def whole_commands(self, counted: set | None = None) -> list[tuple[Path, float, int]]:
-        """(folder, when written, bytes) for every whole-command entry (``warm/entry.py``, inv/)."""
+        """(folder, when written, bytes) for every whole-command entry (``cache/command/entry.py``, inv/)."""
         return self._listed(WHOLE, "meta", counted)
 
     def _listed(self, folder: str, meta: str,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from nvstage import fsio
 from nvstage.compiler.cache.local.eviction import note_stored
-from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES, CacheFolder, read_file, write_atomic
+from nvstage.compiler.store.folder import MAX_DOC_BYTES, CacheFolder, read_file, write_atomic
 from nvstage.compiler.cache.local.relocation import pieces_ok
-from nvstage.compiler.warm import zstd
+from nvstage.compiler.store import zstd
 from nvstage.errors import CacheError
 
 _DIRECT_SETS = 8  # header sets kept per direct key (one per distinct header state seen)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 
-from nvstage.compiler.cache.remote.backend import Fault
+from nvstage.compiler.cache.remote.protocol import Fault
 from nvstage.compiler.cache.remote.deadline import Cap
 
 PER_COMMAND_S = 1.0  # covers a connection and the first asks, before any stage has run

@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 
-from nvstage.compiler.cache.remote.backend import Fault
+from nvstage.compiler.cache.remote.protocol import Fault
 
 _caps = threading.local()
 

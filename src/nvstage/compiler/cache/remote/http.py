@@ -14,7 +14,7 @@ import base64
 import hashlib
 import threading
 
-from nvstage.compiler.cache.remote.backend import NAME, Fault, Refused, checked_name
+from nvstage.compiler.cache.remote.protocol import NAME, Fault, Refused, checked_name
 from nvstage.compiler.cache.remote.bazel import action_result, action_result_digest
 from nvstage.compiler.cache.remote.deadline import Deadline
 from nvstage.compiler.cache.remote.spec import Spec

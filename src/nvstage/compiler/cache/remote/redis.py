@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from nvstage.compiler.cache.remote.backend import Fault, Refused, checked_name
+from nvstage.compiler.cache.remote.protocol import Fault, Refused, checked_name
 from nvstage.compiler.cache.remote.deadline import Deadline
 from nvstage.compiler.cache.remote.spec import Spec
 

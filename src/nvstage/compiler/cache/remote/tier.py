@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nvstage.compiler.cache.remote.backend import Backend, Fault, Refused
+from nvstage.compiler.cache.remote.protocol import Backend, Fault, Refused
 from nvstage.compiler.cache.remote.budget import Budget, OverBudget
 from nvstage.compiler.cache.remote.objects import Rejected, object_name, pack, unpack
 from nvstage.errors import RemoteCacheError

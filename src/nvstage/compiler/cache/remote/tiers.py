@@ -16,13 +16,13 @@ import time
 from collections.abc import Sequence
 
 from nvstage.compiler.cache.local import Cache
-from nvstage.compiler.cache.local.folder import MAX_DOC_BYTES
+from nvstage.compiler.store.folder import MAX_DOC_BYTES
 from nvstage.compiler.cache.local.notes import header_set
 from nvstage.compiler.cache.remote.budget import GAP_SECONDS, Budget
 from nvstage.compiler.cache.remote.config import Config, backoff_seconds, configured
 from nvstage.compiler.cache.remote.objects import MAX_OBJECT
 from nvstage.compiler.cache.remote.tier import RemoteTier, TierStats
-from nvstage.compiler.warm.build_record import build_identity
+from nvstage.compiler.buildlog.current import build_identity
 
 _MAX_SETS = 8
 

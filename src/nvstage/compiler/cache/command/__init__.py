@@ -1,0 +1,1 @@
+"""The command cache (``inv/`` on disk): a whole nvcc command answered from one entry. Its command key (``command_key``), the entry written after a miss (``entry``), the answer on a hit (``answer``, standard library only), ``nvstage compile``'s own line answered whole (``compile_answer``) and why a command missed (``explain``)."""

@@ -1,0 +1,1 @@
+"""The stage cache: what a stage key hashes (``stage_key``), where a new file would hide a header (``headers``), one build's stages through the cache with its direct mode (``lookup``), and hits written out only when needed (``lazy``)."""

@@ -1,0 +1,1 @@
+"""One compile's manifest (``stages.json``): what a build planned, ran and produced (``model``: ``Build``, ``StageRun``, ``Artifact``, the writer and the one reader), and Triton's section of it (``triton_info``)."""

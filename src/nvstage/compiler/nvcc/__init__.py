@@ -1,0 +1,1 @@
+"""What nvcc is, read without running a build: its grammar (``grammar``), its --dryrun plan (``plan``, ``shellwords``, ``placeholders``, ``graph``), the environment and host words that change what it builds, its dependency file, phase times, ptxas's report and the figures ptxas writes into a cubin. Pure: no processes."""

@@ -1,0 +1,1 @@
+"""nvcc's plan run stage by stage: the driver (``driver``), the scheduler and make's job slots (``scheduler``, ``jobserver``), the work folder (``workdir``), the plan remembered (``plan_memo``), ``nvstage compile``'s command line (``cmdline``), progress (``observer``) and temporary folders that name their owner (``leftovers``)."""

@@ -1,0 +1,1 @@
+"""The cache folder as a place: its layout and mark (``layout``), the folder, locks and scratch (``folder``), the secret its documents are sealed under (``secret``), headers' hashes remembered (``hash_memo``), zstd frames (``zstd``) and which paths exist (``presence``). Standard library, ``fsio`` and ``paths`` only: the hit path stands on it."""
