@@ -83,7 +83,7 @@ def test_rewritten_cicc_and_ptxas_write_the_bytes_nvcc_s_commands_write(toolkit,
 
 def test_placement_from_the_client_s_statistics():
     from nvstage.compiler.dist.sccache import Counts, parse_stats, placement
-    from nvstage.compiler.dist.where import Where
+    from nvstage.compiler.manifest.where import Where
 
     text = ('{"stats": {"compilations": 3, "cache_hits": {"counts": {"CUBIN": 2}}, '
             '"dist_compiles": {"127.0.0.1:10501": 3}, "dist_errors": 0}}')

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from nvstage.compiler.dist.where import Where
+from nvstage.compiler.manifest.where import Where
 
 
 @dataclass(frozen=True)

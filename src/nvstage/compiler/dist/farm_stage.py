@@ -16,7 +16,7 @@ from nvstage.compiler.dist.farm_backend import Attempt, Backend
 from nvstage.compiler.dist.choice import (CLIENT_ENV, ENV, TIMEOUT_ENV, backend_from_env,
                                           notice, timeout_from_env)
 from nvstage.compiler.dist.rewrite import DISTRIBUTED, rewrite
-from nvstage.compiler.dist.where import Where
+from nvstage.compiler.manifest.where import Where
 from nvstage.compiler.nvcc.plan import Stage
 from nvstage.errors import ToolMissing, ToolTimeout
 

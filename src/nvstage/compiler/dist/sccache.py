@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from nvstage import proc
 from nvstage.compiler.dist.farm_backend import Attempt
-from nvstage.compiler.dist.where import Where
+from nvstage.compiler.manifest.where import Where
 
 _STATS_TIMEOUT = 30.0
 

@@ -635,7 +635,7 @@ def _run(d, where: str, files: _Files, stale: list[str], budget: list[int]) -> S
 
 def _where(value: str | None) -> str | None:
     """A stage's placement, one of ``dist.Where``'s values (anything else: unknown, None)."""
-    from nvstage.compiler.dist.where import Where
+    from nvstage.compiler.manifest.where import Where
 
     return value if value in {w.value for w in Where} else None
 
