@@ -1,0 +1,30 @@
+"""nvstage show PATH --time: where compile time went, from nvcc's -fdevice-time-trace files (a
+trace, or a folder of them: a build folder whose compiles were traced)."""
+
+from __future__ import annotations
+
+
+def show_time(path, top: int, json_out: bool) -> None:
+    from nvstage.cli.common import emit_json
+    from nvstage.errors import ArtifactError, UsageError
+    from nvstage.inspect.compile_time import summarize
+    from nvstage.inspect.names import demangle_all
+    from nvstage.report.terminal.compile_time import render_compile_time
+    from nvstage.report.terminal.console import data_console
+
+    if top < 1:
+        raise UsageError(f"--top {top}: show at least one row of each table")
+    summary = summarize([path])
+    if not summary.units:
+        raise ArtifactError(f"{path}: no nvcc time trace in it",
+                            hint="build with -fdevice-time-trace - (nvcc writes OUT.json beside "
+                                 "each object)")
+    doc = summary.to_json(top)
+    mangled = [r["name"] for k in ("functions_nvvm", "functions_ptxas") for r in doc[k]]
+    names = demangle_all(mangled)
+    for k in ("functions_nvvm", "functions_ptxas"):
+        for r in doc[k]:
+            r["demangled"] = names.get(r["name"], r["name"])
+    render_compile_time(doc, data_console(json_out), top=top)
+    if json_out:
+        emit_json(doc)

@@ -1,0 +1,78 @@
+"""Where compile time went, on a terminal: ``inspect.compile_time``'s summary as tables (the
+slowest units, headers with an include chain, template sets, templates, device functions in
+NVVM and ptxas, per tool totals)."""
+
+from __future__ import annotations
+
+from nvstage.report.terminal.console import plain_table, say
+from nvstage.report.units import fmt_time, plural
+
+
+def _t(seconds: float) -> str:
+    return fmt_time(seconds, "ms", suffix=False)
+
+
+def _short(path: str, keep: int = 3) -> str:
+    """A header's path by its last ``keep`` parts: toolkit paths are long and alike."""
+    parts = path.replace("\\", "/").split("/")
+    return path if len(parts) <= keep else ".../" + "/".join(parts[-keep:])
+
+
+def render_compile_time(doc: dict, con, *, top: int) -> None:
+    """``doc``: ``CompileTime.to_json(top, names)``."""
+    w = doc["work"]
+    con.print(f"{plural(doc['traces'], 'trace')}, {plural(doc['arch_passes'], 'arch pass', 'arch passes')}"
+        f" (cicc and ptxas run once per arch: a header or template counts once per pass); "
+        f"{w['headers_parsed']} headers parsed ({w['distinct_headers']} distinct), "
+        f"{w['instantiations']} template instantiations, {w['functions_optimised']} device "
+        f"functions through NVVM, {w['entries_assembled']} through ptxas; times in ms",
+              markup=False, highlight=False)
+    t = plain_table(title="tools (cudafe++, gcc: their totals only)")
+    t.add_column("tool")
+    t.add_column("ms", justify="right")
+    t.add_column("runs", justify="right")
+    for tool, c in doc["tools"].items():
+        t.add_row(tool, _t(c["seconds"]), str(c["count"]))
+    con.print(t)
+    t = plain_table(title=f"slowest units (front end), top {top}")
+    t.add_column("unit")
+    t.add_column("archs")
+    t.add_column("front end", justify="right")
+    t.add_column("cicc", justify="right")
+    t.add_column("ptxas", justify="right")
+    t.add_column("all tools", justify="right")
+    for u in doc["units"]:
+        tools = u["tools"]
+        t.add_row(u["unit"], ",".join(u["archs"]) or "-", _t(u["front_end_seconds"]),
+                  _t(tools.get("cicc", 0.0)), _t(tools.get("ptxas", 0.0)),
+                  _t(sum(tools.values())))
+    con.print(t)
+    t = plain_table(title=f"headers by inclusive parse time, top {top}")
+    t.add_column("header")
+    t.add_column("incl", justify="right")
+    t.add_column("self", justify="right")
+    t.add_column("parses", justify="right")
+    t.add_column("units", justify="right")
+    t.add_column("included from (costliest parse)", prose=True)
+    for h in doc["headers"]:
+        chain = " > ".join(_short(p, 2) for p in h["chain"][:-1])
+        t.add_row(_short(h["path"]), _t(h["inclusive_seconds"]), _t(h["exclusive_seconds"]),
+                  str(h["parses"]), str(h["units"]), chain)
+    con.print(t)
+    for key, title in (("template_sets", "template sets (name without arguments)"),
+                       ("templates", "template instantiations"),
+                       ("functions_nvvm", "device functions in NVVM"),
+                       ("functions_ptxas", "entries in ptxas")):
+        rows = doc[key]
+        if not rows:
+            continue
+        t = plain_table(title=f"{title}, top {top}")
+        t.add_column("name", prose=True)
+        t.add_column("ms", justify="right")
+        t.add_column("count", justify="right")
+        for r in rows:
+            t.add_row(r.get("demangled", r["name"]), _t(r["seconds"]), str(r["count"]))
+        con.print(t)
+    if doc["skipped"]:
+        say(f"note: {plural(len(doc['skipped']), 'file')} ending .json that are no nvcc trace "
+            "left out")
