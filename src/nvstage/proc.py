@@ -1,22 +1,24 @@
 """The only module that starts subprocesses: always from an argument list, never a shell.
 
-Two kinds of tool, each placed as the tools it stands for place theirs:
+Every tool stays in the caller's process group, as nvcc keeps cicc, ptxas and gcc and as ccache
+keeps the compiler it waits for: whatever a build does to its step's group reaches the tools
+and what they started, as it would without nvstage. A SIGKILL to the group (``timeout -s
+KILL``, a CI runner ending a job) ends them all, however deep (a process group is kept by a
+grandchild whose parent died); a terminal's ^Z stops them and ``fg`` resumes them; its ^C and
+hangup reach them and nvstage alike. (Tools in a session of their own, as ``run``'s were, outlived
+a group SIGKILL below the first level and ran on under a ^Z.)
 
-- ``run``'s (nvcc's stages, captured: stdin /dev/null, stdout and stderr piped) start in a
-  session and process group of their own, and are ended as a group: the programs one starts
-  itself (nvcc's gcc, cc1plus, as) go with it, and a terminal's ^C reaches nvstage alone,
-  which decides how the build ends (a stage that died of the ^C before nvstage saw it would
-  read as a failed stage). No terminal is theirs to read.
-- ``call``'s (the launcher's plain nvcc, with the user's streams) stay in the caller's process
-  group, as ccache keeps a compiler it waits for and nvcc keeps cicc and gcc: a signal to the
-  build's group (a terminal's ^C, ``timeout``, a CI runner's SIGKILL) reaches it and its
-  children as it would without nvstage, and what reads the terminal is in its foreground
-  group. nvstage ends it with its children (read from /proc) when it must.
+- ``run``'s (nvcc's stages, captured: stdin /dev/null, stdout and stderr piped) read no
+  terminal. A stage that dies of the signal that came to nvstage's group is no failed stage:
+  nvstage ends the build by that signal (``_communicate``).
+- ``call``'s (the launcher's plain nvcc, with the user's streams) read a terminal as they would
+  without nvstage, its foreground group being theirs.
 
 Both ask the kernel to SIGKILL them when nvstage dies (PR_SET_PDEATHSIG): a kill nvstage
-cannot catch (SIGKILL to it, to its group: ``run``'s are not in it) ends them too. A group is
-ended on a timeout, when the code waiting for it is interrupted, when a ``tool_scope`` exits
-with an exception, and, inside ``handle_signals``, on SIGINT, SIGTERM and SIGHUP.
+cannot catch, sent to it alone, ends them too. nvstage ends a tool with every process it
+started (read from /proc, since the group is the build's and shared): on a timeout, when the
+code waiting for it is interrupted, when a ``tool_scope`` exits with an exception, and, inside
+``handle_signals``, on SIGINT, SIGTERM and SIGHUP.
 """
 
 from __future__ import annotations
@@ -92,15 +94,12 @@ def run(
         if tmp is not None or tmpdir is not None:
             env = {**(os.environ if env is None else env), "TMPDIR": tmpdir or tmp}
         try:
-            # Its own session: the terminal's Ctrl-C and hangup reach nvstage alone, which
-            # ends the tool's whole group itself, and a tool never stops on terminal I/O.
-            # Killed with nvstage, which a group kill of the build reaches (not this group).
             p = subprocess.Popen(
                 argv, cwd=cwd, env=dict(env) if env is not None else None,
                 stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors=errors,
                 encoding=sys.getfilesystemencoding() if errors == "surrogateescape" else None,
-                shell=False, start_new_session=True, preexec_fn=_dies_with_us())
+                shell=False, preexec_fn=_dies_with_us())
         except OSError as e:  # not found, not executable, not a program (ENOEXEC), ...
             raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
         _track(p, scope)
@@ -136,8 +135,25 @@ def _communicate(p: subprocess.Popen, input_text: str | None, timeout: float | N
             if end is not None and time.monotonic() >= end:
                 raise ToolTimeout(f"{p.args[0]!r} did not finish within {timeout:g} s") from None
             continue
+        if p.returncode in _BY_SIGNAL and _installed:
+            _await_signal()  # killed by the group's signal: nvstage's own is on its way
         _check(scope)  # ended by our SIGTERM: that is no answer from the tool
         return out, err
+
+
+# A tool's deaths by a signal that a terminal or a build sends the whole group, nvstage too.
+_BY_SIGNAL = tuple(-s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+_AWAIT_S = 0.5
+
+
+def _await_signal() -> None:
+    """Wait (``_AWAIT_S`` at most) for ``handle_signals`` to have seen a signal: sent to the
+    group, it reached the tool and nvstage at once, and the tool may have died of it before
+    Python ran nvstage's handler (in the main thread). A stage killed so is the build ended,
+    never a failed stage that plain nvcc would be asked to replay."""
+    end = time.monotonic() + _AWAIT_S
+    while _stopping is None and time.monotonic() < end:
+        time.sleep(0.005)
 
 
 @dataclass(eq=False)
@@ -175,11 +191,6 @@ def _untrack(p: subprocess.Popen, scope: _Scope | None) -> None:
         _live.pop(p.pid, None)
         if scope is not None:
             scope.procs.discard(p)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 _PR_SET_PDEATHSIG = 1
@@ -244,8 +255,8 @@ def _descendants(pid: int) -> list[tuple[int, int]]:
 
 
 def _signal_tree(p: subprocess.Popen, sig: int) -> None:
-    """``sig`` to a tool in nvstage's own group and every process it started, those seen
-    before (since orphaned) included, each while its pid still names it."""
+    """``sig`` to a tool and every process it started, those seen before (since orphaned)
+    included, each while its pid still names it."""
     with _lock:
         seen = dict(getattr(p, "nvstage_tree", ()))
         if p.returncode is None:
@@ -273,28 +284,26 @@ def _ended_by_itself(p: subprocess.Popen, within: float) -> bool:
         time.sleep(0.005)
 
 
-# How long a tool in nvstage's group is given to end by the signal that came to nvstage
-# before nvstage sends it its own: sent to the group (a ^C), it reached the tool too, and a
-# second one can cut the tool's tidying short.
+# How long a tool is given to end by the signal that came to nvstage before nvstage sends it
+# its own: sent to the group (a ^C), it reached the tool too, and a second one can cut the
+# tool's tidying short.
 _SAME_SIGNAL_S = 0.1
 
 
 def _ask_to_end(p: subprocess.Popen) -> None:
-    """Ask ``p``'s group to end, once, with the signal it tidies up on (``call``'s ``stop``;
-    SIGTERM for the rest): a second one could cut its tidying short."""
+    """Ask ``p`` and what it started to end, once, with the signal it tidies up on (``call``'s
+    ``stop``; SIGTERM for the rest): a second one could cut its tidying short."""
     with _lock:
         if getattr(p, "nvstage_asked", False):
             return
         p.nvstage_asked = True
-    stop = getattr(p, "nvstage_stop", signal.SIGTERM)
-    if getattr(p, "nvstage_own_group", True):
-        _signal_group(p.pid, stop)
-    elif not _ended_by_itself(p, _SAME_SIGNAL_S):
-        _signal_tree(p, stop)
+    if not _ended_by_itself(p, _SAME_SIGNAL_S):
+        _signal_tree(p, getattr(p, "nvstage_stop", signal.SIGTERM))
 
 
 def _end(p: subprocess.Popen) -> None:
-    """End ``p``'s whole group: its stop signal, ``GRACE`` seconds to clean up, then SIGKILL.
+    """End ``p`` and what it started: its stop signal, ``GRACE`` seconds to clean up, then
+    SIGKILL.
 
     Only the thread that started ``p`` calls this (it alone reaps ``p``)."""
     try:
@@ -302,12 +311,8 @@ def _end(p: subprocess.Popen) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(GRACE)
     finally:
-        # Also the members that outlived the leader or ignored SIGTERM. The group id cannot
-        # name a stranger by now: Linux hands out pids in turn, and never one a group uses.
-        if getattr(p, "nvstage_own_group", True):
-            _signal_group(p.pid, signal.SIGKILL)
-        else:
-            _signal_tree(p, signal.SIGKILL)
+        # Also what outlived it or ignored the stop signal (each by its pid and start time).
+        _signal_tree(p, signal.SIGKILL)
     p.wait()
 
 
@@ -409,8 +414,7 @@ def call(argv: Sequence[str], *, cwd: str | os.PathLike | None = None,
                              shell=False, preexec_fn=_dies_with_us())
     except OSError as e:
         raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
-    # Before it is listed: a signal handler may end it from then on.
-    p.nvstage_stop, p.nvstage_own_group = stop, False
+    p.nvstage_stop = stop  # before it is listed: a signal handler may end it from then on
     _track(p, scope)
     try:
         while True:

@@ -339,13 +339,71 @@ def test_a_sigkill_leaves_no_stage_running(build, toolkit, how):
     assert build.left_after(0.5) == []
 
 
+def _host_compiler_with_a_child(b: Build) -> Path:
+    """A folder for -ccbin whose gcc starts a program of its own and waits for it, as a
+    wrapper (ccache, distcc) does: a grandchild of the stage that runs it."""
+    folder = b.root / "ccbin"
+    folder.mkdir()
+    gcc = folder / "gcc"
+    gcc.write_text(f'#!/bin/sh\nsleep 300\nexec {shutil.which("gcc")} "$@"\n')
+    gcc.chmod(0o755)
+    return folder
+
+
+@pytest.mark.slow
+def test_a_sigkill_to_the_group_leaves_no_grandchild_of_a_stage(build, toolkit):
+    # What a stage starts (its host compiler's own child) is in the build's group, as plain
+    # nvcc's are, and goes with it: in a session of its own, only the stage was ended (by
+    # PR_SET_PDEATHSIG, which its children do not inherit) and the child ran on.
+    (build.root / "a.cu").write_text(SMALL)
+    words = ["-c", "a.cu", "-o", "a.o", "-arch=sm_90", "-ccbin",
+             str(_host_compiler_with_a_child(build))]
+    for front in ([], _NVSTAGE):
+        p = _started_in_own_group([*front, build.nvcc, *words], build)
+        build.wait_for("sleep")
+        os.killpg(p.pid, signal.SIGKILL)
+        assert p.wait(timeout=30) == -signal.SIGKILL
+        assert build.left_after(0.5) == [], front
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.slow
+def test_job_control_stops_and_resumes_the_stages_as_it_does_plain_nvccs_tools(build, toolkit):
+    # ^Z stops the foreground job's group, fg resumes it. A stage in a session of its own ran
+    # on while nvstage was stopped.
+    (build.root / "heavy.cu").write_text(HEAVY)
+    for front in ([], _NVSTAGE):
+        p = subprocess.Popen([*front, build.nvcc, "-c", "heavy.cu", "-o", "heavy.o",
+                              "-arch=sm_90"], cwd=build.root, env=build.env,
+                             stdout=subprocess.DEVNULL, process_group=0)  # a shell's job
+        try:
+            cicc = build.wait_for("cicc")
+            os.killpg(p.pid, signal.SIGTSTP)
+            end = time.monotonic() + 10
+            while _state(cicc) != "T" and time.monotonic() < end:
+                time.sleep(0.01)
+            time.sleep(0.3)
+            assert (_state(cicc), _state(p.pid)) == ("T", "T"), front
+            os.killpg(p.pid, signal.SIGCONT)
+            assert p.wait(timeout=600) == 0, front
+        finally:
+            with _quiet():
+                os.killpg(p.pid, signal.SIGKILL)
+        assert (build.root / "heavy.o").stat().st_size > 0
+        (build.root / "heavy.o").unlink()
+        assert build.left_after(0.5) == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
                          ids=lambda v: signal.Signals(v).name)
 def test_a_signal_to_the_group_ends_the_staged_build_and_leaves_nothing(build, toolkit, sig):
-    # The stages are in groups of their own: nvstage alone takes the signal and ends them
-    # (its tests/compiler/launcher/test_launcher_signals.py send it to nvstage alone), removing its
-    # scratch folders and theirs.
+    # The stages are in the build's group: the signal reaches them and nvstage alike; a stage
+    # that died of it is the build ended (never a failed stage that plain nvcc replays), and
+    # nvstage removes its scratch folders and theirs.
     (build.root / "heavy.cu").write_text(HEAVY)
     p = _started_in_own_group([*_NVSTAGE, build.nvcc, "-c", "heavy.cu", "-o", "heavy.o",
                                "-arch=sm_90"], build)
