@@ -34,3 +34,11 @@ GpuSpecOpt = Annotated[Optional[Path], typer.Option("--gpu-spec",
          "Or base = \"h100\" and only the keys that differ.")]
 CalibrateOpt = Annotated[Optional[Path], typer.Option("--calibrate",
     help="Fit the presets to a measured report (nvstage run W --profile --json FILE).")]
+
+# show --time: nvcc's compile-time traces (cli/show_time.py).
+TimeOpt = Annotated[bool, typer.Option("--time",
+    help="Where compile time went, from nvcc's -fdevice-time-trace files: ARTIFACT is a trace "
+    "or a folder of them (a build folder). The slowest units, headers by inclusive parse time "
+    "with an include chain, template sets, device functions in NVVM and ptxas, per tool totals "
+    "(nvstage show build/ --time --top 20).")]
+TopOpt = Annotated[int, typer.Option("--top", metavar="N", help="With --time: rows per table.")]

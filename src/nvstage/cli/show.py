@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from nvstage.cli.common import emit_json, handled
-from nvstage.cli.options import JsonOpt, NvccReadOpt
+from nvstage.cli.options import JsonOpt, NvccReadOpt, TimeOpt, TopOpt
+from nvstage.cli.show_time import show_time
 
 
 def show_cmd(
@@ -52,14 +53,7 @@ def show_cmd(
         help="With --gpu: the CUDA version the driver supports, as nvidia-smi prints it "
         "(\"CUDA Version: 13.0\" -> 13.0); decides whether PTX can be JIT-compiled.")
         ] = None,
-    time: Annotated[bool, typer.Option("--time",
-        help="Where compile time went, from nvcc's -fdevice-time-trace files: ARTIFACT is a "
-        "trace or a folder of them (a build folder). The slowest units, headers by inclusive "
-        "parse time with an include chain, template sets, device functions in NVVM and "
-        "ptxas, per tool totals.")] = False,
-    top: Annotated[int, typer.Option("--top", metavar="N",
-        help="With --time: rows per table.")] = 10,
-    nvcc: NvccReadOpt = None,
+    time: TimeOpt = False, top: TopOpt = 10, nvcc: NvccReadOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show what is inside an artifact: PTX entries, SASS, resources, fatbin images.
@@ -85,8 +79,6 @@ def show_cmd(
           nvstage show k.nvstage --kernel peak --lineinfo
 
           nvstage show ~/.triton/cache --kernel fused
-
-          nvstage show build/ --time --top 20
     """
     from nvstage.compiler.buildlog.log import find
     from nvstage.errors import UsageError
@@ -94,13 +86,9 @@ def show_cmd(
     from nvstage.report.terminal.show import render_shown
 
     with handled(json_out):
-        if time:
-            if kernel or tu or sections or gpu or driver or listing or lineinfo:
-                raise UsageError("--time reads compile-time traces: it takes --top and --json "
-                                 "alone", hint=f"nvstage show {artifact} --time")
-            from nvstage.cli.show_time import show_time
-
-            return show_time(artifact, top, json_out)
+        if time:  # nvcc's -fdevice-time-trace files
+            return show_time(artifact, top, json_out, kernel or tu or sections or gpu or driver
+                             or listing or lineinfo)
         from nvstage.inspect.triton_cache import is_triton_cache
 
         if is_triton_cache(artifact):  # a document: listed, never imported

@@ -4,7 +4,8 @@ trace, or a folder of them: a build folder whose compiles were traced)."""
 from __future__ import annotations
 
 
-def show_time(path, top: int, json_out: bool) -> None:
+def show_time(path, top: int, json_out: bool, other=None) -> None:
+    """``other``: any of show's other options given (they are one artifact's, not traces')."""
     from nvstage.cli.common import emit_json
     from nvstage.errors import ArtifactError, UsageError
     from nvstage.inspect.compile_time import summarize
@@ -12,6 +13,9 @@ def show_time(path, top: int, json_out: bool) -> None:
     from nvstage.report.terminal.compile_time import render_compile_time
     from nvstage.report.terminal.console import data_console
 
+    if other:
+        raise UsageError("--time reads compile-time traces: it takes --top and --json alone",
+                         hint=f"nvstage show {path} --time")
     if top < 1:
         raise UsageError(f"--top {top}: show at least one row of each table")
     summary = summarize([path])

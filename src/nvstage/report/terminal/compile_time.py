@@ -21,7 +21,8 @@ def _short(path: str, keep: int = 3) -> str:
 def render_compile_time(doc: dict, con, *, top: int) -> None:
     """``doc``: ``CompileTime.to_json(top, names)``."""
     w = doc["work"]
-    con.print(f"{plural(doc['traces'], 'trace')}, {plural(doc['arch_passes'], 'arch pass', 'arch passes')}"
+    passes = plural(doc["arch_passes"], "arch pass", "arch passes")
+    con.print(f"{plural(doc['traces'], 'trace')}, {passes}"
         f" (cicc and ptxas run once per arch: a header or template counts once per pass); "
         f"{w['headers_parsed']} headers parsed ({w['distinct_headers']} distinct), "
         f"{w['instantiations']} template instantiations, {w['functions_optimised']} device "
