@@ -2,8 +2,8 @@
 
     python scripts/import_graph.py [SRC_FOLDER]     (default: src/nvstage of this checkout)
 
-A room is a folder directly under ``compiler/`` (under ``cache/``, each of its folders) or a
-module alone at the top. An arrow is a room importing another, at the top of a module or inside
+A room is a folder directly under ``compiler/`` (under ``cache/``, each of its folders; ``cache``
+alone is its ``__init__``) or a module alone at the top. An arrow is a room importing another, at the top of a module or inside
 a function alike. A room's floor is one above the highest room it imports (floor 1 imports no
 other room); a circle is rooms that import each other, and then has no floor.
 """
@@ -17,44 +17,63 @@ from pathlib import Path
 SPLIT = ("cache",)  # folders whose own folders are rooms
 
 
-def room_of(base: Path, rel: tuple[str, ...]) -> str | None:
-    """The room of a module or package given by its parts under ``compiler/``, e.g.
-    ('cache', 'stage', 'lookup') -> 'cache/stage'."""
-    if not rel:
+def imported(path: Path) -> set[str]:
+    """Every name a module imports, at its top or inside a function alike; ``from a import b``
+    gives both ``a`` and ``a.b``."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def module_name(src: Path, path: Path) -> str:
+    parts = list(path.relative_to(src.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph(src: Path) -> dict[str, set[str]]:
+    """Module -> the modules of the package at ``src`` it imports. ``from a.b import c`` is an
+    arrow to ``a.b.c`` when that is a module, else to ``a.b``."""
+    paths = {module_name(src, p): p for p in src.rglob("*.py")}
+    top = src.name
+
+    def module_of(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for mod, path in paths.items():
+        found = {module_of(n) for n in imported(path) if n == top or n.startswith(top + ".")}
+        graph[mod] = {m for m in found if m is not None and m != mod}
+    return graph
+
+
+def room_of(module: str) -> str | None:
+    """The room of a module of ``nvstage.compiler``: 'nvstage.compiler.cache.stage.lookup' ->
+    'cache/stage'; None outside the package or for its own ``__init__``."""
+    parts = module.split(".")
+    if parts[:2] != ["nvstage", "compiler"] or len(parts) < 3:
         return None
-    if rel[0] in SPLIT and len(rel) > 1 and (base / rel[0] / rel[1]).is_dir():
-        return f"{rel[0]}/{rel[1]}"
-    return rel[0]
+    rest = parts[2:]
+    if rest[0] in SPLIT and len(rest) > 1:
+        return f"{rest[0]}/{rest[1]}"
+    return rest[0]
 
 
 def rooms(src: Path) -> dict[str, set[str]]:
-    """room -> the rooms it imports."""
-    base = src / "compiler"
+    """Room of ``compiler/`` -> the rooms it imports."""
     graph: dict[str, set[str]] = {}
-    for path in sorted(base.rglob("*.py")):
-        rel = path.relative_to(base).with_suffix("").parts
-        me = room_of(base, rel if rel[-1] != "__init__" else rel[:-1])
+    for mod, targets in module_graph(src).items():
+        me = room_of(mod)
         if me is None:
             continue
-        graph.setdefault(me, set())
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            for name in names:
-                parts = name.split(".")
-                if parts[:2] != ["nvstage", "compiler"] or len(parts) < 3:
-                    continue
-                rest = tuple(parts[2:])
-                # a name imported from a module is not a module: keep the longest file that exists
-                while rest and not ((base / Path(*rest)).with_suffix(".py").exists()
-                                    or (base / Path(*rest)).is_dir()):
-                    rest = rest[:-1]
-                other = room_of(base, rest)
-                if other and other != me:
-                    graph[me].add(other)
+        graph.setdefault(me, set()).update(
+            r for r in map(room_of, targets) if r is not None and r != me)
     return graph
 
 
@@ -63,21 +82,24 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
+    on: set[str] = set()
     found: list[list[str]] = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
+        on.add(v)
         for w in sorted(graph.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
-            elif w in stack:
+            elif w in on:
                 low[v] = min(low[v], index[w])
         if low[v] == index[v]:
             group = []
             while True:
                 w = stack.pop()
+                on.discard(w)
                 group.append(w)
                 if w == v:
                     break

@@ -5,7 +5,7 @@ counts as much as one at the top."""
 
 from __future__ import annotations
 
-import ast
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,19 @@ import pytest
 import nvstage
 
 SRC = Path(nvstage.__file__).parent
+
+
+def _script(name: str):
+    # The rules read the imports as the project's own script does (scripts/import_graph.py).
+    path = SRC.parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_graph = _script("import_graph")
+imported, module_graph, circles = _graph.imported, _graph.module_graph, _graph.circles
 
 # package -> the packages (and outside libraries) it must never import, lazily or not.
 FORBIDDEN = {
@@ -74,17 +87,6 @@ MAX_LINES = 700
 OVER_MAX: dict[str, str] = {}
 
 
-def imported(path: Path) -> set[str]:
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{a.name}" for a in node.names)
-    return names
-
-
 def _under(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
@@ -94,61 +96,10 @@ def _breaches(files, forbidden) -> list[str]:
                    if any(_under(name, m) for m in forbidden)})
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def import_graph() -> dict[str, set[str]]:
-    """Module -> the modules of nvstage it imports (lazily or not). ``from a.b import c``
-    is an edge to ``a.b.c`` when that is a module, else to ``a.b``."""
-    paths = {module_name(p): p for p in SRC.rglob("*.py")}
+    """Module -> the modules of nvstage it imports (lazily or not)."""
+    return module_graph(SRC)
 
-    def module_of(name: str) -> str | None:
-        while name and name not in paths:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph = {}
-    for mod, path in paths.items():
-        found = {module_of(n) for n in imported(path) if _under(n, "nvstage")}
-        graph[mod] = {m for m in found if m is not None and m != mod}
-    return graph
-
-
-def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan's algorithm)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                found.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
@@ -226,3 +177,25 @@ def test_the_rules_read_real_imports():
     assert "nvstage.compiler.manifest.model" in imported(SRC / "inspect" / "gather.py")
     # And the circle finder finds a circle through a lazy import.
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# The compiler package's rooms (scripts/import_graph.py), floor by floor from the ground: a
+# room imports only rooms on lower floors. A new arrow that climbs, or a room moved, fails here
+# and is decided in docs/architecture.md.
+COMPILER_FLOORS = {
+    "store": 1, "cache": 1,
+    "cache/local": 2,
+    "nvcc": 3, "toolkit": 3,
+    "manifest": 4,
+    "buildlog": 5,
+    "cache/command": 6, "cache/remote": 6,
+    "cache/stage": 7, "dist": 7,
+    "pipeline": 8,
+    "launcher": 9, "nvrtc": 9, "triton": 9,
+}
+
+
+def test_the_compiler_rooms_keep_their_floors():
+    rooms = _graph.rooms(SRC)
+    assert _graph.circles(rooms) == []
+    assert _graph.floors(rooms) == COMPILER_FLOORS
