@@ -27,14 +27,22 @@ def diff_cmd(
     lto: Annotated[bool, typer.Option("--lto", help="With --via: link-time optimisation.")
         ] = False,
     all_rows: Annotated[bool, typer.Option("--all",
-        help="Show unchanged kernels (with --lineinfo: lines) too.")] = False,
+        help="Show unchanged kernels too (with --lineinfo: the lines without code too).")] = False,
+    pair: Annotated[Optional[list[str]], typer.Option("--pair", metavar="A=B",
+        help="Compare A's kernel A with B's kernel B (repeatable): two versions of one "
+        "operation in one build (give the build once), a renamed kernel, a Triton kernel and "
+        "a CUDA one. A name as show prints it or as the source spells it.")] = None,
     kernel: Annotated[Optional[str], typer.Option("--kernel", "-k", metavar="NAME[,NAME_B]",
-        help="With --lineinfo: the kernel to compare; NAME_A,NAME_B for two kernels (of one "
-        "build when B is A or not given).")] = None,
+        help="The kernel to compare (--pair NAME=NAME); NAME_A,NAME_B is --pair "
+        "NAME_A=NAME_B.")] = None,
     lineinfo: Annotated[bool, typer.Option("--lineinfo",
-        help="Compare --kernel source line by source line: instructions and peak live "
-        "registers per line, and the lines where they rose (needs -lineinfo builds).")
-        ] = False,
+        help="Compare each pair source line by source line, the lines aligned by their "
+        "text: instructions, peak live registers and local-memory (spill and stack) "
+        "traffic per line, and where they rose (needs -lineinfo builds).")] = False,
+    attribute: Annotated[str, typer.Option("--attribute", metavar="user|innermost",
+        help="With --lineinfo: which line inlined code counts to, as show's line view: "
+        "user (default), the line of yours that called it; innermost: nvdisasm's.")
+        ] = "user",
     block: Annotated[Optional[int], typer.Option("--block", metavar="N",
         help="Two builds through different compilers (nvcc, NVRTC, Triton): the launch block "
         "of the nvcc and NVRTC kernels, for their occupancy (a Triton kernel's is its "
@@ -44,12 +52,16 @@ def diff_cmd(
 ) -> None:
     """Compare two builds kernel by kernel and stage by stage.
 
-    Per kernel registers, spills, shared memory, SASS instructions, cubin size; per stage
-    time; each with its delta. Two build folders (or two builds of one record): per unit and
-    stage time, cache hits and fallbacks; per kernel registers, spills, shared memory, SASS
-    bytes and occupancy; added and removed kernels. Builds through different compilers (a kept
-    Triton build and an nvcc one of the same operation) pair their kernels by name and add
-    occupancy and the SASS instruction mix. With --via, one source through nvcc, NVRTC and LTO
+    Per kernel registers, spills, shared memory, SASS instructions and its own SASS bytes;
+    per stage time; each with its delta, and why a kernel changed (its PTX as well as its
+    SASS, or the SASS alone; a register cap from -maxrregcount, __launch_bounds__ or
+    __maxnreg__). Kernels are paired by name, or as --pair A=B names them; nothing paired is
+    an error that names what each side has. Two build folders (or two builds of one record):
+    per unit and stage time, cache hits and fallbacks; per kernel registers, spills, shared
+    memory, SASS bytes and occupancy; added and removed kernels. Builds through different
+    compilers (a kept Triton build and an nvcc one of the same operation) pair their kernels
+    by name (or --pair) and add occupancy and the SASS instruction mix. With --lineinfo, each
+    pair line by line, aligned by source. With --via, one source through nvcc, NVRTC and LTO
     instead.
 
     Examples:
@@ -70,59 +82,20 @@ def diff_cmd(
 
           nvstage diff r64.nvstage r32.nvstage --kernel spill --lineinfo
 
-          nvstage diff chain.nvstage --kernel fused,fused_wide --lineinfo
+          nvstage diff ln.nvstage --lineinfo \\
+              --pair layernorm_forward_kernel3=layernorm_forward_kernel4
+
+          nvstage diff softmax.triton sm.nvstage --block 256 \\
+              --pair softmax_kernel=softmax_forward_kernel
     """
-    from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.errors import UsageError
-    from nvstage.inspect import record_diff
+    from nvstage.inspect import diffs
+    from nvstage.inspect.pairs import parse
     from nvstage.report.terminal import diff as terminal
     from nvstage.report.terminal.console import data_console
 
     with handled(json_out):
-        if via is not None:
-            paths = sorted(p.strip() for p in via.split(","))
-            if paths != ["nvcc", "nvrtc"]:
-                raise UsageError(f"--via {via!r}: only nvcc,nvrtc can be compared")
-            if not arch:
-                raise UsageError("--via needs --arch (e.g. --arch sm_90)")
-            from nvstage.inspect.compiler_paths import compare_paths
-
-            result = compare_paths(str(a) if b is None else [str(a), str(b)], arch=arch,
-                                   toolkit=find_toolkit(nvcc), lto=lto)
-            terminal.render_paths(result, data_console(json_out))
-        elif lineinfo or kernel:
-            if not (lineinfo and kernel):
-                raise UsageError("--kernel and --lineinfo go together: diff A B --kernel NAME "
-                                 "--lineinfo")
-            if b is None and "," not in kernel:
-                raise UsageError("one build and one kernel: nothing to compare",
-                                 hint="give two builds, or two kernels: --kernel A,B")
-            from nvstage.inspect.line_diff import diff_lines
-
-            result = diff_lines(a, a if b is None else b, kernel, find_toolkit(nvcc),
-                                arch=arch)
-            terminal.render_lines(result, data_console(json_out), all_rows=all_rows)
-        elif record_diff.is_record(str(a)) or (b is not None and record_diff.is_record(str(b))):
-            if b is not None and not (record_diff.is_record(str(a))
-                                      and record_diff.is_record(str(b))):
-                one, other = (a, b) if record_diff.is_record(str(a)) else (b, a)
-                raise UsageError(f"{one} is a build folder with a build record and {other} is "
-                                 "not: diff compares two of a kind",
-                                 hint="give two build folders, or two keep folders")
-            from nvstage.report.terminal import record_diff as records
-
-            result = record_diff.diff_records(a, b)
-            records.render(result, data_console(json_out), all_rows=all_rows)
-        else:
-            if b is None:
-                raise UsageError("diff needs two builds", hint="nvstage diff A B (keep folders "
-                                 "or stages.json, or build folders), or one .cu file with "
-                                 "--via nvcc,nvrtc")
-            from nvstage.inspect.build_diff import diff_builds
-
-            if block is not None and not 1 <= block <= 1024:
-                raise UsageError(f"--block {block}: a block holds 1 to 1024 threads")
-            result = diff_builds(a, b, find_toolkit(nvcc), block=block)
-            terminal.render(result, data_console(json_out), all_rows=all_rows)
+        result = diffs.run(diffs.DiffRequest(a, b, via, arch, lto, tuple(parse(pair, kernel)),
+                                             lineinfo, attribute, block, nvcc))
+        terminal.render_any(result, data_console(json_out), all_rows=all_rows)
         if json_out:
             emit_json(result.to_json())

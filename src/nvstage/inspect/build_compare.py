@@ -83,24 +83,27 @@ def _with(figures: dict, build, r: KernelRecord, block, mixed: dict) -> dict:
 
 
 def paired_rows(a, b, ra: dict, rb: dict, ka: dict, kb: dict, toolkit, block: int | None,
-                notes: list[str]) -> list[tuple[str, dict, dict, str | None]]:
+                notes: list[str], chosen: list[tuple[str, str]] | None = None
+                ) -> list[tuple[str, dict, dict, str | None]]:
     """``build_diff``'s kernel rows for two builds from different compilers, as (A's kernel,
-    A's figures, B's figures, B's kernel where it is named otherwise)."""
+    A's figures, B's figures, B's kernel where it is named otherwise). ``chosen``: the
+    (A key, B key) pairs asked for (``--pair``), the only rows then; else kernels pair by
+    name."""
     ma, mb = mixes(a, toolkit), mixes(b, toolkit)
     ka = {k: _with(v, a, ra[k], block, ma) for k, v in ka.items()}
     kb = {k: _with(v, b, rb[k], block, mb) for k, v in kb.items()}
-    pairs = pair(ra, rb)
-    taken = set(pairs.values())
-    rows = []
-    for k in dict.fromkeys([*ka, *kb]):
-        if k in taken:
-            continue
-        fa, fb = ka.get(k, {}), kb.get(pairs.get(k, k), {})
+    if chosen is not None:
+        rows = [(x, dict(ka[x]), dict(kb[y]), None if x == y else y) for x, y in chosen]
+    else:
+        pairs = pair(ra, rb)
+        taken = set(pairs.values())
+        rows = [(k, ka.get(k, {}), kb.get(pairs.get(k, k), {}), pairs.get(k))
+                for k in dict.fromkeys([*ka, *kb]) if k not in taken]
+    for _, fa, fb, _ in rows:
         for m in {m for m in (*fa, *fb) if m.startswith(MIX)}:  # a class one side lacks: 0
             if fa and fb:
                 fa.setdefault(m, 0)
                 fb.setdefault(m, 0)
-        rows.append((k, fa, fb, pairs.get(k)))
     unknown = [name for name, build, recs in (("A", a, ra), ("B", b, rb))
                if any(launch_of(build, r, block)[0] is None for r in recs.values())]
     if unknown:

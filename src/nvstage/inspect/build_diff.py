@@ -1,5 +1,12 @@
 """Two builds side by side: per kernel (registers, spills, shared memory, SASS instructions,
-cubin size) and per stage (time), with deltas. "What did my change do to the kernel?".
+its own SASS bytes) and per stage (time), with deltas, and why each kernel changed
+(``inspect.why``: whether its PTX changed as well as its SASS, what capped its registers).
+"What did my change do to the kernel?".
+
+Kernels are compared in pairs: those of one name on both sides, or those ``pairs`` name
+(``inspect.pairs``: ``--pair A=B``), which may be two kernels of one build (two versions of
+one operation) or of two compilers. A diff with no kernel on both sides says so and names what
+each side has (``pairs.nothing_paired``): never "no change".
 
 Two builds through different compilers (nvcc, NVRTC, Triton) are two ways of writing one
 operation: their kernels are paired by name where the symbols differ (Triton's ``fused`` with
@@ -16,7 +23,10 @@ from dataclasses import dataclass, field
 from nvstage.inspect.kernels import KernelRecord
 
 KERNEL_METRICS = ("registers", "spill_stores", "spill_loads", "shared_bytes",
-                  "instructions", "cubin_size")
+                  "instructions", "sass_bytes")
+# Not a kernel's own figure: the size of the cubin that holds it with every other kernel of
+# its file (kept in the JSON; a kernel whose cubin changed elsewhere has not changed).
+_NOT_OWN = ("seconds", "cached", "cubin_size")
 
 
 @dataclass(frozen=True)
@@ -25,6 +35,7 @@ class Row:
     a: dict  # metric -> value (None: absent in that build)
     b: dict
     b_key: str | None = None  # B's kernel where it is named otherwise (paired across compilers)
+    why: dict | None = None  # ``why.explain``'s: which stage changed, what capped registers
 
     def delta(self, metric: str):
         va, vb = self.a.get(metric), self.b.get(metric)
@@ -35,7 +46,7 @@ class Row:
     @property
     def changed(self) -> bool:
         return any(self.a.get(m) != self.b.get(m) for m in set(self.a) | set(self.b)
-                   if m not in ("seconds", "cached"))
+                   if m not in _NOT_OWN)
 
     def to_json(self) -> dict:
         metrics = sorted((set(self.a) | set(self.b)) - {"cached"})
@@ -43,6 +54,8 @@ class Row:
                "delta": {m: self.delta(m) for m in metrics}}
         if self.b_key is not None:
             doc["b_key"] = self.b_key
+        if self.why is not None:
+            doc["why"] = self.why
         return doc
 
 
@@ -57,9 +70,11 @@ class BuildDiff:
     # Each side whose build is not whole (running, interrupted, failed): "a"/"b" -> its
     # status and a line saying so. Empty for two whole builds (and then not in the JSON).
     partial: dict[str, dict] = field(default_factory=dict)
+    pairs: list = field(default_factory=list)  # ``pairs.Pair`` s asked for (none: by name)
 
     def to_json(self) -> dict:
         doc = {"a": self.a, "b": self.b, "notes": self.notes,
+               "pairs": [p.to_json() for p in self.pairs],
                "kernels": [r.to_json() for r in self.kernels],
                "stages": [r.to_json() for r in self.stages],
                "stage_seconds": {"a": self.total_seconds[0], "b": self.total_seconds[1],
@@ -103,6 +118,13 @@ def _figures(r: KernelRecord) -> dict:
     return out
 
 
+def _with_sass_bytes(figures: dict, facts) -> dict:
+    """The row's figures with the kernel's own SASS bytes, where its cubin was read."""
+    if facts is not None and facts.sass_bytes is not None:
+        figures = {**figures, "sass_bytes": facts.sass_bytes}
+    return figures
+
+
 def stage_times(build) -> dict[str, dict]:
     """"kind (arch)" -> {"seconds", "cached"}; a kind seen twice for one arch is numbered (#2).
 
@@ -120,11 +142,14 @@ def stage_times(build) -> dict[str, dict]:
 
 
 def diff_builds(a, b, toolkit=None, *, a_name: str | None = None,
-                b_name: str | None = None, block: int | None = None) -> BuildDiff:
+                b_name: str | None = None, block: int | None = None,
+                pairs=()) -> BuildDiff:
     """Compare two builds: ``Build`` s, or keep folders or stages.json files (named by their
     paths unless ``a_name``/``b_name`` say otherwise; a ``Build`` is "A" or "B").
     ``block``: the launch block of the nvcc and NVRTC kernels, for the occupancy a diff
-    across compilers shows (a Triton kernel's block is its num_warps x 32)."""
+    across compilers shows (a Triton kernel's block is its num_warps x 32). ``pairs``
+    (``pairs.Pair`` s): the kernels to compare, A's with B's; none: those of one name.
+    ``UsageError`` when no kernel is on both sides, or a pair names none."""
     from nvstage.compiler.manifest.model import (
         Build,
         load_build,
@@ -132,6 +157,8 @@ def diff_builds(a, b, toolkit=None, *, a_name: str | None = None,
         reading_toolkit,
         toolkit_note,
     )
+    from nvstage.inspect.pairs import nothing_paired
+    from nvstage.inspect.why import build_facts
 
     if not isinstance(a, Build):
         a_name, a = a_name or str(a), load_build(a)
@@ -141,23 +168,116 @@ def diff_builds(a, b, toolkit=None, *, a_name: str | None = None,
 
     toolkit = reading_toolkit(a, toolkit)
     ra, rb = kernel_records(a, toolkit), kernel_records(b, toolkit)
-    ka = {k: _figures(r) for k, r in ra.items()}
-    kb = {k: _figures(r) for k, r in rb.items()}
+    facts_a, facts_b = build_facts(a), build_facts(b)
+    ka = {k: _with_sass_bytes(_figures(r), _facts(facts_a, r)) for k, r in ra.items()}
+    kb = {k: _with_sass_bytes(_figures(r), _facts(facts_b, r)) for k, r in rb.items()}
     notes = [f"{name}: {note}" for name, build in ((a_name, a), (b_name, b))
              if (note := toolkit_note(build, toolkit))]
-    if across(a, b):
+    chosen = resolve(pairs, ra, rb) if pairs else None
+    two = across(a, b)
+    if two:
         from nvstage.inspect.build_compare import paired_rows
 
         kernels = [Row(k, fa, fb, b_key=kb_name) for k, fa, fb, kb_name
-                   in paired_rows(a, b, ra, rb, ka, kb, toolkit, block, notes)]
+                   in paired_rows(a, b, ra, rb, ka, kb, toolkit, block, notes, chosen)]
+    elif chosen is not None:
+        kernels = [Row(x, ka[x], kb[y], b_key=None if x == y else y) for x, y in chosen]
     else:
-        kernels = [Row(k, ka.get(k, {}), kb.get(k, {})) for k in _union(ka, kb)]
+        kernels = _by_name(ka, kb)
+    if not any(r.a and r.b for r in kernels) and (ra or rb):
+        raise nothing_paired(_names(ra), _names(rb))
+    kernels = [_explained(r, ra, rb, facts_a, facts_b, same=not two) if r.a and r.b else r
+               for r in kernels]
     sa, sb = stage_times(a), stage_times(b)
     stages = [Row(k, sa.get(k, {}), sb.get(k, {})) for k in _union(sa, sb)]
     partial = {side: {"status": build.status, "note": note}
                for side, build in (("a", a), ("b", b)) if (note := partial_note(build))}
     return BuildDiff(a_name, b_name, kernels, stages, (a.stage_seconds, b.stage_seconds),
-                     notes, partial)
+                     notes, partial, list(pairs or ()))
+
+
+def _facts(facts: dict, r: KernelRecord):
+    from nvstage.inspect.why import arch_number
+
+    return facts.get((r.kernel, arch_number(r.arch), r.final))
+
+
+def _explained(row: Row, ra: dict, rb: dict, facts_a: dict, facts_b: dict, *,
+               same: bool) -> Row:
+    """The row with why it changed (``why.explain``); two builds of one kernel (its mangled
+    name on both sides, one compiler) also say which stage changed."""
+    from dataclasses import replace
+
+    from nvstage.inspect.why import explain
+
+    x, y = ra.get(row.key), rb.get(row.b_key or row.key)
+    if x is None or y is None:
+        return row
+    why = explain(_facts(facts_a, x), _facts(facts_b, y), same_kernel=same and
+                  x.kernel == y.kernel,
+                  registers=(row.a.get("registers"), row.b.get("registers")))
+    return replace(row, why=why)
+
+
+def _names(records: dict) -> list[str]:
+    return [r.name for r in records.values()]
+
+
+def _per_file(key: str) -> str:
+    return key.replace(", per file)", ")")
+
+
+def _by_name(ka: dict, kb: dict) -> list[Row]:
+    """Rows of the kernels of one key on both sides; a kernel one side has per file (before
+    the device link of an -rdc build) and the other linked pairs with it too."""
+    rows = []
+    only_b = {_per_file(k): k for k in kb if k not in ka}
+    taken = set()
+    for k in ka:
+        if k in kb:
+            rows.append(Row(k, ka[k], kb[k]))
+        elif _per_file(k) in only_b and only_b[_per_file(k)] not in taken:
+            other = only_b[_per_file(k)]
+            taken.add(other)
+            rows.append(Row(k, ka[k], kb[other], b_key=other))
+        else:
+            rows.append(Row(k, ka[k], {}))
+    rows += [Row(k, {}, kb[k]) for k in kb if k not in ka and k not in taken]
+    return rows
+
+
+def resolve(pairs, ra: dict, rb: dict) -> list[tuple[str, str]]:
+    """(A's key, B's key) of each kernel the ``pairs`` name, one row per arch both sides
+    built it for (Triton's sm_90a meets nvcc's sm_90). ``UsageError`` for a name that names
+    no kernel on its side, or a pair with no arch in common."""
+    from nvstage.errors import UsageError
+    from nvstage.inspect.kernels import matches
+    from nvstage.inspect.pairs import no_such
+
+    out: list[tuple[str, str]] = []
+    for p in pairs:
+        xs = [k for k, r in ra.items() if matches(p.a, r.kernel, r.demangled)]
+        ys = [k for k, r in rb.items() if matches(p.b, r.kernel, r.demangled)]
+        if not xs:
+            raise no_such("A", p.a, _names(ra))
+        if not ys:
+            raise no_such("B", p.b, _names(rb))
+        got = []
+        for x in xs:
+            ident = (ra[x].arch.rstrip("af"), ra[x].final)
+            y = next((y for y in ys if (rb[y].arch.rstrip("af"), rb[y].final) == ident), None)
+            if y is not None:
+                got.append((x, y))
+        if not got and len(xs) == 1 and len(ys) == 1 and \
+                ra[xs[0]].arch.rstrip("af") == rb[ys[0]].arch.rstrip("af"):
+            got = [(xs[0], ys[0])]  # one linked, one per file: the same kernel's two states
+        if not got:
+            raise UsageError(f"--pair {p}: A's is built for "
+                             f"{', '.join(sorted({ra[x].arch for x in xs}))} and B's for "
+                             f"{', '.join(sorted({rb[y].arch for y in ys}))}: no arch to "
+                             "compare them on", hint="build both for one arch")
+        out += got
+    return list(dict.fromkeys(out))
 
 
 def across(a, b) -> bool:

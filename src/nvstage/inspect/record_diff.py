@@ -9,6 +9,9 @@ kernel), arch and whether the figures are final. Per unit: its state (staged, hi
 ran, failed), time, and each stage's time and whether the stage cache restored it; per kernel:
 registers, spills, static shared memory, SASS bytes and occupancy; kernels one side has alone
 are added or removed. Everything comes from the records: no object file is read.
+
+``pairs`` (``inspect.pairs``: ``--pair A=B``) compare the kernels they name instead, A's with
+B's, of one unit or two (two versions of one operation in one file, a kernel renamed).
 """
 
 from __future__ import annotations
@@ -250,9 +253,42 @@ def _kernels(side: Side, block: int, known: dict) -> dict[str, tuple]:
     return out
 
 
+def _paired(pairs, ka: dict, kb: dict) -> list[KernelRow]:
+    """The rows of the kernels ``pairs`` name: each of A's with B's of its arch (and unit,
+    where B's kernel is in several)."""
+    from nvstage.inspect.kernels import matches
+    from nvstage.inspect.pairs import no_such
+
+    def named(side: dict, name: str) -> list[str]:
+        return [k for k, (r, *_) in side.items() if matches(name, r.kernel, r.demangled)]
+
+    rows = []
+    for p in pairs:
+        xs, ys = named(ka, p.a), named(kb, p.b)
+        if not xs:
+            raise no_such("A", p.a, [r.name for r, *_ in ka.values()])
+        if not ys:
+            raise no_such("B", p.b, [r.name for r, *_ in kb.values()])
+        for x in xs:
+            ra, unit, fa, uname = ka[x]
+            same_arch = [y for y in ys if (kb[y][0].arch, kb[y][0].final) == (ra.arch, ra.final)]
+            y = next((y for y in same_arch if kb[y][1] == unit), same_arch[0] if same_arch
+                     else None)
+            if y is None:
+                continue
+            rb, unit_b, fb, _ = kb[y]
+            name = ra.name if ra.name == rb.name else f"{ra.name} ~ {rb.name}"
+            where = unit if unit == unit_b else f"{unit} ~ {unit_b}"
+            rows.append(KernelRow(f"{name} ({ra.arch}{'' if ra.final else ', per file'}) in "
+                                  f"{where}", name, ra.arch, where,
+                                  {"a": ra.kernel, "b": rb.kernel}, fa, fb, uname))
+    return rows
+
+
 def compare(a: Side, b: Side, *, block: int = DEFAULT_BLOCK,
-            notes: list[str] | None = None) -> RecordDiff:
-    """The two sides, unit by unit and kernel by kernel."""
+            notes: list[str] | None = None, pairs=()) -> RecordDiff:
+    """The two sides, unit by unit and kernel by kernel (only the kernels ``pairs`` name,
+    where they name some)."""
     ua = {_rel(u, a.root): u for u in a.units}
     ub = {_rel(u, b.root): u for u in b.units}
     units = []
@@ -268,6 +304,14 @@ def compare(a: Side, b: Side, *, block: int = DEFAULT_BLOCK,
         units.append(row)
     known: dict = {}
     ka, kb = _kernels(a, block, known), _kernels(b, block, known)
+    if pairs:
+        kernels = _paired(pairs, ka, kb)
+        if not kernels:
+            from nvstage.inspect.pairs import nothing_paired
+
+            raise nothing_paired([r.name for r, *_ in ka.values()],
+                                 [r.name for r, *_ in kb.values()], " on one arch")
+        return RecordDiff(a, b, units, kernels, block, list(notes or []))
     kernels = []
     for key in dict.fromkeys([*ka, *kb]):
         x, y = ka.get(key), kb.get(key)
@@ -280,10 +324,11 @@ def compare(a: Side, b: Side, *, block: int = DEFAULT_BLOCK,
 
 
 def diff_records(a: str | os.PathLike, b: str | os.PathLike | None = None, *,
-                 block: int = DEFAULT_BLOCK) -> RecordDiff:
+                 block: int = DEFAULT_BLOCK, pairs=()) -> RecordDiff:
     """``nvstage diff A [B]`` for build records: A's build (the last, or ``A@N``) against B's;
-    with no B, A's build against the one before it. ``UsageError`` when a side holds no
-    record or no such build."""
+    with no B, A's build against the one before it. ``pairs``: the kernels to compare
+    (``inspect.pairs``; none: those of one name, unit and arch). ``UsageError`` when a side
+    holds no record or no such build, or a pair names no kernel."""
     from nvstage.inspect.build_view import load_build_view
 
     pa, wa = split_spec(os.fspath(a))
@@ -313,7 +358,7 @@ def diff_records(a: str | os.PathLike, b: str | os.PathLike | None = None, *,
         pb, wb = split_spec(os.fspath(b))
         side_a, side_b = _side(va, os.fspath(a), wa), _side(view(pb), os.fspath(b), wb)
     notes = [n for v in views.values() for n in v.notes if "older entr" not in n]
-    return compare(side_a, side_b, block=block, notes=list(dict.fromkeys(notes)))
+    return compare(side_a, side_b, block=block, notes=list(dict.fromkeys(notes)), pairs=pairs)
 
 
 def since_previous(view: BuildView) -> RecordDiff | None:

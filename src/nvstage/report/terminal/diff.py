@@ -12,7 +12,7 @@ from nvstage.report.terminal.console import notes, plain_table
 from nvstage.report.units import fmt_time
 
 _LABELS = {"registers": "regs", "spill_stores": "spill st", "spill_loads": "spill ld",
-           "shared_bytes": "smem", "instructions": "SASS instr", "cubin_size": "cubin bytes"}
+           "shared_bytes": "smem", "instructions": "SASS instr", "sass_bytes": "SASS bytes"}
 
 
 def _fmt(v, metric: str) -> str:
@@ -50,6 +50,26 @@ def _cell(r, m: str) -> str:
     return f"{_fmt(r.a.get(m), m)} -> {_fmt(r.b.get(m), m)}"
 
 
+def render_any(result, con, *, all_rows: bool = False) -> None:
+    """Whichever comparison ``inspect.diffs.run`` made."""
+    from nvstage.inspect.build_diff import BuildDiff
+    from nvstage.inspect.diffs import SeveralLines
+    from nvstage.inspect.line_diff import LinesDiff
+    from nvstage.inspect.record_diff import RecordDiff
+
+    if isinstance(result, BuildDiff):
+        render(result, con, all_rows=all_rows)
+    elif isinstance(result, RecordDiff):
+        from nvstage.report.terminal import record_diff
+
+        record_diff.render(result, con, all_rows=all_rows)
+    elif isinstance(result, (LinesDiff, SeveralLines)):
+        for one in getattr(result, "diffs", (result,)):
+            render_lines(one, con, all_rows=all_rows)
+    else:
+        render_paths(result, con)
+
+
 def render(result, con, *, all_rows: bool = False) -> None:
     """A ``build_diff.BuildDiff``: its partial-build notes on stderr, then the kernels that
     changed (all with ``all_rows``) and every stage."""
@@ -70,7 +90,7 @@ def render(result, con, *, all_rows: bool = False) -> None:
         if not all_rows and not r.changed:
             continue
         name = _short(r.key) + (f" ~ {_short(r.b_key)}" if r.b_key else "") if across \
-            else r.key
+            else r.key + (f" ~ {r.b_key}" if r.b_key else "")
         rows.append((name, *(_cell(r, m) if across else
                              f"{_fmt(r.a.get(m), m)} -> {_fmt(r.b.get(m), m)}"
                              f" {_fmt_delta(r.delta(m), m)}".rstrip() for m in metrics)))
@@ -84,8 +104,10 @@ def render(result, con, *, all_rows: bool = False) -> None:
     shown = len(rows)
     if shown:
         con.print(t)
+        _render_why(result, con, all_rows=all_rows)
     else:
-        con.print(f"kernels: no change in {len(result.kernels)} kernel(s)", markup=False)
+        paired = sum(1 for r in result.kernels if r.a and r.b)
+        con.print(f"kernels: no change in the {paired} kernel(s) paired", markup=False)
     if across:
         if unpaired:
             con.print(f"note: {unpaired} kernel(s) built on one side only are not shown "
@@ -112,6 +134,17 @@ def render(result, con, *, all_rows: bool = False) -> None:
     if any_cached:
         con.print("note: (cached) stages were restored from the stage cache, not run; build "
                   "with --no-cache to compare compile times")
+
+
+def _render_why(result, con, *, all_rows: bool = False) -> None:
+    """Under the kernel table, why each shown kernel changed (``inspect.why``): which stage
+    the change reached, what capped its registers."""
+    for r in result.kernels:
+        why = (r.why or {}).get("lines")
+        if not why or not (all_rows or r.changed):
+            continue
+        name = _short(r.key) + (f" ~ {_short(r.b_key)}" if r.b_key else "")
+        con.print(f"why {name}: " + "; ".join(why), markup=False, soft_wrap=True)
 
 
 def _short(key: str) -> str:
@@ -203,34 +236,87 @@ def _short_name(name: str, result) -> str:
     return name
 
 
+def _local(loc) -> str:
+    """A line's local traffic, "stores/loads" bytes ("" for none)."""
+    return f"{loc.stores}/{loc.loads}" if loc else ""
+
+
+def _one_file(result) -> str | None:
+    """The one file every row of both kernels is in, where there is one: then the rows
+    need only line numbers."""
+    files = {s.file for r in result.rows for s in (r.a, r.b) if s is not None}
+    return next(iter(files)) if len(files) == 1 else None
+
+
 def render_lines(result, con, *, all_rows: bool = False) -> None:
-    """A ``line_diff.LinesDiff``: the lines whose instructions or live registers changed (all
-    with ``all_rows``), A beside B, and the lines where the live registers rose."""
-    ka, kb = result.kernels
+    """A ``line_diff.LinesDiff``: the two kernels' lines aligned by source, A beside B, with
+    their instructions, peak live registers and local-memory traffic (every row with code;
+    every row with ``all_rows``), then where the live registers rose and the local traffic
+    changed, and whether the PTX changed."""
+    from nvstage.inspect.kernels import display_name
+
+    ka, kb = (display_name(k) or k for k in result.kernels)
     names = ka if ka == kb else f"{ka} / {kb}"
     arch = result.archs[0] if result.archs[0] == result.archs[1] else " / ".join(result.archs)
-    t = plain_table(title=f"{names} ({arch}) line by line: A = {result.a}, B = {result.b}; "
-                    f"peak live registers {_fmt(result.peak_gpr[0], '')} -> "
+    one = _one_file(result)
+    t = plain_table(title=f"{names} ({arch}) line by line, aligned by source"
+                    f"{f' ({one})' if one else ''}: A = {result.a}, B = {result.b}; peak live "
+                    f"registers {_fmt(result.peak_gpr[0], '')} -> "
                     f"{_fmt(result.peak_gpr[1], '')}, instructions {result.instructions[0]} -> "
                     f"{result.instructions[1]}", title_justify="left", pad_edge=False)
-    for c in ("file:line", "source", "instr A", "instr B", "peak A", "peak B", ""):
+    cols = ("A", "B") if one else ("A file:line", "B file:line")
+    for c in (*cols, "source", "instr A", "instr B", "peak A", "peak B", "local A",
+              "local B", ""):
         # The source line wraps between its words where the console is narrow.
-        t.add_column(c, justify="right" if c.startswith(("instr", "peak")) else "left",
-                     prose=c == "source")
+        t.add_column(c, justify="right" if c.startswith(("instr", "peak", "local")) else
+                     "left", prose=c == "source")
+    hidden = 0
     for r in result.rows:
-        if not (all_rows or r.changed):
+        if not (all_rows or r.has_code):
+            hidden += 1
             continue
-        mark = ("rose" if r.rose else "fell" if r.fell else
-                f"only {r.side.upper()}" if r.side else "")
-        t.add_row(f"{r.file}:{r.line}", (r.text or "").strip(), str(r.instructions[0]),
-                  str(r.instructions[1]), _fmt(r.peak_gpr[0], ""), _fmt(r.peak_gpr[1], ""),
-                  mark)
+        where = [("" if s is None else str(s.line) if one else s.where) for s in (r.a, r.b)]
+        text = (r.text or "").strip()
+        if r.a and r.b and not r.same_text:
+            text = f"{(r.a.text or '').strip()}\nB: {(r.b.text or '').strip()}"
+        mark = ["rose" if r.rose else "fell" if r.fell else "",
+                f"only {r.side.upper()}" if r.side else ""]
+        la, lb = r.local
+        t.add_row(*where, text,
+                  *(("-" if s is None else str(s.instructions)) for s in (r.a, r.b)),
+                  _fmt(r.peak_gpr[0], ""), _fmt(r.peak_gpr[1], ""), _local(la), _local(lb),
+                  " ".join(m for m in mark if m))
     con.print(t)
+    c = result.counts()
+    con.print(f"aligned by source: {c['same_text']} line(s) the same, {c['changed_text']} "
+              f"rewritten, {c['only_a']} only in A, {c['only_b']} only in B"
+              + (f" ({hidden} without code not shown: --all shows them)" if hidden else ""),
+              markup=False, soft_wrap=True)
+
+    def at(r) -> str:
+        sides = [s for s in (r.a, r.b) if s is not None]
+        if one:
+            return " -> ".join(str(s.line) for s in sides)
+        return " -> ".join(s.where for s in sides)
+
     rose = result.rose
     if rose:
-        con.print("live registers rose at " + ", ".join(f"{r.file}:{r.line}" for r in rose),
+        con.print("live registers rose at " + ", ".join(at(r) for r in rose),
                   markup=False, soft_wrap=True)
     else:
         con.print("no line both have: live registers rose nowhere" if not any(
             r.peak_gpr[0] is not None and r.peak_gpr[1] is not None for r in result.rows)
             else "no line's live registers rose", markup=False)
+    la, lb = result.local
+    if la or lb:
+        con.print(f"local memory (stores/loads, bytes per thread): A {_local(la) or '0/0'} "
+                  f"(spills {la.spill_stores}/{la.spill_loads}), B {_local(lb) or '0/0'} "
+                  f"(spills {lb.spill_stores}/{lb.spill_loads}); changed at "
+                  + (", ".join(at(r) for r in result.local_changed) or "no line"),
+                  markup=False, soft_wrap=True)
+    if result.ptx == "changed":
+        con.print("the PTX changed as well as the SASS: the change reached cicc, not ptxas "
+                  "alone", markup=False)
+    elif result.ptx == "same" and result.sass == "changed":
+        con.print("the PTX is the same, the SASS changed: the change reached ptxas alone",
+                  markup=False)
