@@ -26,14 +26,14 @@ def g():
     (["-forward-unknown-to-host-compiler", "-ftest-coverage"], {}, "-ftest-coverage"),
     ([], {"DEPENDENCIES_OUTPUT": "k.dep"}, "$DEPENDENCIES_OUTPUT"),
     ([], {"SUNPRO_DEPENDENCIES": "k.dep k.o"}, "$SUNPRO_DEPENDENCIES"),
-    (["-fdevice-time-trace", "t.json"], {}, "-fdevice-time-trace"),
 ])
 def test_what_no_cache_follows_is_plain_nvccs(g, tmp_path, extra, env, why):
     p = understand([*BASE, *extra], g, str(tmp_path), env)
     assert isinstance(p, Fallback) and why in p.reason
 
 
-@pytest.mark.parametrize("extra", [["-Xcompiler", "-fPIC,-Wall"],
+@pytest.mark.parametrize("extra", [["-fdevice-time-trace", "t.json"],  # time_trace.py
+                                   ["-Xcompiler", "-fPIC,-Wall"],
                                    ["-Xcompiler", "-Wp,-D_FORTIFY_SOURCE=2"],
                                    ["-forward-unknown-to-host-compiler", "-fvisibility=hidden"]])
 def test_ordinary_host_flags_are_still_staged(g, tmp_path, extra):

@@ -208,6 +208,9 @@ class Build:
     # A build read back (``load_build``): the artifacts its manifest names that are gone or
     # were rewritten since, left out of ``runs``. Not written: it is the reader's finding.
     stale: list[str] = field(default_factory=list)
+    # The -fdevice-time-trace file the build wrote where nvcc writes it (None: not traced):
+    # one of the command's outputs (``cache/command/entry.outputs_of``).
+    time_trace: str | None = None
 
     @property
     def artifacts(self) -> list[Artifact]:

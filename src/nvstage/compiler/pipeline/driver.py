@@ -39,7 +39,7 @@ from nvstage.compiler.pipeline.scheduler import default_jobs, schedule
 from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit
 from nvstage.compiler.pipeline.workdir import clear_planted, finish, finish_interrupted, work_folder
 from nvstage.errors import (InputNotFound, NvstageError, PlanError, StageFailed, ToolkitError,
-                            ToolMissing, UsageError)
+                            ToolMissing, UsageError, WriteError)
 
 
 def compile(  # noqa: A001 - the verb users expect
@@ -85,9 +85,11 @@ def compile(  # noqa: A001 - the verb users expect
         plan, dryrun_argv, plan_seconds = make_plan(os.fspath(source), options, toolkit, work,
                                                     cwd, remember=store is not None,
                                                     kept=keep is not None)
+        trace = _trace_request([*options.nvcc_args(), os.fspath(source)], options.output,
+                               toolkit)
         return _build(plan, dryrun_argv, plan_seconds, source=str(src), options=options,
                       toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
-                      jobs=jobs, store=store, t_start=t_start, on_built=on_built,
+                      jobs=jobs, store=store, t_start=t_start, on_built=on_built, trace=trace,
                       depfile=_depfile_spec(options.nvcc_args(), os.fspath(source), toolkit)
                       if any(st.kind is StageKind.DEPFILE for st in plan.stages) else None)
 
@@ -135,7 +137,8 @@ def compile_command(
                        work=work, keep=None, observer=observer, jobs=jobs, store=store,
                        t_start=t_start, depfile=depfile, slots=slots, on_built=on_built,
                        later=mine if later is not None else None,
-                       direct=on_built is None)  # the whole command's entry answers for it
+                       direct=on_built is None,  # the whole command's entry answers for it
+                       trace=_trace_request(list(args), None, toolkit))
     except BaseException:
         folder.__exit__(*sys.exc_info())
         raise
@@ -157,9 +160,10 @@ def compile_command(
 def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: str,
            options: CompileOptions, toolkit: Toolkit, cwd: str, work: Path, keep, observer,
            jobs: int, store, t_start: float, depfile=None, slots=None, on_built=None,
-           later: list | None = None, direct: bool = True) -> Build:
+           later: list | None = None, direct: bool = True, trace=None) -> Build:
     """Run a planned build's stages in ``work``: the part ``compile`` and ``compile_command``
-    share. ``later``: ``compile_command``'s; ``direct``: ``StageCache``'s."""
+    share. ``later``: ``compile_command``'s; ``direct``: ``StageCache``'s; ``trace``: a
+    ``time_trace.TraceRequest`` (nvcc's -fdevice-time-trace), None for none."""
     check_outputs(plan, cwd)
     if keep is not None:
         removed = clear_planted(work, [o for s in plan.runnable for o in s.outputs]
@@ -175,7 +179,13 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
     graph = build_graph(plan)
     # The cache runs stages through run_stage without importing the driver (and a test
     # may stand in for it).
-    runner = run_stage if depfile is None else functools.partial(run_stage, depfile=depfile)
+    tracer = None
+    if trace is not None:
+        from nvstage.compiler.nvcc.time_trace import Tracer
+
+        tracer = Tracer(trace, str(work), plan.runnable)
+    runner = run_stage if depfile is None and tracer is None else \
+        functools.partial(run_stage, depfile=depfile, tracer=tracer)
     stages = StageCache(plan, graph, stage_env(plan), cwd, str(work), toolkit, store,
                         t_start, runner, keep=keep is not None, direct=direct)
     finish(build, work, t_start, running=True)
@@ -197,7 +207,7 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
         return _build(plan, dryrun_argv, plan_seconds, source=source, options=options,
                       toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
                       jobs=jobs, store=None, t_start=t_start, depfile=depfile, slots=slots,
-                      on_built=on_built, later=later, direct=direct)
+                      on_built=on_built, later=later, direct=direct, trace=trace)
     except BaseException:
         stages.close()
         raise
@@ -222,6 +232,8 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
         build.status, build.error = "failed", err.to_json()
         finish(build, work, t_start)
         raise err
+    if tracer is not None:
+        build.time_trace = _write_trace(tracer, build, cwd)
     finish(build, work, t_start)
     # Bookkeeping after the answer reads the outputs as they are now: the build tool may
     # consume one first (Ninja removes a -MF dependency file once it has read it).
@@ -507,7 +519,8 @@ def _write_depfile(stage: Stage, cwd: str, spec: tuple[str, bool, bool],
 
 def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
               extra_args: tuple[str, ...] = (),
-              depfile: tuple[str, bool, bool] | None = None, marks=None) -> StageRun:
+              depfile: tuple[str, bool, bool] | None = None, marks=None,
+              tracer=None) -> StageRun:
     """Run one stage (a cleanup is done here, in-process) and record what it produced.
 
     ``extra_args`` go after the plan's arguments without becoming part of the stage (the
@@ -535,7 +548,13 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
             return StageRun(stage, time.perf_counter() - t, 1, "", f"rm: {e}", started=started)
         return StageRun(stage, time.perf_counter() - t, 0, started=started)
     # NVSTAGE_DIST: cicc and ptxas on a farm (compiler/dist); None: run here as always.
-    remote, where = dist.run_distributed(stage, env, cwd, extra_args)
+    # -fdevice-time-trace: cicc's and ptxas's words, never part of the stage (its key).
+    traced, more_env = tracer.words(stage, started) if tracer is not None else ((), {})
+    if traced:
+        extra_args, env = (*extra_args, *traced), {**env, **more_env}
+    # NVSTAGE_DIST: cicc and ptxas on a farm; not a traced one, whose part is written here.
+    remote, where = (None, None) if traced else \
+        dist.run_distributed(stage, env, cwd, extra_args)
     try:
         cp = remote or proc.run([*stage.argv, *extra_args], cwd=cwd, env=env)
     except ToolMissing as e:
@@ -547,6 +566,29 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
         run.artifacts = [Artifact.of(Path(cwd, p), stage=stage.index, arch=stage_arch(stage))
                          for p in stage.outputs if Path(cwd, p).is_file()]
     return run
+
+
+def _trace_request(words: list[str], output: str | None, toolkit: Toolkit):
+    """nvcc's -fdevice-time-trace in ``words`` (``time_trace.TraceRequest``), or None."""
+    if not any("time-trace" in w for w in words):
+        return None  # no grammar read for the common case
+    from nvstage.compiler.nvcc.grammar import grammar_for, last_value
+    from nvstage.compiler.nvcc.time_trace import request_from_args
+
+    args = grammar_for(toolkit.nvcc).parse(words)
+    return request_from_args(args, output or last_value(args, "--output-file"))
+
+
+def _write_trace(tracer, build: Build, cwd: str) -> str:
+    """Write the build's trace where nvcc would; its path. A file that cannot be written
+    fails the build as it fails nvcc's."""
+    try:
+        return tracer.write(build.runs, cwd)
+    except OSError as e:
+        raise WriteError(f"cannot write the trace file {tracer.request.path}: "
+                         f"{e.strerror or e}",
+                         hint="nvcc fails too (\"Failed to open trace file\"): check the "
+                              "folder -fdevice-time-trace names") from None
 
 
 def _final_output(plan: Plan, cwd: str) -> str | None:

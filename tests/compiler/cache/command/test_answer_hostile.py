@@ -112,15 +112,19 @@ def test_gccs_dependencies_output_is_never_answered_whole(folder, toolkit, capfd
     assert "k.o: k.cu" in (folder / "dep.d").read_text()  # as plain nvcc's gcc writes it
 
 
-def test_device_time_trace_is_plain_nvccs(folder, toolkit, capfd):
+def test_device_time_trace_is_staged_and_its_file_answered(folder, toolkit, capfd):
+    # nvcc's trace file is one of the command's outputs (compiler/nvcc/time_trace.py): the
+    # command is staged, and answered whole with the trace restored.
     argv = [toolkit.nvcc, "-c", "k.cu", "-o", "k.o", "-arch=sm_90", "-DCOEF=2",
             "-fdevice-time-trace", "t.json"]
+    assert _run(argv, capfd) == 0
+    (folder / "t.json").unlink()
     assert _run(argv, capfd) == 0
     assert (folder / "t.json").is_file()
     from nvstage.compiler.buildlog.log import load_build_record
 
-    (entry,) = load_build_record(folder).entries
-    assert entry.status == "fallback" and "time-trace" in entry.reason
+    assert [e.status for e in load_build_record(folder).entries][0] == "ok"
+    assert _hits(folder) == [False, True]
 
 
 def test_a_host_compiler_chosen_by_nvcc_prepend_flags_is_keyed(folder, toolkit, capfd,

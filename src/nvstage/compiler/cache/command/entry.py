@@ -46,6 +46,8 @@ def outputs_of(build, cwd: str, work: str) -> list[str]:
     """The files a build leaves behind (its stages' outputs outside the work folder)."""
     outs = [o for s in build.plan.runnable for o in s.outputs
             if not os.path.abspath(os.path.join(cwd, o)).startswith(work + os.sep)]
+    if getattr(build, "time_trace", None):  # nvcc's -fdevice-time-trace file
+        outs.append(os.path.relpath(build.time_trace, cwd))
     return list(dict.fromkeys(outs))
 
 

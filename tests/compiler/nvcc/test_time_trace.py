@@ -1,0 +1,178 @@
+"""nvcc's -fdevice-time-trace through nvstage (compiler/nvcc/time_trace.py, the driver): the
+trace nvcc writes, where nvcc writes it, made from the words nvcc gives cicc and ptxas, held
+to nvcc's own trace of the same command; the object stays plain nvcc's."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from nvstage import proc
+from nvstage.compiler.nvcc.grammar import grammar_for
+from nvstage.compiler.nvcc.plan import parse_dryrun
+from nvstage.compiler.nvcc.time_trace import RESTORED, _pids, request_from_args, trace_path
+
+from tests.compiler.launcher.test_launcher_bytes import _launcher, _mask
+
+TWO = ("-gencode", "arch=compute_80,code=sm_80",
+       "-gencode", "arch=compute_90,code=[sm_90,compute_90]")
+
+
+@pytest.mark.parametrize("value, output, path", [
+    ("-", "c.o", "c.o.json"), ("-", None, "trace.json"), ("t", "c.o", "t.json"),
+    ("t.json", "c.o", "t.json"), ("d/x", None, "d/x.json"),
+])
+def test_trace_path_is_nvccs(value, output, path):
+    # Seen with nvcc 13.5: "-" names the file after -o; another name gains .json.
+    assert trace_path(value, output) == path
+
+
+@pytest.mark.parametrize("words, path, gran", [
+    (["-fdevice-time-trace", "-"], "c.o.json", "0"),
+    (["--fdevice-time-trace=-"], "c.o.json", "0"),
+    (["-fdevice-time-trace=t", "--fdevice-time-trace-granularity", "100"], "t.json", "100"),
+    (["--fdevice-time-trace", "x", "-fdevice-time-trace-granularity=7"], "x.json", "7"),
+])
+def test_every_spelling(toolkit, words, path, gran):
+    args = grammar_for(toolkit.nvcc).parse(["-c", "k.cu", "-o", "c.o", *words])
+    req = request_from_args(args, "c.o")
+    assert (req.path, req.granularity, req.inputs) == (path, gran, ("k.cu",))
+
+
+def test_no_trace_asked(toolkit):
+    args = grammar_for(toolkit.nvcc).parse(["-c", "k.cu", "-o", "c.o"])
+    assert request_from_args(args, "c.o") is None
+
+
+# nvcc's own numbers for its steps, read from its traces (13.5): kind -> pid, per arch in the
+# plan's order.
+PIDS = {
+    ("-c", "-arch=sm_90"): {"fatbinary": [3], "device-preprocess": [5], "host-preprocess": [6],
+                            "cicc": [7], "ptxas": [9], "cudafe++": [10], "host-compile": [13]},
+    ("-c", *TWO): {"device-preprocess": [12, 5], "cicc": [13, 7], "ptxas": [14, 9],
+                   "cudafe++": [10], "host-compile": [18]},
+    ("-c", "-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
+     "-gencode", "arch=compute_90,code=sm_90"): {
+        "device-preprocess": [15, 11, 5], "cicc": [16, 12, 7], "ptxas": [17, 13, 8],
+        "cudafe++": [9], "host-compile": [22]},
+    ("-ptx", "-arch=sm_90"): {"device-preprocess": [5], "cicc": [7], "ptxas": [8]},
+    ("-cubin", "-arch=sm_90"): {"device-preprocess": [5], "cicc": [7], "ptxas": [8]},
+}
+
+
+@pytest.mark.parametrize("words", list(PIDS), ids=lambda w: " ".join(w)[:40])
+def test_step_numbers_are_nvccs(toolkit, kernels, tmp_path, words):
+    shutil.copy(kernels / "templates.cu", tmp_path)
+    cp = proc.run([toolkit.nvcc, "--dryrun", *words, "templates.cu"], cwd=tmp_path)
+    stages = parse_dryrun(cp.stderr).runnable
+    pids = _pids(stages)
+    got: dict[str, list[int]] = {}
+    for s in stages:
+        if s.index in pids:
+            got.setdefault(s.kind.value, []).append(pids[s.index])
+    assert {k: v for k, v in got.items() if k in PIDS[words]} == PIDS[words]
+
+
+def _norm(text: str) -> str:
+    """An event's words without nvcc's per-run temporary names."""
+    text = re.sub(r"/\S*?tmpxft_[0-9a-f]+_[0-9a-f]+-\d+_", "TMP_", text)
+    return re.sub(r"-[0-9a-f]{6}\.\.lgenfe", "-H..lgenfe", text)
+
+
+def _shape(path):
+    """What two traces of one command share: otherData, every metadata event, and every
+    event's tool, name and words (not its times)."""
+    doc = json.loads(path.read_text())
+    events = collections.Counter(
+        (e.get("ph"), e.get("name"), e.get("pid"),
+         _norm(json.dumps(e.get("args"), sort_keys=True))) for e in doc["traceEvents"] if e)
+    return doc["otherData"], events
+
+
+@pytest.fixture(scope="module")
+def traced(toolkit, kernels, tmp_path_factory):
+    """Each case built by plain nvcc traced and untraced, and by nvstage compile traced."""
+    root = tmp_path_factory.mktemp("traced")
+    shutil.copy(kernels / "templates.cu", root)
+    cases = {"one": ("-c", "-arch=sm_90"), "two-dc": ("-dc", *TWO)}
+    for name, words in cases.items():
+        for who in ("nvcc", "plain", "nvstage"):
+            argv = [*words, "templates.cu", "-o", f"{name}.{who}.o"]
+            if who != "plain":
+                argv += ["--fdevice-time-trace=-" if name == "one" else "-fdevice-time-trace",
+                         *([] if name == "one" else [f"{name}.{who}"])]
+            argv = [toolkit.nvcc, *argv] if who != "nvstage" else \
+                [*_launcher(), "compile", *argv, "--no-cache"]
+            cp = proc.run(argv, cwd=root, timeout=600)
+            assert cp.returncode == 0, cp.stderr
+    return root
+
+
+@pytest.mark.parametrize("case, trace", [("one", "{}.o.json"), ("two-dc", "{}.json")])
+def test_compile_writes_nvccs_trace(traced, case, trace):
+    mine = traced / trace.format(f"{case}.nvstage")
+    theirs = traced / trace.format(f"{case}.nvcc")
+    assert mine.is_file()
+    assert _shape(mine) == _shape(theirs)
+    events = json.loads(mine.read_text())["traceEvents"]
+    # cicc's events start where the build had got to: inside its own span of the build.
+    fe = next(e for e in events if e.get("name") == "CUDA C++ Front-End")
+    pre1 = [e for e in events if e.get("name") == "gcc (preprocessing 1)"]
+    assert fe["ts"] >= min(e["ts"] + e["dur"] for e in pre1) - 1000
+
+
+@pytest.mark.parametrize("case", ["one", "two-dc"])
+def test_traced_object_is_plain_nvccs(traced, case):
+    plain = (traced / f"{case}.plain.o").read_bytes()
+    mine = (traced / f"{case}.nvstage.o").read_bytes()
+    assert _mask(plain) == _mask(mine)
+
+
+def test_restored_stages_say_so(toolkit, kernels, workdir):
+    shutil.copy(kernels / "templates.cu", workdir)
+    base = [*_launcher(), "compile", "-c", "templates.cu", "-arch=sm_90",
+            "-fdevice-time-trace", "-"]
+    for out in ("a.o", "b.o"):  # b.o: another command, its stages from the stage cache
+        cp = proc.run([*base, "-o", out], cwd=workdir, timeout=600)
+        assert cp.returncode == 0, cp.stderr
+    spans = {e["name"]: e.get("args", {}) for e in
+             json.loads((workdir / "b.o.json").read_text())["traceEvents"]
+             if e.get("ph") == "X" and e["pid"] in (7, 9)}
+    assert spans["cicc"]["nvstage"] == spans["ptxas"]["nvstage"] == RESTORED
+    assert "CUDA C++ Front-End" not in spans
+
+
+def test_unwritable_trace_is_one_line(toolkit, kernels, workdir):
+    shutil.copy(kernels / "templates.cu", workdir)
+    cp = proc.run([*_launcher(), "compile", "-c", "templates.cu", "-arch=sm_90", "-o", "c.o",
+                   "-fdevice-time-trace", "no/such/t.json", "--no-cache"], cwd=workdir,
+                  timeout=600)
+    assert cp.returncode != 0
+    assert "cannot write the trace file no/such/t.json" in cp.stderr
+    assert "Traceback" not in cp.stderr
+
+
+def test_launcher_stages_and_answers_a_traced_command(toolkit, kernels, workdir):
+    shutil.copy(kernels / "templates.cu", workdir)
+    argv = [*_launcher(), toolkit.nvcc, "-c", "templates.cu", "-o", "k.o", "-arch=sm_90",
+            "-fdevice-time-trace", "-"]
+    env = {"NVSTAGE_LAUNCHER_VERBOSE": "1"}
+    said = []
+    for _ in range(2):
+        (workdir / "k.o.json").unlink(missing_ok=True)
+        cp = proc.run(argv, cwd=workdir, timeout=600, env={**os.environ, **env})
+        assert cp.returncode == 0, cp.stderr
+        assert json.loads((workdir / "k.o.json").read_text())["otherData"]["inputFiles"] == \
+            ["templates.cu"]
+        said.append(cp.stderr)
+    assert ": staged" in said[0] and "answered whole" in said[1]
+    # Without the option, a traced command's entry does not answer: no trace is written.
+    (workdir / "k.o.json").unlink()
+    cp = proc.run(argv[:-2], cwd=workdir, timeout=600, env={**os.environ, **env})
+    assert cp.returncode == 0 and "answered whole" not in cp.stderr
+    assert not (workdir / "k.o.json").exists()
