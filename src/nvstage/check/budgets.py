@@ -19,6 +19,10 @@ holds the same tables either under ``[tool.nvstage]`` or at its top level::
     ptxas = 2.0
     "*" = 30.0
 
+    [tool.nvstage.budgets.compile_time]    # from nvcc's -fdevice-time-trace files (check/
+    max_header_seconds = 5.0               # compile_time.py: units, headers, template sets,
+    max_template_set_count = 500           # device functions)
+
     [tool.nvstage.budgets.run]             # the decomposition's medians, from a run report
     max_launch_us = 20.0                   # also max_kernel_us, max_transfer_us,
                                            # max_total_us, max_wall_us
@@ -59,7 +63,7 @@ KERNEL_LIMITS = {
 }
 # Limits that only make sense for the whole build.
 BUILD_LIMITS = ("max_cubin_bytes", "max_fatbin_bytes", "required_arches", "stage_seconds",
-                "run")
+                "run", "compile_time")
 RUN_TERMS = {"max_launch_us": "launch", "max_kernel_us": "kernel",
              "max_transfer_us": "transfer", "max_total_us": "total", "max_wall_us": "wall"}
 # Relative growth allowed against a baseline when the config does not say. Spills and shared
@@ -123,6 +127,7 @@ class Budgets:
     required_arches: tuple[str, ...] = ()
     stage_seconds: dict[str, float] = field(default_factory=dict)  # kind or "*" -> seconds
     run: dict[str, float] = field(default_factory=dict)  # "launch"... -> microseconds
+    compile_time: dict = field(default_factory=dict)  # check/compile_time.KEYS -> limit
     baseline: dict[str, float] = field(default_factory=lambda: dict(BASELINE_DEFAULTS))
     compile: dict = field(default_factory=dict)  # CompileOptions fields for a .cu source
     source: str | None = None  # a default SOURCE for check, relative to the config
@@ -311,6 +316,7 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
             raise BudgetConfigError(f"{where}: stage_seconds.{_name(k)}: unknown stage kind",
                                     hint=f"choose from: {', '.join(sorted(kinds))}")
         _number(where, f"stage_seconds.{k}", v, integer=False)
+    ctime = _compile_time(b.get("compile_time", {}), where)
     run = b.get("run", {})
     if not isinstance(run, dict) or set(run) - set(RUN_TERMS):
         raise BudgetConfigError(f"{where}: budgets.run takes {', '.join(RUN_TERMS)}")
@@ -340,8 +346,24 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
         max_cubin_bytes=_opt(b, "max_cubin_bytes", where, True),
         max_fatbin_bytes=_opt(b, "max_fatbin_bytes", where, True),
         required_arches=tuple(arches), stage_seconds=dict(stage),
-        run={RUN_TERMS[k]: float(v) for k, v in run.items()}, baseline=base,
+        run={RUN_TERMS[k]: float(v) for k, v in run.items()}, compile_time=ctime,
+        baseline=base,
         compile=dict(comp), source=src, path=path)
+
+
+def _compile_time(table, where: str) -> dict:
+    """``[budgets.compile_time]``: each key one of ``compile_time.KEYS``, each a number."""
+    from nvstage.check.compile_time import KEYS
+
+    if not isinstance(table, dict):
+        raise BudgetConfigError(f"{where}: compile_time must be a table of limits "
+                                "(max_header_seconds = 5.0, ...)")
+    for k, v in table.items():
+        if k not in KEYS:
+            raise BudgetConfigError(f"{where}: compile_time.{_name(k)}: unknown key",
+                                    hint=f"choose from: {', '.join(KEYS)}")
+        _number(where, f"compile_time.{k}", v, integer=KEYS[k] is int)
+    return dict(table)
 
 
 def _check_compile(comp: dict, where: str) -> None:

@@ -27,13 +27,15 @@ from nvstage.errors import NvstageError, StageFailed, UsageError
 
 def check_build(target: str | os.PathLike | None = None, *,
                  config: str | os.PathLike | None = None, baseline=None, run_report=None,
-                 keep_dir: str | None = None, toolkit=None, nvcc: str | None = None
-                 ) -> CheckResult:
+                 keep_dir: str | None = None, toolkit=None, nvcc: str | None = None,
+                 time_trace: str | os.PathLike | None = None) -> CheckResult:
     """Check ``target`` (a .cu file, keep folder or stages.json; None: the ``source`` the
     budgets name) against the budgets in ``config`` (default: the nearest pyproject.toml
     with [tool.nvstage]), and ``baseline`` when given. A .cu is compiled into ``keep_dir``,
     or a temporary folder kept while it is measured, with ``toolkit`` (else ``nvcc``'s, else
-    the pip wheels'). Raises ``UsageError`` when there are no
+    the pip wheels'). ``time_trace``: nvcc's -fdevice-time-trace files (a trace or a folder)
+    for ``[budgets.compile_time]``; without it a build folder's own traces, or a .cu's, traced
+    as it is compiled. Raises ``UsageError`` when there are no
     budgets, or when they checked nothing: such a gate would pass every build."""
     from nvstage.compiler.toolkit.locate import find_toolkit
 
@@ -61,10 +63,12 @@ def check_build(target: str | os.PathLike | None = None, *,
                              hint="check one unit's keep folder for a baseline or a run "
                                   "report")
         result = check_record(target, budgets, toolkit=toolkit)
+        _compile_time(result, budgets, time_trace or target)
     else:
         with build_of(Path(target), budgets, toolkit, keep_dir) as build:
             result = check(build, budgets, toolkit=toolkit, run_report=run_report,
                            baseline=baseline)
+            _compile_time(result, budgets, time_trace or getattr(build, "time_trace", None))
     if result.checked == 0 and not result.failed_units:  # failed units fail it already
         if result.unchecked and not result.measurements.kernels:
             shown = "; ".join(u.message for u in result.unchecked[:NAMED])
@@ -109,10 +113,20 @@ def build_of(target: Path, budgets: Budgets, toolkit, keep_dir: str | None) -> I
         yield build
 
 
+def _compile_time(result: CheckResult, budgets: Budgets, traces) -> None:
+    if budgets.compile_time:
+        from nvstage.check.compile_time import add_to
+
+        add_to(result, budgets.compile_time, traces)
+
+
 def _compile(target: Path, budgets: Budgets, toolkit, keep_dir: str):
     from nvstage.compiler.pipeline.driver import compile as run_compile
 
     options = budgets.compile_options()
+    if budgets.compile_time:  # traced, every stage run: a restored stage has no trace
+        trace = str(Path(keep_dir).resolve() / "time-trace.json")
+        options = replace(options, extra=(*options.extra, "-fdevice-time-trace", trace))
     if options.output is None:
         # nvcc would put the fatbin or object in the current folder, where a second check
         # overwrites it: it belongs with the rest of the build.
@@ -120,7 +134,8 @@ def _compile(target: Path, budgets: Budgets, toolkit, keep_dir: str):
         if suffix:
             out = Path(keep_dir).resolve() / (target.name.rsplit(".", 1)[0] + suffix)
             options = replace(options, output=str(out))
-    return run_compile(target, options, toolkit=toolkit, keep=keep_dir)
+    return run_compile(target, options, toolkit=toolkit, keep=keep_dir,
+                       cache=not budgets.compile_time)
 
 
 # -- a whole build, from its build record ------------------------------------------------------

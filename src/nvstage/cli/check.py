@@ -37,6 +37,10 @@ def check_cmd(
         help="Write this check's report (JSON) here, for a later --baseline.")] = None,
     keep_dir: Annotated[Optional[str], typer.Option("--keep-dir",
         help="For a .cu: keep the build here (default: a temporary folder).")] = None,
+    time_trace: Annotated[Optional[Path], typer.Option("--time-trace", metavar="PATH",
+        help="nvcc's -fdevice-time-trace files (a trace or a folder of them) for "
+        "[budgets.compile_time]; default: a build folder's own, or a .cu's traced as it is "
+        "built.")] = None,
     nvcc: nvcc_option("Use this nvcc instead of the one from the pip wheels.") = None,
 ) -> None:
     """Check kernels against budgets: registers, spills, shared memory, sizes, arches, times.
@@ -60,7 +64,9 @@ def check_cmd(
         registers = 0.10
 
     Also: max_shared_bytes, max_cubin_bytes, max_fatbin_bytes, max_kernel_us,
-    [budgets.stage_seconds] and [budgets.run] (see examples/budgets.toml).
+    [budgets.stage_seconds], [budgets.run] and [budgets.compile_time] (max_unit_seconds,
+    max_front_end_seconds, max_header_seconds, max_template_set_seconds,
+    max_template_set_count, max_function_seconds: from nvcc's -fdevice-time-trace files).
 
     Examples:
 
@@ -85,7 +91,7 @@ def check_cmd(
                              hint="give one of them; --summary FILE adds the Markdown summary "
                                   "to any format")
         result = check_build(target, config=config, baseline=baseline, run_report=run_report,
-                              keep_dir=keep_dir, nvcc=nvcc)
+                              keep_dir=keep_dir, nvcc=nvcc, time_trace=time_trace)
         render(result, "json" if json_out else fmt, con=data_console(False), summary=summary,
                write_baseline=write_baseline)
         if not result.passed:

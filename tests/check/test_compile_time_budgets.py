@@ -1,0 +1,86 @@
+"""Compile-time budgets ([budgets.compile_time], check/compile_time.py): read from the budgets
+file, held against nvcc's -fdevice-time-trace files (a trace captured from nvcc 13.5 on
+templates.cu for two archs, and one made while check builds a .cu)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from nvstage.check.budgets import parse_budgets
+from nvstage.check.compile_time import KEYS, over_budget
+from nvstage.errors import BudgetConfigError
+from nvstage.inspect.compile_time import summarize
+
+from tests.conftest import DATA
+
+TRACE = DATA / "compile_time" / "templates_two_archs.json"
+
+
+def test_keys_are_read():
+    b = parse_budgets({"budgets": {"compile_time": {"max_header_seconds": 0.5,
+                                                    "max_template_set_count": 10}}})
+    assert b.compile_time == {"max_header_seconds": 0.5, "max_template_set_count": 10}
+    assert parse_budgets({"budgets": {}}).compile_time == {}
+
+
+@pytest.mark.parametrize("table, said", [
+    ({"max_headers": 1}, "compile_time.max_headers: unknown key"),
+    ({"max_template_set_count": 1.5}, "a whole number"),
+    ({"max_header_seconds": -1}, "from 0 to 1e18"),
+    ({"max_header_seconds": "1"}, "a number"),
+])
+def test_bad_keys_are_one_line(table, said):
+    with pytest.raises(BudgetConfigError) as e:
+        parse_budgets({"budgets": {"compile_time": table}}, path="b.toml")
+    assert said in e.value.message and "\n" not in e.value.message
+
+
+def test_compile_time_must_be_a_table():
+    with pytest.raises(BudgetConfigError, match="compile_time must be a table"):
+        parse_budgets({"budgets": {"compile_time": 3}})
+
+
+def test_every_key_is_held():
+    s = summarize([TRACE])
+    limits = {k: 0 for k in KEYS}
+    broken, checked = over_budget(s, limits)
+    assert {o.metric for o in broken} == {
+        "unit_seconds", "front_end_seconds", "header_seconds", "template_set_seconds",
+        "template_set_count", "function_seconds"}
+    assert checked == 2 + len(s.headers) + 2 * len(s.template_sets) + len(s.nvvm)
+    # A header's verdict: measured, summed over the arch passes, with its include chain.
+    head = next(o for o in broken if o.what.endswith("/cuda_runtime.h"))
+    assert "measured by this build's traces" in head.message
+    assert "2 parse(s) by 1 unit(s) over 2 arch passes" in head.message
+    assert "included from templates.cu" in head.message and head.file == "templates.cu"
+
+
+def test_within_budget_passes():
+    broken, checked = over_budget(summarize([TRACE]), {"max_header_seconds": 1e6,
+                                                       "max_template_set_count": 10**6})
+    assert broken == [] and checked > 0
+
+
+def test_check_traces_the_cu_it_builds(cli, kernels, tmp_path):
+    shutil.copy(kernels / "templates.cu", tmp_path)
+    cfg = tmp_path / "b.toml"
+    cfg.write_text("[budgets.compile_time]\nmax_header_seconds = 0.000001\n")
+    r = cli("check", tmp_path / "templates.cu", "--config", cfg, "--format", "github")
+    assert r.exit_code == 1
+    assert "title=nvstage check%3A header_seconds::header " in r.stdout
+    assert "cuda_runtime.h took" in r.stdout
+
+
+def test_check_reads_given_traces(cli, kernels, tmp_path):
+    shutil.copy(kernels / "templates.cu", tmp_path)
+    cfg = tmp_path / "b.toml"
+    cfg.write_text("[budgets]\nmax_registers = 255\n[budgets.compile_time]\n"
+                   "max_template_set_count = 100000\n")
+    r = cli("check", tmp_path / "templates.cu", "--config", cfg, "--time-trace", TRACE)
+    assert r.exit_code == 0, r.output
+    r = cli("check", tmp_path / "templates.cu", "--config", cfg, "--time-trace",
+            tmp_path / "empty")
+    assert r.exit_code == 0
+    assert "compile-time budgets not checked: no nvcc time trace" in r.output
