@@ -36,7 +36,7 @@ def test_every_example_is_a_valid_workload_with_counts(toolkit):
 
     assert {p.stem for p in EXAMPLES} == {"chain_unfused", "chain_fused", "chain_fused_wide",
                                           "reduce", "matmul_tiled", "transfer", "fma_chain",
-                                          "gather_chain"}
+                                          "gather_chain", "matmul_forward4"}
     for p in EXAMPLES:
         w, spec = load_model_input(p)
         assert spec.file.endswith(f"{p.stem}.cost.toml")

@@ -238,7 +238,9 @@ def test_buffer_visibly_too_small(sigs):
                         "y": {"dtype": "float32", "count": "n"}})
     (msg,) = _errors(Workload.from_dict(d), sigs["saxpy"])
     assert msg == ("kernel saxpy argument 0 (i32 n = 1024) exceeds the 512 elements of "
-                   "buffer x")
+                   "buffer x (a bare name counts the elements of every buffer the launch "
+                   'passes; if it is not a count, write { i32 = "n", counts = [] }, or name '
+                   'the buffers it counts: counts = ["y"])')
 
 
 def test_counts_names_what_the_scalar_counts(sigs):

@@ -23,9 +23,13 @@ hand-checked numbers. ``kernel_bounds`` puts them together:
   round-trip sequence per wave (the last, partial one too); the per-SM bounds count the busiest
   SM's blocks (the grid divided by the SMs, rounded up).
 - launch floor: no kernel takes less.
+- peaks (never below physics): the launch's work at the peak of the pipe its SASS does it on
+  (FLOPs at the FP32, FP16, FP64 or tensor peak), and its bytes at the datasheet's DRAM
+  bandwidth. Whatever the loop-derived bounds say, no kernel beats these.
 
-The estimate is the largest of memory, issue, the pipes, shared memory and the floor: memory
-traffic and the SM's own work overlap across warps, the classic roofline assumption.
+The estimate is the largest of memory, issue, the pipes, shared memory, the peaks and the
+floor: memory traffic and the SM's own work overlap across warps, the classic roofline
+assumption.
 """
 
 from __future__ import annotations
@@ -38,6 +42,10 @@ LATENCY = "memory latency"
 ISSUE = "instruction issue"
 SHARED = "shared memory"
 FLOOR = "launch floor"
+DRAM_PEAK = "DRAM peak"
+# The pipe a launch's FLOPs run on -> the name of its peak bound.
+PEAK_NAMES = {"fp32": "FP32 peak", "fp16": "FP16 peak", "fp64": "FP64 peak",
+              "tensor": "tensor peak"}
 
 
 def pipe_name(cls: str) -> str:
@@ -90,7 +98,8 @@ class KernelBounds:
     def to_json(self) -> dict:
         return {"bounds": [b.to_json() for b in self.bounds], "memory_s": self.memory_s,
                 "seconds": self.seconds, "limiter": self.limiter,
-                "combination": "max(DRAM + latency, issue, pipes, shared memory, floor)"}
+                "combination": "max(DRAM + latency, issue, pipes, shared memory, peaks, "
+                               "floor)"}
 
 
 def waves(blocks: int, sms: int, blocks_per_sm: int) -> int:
@@ -136,7 +145,11 @@ class LaunchShape:
     bytes_per_load: float  # per thread
     instructions: float  # per warp (= per thread: SIMT)
     pipes: dict  # class -> warp instructions per warp
-    shared_bytes: float  # per thread
+    shared_bytes: float  # per thread, bank conflicts charged and broadcasts credited
+    flops: float = 0.0  # the launch's work, FLOPs
+    flops_pipe: str = "fp32"  # the pipe they run on (a key of PEAK_NAMES)
+    flops_said: str = ""  # where the figure comes from ("declared", "derived from the SASS")
+    shared_said: str = ""  # the bank conflicts in words, for the shared bound
 
 
 @dataclass(frozen=True)
@@ -152,6 +165,8 @@ class Machine:
     shared_bytes_per_clock: float
     floor_s: float
     warp_size: int = 32
+    peaks: dict = None  # pipe -> FLOP/s at its peak (not derated), with its source
+    dram_peak: float = 0.0  # the datasheet's DRAM bytes/s
 
 
 def kernel_bounds(s: LaunchShape, m: Machine) -> KernelBounds:
@@ -192,8 +207,10 @@ def kernel_bounds(s: LaunchShape, m: Machine) -> KernelBounds:
         if s.shared_bytes:
             per_warp = s.shared_bytes * m.warp_size
             t = per_sm_time(busiest, per_warp, m.shared_bytes_per_clock, m.clock_hz)
+            said = f" ({s.shared_said})" if s.shared_said else ""
             core.append(Bound(SHARED, t, f"{per_warp:.4g} B per warp x {busiest} warps / "
-                                         f"{m.shared_bytes_per_clock:g} B per clock"))
+                                         f"{m.shared_bytes_per_clock:g} B per clock{said}"))
+    core += peak_bounds(s, m)
     bounds += core
     bounds.append(Bound(FLOOR, m.floor_s, "no kernel takes less"))
     candidates = [(memory, DRAM if t_dram >= t_lat else LATENCY)]
@@ -201,3 +218,25 @@ def kernel_bounds(s: LaunchShape, m: Machine) -> KernelBounds:
     candidates.append((m.floor_s, FLOOR))
     seconds, limiter = max(candidates, key=lambda c: c[0])
     return KernelBounds(tuple(bounds), memory, seconds, limiter)
+
+
+def peak_bounds(s: LaunchShape, m: Machine) -> list[Bound]:
+    """The launch's work at the peaks: its FLOPs on its pipe, its bytes at the datasheet's
+    DRAM bandwidth (the floors physics sets, whatever the loops say)."""
+    out = []
+    peak = (m.peaks or {}).get(s.flops_pipe)
+    if s.flops and peak:
+        rate, source = peak
+        said = f" ({s.flops_said})" if s.flops_said else ""
+        out.append(Bound(PEAK_NAMES[s.flops_pipe], s.flops / rate,
+                         f"{s.flops / 1e9:.4g} GFLOP{said} at {rate / 1e12:.4g} TFLOP/s "
+                         f"({source})"))
+    if s.dram_bytes and m.dram_peak:
+        out.append(Bound(DRAM_PEAK, s.dram_bytes / m.dram_peak,
+                         f"{s.dram_bytes / 1e6:.1f} MB at the datasheet's "
+                         f"{m.dram_peak / 1e12:.2f} TB/s"))
+    return out
+
+
+def is_peak(name: str) -> bool:
+    return name == DRAM_PEAK or name in PEAK_NAMES.values()

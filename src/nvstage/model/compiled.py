@@ -61,12 +61,13 @@ _memo: OrderedDict[tuple, list] = OrderedDict()
 
 
 def _entry(w: Workload, arch: str, toolkit) -> list:
-    """[Prepared, code by symbol or None until read] for the workload's build."""
+    """[Prepared, code by symbol or None until read, then PTX functions by symbol] for the
+    workload's build."""
     import os
 
     code = w.code
     key = (code.kind, code.path, os.stat(code.path).st_mtime_ns, code.ptx, code.stop,
-           code.defines, code.include_dirs, arch, toolkit)
+           code.defines, code.include_dirs, code.flags, arch, toolkit)
     entry = _memo.get(key)
     if entry is None:
         entry = [prepare(w, arch, toolkit=toolkit, resources=True), None]
@@ -136,9 +137,36 @@ def kernel_code(w: Workload, arch: str, *, toolkit=None) -> dict[str, KernelCode
     entry = _entry(w, arch, toolkit)
     prep = entry[0]
     if entry[1] is None:
-        try:
-            entry[1] = workload_code(prep.image, prep.kind, arch, toolkit)
-        except (ArtifactError, ToolkitError):  # the estimate goes on without the code, noted
-            entry[1] = {}
+        # Every module's code: kept Triton builds are one module each, and each kernel is
+        # read from its own (the first alone left the others with no SASS).
+        images = ([(kind, image) for kind, image, _ in prep.modules] if prep.modules
+                  else [(prep.kind, prep.image)])
+        entry[1] = {}
+        for kind, image in images:
+            try:
+                entry[1].update(workload_code(image, kind, arch, toolkit))
+            except (ArtifactError, ToolkitError):  # the estimate goes on without it, noted
+                pass
     symbols = prep.mangled()
     return {lz.kernel: entry[1].get(symbols.get(lz.kernel, lz.kernel)) for lz in w.launches}
+
+
+def kernel_ptx(w: Workload, arch: str, *, toolkit=None) -> dict:
+    """Each launched kernel's PTX function (``model.ptx_walk``), None where there is none
+    (packaged code without its PTX)."""
+    from nvstage.model.ptx_walk import parse_function
+
+    entry = _entry(w, arch, toolkit)
+    prep = entry[0]
+    if len(entry) < 3:
+        entry.append({})
+    parsed = entry[2]
+    symbols = prep.mangled()
+    out = {}
+    for lz in w.launches:
+        symbol = symbols.get(lz.kernel, lz.kernel)
+        if symbol not in parsed:
+            parsed[symbol] = next((f for text in prep.ptx_texts
+                                   if (f := parse_function(text, symbol)) is not None), None)
+        out[lz.kernel] = parsed[symbol]
+    return out

@@ -35,7 +35,8 @@ from nvstage.errors import MissingCounts, ModelError
 from nvstage.hw.gpus import GpuSpec
 from nvstage.inspect.kernels import KernelRecord
 from nvstage.model.bounds import KernelBounds, LaunchShape, Machine, kernel_bounds
-from nvstage.model.compiled import LaunchFacts, kernel_code, kernel_facts, kernel_resources
+from nvstage.model.compiled import (LaunchFacts, kernel_code, kernel_facts, kernel_ptx,
+                                    kernel_resources)
 from nvstage.model.costfile import CostSpec, LaunchCounts, intermediates, launch_counts
 from nvstage.model.kernelcode import DynamicCode, declared_code, finite
 from nvstage.model.presets import DEFAULT_PRESETS, Presets
@@ -201,10 +202,52 @@ def machine(gpu: GpuSpec, presets: Presets) -> Machine:
         bandwidth=gpu.memory_bandwidth * presets.dram_efficiency,
         latency_s=gpu.memory_latency_s, issue_per_clock=sm.issue_per_clock * eff,
         pipe_per_clock=pipes, shared_bytes_per_clock=sm.shared_bytes_per_clock * eff,
-        floor_s=presets.kernel_floor_s, warp_size=gpu.limits.warp_size)
+        floor_s=presets.kernel_floor_s, warp_size=gpu.limits.warp_size,
+        peaks=peaks(gpu), dram_peak=gpu.memory_bandwidth)
+
+
+def peaks(gpu: GpuSpec) -> dict:
+    """Each pipe's peak FLOP/s on ``gpu``, with its source: FP32 and the tensor cores (dense
+    BF16) from the datasheet; FP16 and FP64 from the guide's results per clock per SM x 2
+    (an FMA) x SMs x the boost clock."""
+    from nvstage.hw.pipes import sm_throughput
+
+    out = {"fp32": (gpu.fp32_flops, f"FP32 peak: {gpu.source('fp32_flops')}")}
+    if gpu.bf16_flops:
+        out["tensor"] = (gpu.bf16_flops, "tensor peak, dense BF16: "
+                                         f"{gpu.source('bf16_flops')}")
+    if gpu.boost_clock_mhz:
+        sm = sm_throughput(gpu.arch)
+        for cls, label in (("fp16", "FP16"), ("fp64", "FP64")):
+            per = sm.results_per_clock.get(cls)
+            if per:
+                out[cls] = (per * 2 * gpu.sm_count * gpu.boost_clock_mhz * 1e6,
+                            f"{label} peak: {per} results per clock per SM x 2 x "
+                            f"{gpu.sm_count} SMs x {gpu.boost_clock_mhz:g} MHz "
+                            f"({sm.sources.get('results_per_clock', '')})")
+    return out
+
+
+def work(c: LaunchCounts, f: LaunchFacts, code: DynamicCode | None) -> tuple[float, str, str]:
+    """The launch's FLOPs for the peak bound, the pipe they run on and where they come from:
+    the larger of the cost file's and what the SASS does with its trip counts."""
+    threads = f.grid_blocks * f.block_size
+    derived = code.flops * threads if code is not None else 0.0
+    if code is not None and code.classes.get("tensor"):
+        pipe = "tensor"
+    elif code is not None and code.flops_by_class:
+        pipe = max(code.flops_by_class, key=code.flops_by_class.get)
+    else:
+        pipe = "fp32"
+    if code is None:
+        return c.flops, pipe, "declared; no SASS: the FP32 pipe assumed"
+    if derived > c.flops:
+        return derived, pipe, "the SASS's, with its trip counts"
+    return c.flops, pipe, "declared"
 
 
 def launch_shape(c: LaunchCounts, f: LaunchFacts, code: DynamicCode | None) -> LaunchShape:
+    flops, pipe, said = work(c, f, code)
     return LaunchShape(
         blocks=f.grid_blocks, warps_per_block=f.warps_per_block,
         blocks_per_sm=f.active_blocks_per_sm, dram_bytes=c.bytes,
@@ -212,7 +255,9 @@ def launch_shape(c: LaunchCounts, f: LaunchFacts, code: DynamicCode | None) -> L
         loads_per_trip=code.loads_per_trip if code else 0.0,
         bytes_per_load=code.bytes_per_load if code else 0.0,
         instructions=code.instructions if code else 0.0,
-        pipes=dict(code.pipes) if code else {}, shared_bytes=code.shared_bytes if code else 0.0)
+        pipes=dict(code.pipes) if code else {}, shared_bytes=code.shared_bytes if code else 0.0,
+        flops=flops, flops_pipe=pipe, flops_said=said,
+        shared_said=code.banks.words() if code is not None and code.banks is not None else "")
 
 
 def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
@@ -251,6 +296,9 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
         resources = kernel_resources(w, gpu.arch, toolkit=toolkit)
     if code is None:
         code = kernel_code(w, gpu.arch, toolkit=toolkit)
+        ptx = kernel_ptx(w, gpu.arch, toolkit=toolkit)
+    else:  # code given by the caller: its PTX is not known here
+        ptx = {}
     facts = kernel_facts(w, gpu.arch, resources)
     counts = launch_counts(w, cost)
     m = machine(gpu, presets)
@@ -264,9 +312,10 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
         dyn = None
         if kc is not None:
             threads = f.grid_blocks * f.block_size
+            rows, banks = followed(w, c.index, kc, ptx.get(c.kernel))
             try:
                 dyn = kc.dynamic(c.trips, flops_per_thread=c.flops / threads if threads else 0,
-                                 declared=c.instructions)
+                                 declared=c.instructions, rows=rows, banks=banks)
             except ValueError as e:  # a list of trips that does not fit the loops
                 raise ModelError(f"kernel {c.kernel}: {e} in its SASS",
                                  hint="give one trip count for every loop, or one per loop "
@@ -276,7 +325,9 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
                 raise ModelError(f"kernel {c.kernel}: its trip counts multiply past any "
                                  "number over its nested loops",
                                  hint="give each loop's own trip count (trips = [...])")
-            if dyn.trips_source.startswith("unknown"):
+            if dyn.asked:
+                notes.append(asked_note(c.kernel, dyn))
+            elif dyn.trips_source.startswith("unknown"):
                 notes.append(f"{c.kernel}: loop trip counts {dyn.trips_source}")
             if dyn.classes.get("tensor"):
                 notes.append(f"{c.kernel}: tensor-core instructions take issue slots only "
@@ -290,6 +341,7 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
                          "nvdisasm could not read or too large to walk): DRAM and the floor "
                          "only")
         b = kernel_bounds(launch_shape(c, f, dyn), m)
+        notes += peak_notes(c, f, dyn, b)
         launches.append(LaunchEstimate(c.index, c.kernel, c.repeat, c, f, dyn, b,
                                        presets.launch_cost_s))
         if f.spill_stores:
@@ -318,6 +370,90 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
     return Estimate(w.name, w.file, gpu, presets, tuple(launches), tuple(transfers), inter,
                     iw, ir, pipelined, bound, tuple(dict.fromkeys(notes)),
                     calibration=None if isinstance(calibration, Presets) else calibration)
+
+
+# The most a kernel's declared and derived FLOPs may differ before a note says so: a
+# formula's useful FLOPs and the instructions doing them differ by its expansion (a tanh
+# is a dozen FMAs in the SASS), a missed loop by its trip count.
+WORK_DISAGREES = 4.0
+
+
+def followed(w: Workload, index: int, kc, fn) -> tuple[tuple, object]:
+    """The loop table and the bank conflicts of launch ``index``, from following its PTX with
+    the workload's values (``model.loop_table``, ``model.banks``); ((), None) with no PTX."""
+    from nvstage.model.banks import bank_conflicts
+    from nvstage.model.loop_table import loop_table
+
+    values = w.param_values()
+    d = w.dims(index, values)
+    block = tuple(d["block"]) + (1,) * (3 - len(d["block"]))
+    grid = tuple(d["grid"]) + (1,) * (3 - len(d["grid"]))
+    args = launch_args(w, index, values, fn)
+    rows = tuple(loop_table(kc, fn, args, block, grid))
+    banks = bank_conflicts(fn, args, block, grid) if fn is not None and args else None
+    return rows, banks
+
+
+def launch_args(w: Workload, index: int, values, fn) -> list | None:
+    """One value per PTX parameter of launch ``index``: scalars as evaluated, each buffer at
+    an address of its own (its contents unknown), pointers Triton appends null; None where
+    the parameters do not line up with the launch's arguments."""
+    from nvstage.run.workload.spec import BufferArg
+
+    if fn is None:
+        return None
+    lz = w.launches[index]
+    out: list = []
+    for k, a in enumerate(lz.args):
+        if isinstance(a, BufferArg):
+            out.append((k + 1) << 40)  # far apart, 256-byte aligned as cudaMalloc's
+        elif a.is_float:
+            out.append(None)
+        else:
+            out.append(w.scalar_value(a, values, f"launch[{index}]") & ((1 << 64) - 1))
+    extra = len(fn.params) - len(out)
+    if extra < 0:
+        return None
+    return out + [0] * extra
+
+
+def asked_note(kernel: str, dyn: DynamicCode) -> str:
+    """The loops whose trip count is not derived, by line, and the one line that gives them."""
+    known = {r.index: r.trips for r in dyn.loops}
+    said = ", ".join(f"loop {r.index} (line {r.line}, SASS {r.sass_range}: {r.why})"
+                     if r.line else f"loop {r.index} (SASS {r.sass_range}: {r.why})"
+                     for r in dyn.asked)
+    asked = {r.index for r in dyn.asked}
+    example = ", ".join(f"N{i}" if i in asked else f"{known[i]:g}" for i in sorted(known))
+    return (f"{kernel}: trip count not derived for {said}; counted once: give "
+            f"trips = [{example}] in its cost file's [[launch]] (N: that loop's runs per "
+            "entry)")
+
+
+def peak_notes(c: LaunchCounts, f: LaunchFacts, dyn: DynamicCode | None,
+               b: KernelBounds) -> list[str]:
+    """What the peaks say: that one decided the estimate, and declared and derived work
+    disagreeing by more than ``WORK_DISAGREES``."""
+    from nvstage.model.bounds import FLOOR, is_peak
+
+    out = []
+    if is_peak(b.limiter):
+        below = max((x.seconds for x in b.bounds if not is_peak(x.name) and x.name != FLOOR),
+                    default=0.0)
+        below = max(below, b.memory_s)
+        out.append(f"{c.kernel}: its bounds from the code ({below * 1e6:.4g} us) fall below "
+                   f"its work at the {b.limiter} ({b.seconds * 1e6:.4g} us: "
+                   f"{b.bound(b.limiter).detail}): the peak is the estimate")
+    if dyn is not None and not dyn.asked and "unknown" not in dyn.trips_source \
+            and c.flops and dyn.flops:
+        derived = dyn.flops * f.grid_blocks * f.block_size
+        ratio = max(derived, c.flops) / min(derived, c.flops)
+        if ratio > WORK_DISAGREES:
+            out.append(f"{c.kernel}: its SASS does {derived / 1e9:.4g} GFLOP with its trip "
+                       f"counts ({dyn.trips_source}), its cost file declares "
+                       f"{c.flops / 1e9:.4g}: {ratio:.3g}x apart (more than "
+                       f"{WORK_DISAGREES:g}x)")
+    return out
 
 
 def fitted(calibration, gpu: GpuSpec, toolkit=None):

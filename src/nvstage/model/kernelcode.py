@@ -12,11 +12,11 @@ says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from nvstage.inspect.inflight import InFlight, in_flight
 from nvstage.inspect.loops import Loop, enclosing, multiplicities, trip_list
-from nvstage.inspect.mix import MEMORY, flops, mix
+from nvstage.inspect.mix import MEMORY, classify, flops, mix
 
 # A kernel's SASS is read only up to these sizes (the walk costs instructions x loops): past
 # them the kernel is estimated without its code, and a note says so. Real kernels are far
@@ -67,28 +67,53 @@ class KernelCode:
         return (flops_per_thread - outside) / inside
 
     def dynamic(self, trips=None, *, flops_per_thread: float = 0.0,
-                declared: dict | None = None) -> DynamicCode:
-        """Counts per thread as the kernel runs: ``trips`` as the cost file declares them
-        (None: derived from ``flops_per_thread``, else 1 per loop); ``declared``: instructions
-        per class the cost file gives directly, which replace the SASS's."""
+                declared: dict | None = None, rows=(), banks=None) -> DynamicCode:
+        """Counts per thread as the kernel runs. ``trips``: as the cost file declares them;
+        else each loop's count derived from the code (``rows``: the loop table,
+        ``model.loop_table``), else, where none is derived, from ``flops_per_thread``, else
+        1 per loop. ``declared``: instructions per class the cost file gives directly, which
+        replace the SASS's. ``banks``: the shared accesses' bank conflicts
+        (``model.banks``), whose factor scales the shared bytes."""
         how = "no loop"
+        asked: tuple = ()
         if self.loops:
+            found = [r.trips for r in rows] if len(rows) == len(self.loops) else []
             if trips is not None:
                 how = "declared in the cost file"
+            elif found and all(t is not None for t in found):
+                trips = found
+                how = "derived from the code"
+            elif any(t is not None for t in found):
+                asked = tuple(r for r in rows if r.trips is None)
+                trips = [1.0 if t is None else t for t in found]
+                how = ("derived from the code, except loop" + ("s " if len(asked) > 1 else " ")
+                       + ", ".join(str(r.index) for r in asked) + ": counted once")
             else:
                 trips = self.derived_trips(flops_per_thread)
                 how = ("derived from the declared FLOPs" if trips is not None else
                        "unknown: each loop counted once (declare trips in the cost file)")
+                if trips is None:
+                    asked = tuple(rows)
                 trips = 1.0 if trips is None else trips
         per_loop = trip_list(self.loops, trips if trips is not None else 1.0)
         weights = multiplicities(self.instructions, self.loops, per_loop)
         m = mix(self.instructions, weights)
+        by_class: dict[str, float] = {}
+        for i, wt in zip(self.instructions, weights):
+            f = flops(i.opcode, i.text)
+            if f:
+                cls = classify(i.opcode, i.text)
+                by_class[cls] = by_class.get(cls, 0.0) + f * wt
         fl = self.inflight
         round_trips = fl.round_trips(per_loop)
         loads = fl.loads_per_round_trip(per_loop)
         per_load = fl.bytes_per_round_trip(per_loop) / loads if loads else 0.0
-        return _counted(dict(m.counts), dict(m.memory_bytes), declared, per_loop, how,
-                        round_trips, loads, per_load, fl.max_loads)
+        d = _counted(dict(m.counts), dict(m.memory_bytes), declared, per_loop, how,
+                     round_trips, loads, per_load, fl.max_loads)
+        factor = banks.factor if banks is not None else None
+        return replace(d, loops=tuple(rows), asked=asked, flops_by_class=by_class,
+                       banks=banks, shared_bytes=d.shared_bytes * (factor or 1.0),
+                       shared_requested=d.shared_bytes)
 
 
 def _counted(counts: dict, memory: dict, declared: dict | None, trips, how, round_trips,
@@ -131,9 +156,24 @@ class DynamicCode:
     bytes_per_load: float
     max_loads_in_flight: int
     classes: dict  # every class -> instructions
+    loops: tuple = ()  # ``model.loop_table.LoopRow`` per loop, where the table was made
+    asked: tuple = ()  # the rows whose trip count was neither declared nor derived
+    flops_by_class: dict = field(default_factory=dict)  # per thread, from the SASS
+    banks: object = None  # ``model.banks.Banks``, where the shared accesses were followed
+    shared_requested: float = 0.0  # shared bytes per thread before the bank factor
+
+    @property
+    def flops(self) -> float:
+        """FLOPs per thread the SASS does with these trip counts (tensor cores not counted)."""
+        return sum(self.flops_by_class.values())
 
     def to_json(self) -> dict:
         return {"trips": list(self.trips), "trips_source": self.trips_source,
+                "loops": [r.to_json() for r in self.loops],
+                "loops_asked": [r.index for r in self.asked],
+                "flops_per_thread": self.flops, "flops_by_class": self.flops_by_class,
+                "shared_bytes_requested_per_thread": self.shared_requested,
+                "banks": self.banks.to_json() if self.banks is not None else None,
                 "instructions_per_thread": self.instructions, "pipes": self.pipes,
                 "shared_bytes_per_thread": self.shared_bytes,
                 "round_trips_per_thread": self.round_trips,
@@ -156,7 +196,7 @@ def workload_code(image: bytes, kind: str, arch: str, toolkit) -> dict[str, Kern
         path = os.path.join(tmp, f"workload.{kind}")
         with open(path, "wb") as f:
             f.write(image)
-        kernels = [k for k in disassemble(path, toolkit) if k.is_entry]
+        kernels = [k for k in disassemble(path, toolkit, lineinfo=True) if k.is_entry]
     mine = [k for k in kernels if k.arch.rstrip("af") == arch.rstrip("af")]
     return {k.name: KernelCode.of(k) for k in (mine or kernels)}
 

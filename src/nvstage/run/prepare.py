@@ -34,6 +34,9 @@ class Prepared:
     # arguments Triton appends to each kernel's own (its scratch pointers).
     modules: list | None = None
     extra_args: dict | None = None
+    # The PTX of every module (one for a source, one per Triton build), for the model's
+    # walk of each kernel's code (``model.ptx_walk``).
+    ptx_texts: tuple[str, ...] = ()
 
     def mangled(self) -> Mapping[str, str]:
         """Each name a launch may give a kernel -> the symbol to load."""
@@ -46,7 +49,8 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
 
     ``resources``: also read each kernel's resources (registers, shared memory, barriers,
     spills), as ``nvstage model`` needs; a source is then compiled with ``--resource-usage``
-    and read while its temporary build folder still exists.
+    and ``-lineinfo`` (the model's loop table names source lines; line info changes no
+    instruction) and read while its temporary build folder still exists.
     """
     import tempfile
     import time
@@ -66,6 +70,7 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
             # -o into the temporary folder: nvcc would leave NAME.cubin beside the source.
             opts = CompileOptions(archs=(arch,), stop=code.stop, defines=code.defines,
                                   include_dirs=code.include_dirs, resource_usage=resources,
+                                  lineinfo=resources, extra=code.flags,
                                   output=str(Path(tmp, f"{Path(code.path).stem}.{code.stop}")))
             try:
                 build = run_compile(code.path, opts, toolkit=toolkit, keep=Path(tmp, "keep"),
@@ -90,7 +95,8 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
                    "toolkit": build.toolkit.to_json()}
         return Prepared(code.stop, image, arch,
                         kernel_signatures(ptx, code.path) if ptx else None,
-                        time.perf_counter() - t0, summary, rows)
+                        time.perf_counter() - t0, summary, rows,
+                        ptx_texts=(ptx,) if ptx else ())
     # Packaged code a workload names: regular files only, read with a bound.
     image = read_regular(code.path, what=code.kind)
     ptx_text, ptx_path = None, code.path
@@ -107,7 +113,7 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
         rows = [r for r in resources_of(code.path, toolkit or find_toolkit()) if r.arch == arch]
     return Prepared(code.kind, image, arch,
                     kernel_signatures(ptx_text, ptx_path) if ptx_text else None,
-                    resources=rows)
+                    resources=rows, ptx_texts=(ptx_text,) if ptx_text else ())
 
 
 def prepare_triton(w: Workload, arch: str, *, toolkit=None, resources: bool = False
@@ -121,7 +127,7 @@ def prepare_triton(w: Workload, arch: str, *, toolkit=None, resources: bool = Fa
     from nvstage.hw.gpus import parse_arch
     from nvstage.run.workload.signatures import KernelSig, ParamSig
 
-    sigs, modules, rows, extra = [], [], [], {}
+    sigs, modules, rows, extra, texts = [], [], [], {}, []
     for k in w.code.triton:
         if parse_arch(k.arch)[:2] != parse_arch(arch)[:2]:
             raise WorkloadError(f"{k.folder} holds {k.name} built for {k.arch}, which does "
@@ -129,8 +135,8 @@ def prepare_triton(w: Workload, arch: str, *, toolkit=None, resources: bool = Fa
                                 hint=f"build it for {arch} (nvstage compile ... --via triton "
                                      f"--arch {arch.rstrip('af')}), or run with --arch "
                                      f"{k.arch}")
-        ptx = kernel_signatures(read_regular(k.ptx, what="PTX file").decode(errors="replace"),
-                                k.ptx)
+        texts.append(read_regular(k.ptx, what="PTX file").decode(errors="replace"))
+        ptx = kernel_signatures(texts[-1], k.ptx)
         entry = ptx.get(k.name)
         if entry is None or len(entry.params) != len(k.params) + k.extra_args:
             raise WorkloadError(f"{k.ptx}: the PTX of {k.name} does not take its signature's "
@@ -149,7 +155,7 @@ def prepare_triton(w: Workload, arch: str, *, toolkit=None, resources: bool = Fa
             rows += build_resources(load_build(k.folder), toolkit)
     names = KernelNames(sigs, lambda s: (s.mangled, s.demangled))
     return Prepared("cubin", modules[0][1], arch, names, resources=rows if resources else None,
-                    modules=modules, extra_args=extra,
+                    modules=modules, extra_args=extra, ptx_texts=tuple(texts),
                     build={"triton": [k.folder for k in w.code.triton]})
 
 
@@ -161,6 +167,7 @@ def without_temp_keep(e, code: CodeSpec, arch: str):
 
     argv = ["nvstage", "compile", code.path, "--arch", arch, f"--{code.stop}"]
     argv += [f"-D{d}" for d in code.defines] + [f"-I{i}" for i in code.include_dirs]
+    argv += list(code.flags)
     return hint_keep(e, argv)
 
 

@@ -43,7 +43,7 @@ def render_estimate(e, con) -> None:
     con.print(t)
     b = plain_table(box_style="SIMPLE", key=2,
                     title="bounds per launch (us, estimate): kernel time = "
-                          "max(DRAM + latency, issue, pipes, shared, floor)")
+                          "max(DRAM + latency, issue, pipes, shared, peaks, floor)")
     for col in ("kernel", "bound", "us", "how"):  # how: a sentence, wrapped between words
         b.add_column(col, justify="right" if col == "us" else "left", prose=col == "how")
     for x in e.launches:
@@ -55,6 +55,7 @@ def render_estimate(e, con) -> None:
             b.add_row(x.kernel, "loop trips", "",
                       f"{', '.join(f'{t:g}' for t in x.code.trips)} ({x.code.trips_source})")
     con.print(b)
+    render_loops(e, con)
     c = plain_table(box_style="SIMPLE", title="copies (estimate)", key=2)
     for col in ("op", "buffer", "bytes", "host memory", "GB/s est", "us"):
         c.add_column(col, justify="left" if col in ("op", "buffer", "host memory") else "right")
@@ -89,6 +90,29 @@ def render_estimate(e, con) -> None:
     lines += [f"note: {n}" for n in e.notes]
     for line in lines:
         con.print(line, markup=False)
+
+
+def render_loops(e, con) -> None:
+    """Each kernel's loops as compiled: source line, SASS range, shape, trip count per entry
+    of the loop around it (derived from the code, or why not), and the count used."""
+    launches = [x for x in e.launches if x.code and x.code.loops]
+    if not launches:
+        return
+    t = plain_table(box_style="SIMPLE", key=2,
+                    title="loops (SASS order; trips per entry of the loop around it)")
+    for col in ("kernel", "loop", "line", "SASS", "shape", "derived", "used", "how"):
+        t.add_column(col, justify="right" if col in ("loop", "line", "derived", "used")
+                     else "left", prose=col == "how")
+    seen = set()
+    for x in launches:
+        if (x.kernel, x.code.trips) in seen:
+            continue
+        seen.add((x.kernel, x.code.trips))
+        for r, used in zip(x.code.loops, x.code.trips):
+            t.add_row(x.kernel, f"{r.index}" + ("" if r.depth == 1 else f" (in {r.depth - 1})"),
+                      str(r.line) if r.line else "-", r.sass_range, r.shape or "-",
+                      "-" if r.trips is None else f"{r.trips:g}", f"{used:g}", r.why)
+    con.print(t)
 
 
 def render_comparison(cmp, con) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,10 @@ from nvstage.run.workload.spec import (CODE_KINDS, DTYPES, MAX_LAUNCH_ENTRIES, M
                                        SCALARS, Arg, BufferArg, BufferSpec, CheckSpec,
                                        CodeSpec, Init, Launch, Scalar, Workload, locate)
 
+# Flags a workload cannot give: the run chooses the arch and compiles to a cubin or fatbin.
+_DECIDED = re.compile(r"^--?(?:arch|gpu-architecture|code|gpu-code|gencode|generate-code|rdc"
+                      r"|relocatable-device-code|dc|device-c|dlto|dlink-time-opt|x|G"
+                      r"|device-debug)(?:=.*)?$")
 SCHEMA_KEYS = ("kernel", "params", "buffers", "transfer", "launch", "run", "check")
 # Tables other commands read from the same file (nvstage model's byte and FLOP counts).
 FOREIGN_KEYS = ("model",)
@@ -110,7 +115,7 @@ class Reader:
 
     def code(self) -> CodeSpec:
         t = self.table("kernel", required=True)
-        self.unknown("kernel", t, (*CODE_KINDS, "stop", "defines", "include_dirs"))
+        self.unknown("kernel", t, (*CODE_KINDS, "stop", "defines", "include_dirs", "flags"))
         if "triton" in t:
             return self.triton(t)
         given = [k for k in CODE_KINDS if k in t]
@@ -134,7 +139,32 @@ class Reader:
         incs = tuple(str((self.base / d).resolve())
                      for d in self.str_list(t.get("include_dirs", []), "kernel",
                                             "include_dirs"))
-        return CodeSpec(kind, path, ptx if kind != "ptx" else None, stop, defines, incs)
+        flags = self.flags(t.get("flags", []))
+        if flags and kind != "source":
+            raise self.err(f"flags are nvcc's, for a source: {kind} code is already compiled",
+                           "kernel", "flags")
+        return CodeSpec(kind, path, ptx if kind != "ptx" else None, stop, defines, incs,
+                        flags=flags)
+
+    def flags(self, value) -> tuple[str, ...]:
+        """nvcc flags for the source, each one word from the list a budgets file's [compile]
+        extra accepts (a workload is a document: no flag that names a program to run or a
+        file to write), less those the run decides (the arch, the output's kind)."""
+        from nvstage.check.budgets import _SAFE_EXTRA
+
+        words = self.str_list(value, "kernel", "flags")
+        for w in words:
+            if not _SAFE_EXTRA.fullmatch(w) or _DECIDED.match(w):
+                raise self.err(
+                    f"{w[:80]!r} is not a flag a workload may give nvcc"
+                    + (" (the arch and the output's kind come from --gpu/--arch and nvstage)"
+                       if _SAFE_EXTRA.fullmatch(w) else
+                       " (it could name a program to run or a file to write)"),
+                    "kernel", "flags",
+                    hint='one word each, e.g. flags = ["--use_fast_math", "-O3", '
+                         '"-maxrregcount=64", "--std=c++17", "-DN=4"]; '
+                         "include folders and defines also have their own keys")
+        return words
 
     def triton(self, t: Mapping) -> CodeSpec:
         """Kept Triton builds (keep folders of nvstage compile --via triton), never Python."""

@@ -58,6 +58,7 @@ class CodeSpec:
     defines: tuple[str, ...] = ()
     include_dirs: tuple[str, ...] = ()
     triton: tuple = ()  # ``workload.triton.TritonKernel`` per keep folder named
+    flags: tuple[str, ...] = ()  # nvcc flags for a source ([kernel] flags)
 
 
 @dataclass(frozen=True)

@@ -152,10 +152,14 @@ def _check_counts(w, i, lz, scalar_values, counts) -> list[Finding]:
                 out.append(Finding("error", f"counts names {bname}, which is not passed to "
                                    f"this launch", w._where(f"launch[{i}]", f"args[{j}]")))
             elif value > counts[bname]:
+                how = ("" if a.counts is not None else
+                       f" (a bare name counts the elements of every buffer the launch passes; "
+                       f"if it is not a count, write {{ {a.tag} = \"{a.expr}\", counts = [] }}"
+                       f", or name the buffers it counts: counts = [\"{buffers[-1]}\"])")
                 out.append(Finding(
                     "error",
                     f"kernel {lz.kernel} argument {j} ({a.tag} {a.expr} = {value}) exceeds "
-                    f"the {counts[bname]} elements of buffer {bname}",
+                    f"the {counts[bname]} elements of buffer {bname}{how}",
                     w._where(f"launch[{i}]", f"args[{j}]")))
     return out
 

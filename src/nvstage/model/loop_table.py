@@ -1,0 +1,241 @@
+"""Each loop of a kernel as compiled, and its trip count derived from the code: the loop table
+``nvstage model`` prints and its ``--json`` carries (``per_launch[].code.loops``).
+
+A loop of the SASS (``inspect.loops``) is paired with a loop of the PTX it was compiled from:
+in order, where both have the same loops nested alike (ptxas keeps the loops it is given), else
+by the source line of the branch that closes it. The PTX is followed with the workload's values
+(``model.ptx_walk``) for a few threads: the first and last lanes of the first warp, the block's
+last thread, and the first and last threads of the grid's last block; a loop's trip count is how
+many times the longest of them reached its head, per time it reached the head of the loop
+around it (a warp runs its longest lane). Its shape, from the PTX: a body made of N copies of
+the same work is unrolled by N; a second loop closed on the same source line, or copies of the
+body's work outside the loop, are its remainder.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from nvstage.model.ptx_walk import Insn, PtxFunction, Thread, walk
+
+# What counts as the work of a loop body when telling copies apart: memory and arithmetic
+# on data, not the loop's own index arithmetic.
+_WORK = ("ld", "st", "fma", "add", "mul", "sub", "ldmatrix", "mma", "wmma", "atom", "red",
+         "cp", "shfl", "ex2", "rcp", "sqrt", "rsqrt", "max", "min")
+
+
+@dataclass(frozen=True)
+class LoopRow:
+    """One SASS loop: where it is, how it was shaped, and its trip count."""
+
+    index: int  # in the order of the SASS loops' first instruction (what trips = [...] follows)
+    head: int  # SASS offsets
+    tail: int
+    depth: int
+    line: int | None  # the source line of the branch that closes it
+    shape: str  # "as written", "unrolled by 4", "remainder of loop 2", ...
+    trips: float | None  # per entry of the loop around it; None: not derived
+    why: str  # how the count was found, or why it could not be
+
+    @property
+    def sass_range(self) -> str:
+        return f"{self.head:#06x}-{self.tail:#06x}"
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "head": self.head, "tail": self.tail,
+                "sass": self.sass_range, "depth": self.depth, "line": self.line,
+                "shape": self.shape, "trips": self.trips, "derived": self.trips is not None,
+                "how": self.why}
+
+
+def threads(block: tuple[int, int, int], grid: tuple[int, int, int]) -> list[Thread]:
+    """The threads followed: lanes 0 and 31 of block 0's first warp, block 0's last thread,
+    and the first and last threads of the last block."""
+    def tid(linear: int) -> tuple[int, int, int]:
+        x, y = block[0], block[1]
+        return (linear % x, linear // x % y, linear // (x * y))
+
+    n = block[0] * block[1] * block[2]
+    last_block = (grid[0] - 1, grid[1] - 1, grid[2] - 1)
+    picks = [((0, 0, 0), 0), ((0, 0, 0), min(31, n - 1)), ((0, 0, 0), n - 1),
+             (last_block, 0), (last_block, n - 1)]
+    seen, out = set(), []
+    for cta, lin in picks:
+        if (cta, lin) not in seen:
+            seen.add((cta, lin))
+            out.append(Thread(tid(lin), block, cta, grid))
+    return out
+
+
+def _parents(spans) -> list[int | None]:
+    out = []
+    for k, (h, t, _) in enumerate(spans):
+        around = [j for j, (h2, t2, _) in enumerate(spans) if j != k and h2 <= h and t <= t2]
+        out.append(max(around, key=lambda j: spans[j][0]) if around else None)
+    return out
+
+
+def _depths(parents) -> list[int]:
+    out = []
+    for p in parents:
+        d = 1
+        while p is not None:
+            d += 1
+            p = parents[p]
+        out.append(d)
+    return out
+
+
+def ptx_trips(fn: PtxFunction, args: list, block, grid) -> tuple[list, list]:
+    """Per PTX loop (``fn.loops()`` order): (trips or None, how)."""
+    spans = fn.loops()
+    parents = _parents(spans)
+    most = [0] * len(spans)
+    bad: dict[int, str] = {}
+    for th in threads(block, grid):
+        w = walk(fn, args, th)
+        for k, (_, _, label) in enumerate(spans):
+            most[k] = max(most[k], w.reached.get(label, 0))
+        if w.stopped:
+            why, line, at = w.stopped
+            for k, (h, t, _) in enumerate(spans):
+                if h <= at <= t or h > at:
+                    bad.setdefault(k, f"{why} (line {line})" if line else why)
+    trips, how = [], []
+    for k in range(len(spans)):
+        if k in bad:
+            trips.append(None)
+            how.append(bad[k])
+            continue
+        p = parents[k]
+        outer = most[p] if p is not None else 1
+        trips.append(most[k] / outer if outer else 0.0)
+        how.append("followed in the PTX with the workload's values (longest lane)")
+    return trips, how
+
+
+def _work(ins: Insn) -> bool:
+    return ins.base in _WORK and (ins.kind == "f" or ins.base in ("ld", "st", "ldmatrix",
+                                                                    "mma", "wmma", "atom",
+                                                                    "red", "cp", "shfl"))
+
+
+def _period(seq: list) -> int:
+    """The largest N such that ``seq`` is N copies of one block (1 if none)."""
+    n = len(seq)
+    for copies in range(n, 1, -1):
+        if n % copies == 0:
+            size = n // copies
+            if all(seq[i] == seq[i % size] for i in range(n)):
+                return copies
+    return 1
+
+
+def shapes(fn: PtxFunction) -> list[tuple]:
+    """How each PTX loop was shaped (``fn.loops()`` order): (words,), or ("remainder of loop",
+    PTX loop) or ("unrolled by", N, its remainder's PTX loop)."""
+    spans = fn.loops()
+    parents = _parents(spans)
+    inner = [[j for j, p in enumerate(parents) if p == k] for k in range(len(spans))]
+    innermost = {}
+    for k, (h, t, _) in enumerate(spans):  # by head: an inner loop overwrites its span
+        for j in range(h, t + 1):
+            innermost[j] = k
+    work = [i for i in fn.body if isinstance(i, Insn) and _work(i)]
+    body_work: list[list] = [[] for _ in spans]
+    for i in work:
+        k = innermost.get(i.index)
+        if k is not None:
+            body_work[k].append((i.op, i.line))
+    # An inner loop's remainder copies sit in the loop around it: not that loop's own work.
+    for k in range(len(spans)):
+        mine = {ln for j in inner[k] for _, ln in body_work[j]}
+        body_work[k] = [w for w in body_work[k] if w[1] not in mine]
+    lines = [fn.body[t].line if isinstance(fn.body[t], Insn) else None for _, t, _ in spans]
+    out = []
+    for k, (h, t, _) in enumerate(spans):
+        n = _period(body_work[k])
+        sibling = [j for j in range(len(spans)) if j != k and lines[j] == lines[k]
+                   and lines[k] is not None and parents[j] == parents[k]]
+        if sibling and any(len(body_work[j]) > len(body_work[k]) for j in sibling):
+            j = max(sibling, key=lambda j: len(body_work[j]))
+            out.append(("remainder of loop", j))
+            continue
+        if n > 1:
+            work_lines = {ln for _, ln in body_work[k]}
+            outside = [i for i in work if i.line in work_lines
+                       and innermost.get(i.index) == parents[k]]
+            if sibling:
+                out.append(("unrolled by", n, sibling[0]))
+                continue
+            elif outside:
+                copies = len(outside) // max(len(body_work[k]) // n, 1)
+                rest = f", remainder: {copies} cop{'y' if copies == 1 else 'ies'} outside it"
+            else:
+                rest = ""
+            out.append((f"unrolled by {n}{rest}",))
+        else:
+            out.append(("as written",))
+    return out
+
+
+def pair(sass_loops, spans, sass_lines, ptx_lines) -> list[int | None]:
+    """For each SASS loop, the index of its PTX loop (None where none is found): in order
+    where both nest alike, else by the closing branch's source line."""
+    ptx_depths = _depths(_parents(spans))
+    if len(sass_loops) == len(spans) and [lp.depth for lp in sass_loops] == ptx_depths:
+        return list(range(len(spans)))
+    out, used = [], set()
+    for k, line in enumerate(sass_lines):
+        match = next((j for j, pl in enumerate(ptx_lines)
+                      if line is not None and pl == line and j not in used), None)
+        if match is not None:
+            used.add(match)
+        out.append(match)
+    return out
+
+
+def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid) -> list[LoopRow]:
+    """The rows of one kernel (``code``: a ``model.kernelcode.KernelCode``; ``fn``: its PTX,
+    None where there is none; ``args``: one value per PTX parameter, None where unknown)."""
+    loops = code.loops
+    sass_lines = []
+    for lp in loops:
+        tail = next((i for i in code.instructions if i.offset == lp.tail), None)
+        src = tail.source if tail is not None else None
+        sass_lines.append(int(src.rpartition(":")[2]) if src and src[-1].isdigit() else None)
+    if fn is None or args is None:
+        why = "no PTX to follow" if fn is None else "the launch's arguments are not known"
+        return [LoopRow(k + 1, lp.head, lp.tail, lp.depth, sass_lines[k], "", None, why)
+                for k, lp in enumerate(loops)]
+    spans = fn.loops()
+    ptx_lines = [fn.body[t].line for _, t, _ in spans]
+    paired = pair(loops, spans, sass_lines, ptx_lines)
+    trips, how = ptx_trips(fn, args, block, grid) if any(p is not None for p in paired) \
+        else ([], [])
+    shape = shapes(fn)
+    sass_of = {j: k for k, j in enumerate(paired) if j is not None}
+
+    def said(s: tuple) -> str:
+        if len(s) == 1:
+            return s[0]
+        other = sass_of.get(s[-1])
+        name = f"loop {other + 1}" if other is not None else "a loop ptxas removed"
+        return f"remainder of {name}" if len(s) == 2 else f"unrolled by {s[1]}, remainder: {name}"
+
+    rows = []
+    for k, lp in enumerate(loops):
+        j = paired[k]
+        if j is None:
+            rows.append(LoopRow(k + 1, lp.head, lp.tail, lp.depth, sass_lines[k], "",
+                                None, "no loop of the PTX matches it (ptxas made it)"))
+            continue
+        t = trips[j]
+        if t is not None and not math.isfinite(t):
+            t = None
+        line = ptx_lines[j] if ptx_lines[j] is not None else sass_lines[k]
+        said_how = how[j].removesuffix(f" (line {line})")  # its own line: in the row
+        rows.append(LoopRow(k + 1, lp.head, lp.tail, lp.depth, line,
+                            said(shape[j]), t, said_how))
+    return rows

@@ -1,0 +1,362 @@
+"""Following one kernel's PTX for one thread, with the workload's values: what its loops and its
+shared-memory addresses come to when the code runs.
+
+The PTX is the compiled code before ptxas: its integer arithmetic, compares and branches are
+exact, so with the launch's parameters, block and grid, and a thread's indices, the thread's
+path through the kernel can be followed as the GPU would take it, counting how many times it
+reaches each label (a loop's head: its iterations) and where each shared-memory access lands.
+Values read from memory are unknown, and so is all floating-point work: a branch on an unknown
+value inside a loop (an ``if`` on data) is followed on its fall-through side and said; a loop
+whose exit depends on one stops the walk there, and that loop is not derived. Buffers are given
+distinct addresses (their contents stay unknown); shared variables addresses at 64 KiB steps,
+so each starts on bank 0 as the hardware aligns them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_ENTRY = re.compile(r"^[ \t]*(?:\.(?:visible|weak|extern)\s+)*\.entry\s+([A-Za-z_$%][\w$%.]*)")
+_LABEL = re.compile(r"^[ \t]*([\w$]+):[ \t]*$")
+_LOC = re.compile(r"^[ \t]*\.loc[ \t]+\d+[ \t]+(\d+)[ \t]+\d+(.*)$")
+_INLINED = re.compile(r"inlined_at[ \t]+\d+[ \t]+(\d+)")
+_INSN = re.compile(r"^[ \t]*(@!?%\w+[ \t]+)?([a-z][\w.]*)[ \t]*(.*?);")
+_TYPE = re.compile(r"^[busf](8|16|32|64)$")
+_SPECIAL = {f"%{r}.{a}": (r, i) for r in ("tid", "ntid", "ctaid", "nctaid")
+            for i, a in enumerate("xyz")}
+_FLOAT_LITERAL = re.compile(r"^-?0[fFdD][0-9a-fA-F]+$")
+MAX_STEPS = 2_000_000  # instructions one walk follows (about 4 s): past it, it stops, said
+MAX_BODY = 200_000  # PTX instructions of one kernel read
+
+
+class _Unknown(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Insn:
+    index: int
+    guard: str | None  # "%p1" or "!%p1"
+    op: str  # "add.s32"
+    base: str  # "add"
+    mods: tuple[str, ...]
+    args: tuple[str, ...]
+    line: int | None  # the user's source line (.loc; the inlined-at line for inlined code)
+    kind: str  # "b" | "s" | "u" | "f"
+    bits: int
+
+
+@dataclass
+class PtxFunction:
+    name: str
+    params: list  # parameter names, in order
+    body: list  # Insn or label (str)
+    labels: dict = field(default_factory=dict)  # label -> index in body
+
+    def loops(self) -> list[tuple[int, int, str]]:
+        """(head, tail, label) per loop, by head: a branch back to an earlier label (the
+        farthest such branch ends it)."""
+        ends: dict[str, int] = {}
+        for ins in self.body:
+            if isinstance(ins, Insn) and ins.base == "bra" and ins.args:
+                t = self.labels.get(ins.args[0])
+                if t is not None and t < ins.index:
+                    ends[ins.args[0]] = max(ends.get(ins.args[0], t), ins.index)
+        return sorted((self.labels[lb], e, lb) for lb, e in ends.items())
+
+
+def _args(s: str) -> tuple[str, ...]:
+    out, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return tuple(out)
+
+
+def _type(mods: tuple[str, ...]) -> tuple[str, int]:
+    for m in reversed(mods):
+        t = _TYPE.match(m)
+        if t:
+            return m[0], int(t.group(1))
+        if m == "pred":
+            return "b", 1
+    return "b", 32
+
+
+def parse_function(ptx: str, name: str) -> PtxFunction | None:
+    """The ``.entry`` named ``name`` of a PTX text, or None."""
+    lines = ptx.splitlines()
+    start = next((i for i, t in enumerate(lines)
+                  if (m := _ENTRY.match(t)) and m.group(1) == name), None)
+    if start is None:
+        return None
+    params, i = [], start + 1
+    while i < len(lines) and not lines[i].strip().startswith(")"):
+        words = lines[i].strip().rstrip(",").split()
+        if words and words[0] == ".param":
+            params.append(re.sub(r"\[\d+\]$", "", words[-1]))
+        i += 1
+    fn = PtxFunction(name, params, [])
+    line, depth = None, 0
+    for t in lines[i:]:
+        s = t.strip()
+        if s == "{":
+            depth += 1
+        elif s == "}":
+            depth -= 1
+            if depth <= 0:
+                break
+        if (lm := _LABEL.match(t)) is not None:
+            fn.labels[lm.group(1)] = len(fn.body)
+            fn.body.append(lm.group(1))
+        elif (loc := _LOC.match(t)) is not None:
+            ia = _INLINED.search(loc.group(2))
+            line = int(ia.group(1)) if ia else int(loc.group(1))
+        elif s and s[0] not in "./{}" and (im := _INSN.match(t)) is not None:
+            mods = tuple(im.group(2).split("."))
+            g = im.group(1)
+            fn.body.append(Insn(len(fn.body), g.strip()[1:] if g else None, im.group(2),
+                                mods[0], mods[1:], _args(im.group(3)), line,
+                                *_type(mods[1:])))
+            if len(fn.body) > MAX_BODY:
+                return None
+    return fn
+
+
+@dataclass(frozen=True)
+class Thread:
+    tid: tuple[int, int, int]
+    ntid: tuple[int, int, int]
+    ctaid: tuple[int, int, int]
+    nctaid: tuple[int, int, int]
+
+
+@dataclass
+class Walk:
+    """One thread's path: how many times it reached each label, and, when asked, the
+    addresses of its first shared-memory accesses per instruction."""
+
+    reached: dict  # label -> times
+    steps: int
+    stopped: tuple | None = None  # (why, source line, PTX instruction index)
+    assumed: list = field(default_factory=list)  # lines of ifs on data, fall-through taken
+    shared: dict = field(default_factory=dict)  # insn index -> [(address or None, bytes)]
+    shared_runs: dict = field(default_factory=dict)  # insn index -> times run
+
+
+def _signed(v: int, bits: int) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def _width(ins: Insn) -> int:
+    """Bytes one thread's shared access moves: the type's width times the vector's."""
+    vec = next((int(m[1:]) for m in ins.mods if m in ("v2", "v4", "v8")), 1)
+    return vec * max(ins.bits // 8, 1)
+
+
+def walk(fn: PtxFunction, args: list, thread: Thread, *, max_steps: int = MAX_STEPS,
+         shared_samples: int = 0, until: frozenset = frozenset()) -> Walk:
+    """Follow ``fn`` for one thread. ``args``: one value per parameter (int, or None where
+    unknown). ``shared_samples``: keep the addresses of that many executions of each
+    ``ld.shared``/``st.shared``; ``until``: stop once each of these shared accesses (PTX
+    instruction indices) has its samples."""
+    left = set(until)
+    params = dict(zip(fn.params, args))
+    regs: dict = {}
+    symbols: dict = {}
+    loops = fn.loops()
+    inner: dict[int, tuple[int, int]] = {}
+    for h, t, _ in loops:  # by head: a later (inner) loop overwrites its span
+        for j in range(h, t + 1):
+            inner[j] = (h, t)
+    out = Walk({}, 0)
+    special = {"tid": thread.tid, "ntid": thread.ntid, "ctaid": thread.ctaid,
+               "nctaid": thread.nctaid}
+
+    def val(a: str) -> int:
+        if a[0] == "%":
+            s = _SPECIAL.get(a)
+            if s is not None:
+                return special[s[0]][s[1]]
+            v = regs.get(a)
+            if v is None:
+                if a == "%laneid":
+                    return thread.tid[0] % 32
+                raise _Unknown(a)
+            return v
+        if a[0].isdigit() or a[0] == "-":
+            if _FLOAT_LITERAL.match(a):
+                raise _Unknown(a)
+            neg = a[0] == "-"
+            d = a.lstrip("-")
+            v = int(d, 16) if d[:2] in ("0x", "0X") else int(d.rstrip("Uu"), 10)
+            return -v if neg else v
+        base = a.split("+")[0]
+        if base in params:
+            raise _Unknown(a)
+        return symbols.setdefault(base, 0x10000 * (len(symbols) + 1))
+
+    body = fn.body
+    pc, steps = 0, 0
+    reached = out.reached
+    while pc < len(body):
+        ins = body[pc]
+        if isinstance(ins, str):
+            reached[ins] = reached.get(ins, 0) + 1
+            pc += 1
+            continue
+        steps += 1
+        if steps > max_steps:
+            out.stopped = (f"followed for {max_steps} instructions without ending", ins.line,
+                           pc)
+            break
+        if ins.guard:
+            neg = ins.guard[0] == "!"
+            g = regs.get(ins.guard.lstrip("!"))
+            if g is None:
+                if ins.base == "bra":
+                    target = fn.labels.get(ins.args[0], pc)
+                    span = inner.get(pc)
+                    if target < pc or (span and not span[0] <= target <= span[1]):
+                        out.stopped = ("its exit depends on values read from memory",
+                                       ins.line, pc)
+                        break
+                    out.assumed.append(ins.line)
+                elif ins.args and ins.args[0][:1] == "%":
+                    regs[ins.args[0]] = None
+                pc += 1
+                continue
+            if bool(g) == neg:
+                pc += 1
+                continue
+        base = ins.base
+        if base == "bra":
+            pc = fn.labels.get(ins.args[0], len(body))
+            continue
+        if base in ("ret", "exit", "trap"):
+            break
+        if base in ("ld", "st") and "shared" in ins.mods:
+            out.shared_runs[ins.index] = out.shared_runs.get(ins.index, 0) + 1
+            seen = out.shared.setdefault(ins.index, [])
+            if len(seen) < shared_samples:
+                ref = ins.args[1] if base == "ld" else ins.args[0]
+                seen.append((_address(ref, val), _width(ins)))
+                if len(seen) == shared_samples and ins.index in left:
+                    left.discard(ins.index)
+                    if not left:
+                        break
+        if ins.args and ins.args[0][:1] == "%":
+            if ins.kind == "f" and base != "setp":
+                pc += 1  # floating-point work: never a branch's or an address's input
+                continue
+            try:
+                _execute(ins, base, regs, val, params)
+            except (_Unknown, KeyError, ValueError, IndexError, ZeroDivisionError):
+                for d in ins.args[0].split("|"):
+                    regs[d] = None
+        pc += 1
+    out.steps = steps
+    return out
+
+
+def _address(ref: str, val) -> int | None:
+    inner = ref.strip().strip("[]").replace(" ", "")
+    parts = re.split(r"\+(?=-?\w)", inner)
+    try:
+        return sum(val(p) for p in parts)
+    except (_Unknown, ValueError):
+        return None
+
+
+def _execute(ins: Insn, base: str, regs: dict, val, params: dict) -> None:
+    a, mods, kind, bits = ins.args, ins.mods, ins.kind, ins.bits
+    dst = a[0]
+    if base == "ld":
+        if "param" not in mods:
+            raise _Unknown("memory")
+        v = params.get(a[1].strip("[]").split("+")[0])
+        if v is None:
+            raise _Unknown("param")
+    elif base == "setp":
+        if kind == "f":
+            raise _Unknown("float")
+        x, y = val(a[1]), val(a[2])
+        cmp = mods[0]
+        if kind == "s":
+            x, y = _signed(x, bits), _signed(y, bits)
+        else:
+            x, y = x & ((1 << bits) - 1), y & ((1 << bits) - 1)
+        r = {"eq": x == y, "ne": x != y, "lt": x < y, "le": x <= y, "gt": x > y,
+             "ge": x >= y, "lo": x < y, "ls": x <= y, "hi": x > y, "hs": x >= y}[cmp]
+        if len(mods) > 2 and mods[1] in ("and", "or", "xor"):
+            c = bool(val(a[3].lstrip("!"))) != a[3].startswith("!")
+            r = {"and": r and c, "or": r or c, "xor": r != c}[mods[1]]
+        if "|" in dst:
+            p, q = dst.split("|")
+            regs[p], regs[q] = int(r), int(not r)
+        else:
+            regs[dst] = int(r)
+        return
+    elif base in ("mov", "cvta"):
+        v = val(a[-1])
+    elif base == "cvt":
+        types = [m for m in mods if _TYPE.match(m)]
+        if len(types) != 2 or "f" in (types[0][0], types[1][0]):
+            raise _Unknown("float")
+        sk, sb = types[1][0], int(types[1][1:])
+        x = val(a[1])
+        v = _signed(x, sb) if sk == "s" else x & ((1 << sb) - 1)
+        bits = int(types[0][1:])
+    elif base == "selp":
+        c = bool(val(a[3].lstrip("!"))) != a[3].startswith("!")
+        v = val(a[1]) if c else val(a[2])
+    elif base == "not":
+        v = ~val(a[1])
+    elif base == "neg":
+        v = -_signed(val(a[1]), bits)
+    else:
+        xs = [val(x) for x in a[1:]]
+        xs = ([_signed(x, bits) for x in xs] if kind == "s"
+              else [x & ((1 << bits) - 1) for x in xs])
+        if base in ("add", "sub", "mul", "mad", "mul24", "mad24"):
+            v = xs[0] - xs[1] if base == "sub" else (xs[0] + xs[1] if base == "add"
+                                                     else xs[0] * xs[1])
+            if "hi" in mods:
+                v >>= bits
+            if base in ("mad", "mad24"):
+                v += xs[2]
+            if "wide" in mods:
+                bits *= 2
+        elif base == "shl":
+            v = xs[0] << min(xs[1] & 0xFF, bits)
+        elif base == "shr":
+            v = xs[0] >> min(xs[1] & 0xFF, bits)
+        elif base == "and":
+            v = xs[0] & xs[1]
+        elif base == "or":
+            v = xs[0] | xs[1]
+        elif base == "xor":
+            v = xs[0] ^ xs[1]
+        elif base == "min":
+            v = min(xs[0], xs[1])
+        elif base == "max":
+            v = max(xs[0], xs[1])
+        elif base == "abs":
+            v = abs(xs[0])
+        elif base in ("div", "rem"):
+            q = abs(xs[0]) // abs(xs[1]) * (1 if (xs[0] >= 0) == (xs[1] >= 0) else -1)
+            v = q if base == "div" else xs[0] - xs[1] * q
+        else:
+            raise _Unknown(base)
+    regs[dst] = v & ((1 << bits) - 1)

@@ -1,0 +1,186 @@
+"""The estimate on real code (issue 46): loops derived from the code, never below the peaks,
+shared-memory bank conflicts, every Triton kernel's own SASS, nvcc flags in a workload.
+
+Kernels are compiled for real; examples/model/matmul_forward4.cu is our own kernel in the shape
+of llm.c's dev/cuda/matmul_forward.cu kernel4, tests/model/data/transpose_tile.cu in the shape
+of the CUDA samples' transpose (transposeCoalesced / transposeNoBankConflicts).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nvstage.hw.gpus import GPUS
+from nvstage.model.estimate import estimate
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "examples" / "model"
+DATA = Path(__file__).resolve().parent / "data"
+H100 = GPUS["h100"]
+
+
+def _write(folder: Path, name: str, toml: str, cost: str) -> Path:
+    (folder / f"{name}.toml").write_text(toml)
+    (folder / f"{name}.cost.toml").write_text(cost)
+    return folder / f"{name}.toml"
+
+
+@pytest.fixture(scope="module")
+def kernel4(toolkit):
+    return estimate(MODEL / "matmul_forward4.toml", H100, toolkit=toolkit)
+
+
+def test_kernel4_trips_come_from_the_code(kernel4):
+    (x,) = kernel4.launches
+    # worked out by hand from its SASS: C / 32 = 24 tiles; the 4x-unrolled loop that loads a
+    # tile runs once (128 rows / 32 = 4 per thread, 4 per pass); 32 / 4 = 8 steps a tile
+    assert x.code.trips == (24.0, 1.0, 8.0)
+    assert x.code.trips_source == "derived from the code"
+    rows = x.code.loops
+    assert [(r.depth, r.line) for r in rows] == [(1, 24), (2, 29), (2, 34)]
+    assert rows[1].shape == "unrolled by 4, remainder: 3 copies outside it"
+    assert rows[0].shape == rows[2].shape == "as written"
+    assert all(r.head < r.tail for r in rows) and rows[0].head < rows[1].head < rows[2].head
+
+
+def test_kernel4_never_below_its_flops_at_the_fp32_peak(kernel4):
+    (x,) = kernel4.launches
+    floor = 2 * 1024 * 768 * 3072 / H100.fp32_flops
+    assert x.bounds.time("FP32 peak") == pytest.approx(floor)
+    assert x.t_kernel_s >= floor
+
+
+def test_the_peak_wins_over_loops_said_too_short(toolkit, tmp_path):
+    """Trips of 1 each (the old default for nested loops) put every code bound far below the
+    kernel's declared FLOPs at the FP32 peak: the peak is the estimate, and a note says so."""
+    import shutil
+
+    for f in ("matmul_forward4.toml", "matmul_forward4.cu"):
+        shutil.copy(MODEL / f, tmp_path)
+    (tmp_path / "matmul_forward4.cost.toml").write_text(
+        (MODEL / "matmul_forward4.cost.toml").read_text() + "trips = [1, 1, 1]\n")
+    e = estimate(tmp_path / "matmul_forward4.toml", H100, toolkit=toolkit)
+    (x,) = e.launches
+    assert x.limiter == "FP32 peak"
+    assert x.t_kernel_s == pytest.approx(2 * 1024 * 768 * 3072 / H100.fp32_flops)
+    (note,) = [n for n in e.notes if "the peak is the estimate" in n]
+    assert "FP32 peak" in note and "4.832 GFLOP (declared)" in note
+
+
+def test_loops_in_json_and_the_hint_names_them(cli, tmp_path):
+    r = cli("model", MODEL / "matmul_forward4.toml", "--gpu", "h100", "--json")
+    assert r.exit_code == 0, r.stderr
+    (launch,) = json.loads(r.stdout)["per_launch"]
+    loops = launch["code"]["loops"]
+    assert [lp["trips"] for lp in loops] == [24, 1, 8]
+    assert loops[1]["sass"].startswith("0x") and loops[1]["line"] == 29
+    assert launch["limiter"] in [b["name"] for b in launch["bounds"]["bounds"]]
+    import shutil
+
+    for f in ("matmul_forward4.toml", "matmul_forward4.cu"):
+        shutil.copy(MODEL / f, tmp_path)
+    (tmp_path / "matmul_forward4.cost.toml").write_text(
+        (MODEL / "matmul_forward4.cost.toml").read_text() + "trips = [24, 8]\n")
+    r = cli("model", tmp_path / "matmul_forward4.toml", "--gpu", "h100")
+    assert r.exit_code != 0 and "2 trip counts for 3 loops" in r.stderr
+    assert "per_launch[].code.loops" in r.stderr and "Traceback" not in r.stderr
+
+
+TRANSPOSE = """
+[kernel]
+source = "{src}"
+defines = ["PAD={pad}"]
+
+[params]
+n = 2048
+
+[buffers.odata]
+dtype = "float32"
+count = "n * n"
+
+[buffers.idata]
+dtype = "float32"
+count = "n * n"
+
+[[launch]]
+kernel = "transpose_tile"
+grid = ["n / 32", "n / 32"]
+block = [32, 8]
+args = ["odata", "idata", {{ i32 = "n", counts = [] }}, {{ i32 = "n", counts = [] }}]
+"""
+TRANSPOSE_COST = """
+[[launch]]
+kernel = "transpose_tile"
+reads = ["idata"]
+writes = ["odata"]
+flops = 0
+"""
+
+
+def test_transpose_tile_and_its_padded_fix(toolkit, tmp_path):
+    """tile[32][32]'s column read puts all 32 lanes on one bank: 32 wavefronts for each of
+    its 4 reads, 1 for each of its 4 row writes, 16.5x what the bytes ask; tile[32][33]
+    spreads them over the 32 banks."""
+    est = {}
+    for pad in (0, 1):
+        p = _write(tmp_path, f"transpose{pad}",
+                   TRANSPOSE.format(src=DATA / "transpose_tile.cu", pad=pad), TRANSPOSE_COST)
+        est[pad] = estimate(p, H100, toolkit=toolkit).launches[0]
+    conflicted, padded = est[0], est[1]
+    assert conflicted.code.banks.factor == pytest.approx(16.5)
+    assert padded.code.banks.factor == pytest.approx(1.0)
+    assert conflicted.code.banks.words() == "32-way bank conflicts at line 21"
+    assert padded.code.banks.words() == "no bank conflicts"
+    ratio = conflicted.bounds.time("shared memory") / padded.bounds.time("shared memory")
+    assert ratio == pytest.approx(16.5)
+    assert "32-way bank conflicts at line 21" in conflicted.bounds.bound("shared memory").detail
+    assert conflicted.t_kernel_s > padded.t_kernel_s
+
+
+DATA_LOOP = """
+[kernel]
+source = "{src}"
+
+[params]
+rows = 4096
+
+[buffers.row_start]
+dtype = "int32"
+count = "rows + 1"
+
+[buffers.values]
+dtype = "float32"
+count = "rows * 8"
+
+[buffers.sums]
+dtype = "float32"
+count = "rows"
+
+[[launch]]
+kernel = "row_sums"
+grid = "rows / 256"
+block = 256
+args = ["row_start", "values", "sums", {{ i32 = "rows", counts = ["sums"] }}]
+"""
+DATA_LOOP_COST = """
+[[launch]]
+kernel = "row_sums"
+reads = ["row_start", "values"]
+writes = ["sums"]
+flops = "rows * 8"
+"""
+
+
+def test_a_loop_bound_read_from_memory_is_asked_for_by_line(cli, tmp_path):
+    p = _write(tmp_path, "rows", DATA_LOOP.format(src=DATA / "data_loop.cu"), DATA_LOOP_COST)
+    r = cli("model", p, "--gpu", "h100", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    loops = doc["per_launch"][0]["code"]["loops"]
+    assert loops and all(not lp["derived"] and lp["line"] == 6 for lp in loops)
+    assert all("read from memory" in lp["how"] for lp in loops)
+    (note,) = [n for n in doc["notes"] if "trip count not derived" in n]
+    assert "line 6" in note and "trips = [" in note and "counted once" in note
