@@ -599,3 +599,10 @@ def test_docs_memory_rule_figures_are_the_tests():
             worst_max = max(worst_max, abs(mod._stream_rate(kernel, block, max) / rate - 1))
     assert worst_sum < int(m.group(1)) / 100
     assert int(m.group(2)) == math.floor(worst_max * 100)
+
+
+def test_docs_architecture_floors_are_what_the_script_prints():
+    shown = _shown("architecture", "python scripts/import_graph.py").splitlines()
+    real = subprocess.run([sys.executable, str(ROOT / "scripts" / "import_graph.py")],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    assert shown == real[:len(shown)] and shown[0].endswith("0 circles")
