@@ -30,7 +30,7 @@ MAX_KERNELS = 20_000
 # A kernel in the check report: the record's figures that budgets bound, and where the source
 # defines it. Read back (a baseline), the spill total stands as stores, loads unknown.
 KERNEL_FIELDS = ("kernel", "demangled", "arch", "registers", "spill_bytes", "spill_kind",
-                 "shared_bytes", "file", "line")
+                 "spill_source", "shared_bytes", "file", "line")
 
 
 def kernel_to_json(k: KernelRecord) -> dict:
@@ -85,6 +85,10 @@ class Measurements:
                 spill_stores=_count(k.get("spill_bytes"), f"{at}.spill_bytes", none=True),
                 spill_loads=None,
                 spill_kind=_shape(k.get("spill_kind"), (str, type(None)), f"{at}.spill_kind"),
+                # where the figure came from ("ptxas -v", "cubin", "SASS count"); a baseline
+                # written before it was kept has none
+                spill_source=_shape(k.get("spill_source"), (str, type(None)),
+                                    f"{at}.spill_source"),
                 shared_bytes=_count(k.get("shared_bytes"), f"{at}.shared_bytes"),
                 file=_shape(k.get("file"), (str, type(None)), f"{at}.file"),
                 line=_count(k.get("line"), f"{at}.line", none=True)))

@@ -181,8 +181,10 @@ class KernelNames(Mapping):
 
 # -- the record ------------------------------------------------------------------------------
 
-# Facts a record carries only when a view read them: left out of its JSON when absent.
-_READ_BY_VIEWS = ("instructions", "image", "image_size", "file", "line")
+# Facts a record carries only when a view (or the cubin) gave them: left out of its JSON when
+# absent.
+_READ_BY_VIEWS = ("instructions", "image", "image_size", "file", "line",
+                  "subroutine_spill_stores", "subroutine_spill_loads")
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,14 @@ class KernelRecord:
     # cubin, where ptxas marks each spill and refill instruction. "spill or local array":
     # every local-memory store and load of the kernel's SASS (``compiler.cubin_figures``).
     spill_kind: str | None = None
+    # Where spill_stores/spill_loads come from: "ptxas -v" (the build's own report, or NVRTC's,
+    # nvlink's: the tool named), "cubin" (the spills ptxas marked in the kernel's own code, the
+    # rule its -v counts by), "SASS count" (every local store and load, or a manifest from
+    # before subroutines were counted apart); None where unknown (``inspect.resources``).
+    spill_source: str | None = None
+    # What the subroutines ptxas placed after the kernel spill (ptxas -v leaves them out).
+    subroutine_spill_stores: int | None = None
+    subroutine_spill_loads: int | None = None
     instructions: int | None = None  # SASS instructions, where the view disassembled it
     image: str | None = None  # the cubin's file name, where the view read one
     image_size: int | None = None  # that cubin's size, bytes

@@ -121,6 +121,7 @@ def parse_ptxas_verbose(text: str, *, arch: str | None = None, final: bool = Tru
             registers=r["registers"],
             spill_stores=frame[1] if frame else None,
             spill_loads=frame[2] if frame else None,
+            spill_source=source if frame else None,
             stack_frame=frame[0] if frame else r.get("stack", 0),
             shared_bytes=own_shared(smem, k_arch, linked=linked),
             constant_bytes=r.get("constant_bytes"), local_bytes=r.get("local_bytes"),
@@ -229,27 +230,57 @@ def file_resources(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
     return out
 
 
+# Where a record's spill figures come from (``KernelRecord.spill_source``).
+SPILLS_FROM_REPORT = "ptxas -v"  # the build's own ptxas -v report, kept in its manifest
+SPILLS_FROM_CUBIN = "cubin"  # the spills ptxas marked in the kernel's own code: its -v's rule
+SPILLS_COUNTED = "SASS count"  # local stores and loads as the SASS has them: not ptxas's rule
+# Each source in words, as the resources table's legend, a spill's warning and check say it.
+SPILL_WORDS = {
+    SPILLS_FROM_REPORT: "ptxas -v's report, kept in the build's manifest",
+    SPILLS_FROM_CUBIN: "ptxas -v's figures: the stores and loads ptxas marked as spills in the "
+                       "kernel's own code, read from the cubin",
+    SPILLS_COUNTED: "the SASS's count of local stores and loads, not ptxas -v's figure",
+}
+
+
+def _spills(f, reported: KernelRecord | None) -> tuple[int, int, str]:
+    """(stores, loads, their source) of one kernel's figures: the build's own -v report where
+    it has them; else the cubin's, by ptxas's rule where the manifest counted the
+    subroutines apart (one from before did not: the SASS's count)."""
+    if reported is not None and reported.spill_stores is not None:
+        return reported.spill_stores, reported.spill_loads, SPILLS_FROM_REPORT
+    from nvstage.compiler.nvcc.cubin_figures import SPILL
+
+    exact = f.spill_kind == SPILL and f.subroutine_spill_stores is not None
+    return f.spill_stores, f.spill_loads, SPILLS_FROM_CUBIN if exact else SPILLS_COUNTED
+
+
 def from_figures(figures, *, arch: str | None = None, report: str = "") -> list[KernelRecord]:
     """Records from what ptxas wrote into its cubins (``compiler.cubin_figures``), as a build
     record keeps them: no tool runs. ``arch``: the arch the stage was asked for (the ELF
-    cannot say "f"). ``report``: the user's own ptxas -v report, for its compile times."""
+    cannot say "f"). ``report``: the user's own ptxas -v report (kept in the manifest), for
+    its compile times and spill figures."""
     from nvstage.compiler.nvcc.cubin_figures import SOURCE
     from nvstage.inspect.elf import refine_arch
 
-    times = {(r.kernel, r.arch): r.compile_ms
-             for r in parse_ptxas_verbose(report, arch=arch)} if report else {}
+    reported = {(r.kernel, r.arch): r
+                for r in parse_ptxas_verbose(report, arch=arch)} if report else {}
     names = demangle_all(f.kernel for f in figures)
     out = []
     for f in figures:
         a = refine_arch(f.arch, arch)
-        ms = times.get((f.kernel, a))
+        r = reported.get((f.kernel, a))
+        ms = r.compile_ms if r is not None else None
+        stores, loads, spill_source = _spills(f, r)
         out.append(KernelRecord(
             kernel=f.kernel, demangled=names[f.kernel], arch=a, registers=f.registers,
-            spill_stores=f.spill_stores, spill_loads=f.spill_loads, stack_frame=f.stack_frame,
+            spill_stores=stores, spill_loads=loads, stack_frame=f.stack_frame,
             shared_bytes=f.shared_bytes, constant_bytes=f.constant_bytes,
             local_bytes=f.local_bytes, barriers=f.barriers, compile_ms=ms,
-            source=SOURCE + (" + ptxas -v" if ms is not None else ""), final=f.final,
-            shared_section_bytes=f.shared_section_bytes, spill_kind=f.spill_kind))
+            source=SOURCE + (" + ptxas -v" if r is not None else ""), final=f.final,
+            shared_section_bytes=f.shared_section_bytes, spill_kind=f.spill_kind,
+            spill_source=spill_source, subroutine_spill_stores=f.subroutine_spill_stores,
+            subroutine_spill_loads=f.subroutine_spill_loads))
     return out
 
 

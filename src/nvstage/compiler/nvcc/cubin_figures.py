@@ -18,10 +18,20 @@ Pure and standard library only (it runs on the cold path, after each ptxas stage
   seen); bits 73-75 (bits 9-11 of the second word) are the access size. No other
   instruction of a corpus of every arch nvcc 13.5 lists matched those opcodes.
 
-Spills: the bytes of the annotated STL and LDL are exactly ptxas -v's spill stores and
-loads. A local array's STL and LDL carry no annotation. Where the kernel has local-memory
-instructions without annotations and ptxas is not one seen to mark every spill (CUDA 13.0
-and 13.5 are), the figures are every local store and load, called "spill or local array".
+Spills: ptxas -v's spill stores and loads are the bytes (by each instruction's access size:
+STL.64 is 8, STL.128 16) of the annotated STL and LDL in the kernel's own code. A kernel's
+``.text`` section also holds the subroutines it calls that ptxas placed after its ``EXIT``:
+the toolkit's internal routines (``$__internal_0_$__cuda_sm20_div_rn_f64_full`` for a double
+division, ``..._div_s64``, ``..._div_rn_noftz_f32_slowpath``) and, in a whole-program build, a
+``__noinline__`` device function (``$kernel$callee``), each a local FUNC symbol whose value and
+size are its place in the section. ptxas -v leaves their spills out of the kernel's line (a
+named device function gets its own "Function properties" line, the internal routines none), so
+they are counted apart (``subroutine_spill_stores``/``_loads``). Held to ptxas -v on a corpus of
+kernels that spill under -maxrregcount 24 to 64 on sm_75, sm_80 and sm_90
+(tests/compiler/nvcc/test_spill_corpus.py). A local array's STL and LDL carry no annotation. Where
+the kernel has local-memory instructions without annotations and ptxas is not one seen to mark
+every spill (CUDA 13.0 and 13.5 are), the figures are every local store and load, called
+"spill or local array".
 """
 
 from __future__ import annotations
@@ -78,6 +88,11 @@ class KernelFigures:
     # The kernel's SASS: its .text section's bytes (16 per instruction, the NOPs that pad the
     # function included). None in a manifest written before it was kept.
     code_bytes: int | None = None
+    # Spills in the subroutines placed in the kernel's section (ptxas -v leaves them out of
+    # the kernel's figures). None in a manifest written before they were counted apart: its
+    # spill_stores/spill_loads then include them (the SASS's count, not ptxas's).
+    subroutine_spill_stores: int | None = None
+    subroutine_spill_loads: int | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -158,18 +173,30 @@ def _attributes(blob: bytes):
             i += 4
 
 
-def _symbol_names(data: bytes, secs: list[_Section], symtab: int) -> list[str]:
+def _symbols(data: bytes, secs: list[_Section], symtab: int) -> list[tuple[str, int, int, int, int]]:
+    """(name, type, section index, value, size) of each symbol of the table ``symtab``."""
     if not 0 <= symtab < len(secs):
         return []
     st, strtab = secs[symtab], secs[secs[symtab].link] if secs[symtab].link < len(secs) else None
     if strtab is None:
         return []
-    names = []
+    out = []
     for off in range(st.offset, st.offset + st.size - _SYM.size + 1, _SYM.size):
-        at = strtab.offset + _SYM.unpack_from(data, off)[0]
+        name, info, _, shndx, value, size = _SYM.unpack_from(data, off)
+        at = strtab.offset + name
         end = data.find(b"\0", at, strtab.offset + strtab.size)
-        names.append(data[at:end].decode("utf-8", "replace") if end >= 0 else "")
-    return names
+        out.append((data[at:end].decode("utf-8", "replace") if end >= 0 else "", info & 0xF,
+                    shndx, value, size))
+    return out
+
+
+_STT_FUNC = 2
+
+
+def _subroutines(symbols, section: int, kernel: str) -> list[tuple[int, int]]:
+    """[start, end) in section ``section`` of each function placed there but the kernel."""
+    return [(value, value + size) for name, kind, shndx, value, size in symbols
+            if kind == _STT_FUNC and shndx == section and name != kernel and size > 0]
 
 
 def _local_traffic(text: bytes, spills: set[int]) -> tuple[int, int, int, int]:
@@ -214,7 +241,8 @@ def read_figures(data: bytes, what: str = "cubin") -> list[KernelFigures]:
     marks_all = tkinfo is not None and bool(_MARKS_EVERY_SPILL.search(blob(tkinfo)))
     per_symbol: dict[tuple[int, int], int] = {}
     info = by_name.get(".nv.info")
-    symbols = _symbol_names(data, secs, info.link) if info is not None else []
+    table = _symbols(data, secs, info.link) if info is not None else []
+    symbols = [t[0] for t in table]
     if info is not None:
         for attr, fmt, v in _attributes(blob(info)):
             if fmt == _EIFMT_SVAL and len(v) >= 8 and attr in (
@@ -223,7 +251,7 @@ def read_figures(data: bytes, what: str = "cubin") -> list[KernelFigures]:
                 per_symbol[(attr, sym)] = value
     index = {n: i for i, n in enumerate(symbols) if n}
     out = []
-    for s in secs:
+    for n, s in enumerate(secs):
         if not s.name.startswith(".text."):
             continue
         k = s.name[len(".text."):]
@@ -240,8 +268,13 @@ def read_figures(data: bytes, what: str = "cubin") -> list[KernelFigures]:
             elif attr == _EIATTR_ANNOTATIONS and fmt == _EIFMT_SVAL:
                 spills |= {o for t, o in struct.iter_unpack("<II", v[:len(v) // 8 * 8])
                            if t == _ANNOTATION_SPILL_REFILL}
-        stores, loads, sp_st, sp_ld = _local_traffic(blob(s), spills)
-        exact = marks_all or (sp_st, sp_ld) == (stores, loads)
+        # ptxas -v counts the kernel's own code: the spills of the subroutines placed after
+        # it in its section are counted apart.
+        subs = _subroutines(table, n, k)
+        theirs = {o for o in spills if any(a <= o < b for a, b in subs)}
+        stores, loads, sp_st, sp_ld = _local_traffic(blob(s), spills - theirs)
+        sub_st, sub_ld = _local_traffic(blob(s), theirs)[2:] if theirs else (0, 0)
+        exact = marks_all or (sp_st + sub_st, sp_ld + sub_ld) == (stores, loads)
         sym = index.get(k, -1)
         shared = by_name.get(f".nv.shared.{k}")
         local = by_name.get(f".nv.local.{k}")
@@ -259,5 +292,7 @@ def read_figures(data: bytes, what: str = "cubin") -> list[KernelFigures]:
             local_bytes=local.size if local is not None else 0,
             spill_stores=sp_st if exact else stores, spill_loads=sp_ld if exact else loads,
             spill_kind=SPILL if exact else SPILL_OR_LOCAL, local_stores=stores,
-            local_loads=loads, final=not relocatable, code_bytes=s.size))
+            local_loads=loads, final=not relocatable, code_bytes=s.size,
+            subroutine_spill_stores=sub_st if exact else 0,
+            subroutine_spill_loads=sub_ld if exact else 0))
     return out

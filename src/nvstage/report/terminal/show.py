@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from nvstage.compiler.nvcc.cubin_figures import SPILL_OR_LOCAL
+from nvstage.inspect.resources import SPILL_WORDS
 from nvstage.report.terminal.console import notes, plain_table, say
 from nvstage.report.units import fmt_bytes, fmt_known
 
@@ -105,7 +106,8 @@ def _resources(rows, con, _listing) -> None:
     sources = sorted({r.source for r in rows if r.source})
     if sources:
         t.caption = ("from " + "; ".join(sources) + "; smem: static shared memory per block as "
-                     "ptxas counts it" + "".join(f"\n{line}" for line in _unknown_legend(rows)))
+                     "ptxas counts it" + "".join(f"\n{line}" for line in _spill_legend(rows))
+                     + "".join(f"\n{line}" for line in _unknown_legend(rows)))
         t.caption_justify = "left"
     con.print(t)
     for r in rows:
@@ -114,7 +116,19 @@ def _resources(rows, con, _listing) -> None:
                 + ("stores and loads local memory, spills or a local array (ptxas marked "
                    "no spills in it): " if r.spill_kind == SPILL_OR_LOCAL else "spills: ")
                 + f"{r.spill_stores} bytes stored, {r.spill_loads} bytes loaded from local "
-                "memory")
+                "memory" + (f" ({SPILL_WORDS[r.spill_source]})"
+                            if r.spill_source in SPILL_WORDS else ""))
+        if r.subroutine_spill_stores or r.subroutine_spill_loads:
+            say(f"note: {r.demangled} ({r.arch}): the subroutines ptxas placed after it (a "
+                "division routine, a __noinline__ function) spill "
+                f"{r.subroutine_spill_stores} bytes stored, {r.subroutine_spill_loads} loaded "
+                "more; ptxas -v leaves them out of the kernel's figures")
+
+
+
+def _spill_legend(rows) -> list[str]:
+    said = dict.fromkeys(r.spill_source for r in rows if r.spill_source in SPILL_WORDS)
+    return [f"spill st/ld ({s}): {SPILL_WORDS[s]}" for s in said]
 
 
 def _unknown_legend(rows) -> list[str]:
