@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.entries import Printed
 from nvstage.compiler.store.folder import MAX_DOC_BYTES, read_file
 from nvstage.compiler.cache.local.tool_notes import set_tool_note, tool_note
 from nvstage.errors import CacheError
@@ -106,7 +107,7 @@ def test_links_for_the_caches_own_names_lead_nowhere(tmp_path, name):
     before = sorted(str(p.relative_to(outside)) for p in outside.rglob("*"))
     (c.root / name).symlink_to(outside)
     (tmp_path / "f").write_bytes(b"x" * 100)
-    assert c.put("cd" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+    assert c.put("cd" * 32, [tmp_path / "f"])
     c.add_header_set("ef" * 32, ["[\"h\"]"], "0" * 64, "s")
     c.set_note("n1", [1])
     c.record(c.totals())
@@ -169,7 +170,7 @@ def test_the_key_is_private_outside_the_cache_and_another_keys_entries_miss(
     assert stat.S_IMODE(key.parent.stat().st_mode) == 0o700
     assert not list(c.root.rglob("*.key"))
     (tmp_path / "f").write_text("object\n")
-    assert c.put("ab" * 32, [tmp_path / "f"], stdout="o", stderr="", seconds=0)
+    assert c.put("ab" * 32, [tmp_path / "f"], Printed("o"))
     assert c.get("ab" * 32).stdout == "o"
     # The same folder under another user's key (a shared or restored cache): a miss.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "other"))
@@ -204,11 +205,11 @@ def test_an_entry_sealed_as_before_is_a_miss_not_a_corrupt_one(tmp_path, monkeyp
     cache = Cache(tmp_path / "c").open()
     (tmp_path / "out").write_bytes(b"data")
     key = "ab" * 32
-    assert cache.put(key, [tmp_path / "out"], stdout="", stderr="", seconds=0.1)
+    assert cache.put(key, [tmp_path / "out"], Printed(seconds=0.1))
     meta = cache.root / "entries" / key[:2] / key / "meta.json"
     meta.write_bytes(b'{"key": "%s", "schema": "nvstage.cache/2", "seal": "00"}' % key.encode())
     assert cache.get(key) is None and not meta.exists()
-    assert cache.put(key, [tmp_path / "out"], stdout="", stderr="", seconds=0.1)
+    assert cache.put(key, [tmp_path / "out"], Printed(seconds=0.1))
     assert cache.get(key).files[0]["size"] == 4
 
 
@@ -346,7 +347,7 @@ def test_an_executable_output_is_restored_executable(tmp_path):
     c = Cache(tmp_path / "c")
     (tmp_path / "tool").write_text("#!/bin/sh\n")
     (tmp_path / "tool").chmod(0o755)
-    assert c.put("ab" * 32, [tmp_path / "tool"], stdout="", stderr="", seconds=0)
+    assert c.put("ab" * 32, [tmp_path / "tool"])
     old = os.umask(0o022)
     try:
         c.restore(c.get("ab" * 32), [tmp_path / "out/tool"])

@@ -14,6 +14,7 @@ import pytest
 import nvstage
 from nvstage.compiler.cache.stage.stage_key import parse_depfile
 from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.entries import Binding, Printed
 from nvstage.compiler.cache.local.eviction import parse_size
 from nvstage.compiler.cache.local.relocation import Work
 from nvstage.compiler.nvcc.options import CompileOptions
@@ -53,9 +54,8 @@ def test_put_get_restore_and_damage(tmp_path):
     (tmp_path / "a.txt").write_text("hello @ /w/x\n")
     (tmp_path / "b.bin").write_bytes(b"\0\1\2")
     assert c.get("ab" * 32) is None
-    assert c.put("ab" * 32, [tmp_path / "a.txt", tmp_path / "b.bin"], stdout="o", stderr="e",
-                 seconds=1.5)
-    assert not c.put("ab" * 32, [tmp_path / "a.txt"], stdout="", stderr="", seconds=0)
+    assert c.put("ab" * 32, [tmp_path / "a.txt", tmp_path / "b.bin"], Printed("o", "e", 1.5))
+    assert not c.put("ab" * 32, [tmp_path / "a.txt"])
     e = c.get("ab" * 32)
     assert e.stdout == "o" and e.stderr == "e" and e.seconds == 1.5
     out = c.restore(e, [tmp_path / "x/a", tmp_path / "x/b"])
@@ -79,8 +79,7 @@ def test_outputs_are_cut_at_the_work_folder_and_pasted_back(tmp_path):
     # The stub naming itself (cudafe++'s --stub_file_name): another folder's entry too.
     # The old placeholder's text is just text now: it comes back as it was.
     stub.write_text(f'# 1 "{stub}"\nputs("@WORK@");\n')
-    assert c.put("cd" * 32, [stub], stdout="", stderr="", seconds=0, work=old,
-                 own_markers=True)
+    assert c.put("cd" * 32, [stub], binding=Binding(work=old, own_markers=True))
     c.restore(c.get("cd" * 32, new), [tmp_path / "t.c"], new)
     assert (tmp_path / "t.c").read_text() == '# 1 "/new/place/k.stub.c"\nputs("@WORK@");\n'
     assert c.restore(c.get("cd" * 32), [tmp_path / "u.c"]) is None  # sites, no folder: a miss
@@ -90,10 +89,9 @@ def test_outputs_are_cut_at_the_work_folder_and_pasted_back(tmp_path):
     stub.write_text(f'puts("{stub}");\n')
     (tmp_path / "o.bin").write_bytes(f"\0{stub}".encode())
     for files, err in (([stub], ""), ([tmp_path / "o.bin"], ""), ([], f"{old.path}/x: warn")):
-        assert not c.put("ef" * 32, files, stdout="", stderr=err, seconds=0, work=old,
-                         own_markers=True)
-        assert c.put("ef" * 32, files, stdout="", stderr=err, seconds=0, work=old,
-                     own_markers=True, pinned="01" * 32)
+        assert not c.put("ef" * 32, files, Printed(stderr=err), Binding(work=old, own_markers=True))
+        assert c.put("ef" * 32, files, Printed(stderr=err),
+                     Binding(work=old, pinned="01" * 32, own_markers=True))
         assert c.get("ef" * 32) is None
         e = c.get("01" * 32, old)
         assert e.stderr == err
@@ -106,7 +104,7 @@ def test_whole_command_entries_count_and_go_oldest_first(tmp_path):
     """cache/command/entry.py's entries (inv/) hold outputs too: they share the size limit."""
     c = Cache(tmp_path / "c", max_bytes=3000)
     (tmp_path / "f").write_bytes(os.urandom(1000))
-    c.put("aa" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+    c.put("aa" * 32, [tmp_path / "f"])
     os.utime(c.get("aa" * 32).path / "meta.json", (3000, 3000))
     olds = []
     for n in range(3):
@@ -125,7 +123,7 @@ def test_whole_command_entries_count_and_go_oldest_first(tmp_path):
 def test_a_whole_command_entry_a_killed_process_left_half_written_is_swept(tmp_path):
     c = Cache(tmp_path / "c", max_bytes=1 << 30)
     (tmp_path / "f").write_bytes(b"x")
-    c.put("aa" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)  # marks the folder
+    c.put("aa" * 32, [tmp_path / "f"])  # marks the folder
     k = "cd" * 32
     old, fresh = c.root / "inv" / k[:2] / f"{k}.tmp-123", c.root / "inv" / k[:2] / f"{k}.tmp-9"
     for d in (old, fresh):
@@ -141,7 +139,7 @@ def test_least_recently_used_entries_go_first(tmp_path):
     (tmp_path / "f").write_bytes(os.urandom(1000))
     keys = [f"{n:02d}" * 32 for n in range(4)]
     for n, k in enumerate(keys):
-        c.put(k, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+        c.put(k, [tmp_path / "f"])
         os.utime(c.get(k).path / "meta.json", (1000 + n, 1000 + n))
     c.restore(c.get(keys[0]), [tmp_path / "g"])  # a hit makes the oldest the newest
     assert c.evict() >= 1
@@ -153,15 +151,15 @@ def test_the_size_ledger_spares_builds_a_count_until_the_limit_is_passed(tmp_pat
                                                                           monkeypatch):
     c = Cache(tmp_path / "c", max_bytes=3500)
     (tmp_path / "f").write_bytes(os.urandom(1000))
-    c.put("00" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+    c.put("00" * 32, [tmp_path / "f"])
     assert c.evict() == 0  # no count yet: one is made, and written down
     counted = []
     real = Cache._listed
     monkeypatch.setattr(Cache, "_listed", lambda *a: counted.append(1) or real(*a))
-    c.put("01" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+    c.put("01" * 32, [tmp_path / "f"])
     assert c.evict() == 0 and not counted  # the ledger says 2 entries: under the limit
     for n in (2, 3):
-        c.put(f"{n:02d}" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+        c.put(f"{n:02d}" * 32, [tmp_path / "f"])
     assert c.evict() >= 1 and counted  # passed: counted, and the oldest removed
     assert c.size() <= 3500
     counted.clear()
@@ -184,7 +182,7 @@ def test_header_sets_and_plans_count_against_the_limit(tmp_path):
     # One header-set file per source and one plan per command: small each, unbounded together.
     c = Cache(tmp_path / "c", max_bytes=12_000)
     (tmp_path / "f").write_bytes(b"x")
-    c.put("00" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)  # marks the folder
+    c.put("00" * 32, [tmp_path / "f"])  # marks the folder
     for n in range(20):
         c.add_header_set(f"{n:02d}" * 32, [f'["/inc/{os.urandom(8).hex()}/h{i}.h"]'
                                            for i in range(40)], "ab" * 32, "cd" * 32)
@@ -203,7 +201,7 @@ def test_racing_writers_of_one_key_both_succeed(tmp_path):
     results = []
 
     def put():
-        results.append(c.put("aa" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0))
+        results.append(c.put("aa" * 32, [tmp_path / "f"]))
 
     threads = [threading.Thread(target=put) for _ in range(8)]
     for t in threads:

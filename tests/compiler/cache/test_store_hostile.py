@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import nvstage
 from nvstage.compiler.cache.stage.stage_key import FileHasher, Paths
 from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.entries import Binding, Printed
 from nvstage.compiler.cache.local.relocation import Work, cut, own_markers_only, paste
 from nvstage.compiler.store.layout import MARK
 from nvstage.errors import CacheError
@@ -86,8 +87,8 @@ def test_an_entry_comes_back_exactly_into_its_own_folder(tmp_path, n, own, data)
         (src / str(i)).write_bytes(blob)
         paths.append(src / str(i))
     key, pinned = hashlib.sha256(os.urandom(8)).hexdigest(), uuid.uuid4().hex * 2
-    assert c.put(key, paths, stdout=out, stderr=err, seconds=0.5, work=work, pinned=pinned,
-                 own_markers=own)
+    assert c.put(key, paths, Printed(out, err, 0.5),
+                 Binding(work=work, pinned=pinned, own_markers=own))
     # Where it went: the key any folder may use only when no site needs trusting.
     movable = c.get(key, work)
     entry = movable or c.get(pinned, work)
@@ -183,7 +184,7 @@ def test_only_a_folder_nvstage_made_and_marked_is_written_to_or_cleared(tmp_path
         c = Cache(fresh).open()
         assert c.marked() and (fresh / MARK).read_bytes().startswith(b"Signature: 8a477f597d")
         (tmp_path / "f").write_bytes(b"x")
-        assert c.put("ab" * 32, [tmp_path / "f"], stdout="", stderr="", seconds=0)
+        assert c.put("ab" * 32, [tmp_path / "f"])
         (fresh / "notes").mkdir(exist_ok=True)
         assert c.clear() and c.describe()["entries"] == 0 and c.marked()
     # A file, a folder under a file, /proc/self: errors, never "an empty cache".

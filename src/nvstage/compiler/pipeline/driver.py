@@ -27,9 +27,10 @@ from nvstage.artifacts import kind_of_mode, shown_path
 from nvstage.compiler import dist
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.stage.lazy import Diverged
-from nvstage.compiler.cache.stage.lookup import StageCache, open_cache
+from nvstage.compiler.cache.stage.lookup import Runner, StageCache, open_cache
 from nvstage.compiler.nvcc.graph import build_graph
 from nvstage.compiler.pipeline.observer import Observer
+from nvstage.compiler.pipeline.request import Callbacks, Planned, Request
 from nvstage.compiler.nvcc.options import CompileOptions, check_archs
 from nvstage.compiler.nvcc.placeholders import Placeholders
 from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind, parse_dryrun
@@ -87,11 +88,12 @@ def compile(  # noqa: A001 - the verb users expect
                                                     kept=keep is not None)
         trace = _trace_request([*options.nvcc_args(), os.fspath(source)], options.output,
                                toolkit)
-        return _build(plan, dryrun_argv, plan_seconds, source=str(src), options=options,
-                      toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
-                      jobs=jobs, store=store, t_start=t_start, on_built=on_built, trace=trace,
-                      depfile=_depfile_spec(options.nvcc_args(), os.fspath(source), toolkit)
-                      if any(st.kind is StageKind.DEPFILE for st in plan.stages) else None)
+        depfile = _depfile_spec(options.nvcc_args(), os.fspath(source), toolkit) \
+            if any(st.kind is StageKind.DEPFILE for st in plan.stages) else None
+        request = Request(str(src), options, toolkit, cwd, keep=keep, jobs=jobs,
+                          depfile=depfile, trace=trace)
+        return _build(Planned(plan, dryrun_argv, plan_seconds), request, work, store,
+                      Callbacks(observer, on_built), t_start=t_start)
 
 
 def compile_command(
@@ -104,23 +106,19 @@ def compile_command(
     jobs: int = 1,
     slots=None,
     cache: bool | str | os.PathLike | Cache = True,
-    observer: Observer | None = None,
-    on_built=None,
-    later: list | None = None,
+    callbacks: Callbacks | None = None,
 ) -> Build:
     """Run an nvcc command line (``args``, as a build system gave it, without nvcc) stage by
     stage: the launcher's build. nvcc plans it with its words unchanged (and ``--dryrun``, its
     $TMPDIR a temporary folder); ``source`` is its one input, and
     ``depfile`` ``(target, -MMD, -MP)`` how to write a ``-MD`` dependency file.
     ``slots``: job slots lent by the build (``jobserver.JobServer``), up to ``jobs``.
-    ``on_built(build, work, seen)`` is called after a successful build, while the work folder
-    and its intermediates still exist (the launcher records what a later hit needs; ``seen``:
-    what the stage cache learnt of the files read, ``cache.stage.Seen``, None without one).
-    ``later``: a successful build's bookkeeping (storing what ran, ``on_built``, removing the
-    work folder) is appended to it as one callable rather than done before returning: the
-    resident server's child answers its client first (``compiler/launcher/resident/server.py``)."""
+    ``callbacks`` (``request.Callbacks``): ``on_built`` is where the launcher records what a
+    later hit needs; with ``later`` the resident server's child answers its client first
+    (``compiler/launcher/resident/server.py``)."""
     t_start = time.perf_counter()
-    observer = observer or Observer()
+    callbacks = callbacks or Callbacks()
+    later = callbacks.later
     cwd = os.path.abspath(cwd or os.getcwd())
     if any(c in cwd for c in '"`\\'):
         raise UsageError(f"cannot build from a folder whose path contains quotes or backslashes: "
@@ -132,13 +130,13 @@ def compile_command(
         plan, dryrun_argv, plan_seconds = _plan_words(list(args), toolkit, work, cwd,
                                                       remember=store is not None, kept=False)
         mine: list = []
-        build = _build(plan, dryrun_argv, plan_seconds, source=str(Path(cwd, source)),
-                       options=CompileOptions(extra=tuple(args)), toolkit=toolkit, cwd=cwd,
-                       work=work, keep=None, observer=observer, jobs=jobs, store=store,
-                       t_start=t_start, depfile=depfile, slots=slots, on_built=on_built,
-                       later=mine if later is not None else None,
-                       direct=on_built is None,  # the whole command's entry answers for it
-                       trace=_trace_request(list(args), None, toolkit))
+        request = Request(str(Path(cwd, source)), CompileOptions(extra=tuple(args)), toolkit,
+                          cwd, jobs=jobs, depfile=depfile,
+                          trace=_trace_request(list(args), None, toolkit))
+        build = _build(Planned(plan, dryrun_argv, plan_seconds), request, work, store,
+                       dataclasses.replace(callbacks, later=mine if later is not None else None),
+                       t_start=t_start, slots=slots,
+                       direct=callbacks.on_built is None)  # the whole command's entry answers
     except BaseException:
         folder.__exit__(*sys.exc_info())
         raise
@@ -157,13 +155,14 @@ def compile_command(
     return build
 
 
-def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: str,
-           options: CompileOptions, toolkit: Toolkit, cwd: str, work: Path, keep, observer,
-           jobs: int, store, t_start: float, depfile=None, slots=None, on_built=None,
-           later: list | None = None, direct: bool = True, trace=None) -> Build:
+def _build(planned: Planned, request: Request, work: Path, store, callbacks: Callbacks, *,
+           t_start: float, slots=None, direct: bool = True) -> Build:
     """Run a planned build's stages in ``work``: the part ``compile`` and ``compile_command``
-    share. ``later``: ``compile_command``'s; ``direct``: ``StageCache``'s; ``trace``: a
-    ``time_trace.TraceRequest`` (nvcc's -fdevice-time-trace), None for none."""
+    share. ``slots``: ``compile_command``'s; ``direct``: ``StageCache``'s."""
+    plan, dryrun_argv, plan_seconds = planned.plan, planned.argv, planned.seconds
+    source, options, toolkit, cwd = request.source, request.options, request.toolkit, request.cwd
+    keep, jobs, depfile, trace = request.keep, request.jobs, request.depfile, request.trace
+    observer, on_built, later = callbacks.observer, callbacks.on_built, callbacks.later
     check_outputs(plan, cwd)
     if keep is not None:
         removed = clear_planted(work, [o for s in plan.runnable for o in s.outputs]
@@ -186,8 +185,8 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
         tracer = Tracer(trace, str(work), plan.runnable)
     runner = run_stage if depfile is None and tracer is None else \
         functools.partial(run_stage, depfile=depfile, tracer=tracer)
-    stages = StageCache(plan, graph, stage_env(plan), cwd, str(work), toolkit, store,
-                        t_start, runner, keep=keep is not None, direct=direct)
+    stages = StageCache(plan, graph, Runner(runner, stage_env(plan), cwd, t_start), str(work),
+                        toolkit, store, keep=keep is not None, direct=direct)
     finish(build, work, t_start, running=True)
     runs: dict[int, StageRun] = {}
     try:
@@ -204,10 +203,8 @@ def _build(plan: Plan, dryrun_argv: list[str], plan_seconds: float, *, source: s
         # A file made again was not the one its entry recorded: the cached results may not
         # fit together. The build runs again, all of it, without the cache.
         stages.close()
-        return _build(plan, dryrun_argv, plan_seconds, source=source, options=options,
-                      toolkit=toolkit, cwd=cwd, work=work, keep=keep, observer=observer,
-                      jobs=jobs, store=None, t_start=t_start, depfile=depfile, slots=slots,
-                      on_built=on_built, later=later, direct=direct, trace=trace)
+        return _build(planned, request, work, None, callbacks, t_start=t_start, slots=slots,
+                      direct=direct)
     except BaseException:
         stages.close()
         raise

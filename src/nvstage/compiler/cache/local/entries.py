@@ -61,6 +61,42 @@ class Recorded:
     sha256: str | None
 
 
+@dataclass(frozen=True)
+class Printed:
+    """What a stage's tool printed, and how long it ran: kept beside its files."""
+
+    stdout: str = ""
+    stderr: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How an entry's files may hold the build's folder, and which key takes it when they do.
+
+    ``work``: the build's folder. Each file, and the printed text, is stored without its
+    path, with the sites where it was; ``restore`` pastes the restoring build's folder
+    there: the same folder gets the same bytes back. Another folder may use the entry
+    only when each site surely came from the path, not from text that happened to spell
+    it (a source can spell a folder the user named): with ``own_markers``, a text file's
+    sites in line markers naming that file itself (``own_markers_only``). Any other
+    site, in a binary, or in the printed text, sends the entry to ``pinned``, a key bound
+    to this folder (not stored at all without one).
+
+    ``place``: (the base folder's path, the key bound to it) when keys see paths under a
+    base folder as relative ones (``keys.Place``). An output or printed text that still
+    holds the folder's absolute path (a tool made a relative path absolute: cicc's line
+    table, gcc's -g working folder) is what a build in that place gives, not in another:
+    it goes under the place's key (``pinned``, when bound to the work folder too, binds
+    the place as well).
+    """
+
+    work: Work | None = None
+    pinned: str | None = None
+    own_markers: bool = False
+    place: tuple[bytes, str] | None = None
+
+
 @dataclass
 class StageEntry:
     """A stage's entry as read: its files (hash, size, sites), what the tool printed."""
@@ -240,43 +276,28 @@ class Entries(CacheFolder):
             os.utime(entry.path / "meta.json")  # least recently used goes first
         return out
 
-    def put(self, key: str, files: Sequence[str | os.PathLike], **kw) -> bool:
-        """``put_entry``: whether it stored."""
-        return self.put_entry(key, files, **kw) is not None
+    def put(self, key: str, files: Sequence[str | os.PathLike], printed: Printed = Printed(),
+            binding: Binding = Binding()) -> bool:
+        """``put_entry`` with every file held and named by its own name: whether it stored."""
+        return self.put_entry(key, files, printed, binding) is not None
 
-    def put_entry(self, key: str, files: Sequence[str | os.PathLike], *, stdout: str,
-                  stderr: str, seconds: float, names: Sequence[str] | None = None,
-                  about: dict | None = None, work: Work | None = None,
-                  pinned: str | None = None, own_markers: bool = False,
-                  place: tuple[bytes, str] | None = None,
-                  stored: Sequence[bool] | None = None,
+    def put_entry(self, key: str, files: Sequence[str | os.PathLike], printed: Printed,
+                  binding: Binding = Binding(), *, names: Sequence[str] | None = None,
+                  about: dict | None = None, stored: Sequence[bool] | None = None,
                   marks: Callable[[bytes], list] | None = None,
                   replace: bool = False) -> str | None:
-        """Store ``files`` under ``key``; the key it went under, or None when another build
-        stored it first, or when it may not be stored.
+        """Store ``files`` under ``key``, with what the tool printed; the key it went under
+        (``binding``'s rules), or None when another build stored it first, or when it may not
+        be stored.
 
         ``stored``: which files' bytes the entry holds (all by default); every file is
         recorded (size, sites, the digest a key sees). ``marks``: what a preprocessed
         output's line markers name, from its bytes ([(name, system header?)]), kept for the
         dependency file. ``replace``: an entry already under the key that holds fewer
         files gives way (a build that had to make them again keeps them).
-
-        ``work``: the build's folder. Each file, and the printed text, is stored without its
-        path, with the sites where it was; ``restore`` pastes the restoring build's folder
-        there: the same folder gets the same bytes back. Another folder may use the entry
-        only when each site surely came from the path, not from text that happened to spell
-        it (a source can spell a folder the user named): with ``own_markers``, a text file's
-        sites in line markers naming that file itself (``own_markers_only``). Any other
-        site, in a binary, or in the printed text, sends the entry to ``pinned``, a key bound
-        to this folder (not stored at all without one).
-
-        ``place``: (the base folder's path, the key bound to it) when keys see paths under a
-        base folder as relative ones (``keys.Place``). An output or printed text that still
-        holds the folder's absolute path (a tool made a relative path absolute: cicc's line
-        table, gcc's -g working folder) is what a build in that place gives, not in another:
-        it goes under the place's key (``pinned``, when bound to the work folder too, binds
-        the place as well).
         """
+        work, pinned, place = binding.work, binding.pinned, binding.place
+        stdout, stderr, seconds = printed.stdout, printed.stderr, printed.seconds
         inside_of = os.path.join(work.path, "") if work is not None else None
         with self._staging(key) as tmp:
             infos, bound, placed, marked = [], False, False, []
@@ -299,7 +320,7 @@ class Entries(CacheFolder):
                         blob, sites = cut(data, work.raw)
                 if sites:
                     bound = bound or not (
-                        own_markers and not binary and
+                        binding.own_markers and not binary and
                         own_markers_only(data, work.raw, os.fsencode(os.fspath(f))))
                 placed = placed or (place is not None and place[0] in blob)
                 info = {"name": (names[i] if names else os.path.basename(f)),

@@ -55,6 +55,7 @@ from nvstage.compiler.cache.stage.headers import (
 from nvstage.compiler.cache.stage.stage_key import HOST_COMPILER, Keys, parse_depfile
 from nvstage.compiler.cache.stage.lazy import Lazy, held, written_at_once
 from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.entries import Binding, Printed
 from nvstage.compiler.store import hash_memo
 from nvstage.compiler.cache.local.eviction import Counters
 from nvstage.compiler.store.folder import MAX_DOC_BYTES, Scratch, read_file
@@ -185,17 +186,27 @@ class Seen:
         return names, known
 
 
+@dataclass(frozen=True)
+class Runner:
+    """How a stage of one build runs for real: the driver's ``run_stage`` (given, so that the
+    cache never reaches back into the driver), called with the build's environment, folder
+    and start (``perf_counter``)."""
+
+    run_stage: Callable[..., StageRun]
+    env: dict[str, str]
+    cwd: str
+    t0: float
+
+
 class StageCache:
     """What every stage of one build shares: environment, folders, the cache and counters.
 
-    ``run_stage`` runs a stage for real (the driver's, given so that the cache never reaches
-    back into it); with no ``cache`` every stage just runs.
+    ``runner`` runs a stage for real; with no ``cache`` every stage just runs.
     """
 
-    def __init__(self, plan: Plan, graph: Graph, env: dict[str, str], cwd: str, work: str,
-                 toolkit: Toolkit, cache: Cache | None, t0: float,
-                 run_stage: Callable[..., StageRun], keep: bool = False,
-                 direct: bool = True):
+    def __init__(self, plan: Plan, graph: Graph, runner: Runner, work: str, toolkit: Toolkit,
+                 cache: Cache | None, *, keep: bool = False, direct: bool = True):
+        env, cwd, t0, run_stage = runner.env, runner.cwd, runner.t0, runner.run_stage
         self.graph, self.env, self.cwd = graph, env, cwd
         # ``direct``: a preprocessing stage that ran is stored under the headers it read. A
         # launcher that stores the whole command (``cache/command/entry.py``, from what the stages
@@ -292,10 +303,10 @@ class StageCache:
             except (OSError, CacheError):
                 pass  # bookkeeping only: never fail a build over it
 
-    def count(self, **kw: int) -> None:
+    def count(self, counter: str) -> None:
+        """One more of ``counter`` (a ``Counters`` field: hits, misses, corrupt, ...)."""
         with self._lock:
-            for k, v in kw.items():
-                setattr(self.counters, k, getattr(self.counters, k) + v)
+            setattr(self.counters, counter, getattr(self.counters, counter) + 1)
 
     def run(self, stage: Stage) -> StageRun:
         if stage.index in self.graph.rewrites:
@@ -475,7 +486,7 @@ class StageCache:
                 if hit is not None:
                     self._reads[stage.index] = files
                     self._shadow_of[stage.index] = self._places(files, search, fixed)
-                    self.count(direct_hits=1)
+                    self.count("direct_hits")
                     if remember:
                         with contextlib.suppress(OSError):
                             self.cache.add_header_set(dkey, names, digest, shadow)
@@ -560,7 +571,7 @@ class StageCache:
     def _missed(self, seconds: float) -> None:
         """A stage that ran for ``seconds``: a miss in every tier asked (and, to a remote
         tier's budget, the work a hit there would have saved)."""
-        self.count(misses=1)
+        self.count("misses")
         self._local(misses=1)
         if self.tiers is not None:
             self.tiers.missed(seconds)
@@ -592,7 +603,7 @@ class StageCache:
                 later = {i: d for i, d in enumerate(dests) if now[i] is None}
         if restored is None:  # damaged: drop it; the stage runs and stores a good one
             self.cache.discard(key)
-            self.count(corrupt=1)
+            self.count("corrupt")
             return None
         if self.lazy is not None:
             self.lazy.forget(restored.files)
@@ -610,16 +621,20 @@ class StageCache:
                 with self._lock:
                     self._blobs[dest] = (str(entry.path / str(i)), info["sha256"], info["size"])
 
-    def _local(self, **kw) -> None:
+    def _local(self, *, hits: int = 0, misses: int = 0, stored: int = 0, seconds: float = 0.0,
+               bytes_read: int = 0, bytes_written: int = 0) -> None:
+        """Added to the local folder's figures for this build (``TierStats``)."""
         with self._lock:
-            self.local.add(kw)
+            self.local.add({"hits": hits, "misses": misses, "stored": stored,
+                            "seconds": seconds, "bytes_read": bytes_read,
+                            "bytes_written": bytes_written})
 
     def _hit(self, stage: Stage, entry, restored, later: dict[int, str], started: float,
              t: float) -> StageRun:
         """A hit's record. A file left virtual is listed with the size it would have and, where
         the work folder's path would be pasted into it, the digest keys saw instead of its
         SHA-256 (it was never written)."""
-        self.count(hits=1)
+        self.count("hits")
         run = StageRun(stage, time.perf_counter() - t, 0, entry.stdout, entry.stderr,
                        started=started, cached=True)
         files = [(d, sha, size) for d, (sha, size) in restored.files.items()]
@@ -640,11 +655,11 @@ class StageCache:
         t = time.perf_counter()
         try:
             key = self.cache.put_entry(
-                keys[0], outs, names=[str(n) for n in slots], stdout=run.stdout,
-                stderr=run.tool_stderr, seconds=run.seconds,
+                keys[0], outs, Printed(run.stdout, run.tool_stderr, run.seconds),
+                Binding(work=self.keys.where, pinned=keys[-1], own_markers=own_markers,
+                        place=self.keys.place_key(keys)),
+                names=[str(n) for n in slots],
                 about={"kind": stage.kind.value, "arch": stage.arch},
-                work=self.keys.where, pinned=keys[-1], own_markers=own_markers,
-                place=self.keys.place_key(keys),
                 stored=[held(stage, p, self.keys.work, self.keep) for p in outs],
                 marks=_marks if stage.kind in _PREPROCESSORS else None,
                 replace=stage.index in self._thin)
@@ -655,7 +670,7 @@ class StageCache:
         entry = self.cache.get(key, self.keys.where)
         if entry and len(entry.files) == len(outs):  # in the order they were stored
             self._note_blobs(entry, outs)
-        self.count(stored=1)
+        self.count("stored")
         self._local(stored=1, seconds=time.perf_counter() - t,
                     bytes_written=sum(a.size for a in run.artifacts))
         if self.tiers is not None:
