@@ -174,3 +174,21 @@ def test_show_time_no_trace(cli, tmp_path):
     r = cli("show", tmp_path, "--time")
     assert r.exit_code != 0
     assert "no nvcc time trace" in r.stderr
+
+
+def test_a_long_instantiation_keeps_its_set(tmp_path):
+    # cub's AgentReduceImpl<...>::ConsumeRange<...> runs past MAX_NAME: cut, its "]" lost.
+    args = "x" * (compile_time.MAX_NAME + 100)
+    t = _write(tmp_path / "t.json", [_x("Instantiating Template Function", 0, 5,
+                                        f"ns::A::run [ns::A<{args}>::run<false>]")])
+    s = summarize([t])
+    assert list(s.template_sets) == ["ns::A::run"]
+
+
+def test_too_large_is_one_line(monkeypatch):
+    # nvcc's trace of a failed compile is cut short (seen): any trace past the bound is
+    # refused before it is parsed.
+    monkeypatch.setattr(compile_time, "MAX_TRACE_BYTES", 1000)
+    with pytest.raises(ArtifactError, match="MAX_TRACE_BYTES") as e:
+        summarize([TWO_ARCHS])
+    assert "granularity" in e.value.hint and "\n" not in e.value.message

@@ -28,12 +28,16 @@ from pathlib import Path
 
 from nvstage.errors import ArtifactError
 
-# The most events one trace may hold: kernels/templates.cu gives 1,631, a CUB unit tens of
-# thousands; the byte bound (documents.MAX_DOCUMENT_BYTES, 64 MiB) comes first for real files.
+# The most one trace may hold. kernels/templates.cu gives 1,631 events in 240 KB; a unit using
+# cub::DeviceReduce and thrust::sort 23,543 events in 52 MB (its templates' arguments), read in
+# 3 s and 140 MB here. Past these a trace is refused before it is parsed.
+MAX_TRACE_BYTES = 256 << 20
 MAX_EVENTS = 2_000_000
 # The most trace files one summary reads (a folder of a whole build's traces).
 MAX_TRACES = 20_000
-MAX_NAME = 2000  # characters kept of a header path, template or function name
+# Characters kept of a header path, template or function name: a CUB instantiation's
+# arguments run past it (names sharing their first MAX_NAME characters are then one row).
+MAX_NAME = 2000
 
 HEADER = "Processing Header File"
 FRONT_END = "CUDA C++ Front-End"
@@ -164,10 +168,25 @@ class _Event:
 
 def read_trace(path: str | os.PathLike) -> tuple[dict, list[dict]]:
     """(otherData, events) of a trace file: one ``ArtifactError`` line for anything else."""
-    from nvstage.documents import load_trace_doc
+    from nvstage.artifacts import read_regular
+    from nvstage.documents import parse_json_text
+    from nvstage.errors import InputTooLarge, NvstageError
 
-    doc = load_trace_doc(path, "nvcc time trace")
-    events = doc["traceEvents"]
+    try:
+        raw = read_regular(path, limit=MAX_TRACE_BYTES, limit_name="MAX_TRACE_BYTES",
+                           what="nvcc time trace")
+    except InputTooLarge as e:
+        raise ArtifactError(e.message, hint="raise -fdevice-time-trace-granularity to drop "
+                                            "short events") from None
+    except NvstageError as e:
+        raise ArtifactError(e.message, hint=e.hint) from None
+    text = raw.decode("utf-8", errors="replace")
+    doc = parse_json_text(text, f"{path} is not an nvcc time trace")
+    if isinstance(doc, list):  # Chrome's other form: the events alone
+        doc = {"traceEvents": doc}
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        raise ArtifactError(f"{path} is not an nvcc time trace: no traceEvents list")
     if len(events) > MAX_EVENTS:
         raise ArtifactError(f"{path} holds {len(events):,} trace events: more than the "
                             f"{MAX_EVENTS:,} nvstage reads (MAX_EVENTS)",
@@ -337,7 +356,7 @@ def _chain(evs: list[_Event], i: int) -> list[str]:
 def _template(detail: str) -> tuple[str, str]:
     """``name [name<args>]`` -> (``name<args>``, ``name``): cicc's spelling of an
     instantiation; anything else is its own set."""
-    if detail.endswith("]") and " [" in detail:
-        head, _, rest = detail.partition(" [")
-        return rest[:-1], head
+    head, bracket, rest = detail.partition(" [")
+    if bracket:  # a name past MAX_NAME has lost its closing "]"
+        return rest[:-1] if rest.endswith("]") else rest, head
     return detail, detail.split("<", 1)[0]
