@@ -295,14 +295,16 @@ class _Timer:
         return None
 
     def wrap(self, ext: str, fn):
-        def timed(*a, **kw):
+        # Triton calls what it wraps with positional arguments only (3.9's compiler.py:
+        # compile_ir(module, metadata) for a stage, src.make_ir(target, options, ...)).
+        def timed(*args):
             out = _StageOut(ext, started=time.perf_counter() - self.t_start)
             self.outs.append(out)
             printed: list[str] = []
             t = time.perf_counter()
             try:
                 with _captured(printed):
-                    return fn(*a, **kw)
+                    return fn(*args)
             except BaseException as e:
                 out.error = e
                 raise

@@ -116,8 +116,13 @@ def read_summary(build) -> dict | None:
 
 # -- comparing two commands ------------------------------------------------------------------
 
-def _why(component: str, text: str, **more) -> dict:
-    return {"component": component, "text": text, **more}
+def _why(component: str, text: str) -> dict:
+    return {"component": component, "text": text}
+
+
+def _change(component: str, text: str, name, was, now) -> dict:
+    """A reason that is one thing's change: ``name`` was ``was`` and is ``now``."""
+    return {"component": component, "text": text, "name": name, "was": was, "now": now}
 
 
 def _words(was: list[str], now: list[str]) -> list[dict]:
@@ -129,11 +134,11 @@ def _words(was: list[str], now: list[str]) -> list[dict]:
                                                       autojunk=False).get_opcodes():
         old, new = " ".join(was[a1:a2]), " ".join(now[b1:b2])
         if op == "replace":
-            out.append(_why("argv", f"argv: {new} (was {old})", name=new, was=old, now=new))
+            out.append(_change("argv", f"argv: {new} (was {old})", name=new, was=old, now=new))
         elif op == "insert":
-            out.append(_why("argv", f"argv: {new} added", name=new, was=None, now=new))
+            out.append(_change("argv", f"argv: {new} added", name=new, was=None, now=new))
         elif op == "delete":
-            out.append(_why("argv", f"argv: {old} removed", name=old, was=old, now=None))
+            out.append(_change("argv", f"argv: {old} removed", name=old, was=old, now=None))
     return out
 
 
@@ -159,41 +164,41 @@ def differences(was_argv: list[str], was: dict, now_argv: list[str], now: dict) 
     tools, the options files, the host compilers. Both are ``read_summary``'s."""
     out = []
     if was["nvcc"] != now["nvcc"]:
-        out.append(_why("toolkit", f"toolkit: nvcc is {now['nvcc']} (was {was['nvcc']})",
-                        name="nvcc", was=was["nvcc"], now=now["nvcc"]))
+        out.append(_change("toolkit", f"toolkit: nvcc is {now['nvcc']} (was {was['nvcc']})",
+                           name="nvcc", was=was["nvcc"], now=now["nvcc"]))
     for key in ("cwd", "pwd"):
         if was.get(key) != now.get(key):
-            out.append(_why("folder", f"folder: built from {now.get(key)} (was {was.get(key)})"
-                            if key == "cwd" else f"folder: $PWD is {now.get(key)} (was "
-                            f"{was.get(key)})", name=key, was=was.get(key), now=now.get(key)))
+            out.append(_change("folder", f"folder: built from {now.get(key)} (was {was.get(key)})"
+                               if key == "cwd" else f"folder: $PWD is {now.get(key)} (was "
+                               f"{was.get(key)})", name=key, was=was.get(key), now=now.get(key)))
     out += _words(was_argv[1:], now_argv[1:])
     for name in dict.fromkeys([*now["env"], *was["env"]]):
         a, b = was["env"].get(name), now["env"].get(name)
         if (a and a["sha"]) != (b and b["sha"]):
-            out.append(_why("environment", f"environment: ${name} {_shown(b)} (was {_shown(a)})"
-                            if name in SHOWN else
-                            f"environment: ${name} changed (was {'set' if a else 'unset'}, "
-                            f"now {'set' if b else 'unset'})", name=name,
-                            was=a and a.get("value"), now=b and b.get("value")))
+            out.append(_change("environment", f"environment: ${name} {_shown(b)} (was {_shown(a)})"
+                               if name in SHOWN else
+                               f"environment: ${name} changed (was {'set' if a else 'unset'}, "
+                               f"now {'set' if b else 'unset'})", name=name,
+                               was=a and a.get("value"), now=b and b.get("value")))
     for tool in dict.fromkeys([*now["tools"], *was["tools"]]):
         a, b = was["tools"].get(tool), now["tools"].get(tool)
         if a != b:
-            out.append(_why("toolkit", f"toolkit: {tool} {_stat_text(a, b)}", name=tool,
-                            was=a, now=b))
+            out.append(_change("toolkit", f"toolkit: {tool} {_stat_text(a, b)}", name=tool,
+                               was=a, now=b))
     for name in dict.fromkeys([*now["options_files"], *was["options_files"]]):
         a, b = was["options_files"].get(name), now["options_files"].get(name)
         if a != b:
-            out.append(_why("options-file", f"options file {name} "
-                            f"{'changed' if a and b else 'added' if b else 'removed'}",
-                            name=name, was=a, now=b))
+            out.append(_change("options-file", f"options file {name} "
+                               f"{'changed' if a and b else 'added' if b else 'removed'}",
+                               name=name, was=a, now=b))
     a_hosts = {c: st for c, st in was["host_compilers"]}
     b_hosts = {c: st for c, st in now["host_compilers"]}
     for c in dict.fromkeys([*b_hosts, *a_hosts]):
         if a_hosts.get(c, False) != b_hosts.get(c, False):
             what = "is now used" if c not in a_hosts else "is no longer used" \
                 if c not in b_hosts else _stat_text(a_hosts[c], b_hosts[c])
-            out.append(_why("host-compiler", f"host compiler {c} {what}", name=c,
-                            was=a_hosts.get(c), now=b_hosts.get(c)))
+            out.append(_change("host-compiler", f"host compiler {c} {what}", name=c,
+                               was=a_hosts.get(c), now=b_hosts.get(c)))
     return out
 
 
@@ -294,11 +299,11 @@ def _file_changes(was: dict, now: dict, source: str | None, cwd: str, *,
             else:
                 text = f"{named(p)} changed{when} (same size, sha256 {sha[:12]} -> " \
                        f"{(now[p][1] or '?')[:12]})"
-            out.append(_why("file", text, name=p, was=sha, now=now[p][1]))
+            out.append(_change("file", text, name=p, was=sha, now=now[p][1]))
     if not as_now:
-        out += [_why("file", f"{named(p)} is read now (it was not)", name=p, was=None,
-                     now=now[p][1]) for p in now if p not in was]
-        out += [_why("file", f"{named(p)} is no longer read", name=p, was=sha, now=None)
+        out += [_change("file", f"{named(p)} is read now (it was not)", name=p, was=None,
+                        now=now[p][1]) for p in now if p not in was]
+        out += [_change("file", f"{named(p)} is no longer read", name=p, was=sha, now=None)
                 for p, (_, sha) in was.items() if p not in now]
     return out
 
