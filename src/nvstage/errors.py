@@ -12,9 +12,15 @@ import os
 import shlex
 from collections.abc import Sequence
 
-# C0, DEL and C1 (a terminal reads 0x9b as ESC [): "\n" -> "\\n", ESC -> "\\x1b".
+# C0, DEL and C1 (a terminal reads 0x9b as ESC [): "\n" -> "\\n", ESC -> "\\x1b". A name
+# that is not UTF-8 carries each undecodable byte as a surrogate (``os.fsdecode``), printed
+# back as that byte (``cli/main.py``): those of C1's bytes are written out as C1 is ("\\x9b"),
+# the others kept (a Latin-1 name reads as ``ls`` writes it into a pipe); any other surrogate
+# (a JSON document's lone "\\ud800") has no byte to be, and is written out ("\\ud800").
 _CONTROLS = {c: repr(chr(c))[1:-1] if c < 128 else f"\\x{c:02x}"
              for c in (*range(32), *range(127, 160))}
+_CONTROLS.update({c: f"\\x{c - 0xdc00:02x}" if 0xdc80 <= c < 0xdca0 else f"\\u{c:04x}"
+                  for c in range(0xd800, 0xe000) if not 0xdca0 <= c < 0xdd00})
 _CONTROLS_BUT_LINES = {c: v for c, v in _CONTROLS.items() if chr(c) not in "\n\t"}
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+from nvstage.cli.transparent import GONE, folder_of, refused_without_folder
+
 _answered = [False]  # the last command was answered whole from the cache
 
 
@@ -23,7 +25,7 @@ def main(argv: list[str]) -> int:
     from nvstage.cli.compile_triton import main as triton_main, via_triton
 
     if via_triton(argv):  # a Python file: Triton's grammar, not nvcc's
-        return triton_main(argv)
+        return refused_without_folder("Triton", "--json" in argv) or triton_main(argv)
     from nvstage.cli.common import handled
     from nvstage.compiler.pipeline.cmdline import COMPILE_HELP, nvcc_choice, wants_help
 
@@ -85,6 +87,7 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
     if req.source is None:
         raise UsageError("no source file given", hint="nvstage compile kernels/vadd.cu "
                                                        "-arch=sm_90 (see nvstage compile -h)")
+    cwd = folder_of(req)  # GONE, where the folder was removed since (a build's clean)
     if req.show:  # a typo in --show should not cost a build
         from nvstage.inspect.view import parse_sections
 
@@ -92,17 +95,17 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
     remember = None
     with req.keep_context() as keep:  # a temporary one while --show reads it, without --keep
         if req.via == "nvrtc":
-            build = _compile_nvrtc(req, toolkit, keep)
+            build = _compile_nvrtc(req, toolkit, keep, cwd)
         elif req.via == "nvcc":
             from nvstage.compiler.pipeline.driver import compile as run_compile
             from nvstage.compiler.cache.command.compile_answer import Remember, whole_ok
             from nvstage.report.terminal.progress import LiveStages
 
-            if whole_ok(argv, os.environ, terminal=_terminal()):
+            if cwd != GONE and whole_ok(argv, os.environ, terminal=_terminal()):
                 remember = Remember(argv, nvcc, toolkit.nvcc, toolkit.source, started_ns,
-                                    os.getcwd(), os.environ)
+                                    cwd, os.environ)
             with LiveStages() as live:
-                build = run_compile(req.source, req.options, toolkit=toolkit, keep=keep,
+                build = run_compile(req.source, req.options, toolkit=toolkit, keep=keep, cwd=cwd,
                                     observer=live, jobs=req.jobs, cache=not req.no_cache,
                                     on_built=remember.on_built if remember else None)
         else:
@@ -123,7 +126,7 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
             remember.store(whole_view(build))
 
 
-def _compile_nvrtc(req, toolkit, keep):
+def _compile_nvrtc(req, toolkit, keep, cwd: str):
     from pathlib import Path
 
     from nvstage.compiler.pipeline.driver import check_source
@@ -134,7 +137,7 @@ def _compile_nvrtc(req, toolkit, keep):
     if req.options.output and _same_file(req.options.output, req.source):
         raise UsageError(f"-o {req.options.output} is the source: the build would overwrite "
                          "it", hint="give -o another name")
-    return compile_nvrtc(req.source, req.options, toolkit=toolkit, keep=keep,
+    return compile_nvrtc(req.source, req.options, toolkit=toolkit, keep=keep, cwd=cwd,
                          name_expressions=req.name_exprs)
 
 

@@ -26,10 +26,34 @@ def is_launcher_command(first: str) -> bool:
 def run(argv: list[str]) -> int:
     """Run one command line (without the program name); returns the exit status."""
     _names_as_bytes()
-    if not argv or not is_launcher_command(argv[0]):
-        from nvstage.cli.launcher import with_site
+    if argv and is_launcher_command(argv[0]):  # nvstage /path/to/nvcc ARGS: stand in front of it
+        from nvstage.cli.launcher import launch
 
-        with_site()  # a launcher's hit needs none of it; its miss runs it
+        return _done(*launch(argv))
+    from nvstage.cli.launcher import with_site
+
+    with_site()  # a launcher's hit needs none of it; its miss runs it
+    from nvstage.cli.help import COMMANDS
+
+    if argv and argv[0] not in ("-h", "--help", "--version", "compile") and \
+            argv[0] not in {name for _, commands in COMMANDS for name, _ in commands}:
+        from nvstage.compiler.launcher.tool_step import on_path
+
+        if on_path(argv[0]):  # nvstage g++ ARGS: a build step, as a path to it would be
+            from nvstage.cli.launcher import step
+
+            return _done(step(argv), True)
+        # One line, as every other bad input gets, and before typer is imported.
+        what = "option" if argv[0].startswith("-") else "command"
+        sys.stderr.write(f"error: no such {what} {argv[0]!r} (nvstage --help lists them)\n")
+        return 2
+    from nvstage.cli.streams import watched
+
+    return watched(_command, argv)  # nvstage's own stdout: ended as coreutils end, if it fails
+
+
+def _command(argv: list[str]) -> int:
+    """One of nvstage's own commands: help, version, compile, or one of the typer app's."""
     if not argv or argv[0] in ("-h", "--help"):
         from nvstage.cli.help import top_help
 
@@ -45,23 +69,6 @@ def run(argv: list[str]) -> int:
         if was_answered():
             _answered.append(True)
         return code
-    if is_launcher_command(argv[0]):  # nvstage /path/to/nvcc ARGS: stand in front of it
-        from nvstage.cli.launcher import launch
-
-        return _done(*launch(argv))
-    from nvstage.cli.help import COMMANDS
-
-    if argv[0] not in {name for _, commands in COMMANDS for name, _ in commands}:
-        from nvstage.compiler.launcher.tool_step import on_path
-
-        if on_path(argv[0]):  # nvstage g++ ARGS: a build step, as a path to it would be
-            from nvstage.cli.launcher import step
-
-            return _done(step(argv), True)
-        # One line, as every other bad input gets, and before typer is imported.
-        what = "option" if argv[0].startswith("-") else "command"
-        sys.stderr.write(f"error: no such {what} {argv[0]!r} (nvstage --help lists them)\n")
-        return 2
     from nvstage.cli.common import drop_junk_columns
 
     drop_junk_columns()  # before typer reads $COLUMNS for --help

@@ -1,6 +1,7 @@
 """What keeps nvstage invisible in front of a build step where the step's process is odd
-(issue 43): a standard stream it was started without, a tool that died of a signal.
-Standard library only, and only imported where one of them happens (``cli/main.py``)."""
+(issue 43): a standard stream it was started without, a tool that died of a signal, a current
+folder removed under it. Standard library only, and only imported where one of them happens
+(``cli/main.py``, ``cli/compile.py``)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,51 @@ def exit_as(code: int) -> None:
         posix.kill(posix.getpid(), -code)
         code = 128 - code  # a signal whose default is not to end a process
     posix._exit(code)
+
+
+# What names the current folder after it was removed (a clean of the build folder under a
+# running step): the kernel still holds it for this process and for every tool it starts.
+GONE = "/proc/self/cwd"
+_CD = "cd to a folder that exists, and run it again"
+
+
+def folder_of(req) -> str:
+    """The folder ``req`` (a ``CompileRequest``) builds in: the current one; where that was
+    removed since, ``GONE``, through which the tools run in it as they would without nvstage:
+    absolute paths build, and what a relative one names (the source, the output: nvcc's
+    a.out or NAME.o without -o; the keep folder) is one line (a ``UsageError``), as nothing
+    for plain nvcc, never a path resolved through the folder's old name ("/x (deleted)")."""
+    import os
+
+    from nvstage.errors import UsageError, one_line
+
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        if not os.path.isdir(GONE):
+            raise UsageError("the current folder was removed since this command started",
+                             hint=_CD) from None
+    for what, path in (("the source", req.source), ("the output", req.options.output or ""),
+                       ("the keep folder", req.keep_folder)):
+        if path is not None and not path.startswith("/"):
+            raise UsageError(f"the current folder was removed since this command started: "
+                             f"{what} ({one_line(path) or 'none named'}) would be in it",
+                             hint="name it by an absolute path, or cd to a folder that exists")
+    return GONE
+
+
+def refused_without_folder(what: str, json_out: bool) -> int:
+    """0 in a folder that is there; where it was removed, one line said and its exit status,
+    for a build that runs only in a folder (Triton's imports FILE.py, and names its files,
+    from it)."""
+    try:
+        posix.getcwd()
+        return 0
+    except FileNotFoundError:
+        from nvstage.cli.common import error_out
+        from nvstage.errors import UsageError
+
+        err = UsageError(f"the current folder was removed since this command started: a "
+                         f"{what} build runs in a folder", hint=_CD)
+        error_out(err, json_out)
+        return err.exit_code

@@ -190,6 +190,10 @@ def _launch(argv: list[str]) -> int:
     found = find_nvcc(argv[0])
     args = argv[1:]
     if found is None:
+        if os.sep in argv[0] and os.path.exists(argv[0]):  # a shell's 126: there, not runnable
+            why = "Is a directory" if os.path.isdir(argv[0]) else "Permission denied"
+            sys.stderr.write(f"nvstage: cannot run {argv[0]!r}: {why}\n")
+            return 126
         sys.stderr.write(not_found(argv[0]))
         return 127
     nvcc, nvcc_from = found

@@ -130,7 +130,7 @@ def run_step(argv: list[str]) -> int:
     return code
 
 
-errno_ENOENT, errno_ENOTDIR = 2, 20  # Linux's numbers (no errno module to load for two)
+errno_ENOENT, errno_ENOTDIR, errno_ENOEXEC = 2, 20, 8  # Linux's (no errno module to load)
 
 
 def _spawn(argv: list[str], env: dict, defaults: list, child: list) -> OSError | None:
@@ -158,7 +158,12 @@ def _spawn(argv: list[str], env: dict, defaults: list, child: list) -> OSError |
             _die_with_parent(_signal.SIGKILL)
             if os.getppid() != parent:  # nvstage died before the request was made
                 os._exit(128 + _signal.SIGKILL)
-            os.execvpe(argv[0], argv, env)
+            try:
+                os.execvpe(argv[0], argv, env)
+            except OSError as e:  # execvp's way and a shell's: what the kernel cannot run
+                if e.errno != errno_ENOEXEC or not e.filename:  # (no #!) is a shell script
+                    raise
+                os.execve("/bin/sh", ["/bin/sh", e.filename, *argv[1:]], env)
         except OSError as e:
             try:
                 os.write(w, str(e.errno or 0).encode() + b"\0" + os.fsencode(

@@ -99,8 +99,9 @@ class RemoteTier:
         self.writes_off: str | None = None
         self._backend = None
         self._lock = threading.Lock()
-        # Told when the tier goes off (why; True: over its budget, not a fault).
-        self.on_down: Callable[[RemoteTier, str, bool], None] | None = None
+        # Told when the tier goes off (why; True: over its budget, not a fault); True back
+        # when a command of the build said it already.
+        self.on_down: Callable[[RemoteTier, str, bool], bool] | None = None
 
     @property
     def writable(self) -> bool:
@@ -118,10 +119,11 @@ class RemoteTier:
             if self.off:
                 return
             self.off = why
-        if not quiet:
+        if quiet:
+            return
+        # Once a build: on_down says whether another of its commands said it already.
+        if not (self.on_down is not None and self.on_down(self, why, slow)):
             notice(f"remote cache {self.label} is off for the rest of this build: {why}")
-            if self.on_down is not None:
-                self.on_down(self, why, slow)
 
     def _fault(self, e: Fault, stats: TierStats, writing: bool) -> None:
         stats.errors += 1

@@ -21,7 +21,7 @@ from nvstage.compiler.cache.local.notes import header_set
 from nvstage.compiler.cache.remote.budget import GAP_SECONDS, Budget
 from nvstage.compiler.cache.remote.config import Config, backoff_seconds, configured
 from nvstage.compiler.cache.remote.objects import MAX_OBJECT
-from nvstage.compiler.cache.remote.tier import RemoteTier, TierStats
+from nvstage.compiler.cache.remote.tier import RemoteTier, TierStats, notice
 from nvstage.compiler.buildlog.current import build_identity
 
 _MAX_SETS = 8
@@ -54,6 +54,8 @@ class Tiers:
             before = spent.get(tier.label) if isinstance(spent, dict) else None
             self.budgets[tier.label] = Budget(*_figures(before)) \
                 if self._ours(before, now) else Budget()
+        if self.build and any(not self._said(down.get(label), now) for label in self.skipped):
+            self._say_skipped()
 
     def _ours(self, mark, now: float) -> bool:
         """Whether a mark the local folder keeps (a budget's figures, a tier marked too slow)
@@ -69,23 +71,59 @@ class Tiers:
     def _on(self) -> list[RemoteTier]:
         return [t for t in self.remotes if not t.off and t.label not in self.skipped]
 
-    def _mark_down(self, tier: RemoteTier, why: str, slow: bool = False) -> None:
-        """A tier found down, for the backoff; one found too slow (``slow``), for the rest of
-        this build too."""
-        backoff = backoff_seconds()
-        if not backoff:
-            return
+    def _said(self, mark, now: float) -> bool:
+        """Whether a command of this build said already that the tier is off: said once a
+        build, however many of its commands find it down at once (``make -j8``) or skip it."""
+        return isinstance(mark, dict) and \
+            self._ours({"build": mark.get("said"), "last": mark.get("said_at")}, now)
+
+    def _say_skipped(self) -> None:
+        """The line for a tier an earlier command marked down, by the first command of this
+        build to skip it (the mark records that it was said)."""
+        fresh: list[str] = []
 
         def change(doc):
             now = time.time()
+            down = doc.get("down")
+            for label in self.skipped:
+                mark = down.get(label) if isinstance(down, dict) else None
+                if isinstance(mark, dict) and self.build is not None and \
+                        not self._said(mark, now):
+                    mark.update(said=self.build, said_at=now)
+                    fresh.append(label)
+        try:
+            self.cache.update_tier_doc(change)
+        except OSError:
+            return
+        for label in fresh:
+            notice(f"remote cache {label} is off for the rest of this build: "
+                   f"{self.skipped[label]}")
+
+    def _mark_down(self, tier: RemoteTier, why: str, slow: bool = False) -> bool:
+        """A tier found down, for the backoff; one found too slow (``slow``), for the rest of
+        this build too. True when a command of this build said so already (``_said``)."""
+        backoff = backoff_seconds()
+        if not backoff:
+            return False
+        said = [False]
+
+        def change(doc):
+            now = time.time()
+            down = doc.get("down")
+            if not isinstance(down, dict):
+                down = doc["down"] = {}
+            said[0] = self._said(down.get(tier.label), now)
             mark = {"until": now + backoff, "why": why}
             if slow and self.build is not None:
                 mark.update(build=self.build, last=now)
-            doc.setdefault("down", {})[tier.label] = mark
+            if self.build is not None:
+                mark.update(said=self.build, said_at=now)
+            down[tier.label] = mark
         try:
             self.cache.update_tier_doc(change)
         except OSError:
             pass
+        return said[0]
 
     # -- entries ----------------------------------------------------------------------------
     def fetch_entry(self, keys: Sequence[str]) -> str | None:
