@@ -35,9 +35,12 @@ def kernel4(toolkit):
 
 def test_kernel4_trips_come_from_the_code(kernel4):
     (x,) = kernel4.launches
-    # worked out by hand from its SASS: C / 32 = 24 tiles; the 4x-unrolled loop that loads a
-    # tile runs once (128 rows / 32 = 4 per thread, 4 per pass); 32 / 4 = 8 steps a tile
-    assert x.code.trips == (24.0, 1.0, 8.0)
+    # worked out by hand from its SASS: C / 32 = 24 tiles; 32 / 4 = 8 steps a tile; the
+    # loop that loads a tile (128 rows / 32 = 4 per thread) is unrolled by 4 in the PTX, and
+    # ptxas enters that loop only with more than 12 rows left (ISETP.GT ... 0x180 before
+    # it), so its 4 rows run in the straight copies after it: 0 times (the PTX's loop runs
+    # once: counting it would count the load twice)
+    assert x.code.trips == (24.0, 0.0, 8.0)
     assert x.code.trips_source == "derived from the code"
     rows = x.code.loops
     assert [(r.depth, r.line) for r in rows] == [(1, 24), (2, 29), (2, 34)]
@@ -75,7 +78,7 @@ def test_loops_in_json_and_the_hint_names_them(cli, tmp_path):
     assert r.exit_code == 0, r.stderr
     (launch,) = json.loads(r.stdout)["per_launch"]
     loops = launch["code"]["loops"]
-    assert [lp["trips"] for lp in loops] == [24, 1, 8]
+    assert [lp["trips"] for lp in loops] == [24, 0, 8]
     assert loops[1]["sass"].startswith("0x") and loops[1]["line"] == 29
     assert launch["limiter"] in [b["name"] for b in launch["bounds"]["bounds"]]
     import shutil
@@ -138,6 +141,77 @@ def test_transpose_tile_and_its_padded_fix(toolkit, tmp_path):
     assert ratio == pytest.approx(16.5)
     assert "32-way bank conflicts at line 21" in conflicted.bounds.bound("shared memory").detail
     assert conflicted.t_kernel_s > padded.t_kernel_s
+
+
+LAYERNORM = """
+[kernel]
+source = "{src}"
+flags = ["--use_fast_math"]
+
+[params]
+N = 8192
+C = {C}
+
+[buffers.out]
+dtype = "float32"
+count = "N * C"
+
+[buffers.mean]
+dtype = "float32"
+count = "N"
+
+[buffers.rstd]
+dtype = "float32"
+count = "N"
+
+[buffers.inp]
+dtype = "float32"
+count = "N * C"
+
+[buffers.weight]
+dtype = "float32"
+count = "C"
+
+[buffers.bias]
+dtype = "float32"
+count = "C"
+
+[[launch]]
+kernel = "layernorm_rows"
+grid = "N / 256"
+block = 256
+args = ["out", "mean", "rstd", "inp", "weight", "bias", {{ i32 = "N", counts = ["mean"] }},
+        {{ i32 = "C", counts = [] }}]
+"""
+LAYERNORM_COST = """
+[[launch]]
+kernel = "layernorm_rows"
+reads = ["inp", "weight", "bias"]
+writes = ["out", "mean", "rstd"]
+flops = "8 * N * C"
+"""
+
+
+@pytest.mark.parametrize("C,trips", [(770, [48, 0, 2]), (768, [48, 0, 0]), (30, [1, 1, 2])])
+def test_remainder_loops_as_ptxas_shaped_them(toolkit, tmp_path, C, trips):
+    """llm.c's layernorm kernel1 in shape (a thread per row, three i < C loops): the PTX
+    unrolls each loop 4x with a remainder loop; ptxas makes of the 4x loop a 16x loop (run
+    while more than 12 are left), 8 in straight code (when more than 4 are left) and the 4x
+    loop, so each source loop is three SASS loops. Worked out by hand from the SASS (R10 =
+    C - C % 4, less 16 a pass while above 12, less 8 once if above 4, less 4 a pass while
+    above 0; then C % 4 passes): C = 770 is 48, 0 and 2 passes; 30 is 1, 1 and 2."""
+    p = _write(tmp_path, "ln", LAYERNORM.format(src=DATA / "layernorm_rows.cu", C=C),
+               LAYERNORM_COST)
+    (x,) = estimate(p, H100, toolkit=toolkit).launches
+    rows = x.code.loops
+    assert len(rows) == 9 and x.code.trips_source == "derived from the code"
+    for first in (0, 3, 6):  # the three source loops, each as three SASS loops
+        assert [r.trips for r in rows[first:first + 3]] == trips
+        assert len({r.line for r in rows[first:first + 3]}) == 1
+        assert rows[first].shape.startswith("unrolled by 16")
+        assert rows[first + 1].shape.startswith("unrolled by 4")
+        assert rows[first + 2].shape.startswith("remainder of loops")
+    assert x.t_kernel_s >= x.bounds.time("FP32 peak")
 
 
 DATA_LOOP = """

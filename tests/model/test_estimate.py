@@ -64,6 +64,10 @@ def _emulate(name, w, init):
     elif name == "matmul_tiled":
         m, n, k = v["m"], v["n"], v["k"]
         out["c"] = (init["a"].reshape(m, k) @ init["b"].reshape(k, n)).reshape(-1)
+    elif name == "matmul_forward4":
+        bt, c, oc = v["BT"], v["C"], v["OC"]
+        out["out"] = (init["inp"].reshape(bt, c) @ init["weight"].reshape(oc, c).T
+                      + init["bias"]).reshape(-1)
     elif name == "transfer":
         d = init["data"].copy()
         d[:v["m"]] += 1
@@ -92,6 +96,8 @@ def test_each_check_accepts_the_right_answer_and_rejects_a_wrong_one(path):
         small["iters"] = 64
     if path.stem == "matmul_tiled":
         small = {"m": 64, "n": 96, "k": 128}
+    if path.stem == "matmul_forward4":
+        small = {"BT": 128, "C": 64}
     w = dataclasses.replace(w, params=tuple((k, small.get(k, v)) for k, v in w.params))
     init = initial_contents(w)
     got = _emulate(path.stem, w, init)

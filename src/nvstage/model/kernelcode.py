@@ -36,6 +36,7 @@ class KernelCode:
     instructions: tuple
     loops: tuple[Loop, ...]
     inflight: InFlight
+    arch: str = ""  # what it was compiled for: where its launch values sit (model.sass_walk)
 
     @classmethod
     def of(cls, kernel) -> KernelCode | None:
@@ -47,7 +48,7 @@ class KernelCode:
         if len(code) > MAX_INSTRUCTIONS or len(find_loops(code)) > MAX_LOOPS:
             return None
         fl = in_flight(code)
-        return cls(kernel.name, code, fl.loops, fl)
+        return cls(kernel.name, code, fl.loops, fl, kernel.arch)
 
     def derived_trips(self, flops_per_thread: float) -> float | None:
         """The trip count that makes the FLOPs match, for loops one level deep; None where

@@ -196,9 +196,92 @@ def pair(sass_loops, spans, sass_lines, ptx_lines) -> list[int | None]:
     return out
 
 
+def sass_trips(code, fn: PtxFunction, args: list, block, grid) -> tuple[list, list]:
+    """Per SASS loop: (trips or None, how), from following the SASS (``model.sass_walk``)
+    for the threads ``threads`` picks."""
+    from nvstage.model.sass_walk import walk as walk_sass
+
+    loops = code.loops
+    heads = {lp.head for lp in loops}
+    most = dict.fromkeys(heads, 0)
+    bad: dict[int, str] = {}
+    lines = {i.offset: i.source for i in code.instructions}
+    for th in threads(block, grid):
+        w = walk_sass(code.instructions, heads, code.arch, fn.layout, args, th, loops)
+        for h in heads:
+            most[h] = max(most[h], w.reached[h])
+        if w.stopped:
+            why, at = w.stopped
+            src = lines.get(at)
+            where = f" (line {src.rpartition(':')[2]})" if src else ""
+            for k, lp in enumerate(loops):
+                if lp.contains(at) or lp.head > at:
+                    bad.setdefault(k, why + where)
+    parents = []
+    for k, lp in enumerate(loops):
+        around = [j for j, o in enumerate(loops) if j != k and o.head <= lp.head
+                  and lp.tail <= o.tail and o.depth < lp.depth]
+        parents.append(max(around, key=lambda j: loops[j].depth) if around else None)
+    trips, how = [], []
+    for k, lp in enumerate(loops):
+        if k in bad:
+            trips.append(None)
+            how.append(bad[k])
+            continue
+        p = parents[k]
+        outer = most[loops[p].head] if p is not None else 1
+        trips.append(most[lp.head] / outer if outer else 0.0)
+        how.append("followed in the SASS with the workload's values (longest lane)")
+    return trips, how
+
+
+def _sass_work(code) -> list[int]:
+    """Each SASS loop's own work (memory and floating-point instructions outside the loops
+    nested in it), to tell an unrolled loop from its remainder."""
+    from nvstage.inspect.mix import MEMORY, classify
+
+    loops = code.loops
+    out = [0] * len(loops)
+    for i in code.instructions:
+        holders = [k for k, lp in enumerate(loops) if lp.contains(i.offset)]
+        if holders and classify(i.opcode, i.text) in (*MEMORY, "fp32", "fp16", "fp64",
+                                                      "tensor", "sfu"):
+            out[max(holders, key=lambda k: loops[k].depth)] += 1
+    return out
+
+
+def sass_shapes(code, lines: list) -> list[str | None]:
+    """Loops ptxas made from one source loop (closed on the same line, in the same loop):
+    the smallest is the remainder, the others unrolled by their work over its. None where a
+    loop has no sibling."""
+    loops = code.loops
+    work = _sass_work(code)
+    out: list[str | None] = [None] * len(loops)
+    groups: dict = {}
+    for k, lp in enumerate(loops):
+        if lines[k] is not None:
+            around = tuple(j for j, o in enumerate(loops) if j != k and o.contains(lp.head)
+                           and o.depth < lp.depth)
+            groups.setdefault((lines[k], around), []).append(k)
+    for ks in groups.values():
+        if len(ks) < 2:
+            continue
+        small = min(ks, key=lambda k: work[k])
+        others = [k for k in ks if k != small]
+        for k in others:
+            n = round(work[k] / work[small]) if work[small] else 0
+            out[k] = (f"unrolled by {n} (its body {n} of loop {small + 1}'s)" if n > 1
+                      else f"a copy of loop {small + 1}")
+        out[small] = "remainder of loop" + ("s " if len(others) > 1 else " ") + \
+            " and ".join(str(k + 1) for k in others)
+    return out
+
+
 def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid) -> list[LoopRow]:
     """The rows of one kernel (``code``: a ``model.kernelcode.KernelCode``; ``fn``: its PTX,
-    None where there is none; ``args``: one value per PTX parameter, None where unknown)."""
+    None where there is none; ``args``: one value per PTX parameter, None where unknown).
+    Trip counts from the SASS where it can be followed, else from the PTX's loop paired with
+    it; shapes from the SASS's loops closed on one line, else from the PTX."""
     loops = code.loops
     sass_lines = []
     for lp in loops:
@@ -212,9 +295,15 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid) -> 
     spans = fn.loops()
     ptx_lines = [fn.body[t].line for _, t, _ in spans]
     paired = pair(loops, spans, sass_lines, ptx_lines)
-    trips, how = ptx_trips(fn, args, block, grid) if any(p is not None for p in paired) \
-        else ([], [])
-    shape = shapes(fn)
+    s_trips, s_how = sass_trips(code, fn, args, block, grid)
+    p_trips, p_how = (ptx_trips(fn, args, block, grid)
+                      if any(paired[k] is not None and s_trips[k] is None
+                             for k in range(len(loops))) else ([], []))
+    ptx_shape = shapes(fn)
+    shape_of = ptx_shape.__getitem__
+    by_sass = sass_shapes(code, [ptx_lines[paired[k]] if paired[k] is not None
+                                 and ptx_lines[paired[k]] is not None else sass_lines[k]
+                                 for k in range(len(loops))])
     sass_of = {j: k for k, j in enumerate(paired) if j is not None}
 
     def said(s: tuple) -> str:
@@ -227,15 +316,13 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid) -> 
     rows = []
     for k, lp in enumerate(loops):
         j = paired[k]
-        if j is None:
-            rows.append(LoopRow(k + 1, lp.head, lp.tail, lp.depth, sass_lines[k], "",
-                                None, "no loop of the PTX matches it (ptxas made it)"))
-            continue
-        t = trips[j]
+        line = ptx_lines[j] if j is not None and ptx_lines[j] is not None else sass_lines[k]
+        t, how = s_trips[k], s_how[k]
+        if t is None and j is not None and p_trips and p_trips[j] is not None:
+            t, how = p_trips[j], p_how[j].replace("PTX", "PTX (its loop as the PTX has it)")
         if t is not None and not math.isfinite(t):
             t = None
-        line = ptx_lines[j] if ptx_lines[j] is not None else sass_lines[k]
-        said_how = how[j].removesuffix(f" (line {line})")  # its own line: in the row
-        rows.append(LoopRow(k + 1, lp.head, lp.tail, lp.depth, line,
-                            said(shape[j]), t, said_how))
+        shape = by_sass[k] or (said(shape_of(j)) if j is not None else "as written")
+        rows.append(LoopRow(k + 1, lp.head, lp.tail, lp.depth, line, shape, t,
+                            how.removesuffix(f" (line {line})")))
     return rows

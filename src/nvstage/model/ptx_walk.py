@@ -53,6 +53,7 @@ class PtxFunction:
     params: list  # parameter names, in order
     body: list  # Insn or label (str)
     labels: dict = field(default_factory=dict)  # label -> index in body
+    layout: list = field(default_factory=list)  # (name, bytes, alignment) per parameter
 
     def loops(self) -> list[tuple[int, int, str]]:
         """(head, tail, label) per loop, by head: a branch back to an earlier label (the
@@ -93,6 +94,22 @@ def _type(mods: tuple[str, ...]) -> tuple[str, int]:
     return "b", 32
 
 
+def _layout(words: list[str]) -> tuple[str, int, int]:
+    """A ``.param`` declaration's (name, bytes, alignment): ``.u64 p`` is 8 and 8, ``.align
+    8 .b8 s[16]`` 16 and 8 (the ``.align`` after ``.ptr`` is the pointee's)."""
+    name = words[-1]
+    count = re.search(r"\[(\d+)\]$", name)
+    size = next((int(m.group(1)) // 8 for w in words
+                 if (m := re.match(r"^\.[busf](\d+)$", w))), 8)
+    align = size
+    for k, w in enumerate(words[:-1]):
+        if w == ".align" and (k == 0 or words[k - 1] != ".ptr") and words[k + 1].isdigit():
+            align = int(words[k + 1])
+    if count:
+        size *= int(count.group(1))
+    return re.sub(r"\[\d+\]$", "", name), size, max(align, 1)
+
+
 def parse_function(ptx: str, name: str) -> PtxFunction | None:
     """The ``.entry`` named ``name`` of a PTX text, or None."""
     lines = ptx.splitlines()
@@ -100,13 +117,14 @@ def parse_function(ptx: str, name: str) -> PtxFunction | None:
                   if (m := _ENTRY.match(t)) and m.group(1) == name), None)
     if start is None:
         return None
-    params, i = [], start + 1
+    params, layout, i = [], [], start + 1
     while i < len(lines) and not lines[i].strip().startswith(")"):
         words = lines[i].strip().rstrip(",").split()
         if words and words[0] == ".param":
             params.append(re.sub(r"\[\d+\]$", "", words[-1]))
+            layout.append(_layout(words))
         i += 1
-    fn = PtxFunction(name, params, [])
+    fn = PtxFunction(name, params, [], layout=layout)
     line, depth = None, 0
     for t in lines[i:]:
         s = t.strip()
