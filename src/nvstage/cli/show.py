@@ -47,6 +47,11 @@ def show_cmd(
         help="The line view: files under DIR are a library's, not yours (a vendored CUB in "
         "your tree); repeatable. The toolkit's, the system's include folders and "
         "site-packages always are.")] = None,
+    live_at: Annotated[Optional[str], typer.Option("--live-at", metavar="WHERE",
+        help="The line view (needs --kernel; implies --lineinfo): what is live at an "
+        "instruction, by the source line that last wrote each value. WHERE: a source line "
+        "(54, or k.cu:54: its instruction with the most live registers) or an offset "
+        "(0x17a0); a comma list asks for several. The peak's is always shown.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu",
         help="Say whether it would run on this GPU (sm_90, h200, ...).")] = None,
     driver: Annotated[Optional[str], typer.Option("--driver",
@@ -78,6 +83,8 @@ def show_cmd(
 
           nvstage show k.nvstage --kernel peak --lineinfo
 
+          nvstage show mm.nvstage --kernel matmul_acc --live-at 54,0x17a0
+
           nvstage show ~/.triton/cache --kernel fused
     """
     from nvstage.compiler.buildlog.log import find
@@ -91,6 +98,12 @@ def show_cmd(
                              or listing or lineinfo)
         from nvstage.inspect.triton_cache import is_triton_cache
 
+        if live_at is not None:  # one kernel's line view, asked about
+            if kernel is None or is_triton_cache(artifact):
+                raise UsageError("--live-at reads one kernel's line view in a build: give "
+                                 "--kernel NAME", hint=f"nvstage show {artifact} --kernel NAME "
+                                 "--live-at 54")
+            lineinfo = True
         if is_triton_cache(artifact):  # a document: listed, never imported
             from nvstage.cli.show_triton import show_cache
 
@@ -125,6 +138,10 @@ def show_cmd(
             shown = show(artifact, sections=sections, kernel=kernel, lineinfo=lineinfo,
                          gpu=gpu, driver=driver, nvcc=nvcc, attribute=attribute,
                          library=tuple(library or ()))
+        if live_at is not None:
+            from nvstage.inspect.lineview import ask_live_at
+
+            shown.data["lines"] = ask_live_at(shown.data.get("lines"), live_at)
         wanted = {s.strip().lower() for s in (sections or "").split(",")}
         con = data_console(json_out)
         render_shown(shown, con, listing=listing or bool(kernel and wanted & {"sass", "ptx"}))

@@ -3,9 +3,10 @@
 nvdisasm gives the two halves in two listings that cannot be asked for at once: ``-gi`` marks
 each run of instructions with its source location and the chain of calls it was inlined
 through (``//## File "k.cu", line 2 inlined at "k.cu", line 9``, then the caller's own line),
-and ``--life-range-mode count`` (``-lrm count``) appends the live general, predicate and
-uniform registers at each instruction (with ``-lrm`` the line options are ignored). The two
-listings are joined on the instruction offset. A run of markers names the innermost location
+and ``--life-range-mode narrow`` (``-lrm narrow``) appends, per instruction, the count of live
+general, predicate and uniform registers (the counts ``-lrm count`` prints) and a column per
+register (``inspect.live``: what is live at the peak, and which line wrote it); with ``-lrm``
+the line options are ignored. The two listings are joined on the instruction offset. A run of markers names the innermost location
 first and its callers after it: the instruction belongs to the first, and ``inlined_at``
 keeps the rest.
 
@@ -51,6 +52,7 @@ _COLUMNS = re.compile(r"//\s*\|")
 _HEADER = re.compile(r"^\s*//\s*\|((?:\s*[A-Z]+\s*\|)+)\s*$")
 _LABEL = re.compile(r"^\s*(\.L\w+):")
 _REGISTER_COUNT = "Invalid register count"
+_MARKS = "^vx:"  # a register's marks in a narrow column (``inspect.live``)
 COLUMNS = ("GPR", "PRED", "UGPR", "UPRED")
 # Functions asked for one at a time where nvdisasm refuses a whole cubin's live ranges: each
 # run starts nvdisasm (about a second), and a crafted cubin may name 100,000 functions.
@@ -150,6 +152,9 @@ class KernelLines:
     padding_nops: int = 0  # left out of ``instructions``: never issued
     ptx: PtxFunction | None = None  # the kernel in the PTX the build kept, where it kept one
     attribution: object = None  # ``inspect.attribution.Attribution``: whose lines, their names
+    ranges: object = None  # ``inspect.live.RangeListing``: each register's life, where read
+    registers: int | None = None  # ptxas's count ("Used N registers"), from the cubin
+    asked: tuple = ()  # ``inspect.live.LiveAt`` of the instructions asked for (--live-at)
 
     @cached_property
     def peak_gpr(self) -> int | None:
@@ -162,10 +167,43 @@ class KernelLines:
         """The kernel's instruction mix (``inspect.mix``: one table for every view)."""
         return mix_of(self.instructions)
 
+    @property
+    def peak_offset(self) -> int | None:
+        """The first instruction with the most general registers live."""
+        peak = self.peak_gpr
+        return next((i.offset for i in self.instructions if peak is not None and i.gpr == peak),
+                    None)
+
+    def live_at(self, offset: int):
+        """``inspect.live.LiveAt``: the values live at the instruction at ``offset``, by the
+        line that wrote them; None where nvdisasm gave no life ranges."""
+        from nvstage.inspect.live import live_at
+
+        if self.ranges is None or self.ranges.index(offset) is None:
+            return None
+        where = {}
+        for i in self.instructions:
+            via = i.chain[i.frame + 1] if i.frame + 1 < len(i.chain) else None
+            where[i.offset] = (i.at, via)
+        texts = {(ln.file, ln.line): ln.text.strip() for ln in self.lines if ln.text}
+        return live_at(self.ranges, offset,
+                       lambda o: where.get(o, ((None, None), None)),
+                       text_of=lambda f, n: texts.get((f, n)), reported=self.registers)
+
+    @cached_property
+    def live_at_peak(self):
+        """What is live at the peak instruction (``live_at``), worked out once."""
+        at = self.peak_offset
+        return None if at is None else self.live_at(at)
+
     def to_json(self) -> dict:
+        peak = self.live_at_peak
         return {"name": self.name, "demangled": self.demangled, "arch": self.arch,
                 "image": self.image, "has_lineinfo": self.has_lineinfo,
                 "peak_live_gpr": self.peak_gpr, "padding_nops": self.padding_nops,
+                "registers": self.registers,
+                "live_at_peak": None if peak is None else peak.to_json(),
+                "live_at": [a.to_json() for a in self.asked],
                 "mix": self.mix.to_json(),
                 "instructions": [i.to_json() for i in self.instructions],
                 "lines": [ln.to_json() for ln in self.lines],
@@ -225,8 +263,9 @@ def parse_located(text: str) -> dict[str, list[Located]]:
 
 
 def parse_live(text: str) -> dict[str, dict[int, dict[str, int]]]:
-    """nvdisasm ``-lrm count -c`` -> each function's live register counts by offset (a blank
-    column is none live)."""
+    """nvdisasm ``-lrm count -c`` or ``-lrm narrow -c`` -> each function's live register
+    counts by offset (a blank column is none live; a narrow column's count leads its cell,
+    the registers' marks after it)."""
     out: dict[str, dict[int, dict[str, int]]] = {}
     current: dict[int, dict[str, int]] | None = None
     names: list[str] = []
@@ -243,9 +282,11 @@ def parse_live(text: str) -> dict[str, dict[int, dict[str, int]]]:
             continue
         got = _instruction(raw)
         if got is not None and current is not None and got[2] is not None and names:
-            cells = [c.strip() for c in got[2].split("|")]
+            cells = [(c.split() or [""])[0] for c in got[2].split("|")]
             counts = {}
             for name, cell in zip(names, cells):
+                if cell and not cell.strip(_MARKS):
+                    cell = ""  # a narrow cell of marks with no count before them: none
                 if cell and not (cell.isdecimal() and len(cell) <= 9):
                     raise ArtifactError(f"nvdisasm's live-register column {name} reads "
                                         f"{cell[:40]!r}: not a count")
@@ -261,7 +302,8 @@ def _opcode(text: str) -> str:
 
 def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, arch: str,
          image: str, source_text=None, demangled: str = "",
-         ptx: PtxFunction | None = None, attribution=None) -> KernelLines:
+         ptx: PtxFunction | None = None, attribution=None, ranges=None,
+         registers: int | None = None) -> KernelLines:
     """One function's two listings joined on the offset, with its per-line records.
     ``source_text(file) -> list[str] | None``: the lines of a file whose text may be shown;
     ``ptx``: the function in the PTX the cubin was made from, counted per line too;
@@ -345,7 +387,7 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
                                     dict(sorted(classes.items(), key=lambda kv: -kv[1])),
                                     ptx_count.get((f, n), 0) if ptx is not None else None))
     return KernelLines(name, arch, image, ins, tuple(lines), bool(by_line), demangled,
-                       len(located) - end, ptx, attribution)
+                       len(located) - end, ptx, attribution, ranges, registers)
 
 
 def _folded(span, code: set[int], text=None):
@@ -389,21 +431,21 @@ def _function_symbols(cubin: Path) -> list[int]:
 
 
 def _listings(cubin: Path, toolkit) -> tuple[str, str]:
-    """(``-gi -c``, ``-lrm count -c``) listings of a cubin. nvdisasm has been seen to refuse
+    """(``-gi -c``, ``-lrm narrow -c``) listings of a cubin. nvdisasm has been seen to refuse
     some whole cubins' live ranges (``Invalid register count``): then one function at a time,
     and a function it still refuses (or past the first ``MAX_FUNCTIONS``) keeps its
     instructions with no counts."""
     nvd, path = toolkit.tool("nvdisasm"), os.path.abspath(cubin)
     located = _run([nvd, "-gi", "-c", path], cubin.name)
     try:
-        live = _run([nvd, "--life-range-mode", "count", "-c", path], cubin.name)
+        live = _run([nvd, "--life-range-mode", "narrow", "-c", path], cubin.name)
     except ToolkitError as e:
         if _REGISTER_COUNT not in str(e):
             raise
         parts = []
         for index in _function_symbols(cubin)[:MAX_FUNCTIONS]:
             try:
-                parts.append(_run([nvd, "--life-range-mode", "count", "-c", "-fun",
+                parts.append(_run([nvd, "--life-range-mode", "narrow", "-c", "-fun",
                                    str(index), path], cubin.name))
             except ToolkitError:
                 continue
@@ -454,16 +496,33 @@ def cubin_lines(cubin: str | os.PathLike, toolkit, *, arch: str = "", image: str
 
     attribution = attribution or Attribution.of(toolkit)
 
+    from nvstage.inspect.live import parse_ranges
+
     cubin = Path(cubin)
     located, live_text = _listings(cubin, toolkit)
     where = parse_located(located)
     live = parse_live(live_text)
+    ranges = parse_ranges(live_text)
     names = demangle_all(where)
     mine = pick_ptx(ptx or [], arch)
+    counts = _register_counts(cubin)
     return [join(f, ins, live.get(f, {}), arch=arch, image=image or cubin.name,
                  source_text=source_text, demangled=names[f], ptx=mine.get(f),
-                 attribution=attribution)
+                 attribution=attribution, ranges=ranges.get(f), registers=counts.get(f))
             for f, ins in where.items()]
+
+
+def _register_counts(cubin: Path) -> dict[str, int]:
+    """Each kernel's register count as ptxas wrote it into the cubin (none where it cannot be
+    read: the view does without)."""
+    from nvstage.compiler.nvcc.cubin_figures import read_figures
+    from nvstage.errors import NvstageError
+    from nvstage.inspect.fatbin import read_bytes
+
+    try:
+        return {f.kernel: f.registers for f in read_figures(read_bytes(cubin), cubin.name)}
+    except (NvstageError, OSError):
+        return {}
 
 
 def lines_of(path: str | os.PathLike, toolkit, *, source_text=None,
@@ -546,3 +605,65 @@ def build_lines(build, toolkit=None, *, attribution=None) -> list[KernelLines]:
         out += cubin_lines(a.path, toolkit, arch=arch, source_text=text, ptx=ptx,
                            attribution=attribution)
     return out
+
+
+def ask_live_at(kernels, where: str) -> list[KernelLines]:
+    """``kernels`` (the line view of the one kernel asked for) with what is live at each place
+    ``where`` names: a comma list of source lines (``54``, ``k.cu:54``: the line's instruction
+    with the most live registers) and offsets (``0x17a0``). ``UsageError`` for a place the
+    kernel has no instruction at, or no line view to ask."""
+    from dataclasses import replace
+
+    from nvstage.errors import UsageError
+
+    if not kernels:
+        raise UsageError("--live-at reads the line view, which --sections left out",
+                         hint="add lines to --sections, or leave --sections out")
+    places = [w.strip() for w in where.split(",") if w.strip()]
+    if not places or len(places) > MAX_ASKED:
+        raise UsageError(f"--live-at takes 1 to {MAX_ASKED} places, a comma list: "
+                         f"{where[:60]!r}", hint="--live-at 54,0x17a0")
+    out = []
+    for k in kernels:
+        if k.ranges is None:
+            raise UsageError(f"nvdisasm gave no life ranges for {k.demangled or k.name}: "
+                             "nothing to say what is live where")
+        asked = []
+        for w in places:
+            offset = _place(k, w)
+            at = k.live_at(offset)
+            if at is None:
+                raise UsageError(f"{k.demangled or k.name} has no instruction at {w}",
+                                 hint="the offsets are the line view's first column")
+            asked.append(at)
+        out.append(replace(k, asked=tuple(asked)))
+    return out
+
+
+MAX_ASKED = 16  # places one --live-at asks about: each walks the code once per live register
+
+
+def _place(k: KernelLines, where: str) -> int:
+    """The offset ``where`` names in ``k``: an offset (``0x17a0``), or a source line's
+    instruction with the most live registers (``54``, ``k.cu:54``)."""
+    from nvstage.errors import UsageError
+
+    if where.lower().startswith("0x"):
+        try:
+            return int(where, 16)
+        except ValueError:
+            raise UsageError(f"--live-at {where!r} is not an offset (hexadecimal, "
+                             "0x17a0)") from None
+    file, _, line = where.rpartition(":")
+    if not line.isdecimal() or len(line) > 9:
+        raise UsageError(f"--live-at {where!r} is neither a source line (54, k.cu:54) nor an "
+                         "offset (0x17a0)")
+    n = int(line)
+    mine = [i for i in k.instructions if i.at[1] == n and (
+        not file or (i.at[0] or "") == file or os.path.basename(i.at[0] or "") == file)]
+    if not mine:
+        raise UsageError(f"line {where} has no instruction of {k.demangled or k.name} (a "
+                         "line's code may sit under the lines it calls or inlines)",
+                         hint="the line view lists each line with its instructions: "
+                              "--sections lines")
+    return max(mine, key=lambda i: i.gpr or 0).offset

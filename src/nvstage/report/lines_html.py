@@ -5,10 +5,12 @@ The source on the left, the SASS on the right (and the PTX on a tab beside it, w
 kept it): the lines of one colour belong together, and hovering or clicking a line on either
 side lights up its partners on the other (classes ``hl`` and ``sel``; a click also scrolls the
 other pane to them). Each instruction has a bar for the general registers live there
-(``nvdisasm --life-range-mode count``; the widest bar is the kernel's peak), each source line a
-heat margin for its peak. nvdisasm's labels (``.L_x_3``) head the instructions they name. The
-file's path is shown once, relative to the build's folder. Long lines wrap; each pane scrolls
-inside itself, so the page never scrolls sideways.
+(``nvdisasm --life-range-mode narrow``; the widest bar is the kernel's peak), each source line a
+heat margin for its peak. Above the panes, what is live at the peak by the line that last wrote
+it (``inspect.live``): hovering a line's chip lights that line and its code. nvdisasm's
+labels (``.L_x_3``) head the instructions they name. The file's path is shown once, relative
+to the build's folder. Long lines wrap; each pane scrolls inside itself, so the page never
+scrolls sideways.
 
 Code inlined from a library counts to the line of the user's that called it
 (``inspect.attribution``): hovering ``cg::reduce(...)`` lights its shuffles; beneath such a
@@ -250,8 +252,11 @@ def kernel_view(k, view_id: str, *, root: str = "", open_: bool = False,
                                            for f in files))
     if k.instructions:
         head.append(f'<span class="kv-mix">mix: {_mix_chips(k)}</span>')
+    for at in (k.live_at_peak, *k.asked):
+        if at is not None:
+            head.append(_live_at(k, at, keys, colour, peak=at is k.live_at_peak))
     legend = ("bars: general registers live at each instruction (nvdisasm --life-range-mode "
-              "count), the widest at the kernel's peak; margin: each line's peak. Hover or "
+              "narrow), the widest at the kernel's peak; margin: each line's peak. Hover or "
               "click a line on either side to see its partners.")
     asm_tabs = '<button type="button" class="kv-tab on" data-pane="sass">SASS</button>'
     ptx = ""
@@ -279,6 +284,35 @@ def kernel_view(k, view_id: str, *, root: str = "", open_: bool = False,
             f'</div>{ptx}</div></div></details>')
 
 
+def _live_at(k, at, keys: dict, colour: dict, *, peak: bool) -> str:
+    """What is live at one instruction, by the line that last wrote it: a chip per line in
+    its colour (hovering one lights the line and its code), and at the peak the way from the
+    live count to ptxas's (``inspect.live``)."""
+    from nvstage.report.terminal.lines import (MAX_WRITTEN, NO_WRITE, gap_words, line_words,
+                                               lines_words)
+
+    where = line_words(k, *at.at) if at.at[1] is not None else "no source line"
+    chips = []
+    shown = at.written[:MAX_WRITTEN] if k.has_lineinfo else ()
+    for w in shown:
+        key = keys.get((w.file, w.line))
+        tip = (w.text or "") + (f" (also written at {lines_words(k, w.also)})" if w.also
+                                else "")
+        words = line_words(k, w.file, w.line, w.via) if w.line is not None else NO_WRITE
+        chips.append(f'<span class="chip lw{f" c{colour[key]}" if key else ""}"'
+                     f'{f" data-l={chr(34)}{key}{chr(34)}" if key else ""} '
+                     f'title="{esc(tip)}">{len(w.registers)} \u00d7 {esc(words)}</span>')
+    rest = at.written[len(shown):]
+    if rest and k.has_lineinfo:
+        chips.append(f'<span class="chip">{sum(len(w.registers) for w in rest)} at '
+                     f'{len(rest)} more lines</span>')
+    gap = (f'<br><span class="dim">registers: {esc(gap_words(at.gap))}</span>'
+           if peak and at.gap is not None else "")
+    return (f'<span class="kv-live">{"at the peak" if peak else "at"} '
+            f'<code>{at.offset:04x} {esc(at.text)}</code> ({esc(where)}): {at.live} live '
+            f'registers, by the line that last wrote them: {"".join(chips)}{gap}</span>')
+
+
 def missing_view(view_id: str, title: str, why: str) -> str:
     """The place of a kernel whose code could not be read: one line saying why."""
     return (f'<details class="kview" id="{esc(view_id)}"><summary><span class="kv-name">'
@@ -299,6 +333,7 @@ CSS = highlight.CSS + """
 .kv-none{color:#a05a00}
 .chip{display:inline-block;background:#f0f0f3;border-radius:9px;padding:0 7px;margin:1px 2px;
  font:11px ui-monospace,monospace}
+.chip.lw{cursor:pointer;border:1px solid var(--line)}
 .kv-panes{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1.15fr);gap:8px;
  padding:0 8px 8px}
 .kv-panes.one{grid-template-columns:minmax(0,1fr)}

@@ -65,8 +65,11 @@ def render_lines(kernels, con, _listing=True) -> None:
             con.print("inlined code counts to the line of yours that called it, its frames "
                       "listed beneath (--attribute innermost: where nvdisasm puts it)",
                       markup=False, style="dim", soft_wrap=True)
+        for at in (k.live_at_peak, *k.asked):
+            if at is not None:
+                _live_at(con, k, at, at is k.live_at_peak and at.offset == k.peak_offset)
         con.print("live: general, predicate, uniform registers at each instruction "
-                  "(nvdisasm --life-range-mode count)", markup=False, style="dim",
+                  "(nvdisasm --life-range-mode narrow, its counts)", markup=False, style="dim",
                   soft_wrap=True)
         if not k.has_lineinfo:
             con.print("no line info in this cubin (build with -lineinfo or -G): the SASS "
@@ -116,6 +119,83 @@ def render_lines(kernels, con, _listing=True) -> None:
             con.print("      | (no source line)", markup=False)
             for i in elsewhere:
                 _instruction(con, i, peak)
+
+
+# Lines listed under "what is live": the most registers first; the rest said in one row.
+MAX_WRITTEN = 6
+# Live values no write reaches: live from the entry, kept for a write under a predicate.
+NO_WRITE = "no write reaches here (kept for a write under a predicate)"
+
+
+def line_words(k, file, line, via=None) -> str:
+    """``line 54``, ``line 6 (inlined at 38)``; a file's name too in a view of several files."""
+    several = len({ln.file for ln in k.lines}) > 1
+    name = f"{os.path.basename(_name(k, file)).strip('<>')}:{line}" if several and file \
+        else f"line {line}"
+    if via is not None:
+        name += f" (inlined at {via[1]})" if via[0] == file or not several else \
+            f" (inlined at {os.path.basename(via[0])}:{via[1]})"
+    return name
+
+
+def lines_words(k, lines) -> str:
+    """``lines 4, 19, 31`` (or ``k.cu:4, ...`` in a view of several files)."""
+    if len({ln.file for ln in k.lines}) > 1:
+        return ", ".join(line_words(k, f, n) for f, n in lines)
+    numbers = [str(n) for _, n in lines if n is not None]
+    return f"line{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}"
+
+
+def gap_words(gap) -> str:
+    """From the values live at the peak to ptxas's count and occupancy's allocation, by rule
+    (``inspect.live``)."""
+    words = [f"{gap.peak_live} live here" + (", R1 (the stack pointer, by the ABI) among them"
+                                             if gap.stack_pointer else "")]
+    holes = len(gap.holes)
+    if gap.highest >= 0:
+        free = ""
+        if holes:
+            named = ", ".join(f"R{r}" for r in gap.holes[:6]) + (", ..." if holes > 6 else "")
+            free = (f", {holes} of them free here ({named}"
+                    + (f"; {gap.paired} in an aligned pair or quad with a live one: 64- and "
+                       "128-bit operands" if gap.paired else "") + ")")
+        words.append(f"the code touches R0 to R{gap.highest}{free}")
+    if gap.reported is not None:
+        above = gap.above
+        words.append(f"ptxas counts {gap.reported}: R{gap.highest} + 1"
+                     + (f" + {above}" if above else "")
+                     + (" (2 it keeps in a kernel that calls no function)" if above == 2
+                        and not gap.calls else ""))
+        words.append(f"occupancy allocates {gap.allocated} per thread (a warp's registers in "
+                     "units of 256)")
+    return "; ".join(words)
+
+
+def _live_at(con, k, at, peak: bool) -> None:
+    """What is live at one instruction, by the line that last wrote it, and the way from the
+    count of live values to ptxas's."""
+    where = line_words(k, *at.at) if at.at[1] is not None else "no source line"
+    con.print(Text(f"{'at the peak' if peak else 'at'} {at.offset:04x}  {at.text}  ({where}): "
+                   f"{at.live} live registers, by the line that last wrote them:"),
+              soft_wrap=True)
+    shown = at.written[:MAX_WRITTEN] if k.has_lineinfo else ()
+    for w in shown:
+        t = Text(f"  {len(w.registers):>4}  ")
+        t.append(line_words(k, w.file, w.line, w.via) if w.line is not None
+                 else NO_WRITE, style="bold")
+        if w.text:
+            t.append(f"  {w.text}")
+        if w.also:
+            t.append(f"  (also written at {lines_words(k, w.also)})", style="dim")
+        con.print(t, soft_wrap=True)
+    rest = at.written[len(shown):]
+    if rest and k.has_lineinfo:
+        con.print(f"  {sum(len(w.registers) for w in rest):>4}  at {len(rest)} more lines "
+                  f"({', '.join(str(w.line) for w in rest[:8])}"
+                  f"{', ...' if len(rest) > 8 else ''})", markup=False, soft_wrap=True)
+    if at.gap is not None and peak:
+        con.print(f"  registers: {gap_words(at.gap)}", markup=False, style="dim",
+                  soft_wrap=True)
 
 
 def mix_words(m) -> str:
