@@ -258,3 +258,21 @@ def test_a_loop_bound_read_from_memory_is_asked_for_by_line(cli, tmp_path):
     assert all("read from memory" in lp["how"] for lp in loops)
     (note,) = [n for n in doc["notes"] if "trip count not derived" in n]
     assert "line 6" in note and "trips = [" in note and "counted once" in note
+
+
+def test_a_launch_held_at_a_peak_fits_no_efficiency():
+    """The peaks are the datasheet's, not the guide's throughput times compute_efficiency: a
+    launch limited by one says nothing of that efficiency."""
+    from types import SimpleNamespace
+
+    from nvstage.model.calibrate import fit_kernels
+
+    def launch(limiter, seconds):
+        return SimpleNamespace(limiter=limiter, counts=SimpleNamespace(bytes=0),
+                               bounds=SimpleNamespace(seconds=seconds, time=lambda n: 0.0))
+
+    assert fit_kernels([(launch("FP32 peak", 1e-3), 2e-3)], H100) == {}
+    (value, n, _) = fit_kernels([(launch("FP32 peak", 1e-3), 2e-3),
+                                 (launch("instruction issue", 1e-3), 2e-3)],
+                                H100)["compute_efficiency"]
+    assert (value, n) == (0.5, 1)

@@ -15,6 +15,7 @@ from pathlib import Path
 from nvstage.artifacts import is_regular
 from nvstage.errors import CalibrationError
 from nvstage.hw.gpus import GpuSpec
+from nvstage.model.bounds import is_peak
 from nvstage.model.costfile import CostSpec
 from nvstage.model.estimate import DEFAULT_PRESETS, Estimate, Presets, estimate
 from nvstage.run.document import RunReport, load_run_report
@@ -190,8 +191,10 @@ def fit_kernels(pairs, gpu: GpuSpec, base: Presets = DEFAULT_PRESETS) -> dict:
                 nbytes / ((measured - latency) * gpu.memory_bandwidth), len(mem),
                 "bytes over (measured time less the latency bound) of memory-limited kernels, "
                 "over the datasheet bandwidth")
+    # A launch held at a peak (its work at the datasheet's FLOP/s or bytes/s) says nothing of
+    # the efficiency the guide's throughput is derated by: left out.
     core = [(e, t, k) for e, t, k in _weighted(pairs)
-            if e.limiter not in MEMORY_LIMITERS + ("launch floor",)]
+            if e.limiter not in MEMORY_LIMITERS + ("launch floor",) and not is_peak(e.limiter)]
     if core:
         at_one = sum(e.bounds.seconds * base.compute_efficiency * k for e, _, k in core)
         measured = sum(t for _, t, _ in core)
