@@ -176,3 +176,31 @@ def test_launcher_stages_and_answers_a_traced_command(toolkit, kernels, workdir)
     cp = proc.run(argv[:-2], cwd=workdir, timeout=600, env={**os.environ, **env})
     assert cp.returncode == 0 and "answered whole" not in cp.stderr
     assert not (workdir / "k.o.json").exists()
+
+
+@pytest.mark.slow
+def test_a_cub_unit(toolkit, workdir, cli):
+    """tests/data/compile_time/cub_reduce.cu (ours, in the shape of CCCL's
+    example_device_reduce.cu: cub::DeviceReduce and thrust::sort): about 80 s a build here,
+    a 52 MB trace of 23,543 events."""
+    from tests.conftest import DATA
+
+    shutil.copy(DATA / "compile_time" / "cub_reduce.cu", workdir)
+    for who in ("nvcc", "nvstage"):
+        argv = ["cub_reduce.cu", "-c", "-arch=sm_90", "-o", f"{who}.o", "-fdevice-time-trace", "-"]
+        argv = [toolkit.nvcc, *argv] if who == "nvcc" else \
+            [*_launcher(), "compile", *argv, "--no-cache"]
+        cp = proc.run(argv, cwd=workdir, timeout=900)
+        assert cp.returncode == 0, cp.stderr
+    assert _shape(workdir / "nvstage.o.json") == _shape(workdir / "nvcc.o.json")
+    assert _mask((workdir / "nvcc.o").read_bytes()) == _mask((workdir / "nvstage.o").read_bytes())
+    r = cli("show", workdir / "nvstage.o.json", "--time", "--top", "3", "--json")
+    doc = json.loads(r.stdout)
+    # The top template set, against a sum by hand over the raw events.
+    top = doc["template_sets"][0]
+    raw = json.loads((workdir / "nvstage.o.json").read_text())["traceEvents"]
+    by_hand = [e["dur"] for e in raw if e.get("name", "").startswith("Instantiating Template")
+               and e["args"]["detail"].startswith(top["name"] + " [")]
+    assert top["count"] == len(by_hand)
+    assert top["seconds"] == pytest.approx(sum(by_hand) / 1e6)
+    assert any("cub/device/device_reduce.cuh" in h["path"] for h in doc["headers"])
