@@ -2,8 +2,8 @@
 sealed documents.
 
 Standard library only, and little of it (os, stat, marshal at import; the rest inside the
-function that needs it): the warm path (the hit path) answers a whole command with this
-module before anything else is imported. No json (re, enum), no hashlib or hmac (OpenSSL: 2 ms
+function that needs it): the hit path answers a whole command with this
+module before anything else is imported. No json (re, enum), no hashlib or hmac (OpenSSL is slow
 to load) for a small document: the builtin SHA-256 does, and hashlib takes over only where its
 speed pays for its import.
 

@@ -1,4 +1,4 @@
-"""nvcc's plan, remembered: a miss need not run ``nvcc --dryrun`` (20 to 65 ms) again.
+"""nvcc's plan, remembered: a miss need not run ``nvcc --dryrun`` again.
 
 The plan follows from the nvcc and its toolkit, the host compiler it finds, the folder, the
 words and the environment: the same key as a whole command's (``cache/command/command_key.py``), over the words as

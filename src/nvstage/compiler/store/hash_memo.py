@@ -1,8 +1,7 @@
 """Headers' SHA-256 remembered across processes by identity, as ccache's inode cache does.
 
-Every staged command reads the toolkit's and the system's headers (190 files, 3.5 MB for a
-kernel that includes ``cuda_runtime.h``), and each process hashed them all again: 12 to 20 ms
-of every miss. Here a header's digest is kept under its path with the identity it had
+Every staged command reads the toolkit's and the system's headers (a kernel that includes
+``cuda_runtime.h`` reads nearly two hundred), and each process hashed them all again. Here a header's digest is kept under its path with the identity it had
 (inode, size, mtime, ctime); a later process whose stat of the path gives the same identity
 takes the digest without reading the file. Kept in the cache folder as sealed notes, one per
 folder of headers (``tools/hashes-<digest of the folder>.json``, sealed with the user's key

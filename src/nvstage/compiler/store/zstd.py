@@ -4,8 +4,8 @@ a whole command's entry are kept compressed.
 Standard library only, and loaded only when a compressed file is read or written: Python 3.14
 has ``compression.zstd`` (its ``_zstd`` extension is loaded here alone), older ones the
 ``backports-zstd`` package (the same module, by the same authors). Only its extension is
-loaded, without the package's ``__init__``, which imports enum and functools (about 10 ms here
-against 0.5 ms for the extension): a whole-command hit pays for what it reads, no more.
+loaded, without the package's ``__init__``, which imports enum and functools (many times the
+extension's cost): a whole-command hit pays for what it reads, no more.
 
 A frame is checked as it is read: one whole frame (a truncated one, trailing bytes or a bomb
 over the size its reader allows raise ``ValueError``), and the caller compares the SHA-256 of

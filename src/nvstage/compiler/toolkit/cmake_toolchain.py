@@ -79,7 +79,7 @@ def versioned_only(root: str) -> dict[str, str]:
 
 def nvstage_command() -> list[str]:
     """The nvstage a build should run: this Python, started without ``site``, on nvstage's
-    ``cli/bare.py`` (a hit 3 ms sooner in a virtual environment; that file says why)."""
+    ``cli/bare.py`` (a hit sooner in a virtual environment; that file says why)."""
     import nvstage
 
     bare = os.path.join(os.path.dirname(os.path.abspath(nvstage.__file__)), "cli", "bare.py")

@@ -8,8 +8,7 @@ does. Where PATH has none, it runs the toolkit nvstage itself uses, found in
 where cuda-pathfinder looks first), ``$CONDA_PREFIX/bin``, ``$CUDA_PATH`` or ``$CUDA_HOME``.
 
 Standard library only: a hit asks it first, and the miss path asks the same, so both run one
-nvcc. With nvcc on PATH that is the one lookup a hit always made; without, a few stats more
-(about 40 us here). What only cuda-pathfinder finds (a toolkit root found through the
+nvcc. With nvcc on PATH that is the one lookup a hit always made; without, a few stats more. What only cuda-pathfinder finds (a toolkit root found through the
 libcudart the loader sees) the miss path asks it for (``launcher.find_nvcc``); a hit never
 sees such an nvcc, so its commands are misses, never wrong answers (the key names nvcc's real
 path). Under ``cli/bare.py`` (no ``site``) ``sys.path`` holds a virtual environment's

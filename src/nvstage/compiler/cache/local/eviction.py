@@ -2,8 +2,8 @@
 ledger), eviction of the least recently used over the limit, and clearing it.
 
 The size ledger (``LEDGER``) holds the bytes the last full count found (and when), and a line
-per entry stored since. A build reads it rather than counting every entry (400 ms at 10,000
-entries), and counts again once it says the limit is passed, or the count is an hour old.
+per entry stored since. A build reads it rather than counting every entry (slow in a large
+folder), and counts again once it says the limit is passed, or the count is an hour old.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What waiting on a remote tier may cost: a budget per command and per build.
 
-A tier that answers correctly but slowly never faults, so ``tier.py`` never turns it off: a
-Redis answering in 4.5 s (under the 5 s operation timeout) made a 1.2 s compile take 55 s.
-The budget bounds what a build spends waiting on a tier by what the tier stands for:
+A tier that answers correctly but slowly never faults, so ``tier.py`` never turns it off,
+and every operation may take up to its timeout. The budget bounds what a build spends waiting on a tier by what the tier stands for:
 
 - *waited*: the time of the tier's operations (reads and writes, the server's part only: not
   unpacking or checking what came back), summed over the command's threads;

@@ -32,8 +32,7 @@ class RedisBackend:
     """Objects as Redis strings under ``PREFIX:NAME``, over RESP on one socket per thread.
 
     The protocol is small (GET, MGET, SET, AUTH, SELECT) and spoken here with the standard
-    library: importing redis-py takes about 150 ms, more than a whole compile command that
-    hits. Every command is bounded by the operation timeout (``Deadline``); nothing is
+    library: importing redis-py would cost more than a whole compile command that hits. Every command is bounded by the operation timeout (``Deadline``); nothing is
     retried. A reply is read within what was asked: a string longer than the caller's limit
     is skipped (within the time bound) and given as ``b""`` (rejected by the caller), and an
     array is taken only as long as the keys asked for, of strings."""
