@@ -250,9 +250,9 @@ def _one_file(result) -> str | None:
 
 def render_lines(result, con, *, all_rows: bool = False) -> None:
     """A ``line_diff.LinesDiff``: the two kernels' lines aligned by source, A beside B, with
-    their instructions, peak live registers and local-memory traffic (every row with code;
-    every row with ``all_rows``), then where the live registers rose and the local traffic
-    changed, and whether the PTX changed."""
+    their instructions, peak live registers and local-memory traffic (its columns where a
+    kernel has any; every row with code, every row with ``all_rows``), then where the live
+    registers rose and the local traffic changed, and whether the PTX changed."""
     from nvstage.inspect.kernels import display_name
 
     ka, kb = (display_name(k) or k for k in result.kernels)
@@ -265,8 +265,10 @@ def render_lines(result, con, *, all_rows: bool = False) -> None:
                     f"{_fmt(result.peak_gpr[1], '')}, instructions {result.instructions[0]} -> "
                     f"{result.instructions[1]}", title_justify="left", pad_edge=False)
     cols = ("A", "B") if one else ("A file:line", "B file:line")
-    for c in (*cols, "source", "instr A", "instr B", "peak A", "peak B", "local A",
-              "local B", ""):
+    # Local-memory columns where either kernel has local traffic (spills, stack arrays).
+    local = bool(result.local[0] or result.local[1])
+    for c in (*cols, "source", "instr A", "instr B", "peak A", "peak B",
+              *(("local A", "local B") if local else ()), ""):
         # The source line wraps between its words where the console is narrow.
         t.add_column(c, justify="right" if c.startswith(("instr", "peak", "local")) else
                      "left", prose=c == "source")
@@ -284,8 +286,8 @@ def render_lines(result, con, *, all_rows: bool = False) -> None:
         la, lb = r.local
         t.add_row(*where, text,
                   *(("-" if s is None else str(s.instructions)) for s in (r.a, r.b)),
-                  _fmt(r.peak_gpr[0], ""), _fmt(r.peak_gpr[1], ""), _local(la), _local(lb),
-                  " ".join(m for m in mark if m))
+                  _fmt(r.peak_gpr[0], ""), _fmt(r.peak_gpr[1], ""),
+                  *((_local(la), _local(lb)) if local else ()), " ".join(m for m in mark if m))
     con.print(t)
     c = result.counts()
     con.print(f"aligned by source: {c['same_text']} line(s) the same, {c['changed_text']} "
@@ -308,7 +310,7 @@ def render_lines(result, con, *, all_rows: bool = False) -> None:
             r.peak_gpr[0] is not None and r.peak_gpr[1] is not None for r in result.rows)
             else "no line's live registers rose", markup=False)
     la, lb = result.local
-    if la or lb:
+    if local:
         con.print(f"local memory (stores/loads, bytes per thread): A {_local(la) or '0/0'} "
                   f"(spills {la.spill_stores}/{la.spill_loads}), B {_local(lb) or '0/0'} "
                   f"(spills {lb.spill_stores}/{lb.spill_loads}); changed at "
