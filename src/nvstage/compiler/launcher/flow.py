@@ -48,7 +48,6 @@ _NOT_STAGED = {
     "--fdevice-syntax-only": "a syntax check", "--output-directory": "-odir",
     "--objdir-as-tempdir": "-objtemp", "--time": "--time (nvcc's own timing file)",
     "--tilebc": "Tile output", "--tilecubin": "Tile output", "--tilefatbin": "Tile output",
-    "--fdevice-time-trace": "-fdevice-time-trace (nvcc's own trace file)",
     "--run-args": "-run-args",
 }
 _FORWARD_UNKNOWN = ("--forward-unknown-to-host-compiler", "--forward-unknown-opts")
