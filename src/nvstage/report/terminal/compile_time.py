@@ -49,17 +49,22 @@ def render_compile_time(doc: dict, con, *, top: int) -> None:
                   _t(sum(tools.values())))
     con.print(t)
     t = plain_table(title=f"headers by inclusive parse time, top {top}")
+    t.add_column("#", justify="right")
     t.add_column("header")
     t.add_column("incl", justify="right")
     t.add_column("self", justify="right")
     t.add_column("parses", justify="right")
     t.add_column("units", justify="right")
-    t.add_column("included from (costliest parse)", prose=True)
-    for h in doc["headers"]:
-        chain = " > ".join(_short(p, 2) for p in h["chain"][:-1])
-        t.add_row(_short(h["path"]), _t(h["inclusive_seconds"]), _t(h["exclusive_seconds"]),
-                  str(h["parses"]), str(h["units"]), chain)
+    for i, h in enumerate(doc["headers"], 1):
+        t.add_row(str(i), _short(h["path"]), _t(h["inclusive_seconds"]),
+                  _t(h["exclusive_seconds"]), str(h["parses"]), str(h["units"]))
     con.print(t)
+    if doc["headers"]:  # whole lines, never wrapped inside a chain
+        con.print("included from (the costliest parse):", markup=False, highlight=False)
+        for i, h in enumerate(doc["headers"], 1):
+            con.print(f"  {i}. " + " > ".join(_short(p, 2) for p in h["chain"]), markup=False,
+                      highlight=False, soft_wrap=True)
+        con.print()
     for key, title in (("template_sets", "template sets (name without arguments)"),
                        ("templates", "template instantiations"),
                        ("functions_nvvm", "device functions in NVVM"),
