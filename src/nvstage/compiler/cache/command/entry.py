@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from nvstage import fsio
 from nvstage.compiler.cache.command.answer import sha256_file
@@ -51,12 +53,23 @@ def outputs_of(build, cwd: str, work: str) -> list[str]:
     return list(dict.fromkeys(outs))
 
 
-def record(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs: list[str],
-           stdout: str, stderr: str, started_ns: int, seen=None, build_doc=None) -> bool:
+@dataclass(frozen=True)
+class CommandLine:
+    """A command as its whole-command key is taken (``command_key.key``): nvcc's path, the
+    words after it, the folder it ran in and its environment."""
+
+    nvcc: str
+    args: list[str]
+    cwd: str
+    env: Mapping[str, str]
+
+
+def record(command: CommandLine, build, work: str, outputs: list[str], stdout: str,
+           stderr: str, started_ns: int, *, seen=None, build_doc=None) -> bool:
     """Store the entry a later identical command can be answered from, when it is safe
     (``prepare``). False when not stored."""
-    pending = prepare(nvcc, args, cwd, env, build, work, outputs, stdout, stderr, started_ns,
-                      seen=seen, build_doc=build_doc)
+    pending = prepare(command, build, work, outputs, stdout, stderr, started_ns, seen=seen,
+                      build_doc=build_doc)
     return pending is not None and pending.store()
 
 
@@ -174,13 +187,13 @@ def _merged(old: dict, inputs: list, result: dict) -> tuple[list, list]:
     return [rows[n] for n in used], results
 
 
-def prepare(nvcc: str, args: list[str], cwd: str, env, build, work: str, outputs: list[str],
-            stdout: str, stderr: str, started_ns: int, *, seen=None,
-            build_doc=None) -> Pending | None:
+def prepare(command: CommandLine, build, work: str, outputs: list[str], stdout: str,
+            stderr: str, started_ns: int, *, seen=None, build_doc=None) -> Pending | None:
     """The entry a later identical command can be answered from, when it is safe. ``seen``
     (the stage cache's ``Seen``): the files each host-compiler stage read, their digests and
     their hiding places (``Seen.read_by``). ``build_doc``: the manifest kept beside the
     entry (the launcher's build record). None when nothing may be stored."""
+    nvcc, args, cwd, env = command.nvcc, command.args, command.cwd, command.env
     c = build.cache or {}
     if seen is None or not c or c.get("corrupt", 0) or \
             c.get("misses", 0) != c.get("stored", 0) + seen.judged:
