@@ -46,6 +46,7 @@ def test_kernel4_trips_come_from_the_code(kernel4):
     assert [(r.depth, r.line) for r in rows] == [(1, 24), (2, 29), (2, 34)]
     assert rows[1].shape == "unrolled by 4, remainder: 3 copies outside it"
     assert rows[0].shape == rows[2].shape == "as written"
+    assert rows[0].expression == "cdiv(C, 32)" and rows[2].expression == "8"
     assert all(r.head < r.tail for r in rows) and rows[0].head < rows[1].head < rows[2].head
 
 
@@ -54,6 +55,19 @@ def test_kernel4_never_below_its_flops_at_the_fp32_peak(kernel4):
     floor = 2 * 1024 * 768 * 3072 / H100.fp32_flops
     assert x.bounds.time("FP32 peak") == pytest.approx(floor)
     assert x.t_kernel_s >= floor
+
+
+def test_grid_and_block_stride_loops_as_expressions(toolkit):
+    """examples/model/reduce.toml: a grid-stride loop and a block-stride loop, their counts
+    in the launch's names (the longest lane's, evaluated) equal to the cost file's trips."""
+    e = estimate(MODEL / "reduce.toml", GPUS["h200"], toolkit=toolkit)
+    partial, final = e.launches
+    assert [(r.trips, r.expression) for r in partial.code.loops] == [
+        (64, "cdiv(n - blockDim.x * blockIdx.x - threadIdx.x, blockDim.x * gridDim.x)"),
+        (8, None)]
+    assert (final.code.loops[0].trips, final.code.loops[0].expression) == (
+        4, "cdiv(blocks - threadIdx.x, blockDim.x)")
+    assert partial.code.trips == (64, 8) and final.code.trips == (4, 8)  # as declared
 
 
 def test_the_peak_wins_over_loops_said_too_short(toolkit, tmp_path):

@@ -389,7 +389,7 @@ def followed(w: Workload, index: int, kc, fn) -> tuple[tuple, object]:
     block = tuple(d["block"]) + (1,) * (3 - len(d["block"]))
     grid = tuple(d["grid"]) + (1,) * (3 - len(d["grid"]))
     args = launch_args(w, index, values, fn)
-    rows = tuple(loop_table(kc, fn, args, block, grid))
+    rows = tuple(loop_table(kc, fn, args, block, grid, arg_names(w, index, fn)))
     banks = bank_conflicts(fn, args, block, grid) if fn is not None and args else None
     return rows, banks
 
@@ -415,6 +415,21 @@ def launch_args(w: Workload, index: int, values, fn) -> list | None:
     if extra < 0:
         return None
     return out + [0] * extra
+
+
+def arg_names(w: Workload, index: int, fn) -> dict:
+    """PTX parameter -> what launch ``index`` passes it, as the workload writes it (a name,
+    or an expression in parentheses), for its integer scalars."""
+    from nvstage.run.workload.spec import Scalar
+
+    if fn is None:
+        return {}
+    out = {}
+    for param, a in zip(fn.params, w.launches[index].args):
+        if isinstance(a, Scalar) and not a.is_float:
+            text = str(a.expr).strip()
+            out[param] = text if text.isidentifier() or text.isdigit() else f"({text})"
+    return out
 
 
 def asked_note(kernel: str, dyn: DynamicCode) -> str:

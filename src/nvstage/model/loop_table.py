@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from nvstage.model.ptx_walk import Insn, PtxFunction, Thread, walk
+from nvstage.model.ptx_walk import Insn, PtxFunction, Thread, trip_expression, walk
 
 # What counts as the work of a loop body when telling copies apart: memory and arithmetic
 # on data, not the loop's own index arithmetic.
@@ -37,6 +37,7 @@ class LoopRow:
     shape: str  # "as written", "unrolled by 4", "remainder of loop 2", ...
     trips: float | None  # per entry of the loop around it; None: not derived
     why: str  # how the count was found, or why it could not be
+    expression: str | None = None  # the count in the launch's names, where derivable
 
     @property
     def sass_range(self) -> str:
@@ -46,7 +47,7 @@ class LoopRow:
         return {"index": self.index, "head": self.head, "tail": self.tail,
                 "sass": self.sass_range, "depth": self.depth, "line": self.line,
                 "shape": self.shape, "trips": self.trips, "derived": self.trips is not None,
-                "how": self.why}
+                "expression": self.expression, "how": self.why}
 
 
 def threads(block: tuple[int, int, int], grid: tuple[int, int, int]) -> list[Thread]:
@@ -277,9 +278,11 @@ def sass_shapes(code, lines: list) -> list[str | None]:
     return out
 
 
-def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid) -> list[LoopRow]:
+def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid,
+               names: dict | None = None) -> list[LoopRow]:
     """The rows of one kernel (``code``: a ``model.kernelcode.KernelCode``; ``fn``: its PTX,
-    None where there is none; ``args``: one value per PTX parameter, None where unknown).
+    None where there is none; ``args``: one value per PTX parameter, None where unknown;
+    ``names``: PTX parameter -> what the workload passes, for the counts' expressions).
     Trip counts from the SASS where it can be followed, else from the PTX's loop paired with
     it; shapes from the SASS's loops closed on one line, else from the PTX."""
     loops = code.loops
@@ -297,8 +300,7 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid) -> 
     paired = pair(loops, spans, sass_lines, ptx_lines)
     s_trips, s_how = sass_trips(code, fn, args, block, grid)
     p_trips, p_how = (ptx_trips(fn, args, block, grid)
-                      if any(paired[k] is not None and s_trips[k] is None
-                             for k in range(len(loops))) else ([], []))
+                      if any(j is not None for j in paired) else ([], []))
     ptx_shape = shapes(fn)
     shape_of = ptx_shape.__getitem__
     by_sass = sass_shapes(code, [ptx_lines[paired[k]] if paired[k] is not None
@@ -323,6 +325,9 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid) -> 
         if t is not None and not math.isfinite(t):
             t = None
         shape = by_sass[k] or (said(shape_of(j)) if j is not None else "as written")
+        # The PTX loop's expression, where the SASS loop runs as often as it does.
+        expr = (trip_expression(fn, spans[j], names or {}) if j is not None and t is not None
+                and p_trips and p_trips[j] == t else None)
         rows.append(LoopRow(k + 1, lp.head, lp.tail, lp.depth, line, shape, t,
-                            how.removesuffix(f" (line {line})")))
+                            how.removesuffix(f" (line {line})"), expr))
     return rows

@@ -378,3 +378,153 @@ def _execute(ins: Insn, base: str, regs: dict, val, params: dict) -> None:
         else:
             raise _Unknown(base)
     regs[dst] = v & ((1 << bits) - 1)
+
+
+# -- trip counts as expressions ---------------------------------------------------------
+# A value as a polynomial over the launch's names: {(name, ...): coefficient}, () the
+# constant. Enough for the index arithmetic of counted loops (adds, multiplies, shifts by
+# constants); anything else has no expression.
+_NAMES = {"%tid": "threadIdx", "%ntid": "blockDim", "%ctaid": "blockIdx",
+          "%nctaid": "gridDim"}
+
+
+def _poly_add(a: dict, b: dict, sign: int = 1) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + sign * v
+    return {k: v for k, v in out.items() if v}
+
+
+def _poly_mul(a: dict, b: dict) -> dict | None:
+    out: dict = {}
+    for ka, va in a.items():
+        for kb, vb in b.items():
+            k = tuple(sorted(ka + kb))
+            if len(k) > 3:
+                return None
+            out[k] = out.get(k, 0) + va * vb
+    return {k: v for k, v in out.items() if v}
+
+
+def _poly_text(p: dict) -> str:
+    if not p:
+        return "0"
+    terms = []
+    for k in sorted(p, key=lambda k: (p[k] < 0, -len(k), k)):
+        v = p[k]
+        name = " * ".join(k)
+        body = (name if abs(v) == 1 else f"{abs(v)} * {name}") if k else str(abs(v))
+        terms.append(("- " if v < 0 else "+ ") + body)
+    text = " ".join(terms)
+    return text[2:] if text.startswith("+ ") else "-" + text[2:]
+
+
+def _symbolic(fn: PtxFunction, reg: str, before: int, names: dict, depth: int = 0
+              ) -> dict | None:
+    """``reg``'s value just before body index ``before``, from its last definition above
+    that index in straight code, as a polynomial; None where it is not index arithmetic."""
+    if depth > 24:
+        return None
+    if not reg.startswith("%"):
+        try:
+            return {(): int(reg, 0)} if not _FLOAT_LITERAL.match(reg) else None
+        except ValueError:
+            return None
+    special = reg.split(".")
+    if special[0] in _NAMES and len(special) == 2:
+        return {(f"{_NAMES[special[0]]}.{special[1]}",): 1}
+    for j in range(before - 1, -1, -1):
+        ins = fn.body[j]
+        if isinstance(ins, str) or not ins.args or ins.args[0] != reg:
+            continue
+        if ins.guard:
+            return None
+        a = ins.args
+
+        def sym(x):
+            return _symbolic(fn, x, j, names, depth + 1)
+        if ins.base == "ld" and "param" in ins.mods:
+            name = names.get(a[1].strip("[]"))
+            return {(name,): 1} if name else None
+        if ins.base in ("mov", "cvt"):
+            return sym(a[-1])
+        if ins.base in ("add", "sub"):
+            x, y = sym(a[1]), sym(a[2])
+            return None if x is None or y is None else _poly_add(x, y, 1 if ins.base == "add"
+                                                                 else -1)
+        if ins.base == "mul" and "lo" in ins.mods or ins.base == "mad" and "lo" in ins.mods:
+            x, y = sym(a[1]), sym(a[2])
+            p = None if x is None or y is None else _poly_mul(x, y)
+            if ins.base == "mad" and p is not None:
+                z = sym(a[3])
+                p = None if z is None else _poly_add(p, z)
+            return p
+        if ins.base == "shl":
+            x, y = sym(a[1]), sym(a[2])
+            if x is None or y is None or set(y) - {()}:
+                return None
+            return _poly_mul(x, {(): 1 << y.get((), 0)})
+        return None
+    return None
+
+
+def trip_expression(fn: PtxFunction, span: tuple[int, int, str], names: dict) -> str | None:
+    """A counted loop's trips per entry as an expression in the launch's names: its closing
+    branch on ``setp.lt`` (or le, gt, ge, ne) of a register stepped by a constant in the
+    loop against a value fixed before it. ``names``: PTX parameter -> the name or expression
+    the workload passes. None for any other shape."""
+    head, tail, _ = span
+    latch = fn.body[tail]
+    if not isinstance(latch, Insn) or not latch.guard or latch.args[0] != span[2]:
+        return None
+    p = latch.guard.lstrip("!")
+    setp = next((i for i in reversed(fn.body[head:tail]) if isinstance(i, Insn)
+                 and i.args and i.args[0] == p), None)
+    if setp is None or setp.base != "setp" or setp.mods[0] not in ("lt", "le", "gt", "ge",
+                                                                   "ne"):
+        return None
+    defined = {i.args[0]: i for i in fn.body[head:tail] if isinstance(i, Insn) and i.args}
+    iv, bound, flip = setp.args[1], setp.args[2], False
+    if iv not in defined:
+        iv, bound, flip = bound, iv, True
+    step_ins = defined.get(iv)
+    if step_ins is None or bound in defined or step_ins.base not in ("add", "sub") \
+            or step_ins.args[1] != iv:
+        return None
+    cmp = setp.mods[0]
+    if flip:
+        cmp = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}.get(cmp, cmp)
+    if latch.guard.startswith("!"):
+        return None
+    # The step: a constant, or a value fixed before the loop (a grid-stride loop's
+    # blockDim.x * gridDim.x), counted as positive.
+    step_p = _symbolic(fn, step_ins.args[2], head, names) \
+        if step_ins.args[2] not in defined else None
+    if step_p is None:
+        return None
+    if set(step_p) - {()}:
+        if step_ins.base != "add" or cmp not in ("lt", "ne") or \
+                any(v < 0 for v in step_p.values()):
+            return None
+        init, end = _symbolic(fn, iv, head, names), _symbolic(fn, bound, head, names)
+        if init is None or end is None:
+            return None
+        return f"cdiv({_poly_text(_poly_add(end, init, -1))}, {_poly_text(step_p)})"
+    step = step_p[()] * (1 if step_ins.base == "add" else -1)
+    init, end = _symbolic(fn, iv, head, names), _symbolic(fn, bound, head, names)
+    if init is None or end is None or step == 0:
+        return None
+    if cmp in ("lt", "ne") and step > 0:
+        span_p = _poly_add(end, init, -1)
+    elif cmp == "le" and step > 0:
+        span_p = _poly_add(_poly_add(end, init, -1), {(): 1})
+    elif cmp in ("gt", "ne") and step < 0:
+        span_p, step = _poly_add(init, end, -1), -step
+    elif cmp == "ge" and step < 0:
+        span_p, step = _poly_add(_poly_add(init, end, -1), {(): 1}), -step
+    else:
+        return None
+    text = _poly_text(span_p)
+    if set(span_p) <= {()}:
+        return str(-(-span_p.get((), 0) // step))
+    return text if step == 1 else f"cdiv({text}, {step})"

@@ -23,7 +23,7 @@ MAX_STEPS = 2_000_000
 M32 = 0xFFFFFFFF
 M64 = (1 << 64) - 1
 _PRED = re.compile(r"^@(!?)(U?P[T\d]+)\s+")
-_CONST = re.compile(r"^c\[0x0\]\[(0x[0-9a-fA-F]+)\]$")
+_CONST = re.compile(r"^c\[0x0\]\[(0x[0-9a-fA-F]+|RZ|URZ)\]$")
 _SPECIAL = {"SR_TID.X": ("tid", 0), "SR_TID.Y": ("tid", 1), "SR_TID.Z": ("tid", 2),
             "SR_CTAID.X": ("ctaid", 0), "SR_CTAID.Y": ("ctaid", 1),
             "SR_CTAID.Z": ("ctaid", 2)}
@@ -146,7 +146,8 @@ def walk(instructions, heads: set, arch: str, params: list, args: list, thread: 
         elif op.startswith(("R", "UR", "SRZ")) and not op.startswith("RN"):
             v = reg(op, wide)
         elif (m := _CONST.match(op)) is not None:
-            v = const(int(m.group(1), 16), 8 if wide else 4)
+            v = const(0 if m.group(1) in ("RZ", "URZ") else int(m.group(1), 16),
+                      8 if wide else 4)
         elif re.match(r"^0x[0-9a-fA-F]+$|^\d+$", op):
             v = int(op, 0)
         else:

@@ -111,7 +111,9 @@ def render_loops(e, con) -> None:
         for r, used in zip(x.code.loops, x.code.trips):
             t.add_row(x.kernel, f"{r.index}" + ("" if r.depth == 1 else f" (in {r.depth - 1})"),
                       str(r.line) if r.line else "-", r.sass_range, r.shape or "-",
-                      "-" if r.trips is None else f"{r.trips:g}", f"{used:g}", r.why)
+                      "-" if r.trips is None else f"{r.trips:g}"
+                      + (f" = {r.expression}" if r.expression and r.expression != f"{r.trips:g}"
+                         else ""), f"{used:g}", r.why)
     con.print(t)
 
 
