@@ -192,3 +192,17 @@ def test_too_large_is_one_line(monkeypatch):
     with pytest.raises(ArtifactError, match="MAX_TRACE_BYTES") as e:
         summarize([TWO_ARCHS])
     assert "granularity" in e.value.hint and "\n" not in e.value.message
+
+
+def test_folder_skips_hidden_folders_and_names_a_link_by_its_trace(tmp_path):
+    (tmp_path / ".nvstage-build").mkdir()
+    shutil.copy(TWO_ARCHS, tmp_path / ".nvstage-build" / "k.o.json")
+    _write(tmp_path / "dlink.o.json", [
+        {"name": "process_name", "ph": "M", "pid": 3, "args": {"name": "nvlink"}},
+        _x("nvlink", 0, 5, "nvlink", pid=3)], {"inputFiles": ["a.o", "b.o"]})
+    # CMake's probe of the compiler, traced by the flags it was given: not the project's.
+    (tmp_path / "CMakeFiles" / "4.4.5" / "CompilerIdCUDA").mkdir(parents=True)
+    shutil.copy(TWO_ARCHS, tmp_path / "CMakeFiles" / "4.4.5" / "CompilerIdCUDA" / "trace.json")
+    s = summarize([tmp_path])
+    assert [u.unit for u in s.units] == ["dlink.o"] and s.skipped == []
+    assert s.tools["nvlink"].seconds == pytest.approx(5e-6)

@@ -210,6 +210,9 @@ def _trace_files(paths, out: CompileTime) -> list[Path]:
     for p in map(Path, paths):
         if p.is_dir():
             for f in sorted(p.rglob("*.json")):
+                if any(part.startswith(".") or part.startswith("CompilerId")
+                       for part in f.relative_to(p).parts[:-1]):
+                    continue  # .nvstage-build's entries, .git; CMake's compiler probe
                 if f.is_file() and not f.is_symlink():
                     if _looks_like_trace(f):
                         files.append(f)
@@ -237,9 +240,9 @@ def _looks_like_trace(path: Path) -> bool:
 def add_unit(out: CompileTime, path: str, other: dict, raw_events: list) -> UnitTime:
     """Add one trace's events to ``out``; returns the unit's own figures."""
     inputs = other.get("inputFiles") if isinstance(other, dict) else None
-    unit_name = _text(inputs[0]) if isinstance(inputs, list) and inputs and \
-        isinstance(inputs[0], str) else None
-    unit = UnitTime(path=path, unit=unit_name or Path(path).name)
+    # One input: the unit's source. Several (a device link's objects): the trace's own name.
+    unit_name = _text(inputs[0]) if isinstance(inputs, list) and len(inputs) == 1 else None
+    unit = UnitTime(path=path, unit=unit_name or Path(path).name.removesuffix(".json"))
     tools: dict[int, str] = {}  # pid -> process name
     arch_of: dict[int, str] = {}  # pid -> the arch its thread names
     threads: dict[tuple, list[_Event]] = {}
