@@ -45,6 +45,11 @@ class Over:
     file: str | None = None
 
 
+def _chain(chain) -> str:
+    """An include chain in a verdict: the unit, and the header that included this one."""
+    return " > ".join(chain) if len(chain) <= 2 else f"{chain[0]} > ... > {chain[-1]}"
+
+
 def over_budget(summary, limits: dict, names: dict[str, str] | None = None
                 ) -> tuple[list[Over], int]:
     """(what broke, how many limits were compared) for ``summary`` (a ``CompileTime``)."""
@@ -76,7 +81,7 @@ def over_budget(summary, limits: dict, names: dict[str, str] | None = None
             hold("header_seconds", path, h.inclusive, lim,
                  f"header {path} took {fmt_time(h.inclusive)} to parse, inclusive, in "
                  f"{h.count} parse(s) by {len(h.units)} unit(s) {passes} ({MEASURED}; "
-                 f"included from {' > '.join(h.chain[:-1])}); the budget is {fmt_time(lim)}",
+                 f"included from {_chain(h.chain[:-1])}); the budget is {fmt_time(lim)}",
                  h.chain[0] if h.chain else None)
     for key, metric in (("max_template_set_seconds", "template_set_seconds"),
                         ("max_template_set_count", "template_set_count")):

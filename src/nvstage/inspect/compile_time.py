@@ -107,7 +107,8 @@ class CompileTime:
 
     @property
     def passes(self) -> int:
-        return sum(max(1, len(u.archs)) for u in self.units)
+        """cicc's passes: one per arch of each unit (a device link's trace has none)."""
+        return sum(len(u.archs) for u in self.units)
 
     def to_json(self, top: int | None = None, names: dict[str, str] | None = None) -> dict:
         names = names or {}
@@ -279,8 +280,6 @@ def add_unit(out: CompileTime, path: str, other: dict, raw_events: list) -> Unit
             arch = arch_of.get(pid)
             if arch and arch not in unit.archs:
                 unit.archs.append(arch)
-    if not unit.archs and isinstance(other.get("targetArchs"), list):
-        unit.archs = [a for a in (_text(x) for x in other["targetArchs"]) if a][:64]
     for tool, seconds in unit.tools.items():
         out.tools.setdefault(tool, Cost()).add(seconds)
     out.units.append(unit)
