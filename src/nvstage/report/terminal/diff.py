@@ -267,8 +267,8 @@ def render_lines(result, con, *, all_rows: bool = False) -> None:
     cols = ("A", "B") if one else ("A file:line", "B file:line")
     # Local-memory columns where either kernel has local traffic (spills, stack arrays).
     local = bool(result.local[0] or result.local[1])
-    for c in (*cols, "source", "instr A", "instr B", "peak A", "peak B",
-              *(("local A", "local B") if local else ()), ""):
+    for c in (*cols, "source", "instr A->B", "peak A->B", *(("local A->B",) if local else ()),
+              ""):
         # The source line wraps between its words where the console is narrow.
         t.add_column(c, justify="right" if c.startswith(("instr", "peak", "local")) else
                      "left", prose=c == "source")
@@ -283,11 +283,12 @@ def render_lines(result, con, *, all_rows: bool = False) -> None:
             text = f"{(r.a.text or '').strip()}\nB: {(r.b.text or '').strip()}"
         mark = ["rose" if r.rose else "fell" if r.fell else "",
                 f"only {r.side.upper()}" if r.side else ""]
+        instr = " -> ".join("-" if s is None else str(s.instructions) for s in (r.a, r.b))
+        peak = f"{_fmt(r.peak_gpr[0], '')} -> {_fmt(r.peak_gpr[1], '')}"
         la, lb = r.local
-        t.add_row(*where, text,
-                  *(("-" if s is None else str(s.instructions)) for s in (r.a, r.b)),
-                  _fmt(r.peak_gpr[0], ""), _fmt(r.peak_gpr[1], ""),
-                  *((_local(la), _local(lb)) if local else ()), " ".join(m for m in mark if m))
+        t.add_row(*where, text, instr, peak,
+                  *((f"{_local(la) or '-'} -> {_local(lb) or '-'}",) if local else ()),
+                  " ".join(m for m in mark if m))
     con.print(t)
     c = result.counts()
     con.print(f"aligned by source: {c['same_text']} line(s) the same, {c['changed_text']} "
