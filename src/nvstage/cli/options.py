@@ -42,3 +42,8 @@ TimeOpt = Annotated[bool, typer.Option("--time",
     "with an include chain, template sets, device functions in NVVM and ptxas, per tool totals "
     "(nvstage show build/ --time --top 20).")]
 TopOpt = Annotated[int, typer.Option("--top", metavar="N", help="With --time: rows per table.")]
+LiveAtOpt = Annotated[Optional[str], typer.Option("--live-at", metavar="WHERE",
+    help="The line view (needs --kernel; implies --lineinfo): what is live at an instruction, "
+    "by the source line that last wrote each value. WHERE: a source line (54, or k.cu:54: its "
+    "instruction with the most live registers) or an offset (0x17a0); a comma list asks for "
+    "several. The peak's is always shown.")]

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from nvstage.cli.common import emit_json, handled
-from nvstage.cli.options import JsonOpt, NvccReadOpt, TimeOpt, TopOpt
+from nvstage.cli.options import JsonOpt, LiveAtOpt, NvccReadOpt, TimeOpt, TopOpt
 from nvstage.cli.show_time import show_time
 
 
@@ -47,18 +47,14 @@ def show_cmd(
         help="The line view: files under DIR are a library's, not yours (a vendored CUB in "
         "your tree); repeatable. The toolkit's, the system's include folders and "
         "site-packages always are.")] = None,
-    live_at: Annotated[Optional[str], typer.Option("--live-at", metavar="WHERE",
-        help="The line view (needs --kernel; implies --lineinfo): what is live at an "
-        "instruction, by the source line that last wrote each value. WHERE: a source line "
-        "(54, or k.cu:54: its instruction with the most live registers) or an offset "
-        "(0x17a0); a comma list asks for several. The peak's is always shown.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu",
         help="Say whether it would run on this GPU (sm_90, h200, ...).")] = None,
     driver: Annotated[Optional[str], typer.Option("--driver",
         help="With --gpu: the CUDA version the driver supports, as nvidia-smi prints it "
         "(\"CUDA Version: 13.0\" -> 13.0); decides whether PTX can be JIT-compiled.")
         ] = None,
-    time: TimeOpt = False, top: TopOpt = 10, nvcc: NvccReadOpt = None,
+    live_at: LiveAtOpt = None, time: TimeOpt = False, top: TopOpt = 10,
+    nvcc: NvccReadOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show what is inside an artifact: PTX entries, SASS, resources, fatbin images.
@@ -83,12 +79,11 @@ def show_cmd(
 
           nvstage show k.nvstage --kernel peak --lineinfo
 
-          nvstage show mm.nvstage --kernel matmul_acc --live-at 54,0x17a0
-
           nvstage show ~/.triton/cache --kernel fused
     """
     from nvstage.compiler.buildlog.log import find
     from nvstage.errors import UsageError
+    from nvstage.inspect.lineview import ask_live_at
     from nvstage.report.terminal.console import data_console
     from nvstage.report.terminal.show import render_shown
 
@@ -98,13 +93,8 @@ def show_cmd(
                              or listing or lineinfo)
         from nvstage.inspect.triton_cache import is_triton_cache
 
-        if live_at is not None:  # one kernel's line view, asked about
-            if kernel is None or is_triton_cache(artifact):
-                raise UsageError("--live-at reads one kernel's line view in a build: give "
-                                 "--kernel NAME", hint=f"nvstage show {artifact} --kernel NAME "
-                                 "--live-at 54")
-            lineinfo = True
-        if is_triton_cache(artifact):  # a document: listed, never imported
+        lineinfo = lineinfo or live_at is not None  # --live-at asks the line view
+        if is_triton_cache(artifact) and live_at is None:  # a document: listed, never imported
             from nvstage.cli.show_triton import show_cache
 
             return show_cache(artifact, kernel, sections, lineinfo, listing, nvcc, json_out)
@@ -114,16 +104,9 @@ def show_cmd(
                     raise UsageError("in a build record, the sections, --tu, --gpu and the "
                                      "listings are one kernel's: give --kernel NAME",
                                      hint=f"nvstage show {artifact} lists every kernel")
-                from nvstage.inspect.build_view import load_build_view
-                from nvstage.inspect.record_diff import since_previous
-                from nvstage.report.terminal.build_record import render_view
+                from nvstage.cli.show_record import show_record
 
-                view = load_build_view(artifact)
-                changes = since_previous(view)
-                render_view(view, data_console(json_out), changes=changes)
-                if json_out:
-                    emit_json({**view.to_json(), "since_previous": changes and changes.to_json()})
-                return
+                return show_record(artifact, json_out)
             from nvstage.inspect.build_view import show_kernel
 
             shown = show_kernel(artifact, kernel, unit=tu, sections=sections,
@@ -138,10 +121,8 @@ def show_cmd(
             shown = show(artifact, sections=sections, kernel=kernel, lineinfo=lineinfo,
                          gpu=gpu, driver=driver, nvcc=nvcc, attribute=attribute,
                          library=tuple(library or ()))
-        if live_at is not None:
-            from nvstage.inspect.lineview import ask_live_at
-
-            shown.data["lines"] = ask_live_at(shown.data.get("lines"), live_at)
+        if live_at is not None:  # one kernel's line view, asked where
+            shown.data["lines"] = ask_live_at(shown.data.get("lines"), live_at, kernel)
         wanted = {s.strip().lower() for s in (sections or "").split(",")}
         con = data_console(json_out)
         render_shown(shown, con, listing=listing or bool(kernel and wanted & {"sass", "ptx"}))

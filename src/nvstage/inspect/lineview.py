@@ -6,9 +6,9 @@ through (``//## File "k.cu", line 2 inlined at "k.cu", line 9``, then the caller
 and ``--life-range-mode narrow`` (``-lrm narrow``) appends, per instruction, the count of live
 general, predicate and uniform registers (the counts ``-lrm count`` prints) and a column per
 register (``inspect.live``: what is live at the peak, and which line wrote it); with ``-lrm``
-the line options are ignored. The two listings are joined on the instruction offset. A run of markers names the innermost location
-first and its callers after it: the instruction belongs to the first, and ``inlined_at``
-keeps the rest.
+the line options are ignored. The two listings are joined on the instruction offset. A run of
+markers names the innermost location first and its callers after it: the instruction belongs
+to the first, and ``inlined_at`` keeps the rest.
 
 Each instruction counts to one frame of its chain (``inspect.attribution``): by default the
 innermost that lies in a file of the user's, so the code inlined from ``<cooperative_groups.h>``
@@ -607,15 +607,18 @@ def build_lines(build, toolkit=None, *, attribution=None) -> list[KernelLines]:
     return out
 
 
-def ask_live_at(kernels, where: str) -> list[KernelLines]:
-    """``kernels`` (the line view of the one kernel asked for) with what is live at each place
-    ``where`` names: a comma list of source lines (``54``, ``k.cu:54``: the line's instruction
-    with the most live registers) and offsets (``0x17a0``). ``UsageError`` for a place the
-    kernel has no instruction at, or no line view to ask."""
+def ask_live_at(kernels, where: str, kernel: str | None = "") -> list[KernelLines]:
+    """``kernels`` (the line view of the one kernel asked for: ``kernel``) with what is live at
+    each place ``where`` names: a comma list of source lines (``54``, ``k.cu:54``: the line's
+    instruction with the most live registers) and offsets (``0x17a0``). ``UsageError`` for a
+    place the kernel has no instruction at, or no line view to ask."""
     from dataclasses import replace
 
     from nvstage.errors import UsageError
 
+    if not kernel:
+        raise UsageError("--live-at reads one kernel's line view: give --kernel NAME",
+                         hint="nvstage show BUILD --kernel NAME --live-at 54")
     if not kernels:
         raise UsageError("--live-at reads the line view, which --sections left out",
                          hint="add lines to --sections, or leave --sections out")

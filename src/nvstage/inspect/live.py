@@ -118,8 +118,9 @@ def _columns(header: list[str]):
             regs.append(int("".join(d[p] for d in digits if p < len(d) and d[p].isdigit())))
         elif first is not None:
             break
-    if first is None or max(regs) >= MAX_REGISTERS or regs != list(range(regs[0], regs[0] + len(regs))):
-        return None
+    if first is None or max(regs) >= MAX_REGISTERS or \
+            regs != list(range(regs[0], regs[0] + len(regs))):
+        return None  # not nvdisasm's R0, R1, ... in a row
     return (start, hash_at, first, first + len(regs)), tuple(regs)
 
 

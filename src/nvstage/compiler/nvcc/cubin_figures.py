@@ -173,7 +173,7 @@ def _attributes(blob: bytes):
             i += 4
 
 
-def _symbols(data: bytes, secs: list[_Section], symtab: int) -> list[tuple[str, int, int, int, int]]:
+def _symbols(data: bytes, secs: list[_Section], symtab: int) -> list[tuple]:
     """(name, type, section index, value, size) of each symbol of the table ``symtab``."""
     if not 0 <= symtab < len(secs):
         return []
