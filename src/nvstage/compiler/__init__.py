@@ -1,2 +1,3 @@
-"""From CUDA source to artifacts: the toolkit, nvcc's grammar and plan, the staged driver,
-the build record, NVRTC, the stage cache."""
+"""From CUDA source to artifacts: what nvcc is, the toolkit, the pipeline that runs
+nvcc's plan stage by stage, the caches, the manifest and the build log, the launcher, Triton
+and NVRTC. docs/architecture.md draws it."""

@@ -3,7 +3,7 @@ build folder.
 
 A file (cubin, fatbin, object, executable) is read by the readers directly (``resources``,
 ``sass``); a keep folder or a ``stages.json`` is opened as the ``Build`` it records
-(``compiler.record.load_build``) and read stage by stage, each stage's cubins by the same
+(``compiler.manifest.model.load_build``) and read stage by stage, each stage's cubins by the same
 readers. The readers themselves take bytes, files or a ``Build``, never a path that may be a
 build: they import nothing that opens one, and nothing of this module.
 """

@@ -3,8 +3,8 @@
 
 Opt-in, and only on a stage-cache miss (the driver's ``run_stage``). The command is rewritten
 only in ways proven output-neutral (``rewrite.py``); whatever goes wrong on the farm's side
-gives one line on stderr and a local run (``stage.py``). The build record says where each
-stage ran (``where.py``). The driver calls the two functions here on every build: with
+gives one line on stderr and a local run (``farm_stage.py``). The manifest says where each
+stage ran (``manifest/where.py``). The driver calls the two functions here on every build: with
 ``NVSTAGE_DIST`` unset they answer without importing the rest.
 """
 

@@ -1,4 +1,4 @@
-"""The build record: what a build planned, ran and produced (``Build``, ``StageRun``,
+"""One compile's manifest: what a build planned, ran and produced (``Build``, ``StageRun``,
 ``Artifact``), its manifest ``stages.json`` as written (``save_build``) and as read back
 (``load_build``). The nvcc driver, the NVRTC path and a reloaded build give the same record.
 

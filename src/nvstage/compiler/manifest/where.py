@@ -1,4 +1,4 @@
-"""Where a stage ran: the build record's ``where`` (absent: an ordinary local run, as before
+"""Where a stage ran: the manifest's ``where`` (absent: an ordinary local run, as before
 distribution existed)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The host compiler's words and variables that read or write a file no cache follows: a
 command or stage that has one runs every time (the launcher runs it with plain nvcc, the
-stage cache runs the stage, no whole-command entry is made).
+stage cache runs the stage, no command entry is made).
 
 gcc may be told to read a response file (``-Xcompiler @FILE``), profile data, spec files and
 plugins, and to write coverage notes, stack-usage, dump, split-DWARF and dependency files:
@@ -31,7 +31,7 @@ _UNWATCHED_PREFIX = ("-iprefix", "-iwithprefix", "-save-temps=", "-fdump-", "-fo
 _UNWATCHED_PASSED = ("-a", "--MD", "-M", "@")
 def unwatched_word(words) -> str | None:
     """The first of a host compiler's ``words`` (its arguments) that reads or writes a file
-    neither a whole-command entry nor the stage cache watches or restores; None when none."""
+    neither a command entry nor the stage cache watches or restores; None when none."""
     for a in words:
         if a.startswith("@") or a in _UNWATCHED or a.startswith(_UNWATCHED_PREFIX):
             return a

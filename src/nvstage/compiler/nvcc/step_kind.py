@@ -1,6 +1,6 @@
 """What kind of build step a command is, read from its words alone: a CUDA compile, a C or C++
 compile, a device link, a link, an archive step, or another (``cmake -E rm``); and the file it
-writes. Pure: the build record's reader asks this of every entry, old ones included (they
+writes. Pure: the build log's reader asks this of every entry, old ones included (they
 carry no kind of their own)."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ without following a link and without blocking, must be a regular file and is rea
 bound (``read_file``), so a planted link, FIFO or device is a miss, never a hang; a link or file
 where the cache keeps a folder (``tmp``, ``entries``, ...) is removed, not followed, before
 anything is written, listed or deleted there. The documents it trusts are sealed
-(``fsio.seal``) under the user's key, kept outside the folder (``key.py``).
+(``fsio.seal``) under the user's secret, kept outside the folder (``secret.py``).
 
 Layout under the root (each part is its module's)::
 
@@ -163,7 +163,7 @@ class CacheFolder:
         return self
 
     def _key(self) -> bytes:
-        """The key that seals this cache's documents (``key.py``), outside the folder.
+        """The secret that seals this cache's documents (``secret.py``), outside the folder.
         Raises ``CacheError`` when it cannot be read or made, or lies inside the folder."""
         if self._secret is None:
             where = key_path()

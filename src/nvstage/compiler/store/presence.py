@@ -6,7 +6,7 @@ folders. One listing of a folder answers for every name in it: a name it does no
 there. A listed name is still asked by stat (a link may dangle), as is a name that a listing
 holds in another case (a case-folding folder would find it) and every name in a folder that
 cannot be listed (searchable but not readable). A folder is not there: gcc skips a folder named
-as the header it looks for. Standard library only: the whole-command
+as the header it looks for. Standard library only: the command cache's
 answer (``cache/command/answer.py``) uses it when a watched folder changed; the stage cache too.
 """
 

@@ -1,12 +1,15 @@
-"""The stage cache's key: the per-user secret its documents are sealed under, kept outside
-the cache folder.
+"""The secret: the per-user key every cache document is sealed under, kept outside the cache
+folder (the file is still named ``cache.key``).
 
-Every document the cache trusts (an entry's ``meta.json``, which lists each file's SHA-256; a
-direct key's header sets; the notes about tools; a whole command's entry) is sealed with an
-HMAC-SHA256 under this key (``fsio.seal``). A plain checksum only finds damage: whoever could
+Every document the caches trust is sealed with an HMAC-SHA256 under it (``fsio.seal``): a
+stage entry's ``meta.json`` (which lists each file's SHA-256), a direct key's header sets and
+the cache folder's notes (``cache/local/notes.py``), headers' remembered digests
+(``store/hash_memo.py``), a command entry (``cache/command/entry.py``), ``nvstage compile``'s
+remembered nvcc (``cache/command/compile_answer.py``), the nvcc environment note
+(``nvcc/environment.py``) and remembered plans (``pipeline/plan_memo.py``). A plain checksum only finds damage: whoever could
 write the cache folder could recompute it and make the next build link a planted object.
 Without the key a document cannot be made to verify, so a planted or edited entry is a miss
-like a damaged one (and is discarded). The warm path reads the same file
+like a damaged one (and is discarded). The hit path reads the same file
 (``store/layout.secret``); only this module makes one.
 
 The key is ``$XDG_CONFIG_HOME/nvstage/cache.key`` (``~/.config/nvstage/cache.key``): 32 random

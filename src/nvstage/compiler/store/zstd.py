@@ -5,7 +5,7 @@ Standard library only, and loaded only when a compressed file is read or written
 has ``compression.zstd`` (its ``_zstd`` extension is loaded here alone), older ones the
 ``backports-zstd`` package (the same module, by the same authors). Only its extension is
 loaded, without the package's ``__init__``, which imports enum and functools (many times the
-extension's cost): a whole-command hit pays for what it reads, no more.
+extension's cost): a command cache hit pays for what it reads, no more.
 
 A frame is checked as it is read: one whole frame (a truncated one, trailing bytes or a bomb
 over the size its reader allows raise ``ValueError``), and the caller compares the SHA-256 of

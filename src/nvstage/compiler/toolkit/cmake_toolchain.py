@@ -10,7 +10,7 @@ CMake 4.4: ``Could NOT find CUDAToolkit (missing: CUDA_CUDART)`` without it). No
 written beside the toolkit: the file points at the libraries as they are.
 
 With ``launcher``, the file also puts nvstage in front of every step CMake can route through
-a launcher, so the build record holds the whole build: ``CMAKE_CUDA_COMPILER_LAUNCHER``,
+a launcher, so the build log holds the whole build: ``CMAKE_CUDA_COMPILER_LAUNCHER``,
 ``CMAKE_CXX_COMPILER_LAUNCHER`` and ``CMAKE_C_COMPILER_LAUNCHER`` (compiles) and the global
 property ``RULE_LAUNCH_LINK`` (device links, links, archives; CMake 4.4's
 ``CMAKE_CUDA_LINKER_LAUNCHER`` wraps neither ``nvcc -dlink`` nor the host link), outside

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-# Where the nvcc came from, as the build record says it (an entry's ``nvcc_from``).
+# Where the nvcc came from, as the build log says it (an entry's ``nvcc_from``).
 COMMAND, PATH, WHEELS = "command", "PATH", "pip wheels"
 ENV_NVCC = "NVSTAGE_NVCC"
 # The wheels' folders under site-packages, in cuda-pathfinder's order (its
@@ -44,7 +44,7 @@ def which(name: str, path_var: str) -> str | None:
 
 def is_elf(path: str) -> bool:
     """Whether ``path`` is an executable in ELF (a toolkit's nvcc), not a script (a wrapper,
-    whose commands have no whole-command key: what it reads is unknown). Raises OSError."""
+    whose commands have no command key: what it reads is unknown). Raises OSError."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         return os.read(fd, 4) == b"\x7fELF"

@@ -13,7 +13,7 @@ Usage: nvstage compile FILE.py --via triton --kernel NAME --signature SIG [optio
 
   Compile one @triton.jit kernel through Triton's own stages (source -> ttir -> ttgir ->
   llir -> ptx -> cubin), timing each stage, with Triton's metadata (warps, stages, shared
-  memory, target, FP fusion, which ptxas ran) in the same build record as nvcc's.
+  memory, target, FP fusion, which ptxas ran) in the same manifest as nvcc's.
 
   FILE.py is your own code: it is imported (run as Python) to find the kernel, as Triton
   itself does. A keep folder or a Triton cache folder is never imported.

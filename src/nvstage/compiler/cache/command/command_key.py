@@ -5,7 +5,7 @@ compiler nvcc would find, the current folder (and ``$PWD`` where gcc names it so
 the words of the command (options files by content), and the environment nvcc and gcc read
 (``ENV``, and the variables nvcc's profile and binary name: ``nvcc_env``). What the source
 and its headers hold is the entry's to check (``answer.inputs_unchanged``). Standard library
-only: the warm path's first step.
+only: the hit path's first step.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def key(nvcc: str, args: list[str], cwd: str, env) -> str | None:
     """The command's key; None when it cannot be keyed without reading what a miss reads
     (nvcc is a wrapper script, a tool is missing, an options file that names another or is no
     small regular file) or when what it writes is more than the entry holds (gcc's
-    $DEPENDENCIES_OUTPUT). The plan cache is keyed with it (``plancache.key``)."""
+    $DEPENDENCIES_OUTPUT). The plan memo is keyed with it (``plan_memo.key``)."""
     parts = components(nvcc, args, cwd, env)
     return None if isinstance(parts, str) else digest(parts)
 

@@ -1,8 +1,8 @@
-"""The stage cache's local folder, by concern: the folder itself, its locks and scratch
-(``folder``), the key its documents are sealed under (``key``), entries (``entries``), where
-the work folder's path goes in them (``relocation``), header sets, notes and the tiers'
-document (``notes``), counters, size, eviction and clearing (``eviction``), and the toolkit's
-notes (``tool_notes``). ``Cache`` is all of them over one folder.
+"""The stage cache's local folder, by concern (the folder itself, its locks and the secret are
+``store/``'s): entries (``entries``), where the work folder's path goes in them
+(``relocation``), header sets, notes and the tiers' document (``notes``), counters, size,
+eviction and clearing (``eviction``), and the toolkit's notes (``tool_notes``). ``Cache`` is
+all of them over one folder.
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ class Counters:
     stored: int = 0
     direct_hits: int = 0  # hits found through recorded headers, without the compiler
     # hit stages run again for an output their entry does not hold, which a stage that ran
-    # needed (``cache/lazy.py``): a preprocessor, cudafe++, fatbinary
+    # needed (``cache/stage/lazy.py``): a preprocessor, cudafe++, fatbinary
     made_again: int = 0
     # Each tier's figures for this build (``remote/tiers.py``), when a remote tier is configured:
     # in the manifest only then, so a build without one reads as before.
@@ -129,7 +129,7 @@ class Eviction(CacheFolder):
         return float(when) if ok else None
 
     def zero_stats(self) -> bool:
-        """Zero the counters (``stats.json``, the whole-command answers' ``inv/hits`` and each
+        """Zero the counters (``stats.json``, the command cache's answers' ``inv/hits`` and each
         tier's figures in ``tiers.json``) and keep every entry, noting when (ccache's
         ``--zero-stats``). False when there is no cache; ``CacheError`` for a folder nvstage
         did not make."""
@@ -154,7 +154,7 @@ class Eviction(CacheFolder):
             total = Counters(**{k: int(d.get(k, 0)) for k in _COUNTED})
         except (ValueError, TypeError, AttributeError):
             total = Counters()
-        # The stages whole-command answers (``cache/command/answer.py``) stood for: one line per answer.
+        # The stages the command cache's answers (``cache/command/answer.py``) stood for: one line per answer.
         try:
             lines = read_file(self.root / WHOLE / HITS, 64 << 20).split()
             total.hits += sum(int(n) for n in lines if n.isdigit())
@@ -164,12 +164,12 @@ class Eviction(CacheFolder):
 
     def entries(self, counted: set | None = None) -> list[tuple[Path, float, int]]:
         """(entry folder, last use, bytes) for every entry (folders named as keys only).
-        ``counted``: the files counted already, (device, inode): a whole-command entry links
+        ``counted``: the files counted already, (device, inode): a command entry links
         the file of the stage entry holding its output, and a file is counted once."""
         return self._listed("entries", "meta.json", counted)
 
     def whole_commands(self, counted: set | None = None) -> list[tuple[Path, float, int]]:
-        """(folder, when written, bytes) for every whole-command entry (``cache/command/entry.py``, inv/)."""
+        """(folder, when written, bytes) for every command entry (``cache/command/entry.py``, inv/)."""
         return self._listed(WHOLE, "meta", counted)
 
     def _listed(self, folder: str, meta: str,
@@ -256,7 +256,7 @@ class Eviction(CacheFolder):
                 return 0
         self._sweep(STALE_SCRATCH_S)
         self._sweep_whole_command_temps(STALE_SCRATCH_S)
-        # Stage entries, whole-command entries (which hold their outputs too), header sets
+        # Stage entries, command entries (which hold their outputs too), header sets
         # and plans share the limit.
         entries = self._held()
         total = sum(e[2] for e in entries)
@@ -296,7 +296,7 @@ class Eviction(CacheFolder):
         return total
 
     def _sweep_whole_command_temps(self, min_age_s: float) -> None:
-        """A whole-command entry is written as ``inv/xx/KEY.tmp-PID`` and renamed: one a killed
+        """A command entry is written as ``inv/xx/KEY.tmp-PID`` and renamed: one a killed
         process left (SIGKILL mid-store) is removed once it is ``min_age_s`` old."""
         base = self.root / WHOLE
         if not is_dir(base):

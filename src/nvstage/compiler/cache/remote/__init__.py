@@ -1,5 +1,5 @@
 """The stage cache's remote tiers: where they are (``spec``, ``config``), the one interface a
-backend speaks (``backend``) with one deadline for every operation (``deadline``), the
+backend speaks (``protocol``) with one deadline for every operation (``deadline``), the
 backends themselves, one file each (``redis``, ``http``; ``bazel`` encodes the HTTP tier's
 bazel layout), what an object holds (``objects``) and how it is signed (``signing``), one tier
 (``tier``), one build's tiers behind its local folder (``tiers``), and what ``nvstage cache``

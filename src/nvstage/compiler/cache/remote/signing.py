@@ -1,7 +1,7 @@
 """Signed remote entries: Ed25519 (the ``cryptography`` package), so that only a holder of the
 private key can write an entry a signature-requiring reader accepts.
 
-The local cache's seal (``fsio.seal`` under ``cache/local/key.py``'s key) is an HMAC under a
+The local cache's seal (``fsio.seal`` under ``store/secret.py``'s secret) is an HMAC under a
 per-user key: it finds damage and forgery in one user's folder, but a key every CI job held
 would let any job (a pull request's too) forge entries. A remote tier is shared, so its entries
 carry a signature instead: writers (trusted CI on the main branch) hold the private key, readers

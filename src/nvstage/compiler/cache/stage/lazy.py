@@ -21,7 +21,7 @@ since it was looked at, a tool that is not deterministic) raises ``Diverged``, a
 run again without the cache (``driver``): never a mix of two runs' files.
 
 With ``--keep`` every output is written and every entry holds everything: the folder is for
-reading. A ptxas stage's cubins are written too: the build record reads its kernels' figures
+reading. A ptxas stage's cubins are written too: the manifest reads its kernels' figures
 from them.
 """
 
