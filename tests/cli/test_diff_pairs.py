@@ -134,6 +134,8 @@ def test_why_the_ptx_changed_and_launch_bounds_overrode_the_cap(cli, builds):
            read_figures((builds / "ln.cubin").read_bytes())}
     sizes = sorted(k["a"]["sass_bytes"] for k in rows.values())
     assert sizes == sorted(own.values()) and sum(sizes) < k3["a"]["cubin_size"]
+    one = cli("diff", builds / "ln.nvstage", builds / "ln24.nvstage", "--kernel", K5, "--json")
+    assert [k["key"].split("(")[0] for k in json.loads(one.stdout)["kernels"]] == [K5]
     text = cli("diff", builds / "ln.nvstage", builds / "ln24.nvstage").stdout
     assert f"why {K5} (sm_90):" in text and "overrides -maxrregcount=24" in text
     assert "SASS bytes" in text and "cubin bytes" not in text

@@ -17,6 +17,7 @@ compared per kernel (``build_diff``).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from nvstage.errors import UsageError
@@ -25,6 +26,7 @@ from nvstage.inspect.mix import access_bits
 
 LOCAL = {"STL": "stores", "LDL": "loads"}
 SPILL_MARK = '"SpillRefill"'  # nvdisasm's annotation of an STL/LDL ptxas wrote to spill
+_PREDICATE = re.compile(r"^@!?U?P[T\d]+\s+")
 
 
 @dataclass(frozen=True)
@@ -242,8 +244,7 @@ def _locals(kernel) -> dict[tuple[str, int], Local]:
         what = LOCAL.get(i.opcode)
         if what is None:
             continue
-        size = access_bits(i.text.split(" ", 1)[0] if not i.text.startswith("@")
-                           else i.text.split(" ", 2)[1]) // 8
+        size = access_bits(_PREDICATE.sub("", i.text)) // 8
         spill = SPILL_MARK in i.text
         one = Local(stores=size, spill_stores=size if spill else 0) if what == "stores" else \
             Local(loads=size, spill_loads=size if spill else 0)

@@ -67,9 +67,12 @@ def ptx_entries(text: str) -> dict[str, dict]:
     """Each ``.entry`` of a PTX text: its SHA-256 (from ``.entry`` to its closing brace) and
     its launch directives."""
     out = {}
-    for m in _ENTRY.finditer(text):
-        end = _END.search(text, m.end())
-        body = text[m.start():end.end() if end else len(text)]
+    starts = list(_ENTRY.finditer(text))
+    for m, after in zip(starts, [*starts[1:], None]):
+        # to its closing brace, never past the next entry (a PTX with no braces stays linear)
+        stop = after.start() if after is not None else len(text)
+        end = _END.search(text, m.end(), stop)
+        body = text[m.start():end.end() if end else stop]
         head = body.split("{", 1)[0]
         d: dict = {"ptx_sha256": _sha(body.encode())}
         for k, v in _DIRECTIVE.findall(head):
