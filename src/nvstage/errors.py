@@ -30,6 +30,8 @@ def printable(text: str, *, lines: bool = False) -> str:
     through before a terminal sees it, so that an escape sequence in one never changes the
     terminal (a title, colours, the clipboard) and a newline never splits a one-line error.
     ``lines``: newlines and tabs kept (a tool's output, a message of several lines)."""
+    if text.isprintable():  # no control, no surrogate: nothing to write out (C's pace)
+        return text
     return text.translate(_CONTROLS_BUT_LINES if lines else _CONTROLS)
 
 

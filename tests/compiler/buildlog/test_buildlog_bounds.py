@@ -1,6 +1,7 @@
 """Reading a build record is bounded in memory as well as time: the reader keeps of each
 entry's manifest only what it shows (``buildlog._Kept``, ``build_view._lean``), and reads at
-most the newest ``MAX_ENTRIES`` entries and ``MAX_RECORD_BYTES`` (an older, longer record
+most the newest ``MAX_ENTRIES`` entries, ``MAX_RECORD_BYTES`` and ``MAX_RECORD_WORDS`` command
+words (each entry's parse bounded by ``MAX_ENTRY_VALUES``; an older, longer record
 stays readable: its older entries are left unread and said so). Memory is the peak RSS of
 ``nvstage show`` in a subprocess, over records crafted from one real launcher entry."""
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -118,3 +118,58 @@ def test_memory_and_time_per_entry_are_bounded(real_entry, tmp_path):
     assert at_caps_mb < 400, at_caps_mb  # measured: about 160 MB
     # Time: a loaded 2-core machine takes 2 to 5 ms an entry; 25 ms would be a regression.
     assert (t_big - t_small) / (big - small) < 0.025, (t_small, t_big)
+
+
+# -- words, not only bytes (issue 43: a log at its byte cap of tiny argv words took 2.4 GB) -----
+def test_a_record_past_its_word_cap_is_read_newest_first(tmp_path, monkeypatch):
+    """Each entry's command weighs its words (and its characters, 64 to a word); past
+    ``MAX_RECORD_WORDS`` the older entries are left unread, and said so, as past the bytes."""
+    long = "x" * (64 * 3)  # weighs 1 + 3
+    rec = _record(tmp_path / "rec", [_doc(i, argv=["nvcc", "-c", f"k{i}.cu", long])
+                                     for i in range(6)])
+    assert buildlog.argv_weight(["nvcc", "-c", "k0.cu", long]) == 4 + 203 // 64
+    monkeypatch.setattr(buildlog, "MAX_RECORD_WORDS", 3 * 7 + 6)
+    r = buildlog.load_build_record(rec)
+    assert [e.argv[2] for e in r.entries] == ["k3.cu", "k4.cu", "k5.cu"]
+    assert r.skipped == ["3 older entries: the record holds more than the 27 command words "
+                         "nvstage reads from one (MAX_RECORD_WORDS)"]
+
+
+def test_an_entry_of_more_values_than_any_real_one_is_not_parsed(tmp_path, monkeypatch):
+    """What parsing one entry costs at once is bounded before it is parsed: its values are
+    counted in its bytes (a crafted 16 MiB entry of tiny words made 3 million strings)."""
+    rec = _record(tmp_path / "rec", [_doc(0, argv=["nvcc", *["ab"] * 50]), _doc(1)])
+    monkeypatch.setattr(buildlog, "MAX_ENTRY_VALUES", 40)
+    r = buildlog.load_build_record(rec)
+    assert [e.argv[2] for e in r.entries] == ["k1.cu"]
+    (said,) = r.skipped
+    assert said.endswith(": more than 40 JSON values, which no entry nvstage writes holds")
+
+
+def test_an_entry_holds_no_more_than_a_path_and_a_line_of_reason(tmp_path):
+    rec = _record(tmp_path / "rec", [_doc(0, cwd="/" + "d" * 5000),
+                                     _doc(1, reason="r" * 10_000, build={"output": "o" * 5000,
+                                                                         "source": "k1.cu"})])
+    r = buildlog.load_build_record(rec)
+    (entry,) = r.entries
+    assert r.skipped[0].endswith("cwd is longer than any path")
+    assert entry.reason == "r" * 2000 + "... (8,000 more characters)"
+    assert entry.__dict__["_kept"].slim == {"output": None, "source": "k1.cu"}
+
+
+def _tiny_words(root: Path, entries: int) -> Path:
+    """``entries`` entries of 100,000 two-character words each (the most an entry may hold):
+    the adversary's log, which filled the byte cap (536 of them) with 54 million words."""
+    doc = _doc(0, argv=["nvcc", *[f"{i % 100:02d}" for i in range(99_999)]])
+    return _record(root, [{**doc, "started": 1e9 + i} for i in range(entries)])
+
+
+def test_memory_at_the_word_cap_is_bounded(tmp_path):
+    """60 such entries (6 million words, 30 MB): ``show`` reads the newest up to
+    ``MAX_RECORD_WORDS`` (2 million) and holds what they weigh, a few hundred MB at most
+    however large the record (measured: 130 MB above a one-entry record at 256 MiB; was 2.4
+    GB and 49 s there, about 1 GB here)."""
+    rss_one, _ = _show(_tiny_words(tmp_path / "one", 1))
+    rss_cap, seconds = _show(_tiny_words(tmp_path / "cap", 60))
+    assert rss_cap - rss_one < 250, (rss_one, rss_cap)
+    assert seconds < 60, seconds  # measured: 4 s on a loaded 2-core machine

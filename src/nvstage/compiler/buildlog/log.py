@@ -37,6 +37,7 @@ import functools
 import heapq
 import itertools
 import json
+import operator
 import os
 import re
 import time
@@ -64,6 +65,15 @@ from nvstage.errors import ArtifactError, UsageError, printable
 MAX_ENTRIES = 10_000  # the last builds of a project of thousands of translation units
 MAX_ENTRY_BYTES = 16 << 20  # a real one is 20 to 40 KB
 MAX_RECORD_BYTES = 256 << 20  # all entries together
+# The commands' words all entries hold (``argv_weight``: a word, and every ``_WORD_CHARS``
+# characters, count one): bytes alone let tiny words cost 60 bytes each held, 2.4 GB and 49 s
+# at the byte cap. A real command is 30 to 200 words.
+MAX_RECORD_WORDS = 2_000_000
+_WORD_CHARS = 64
+# JSON values one entry may hold, counted in its bytes before it is parsed (a real one holds a
+# few thousand): what parsing a crafted one costs at once, whatever is kept of it after.
+MAX_ENTRY_VALUES = 1_000_000
+MAX_REASON = 2000  # characters of an entry's reason kept (the rest is cut, and says so)
 _counter = itertools.count()
 # Builds kept whole; past KEEP_BUILDS + PRUNE_AFTER builds the older ones are pruned to the
 # latest entry of each unit (what the project still is).
@@ -127,7 +137,7 @@ class Entry:
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
             raise ArtifactError(f"{where}: not an nvstage build-record entry ({SCHEMA})")
         argv = need("argv", list)
-        if not all(isinstance(a, str) for a in argv) or len(argv) > 100_000:
+        if not set(map(type, argv)) <= {str} or len(argv) > 100_000:  # (map: C's pace)
             raise ArtifactError(f"{where}: argv must be a list of strings")
         started, seconds = need("started", (int, float)), need("seconds", (int, float))
         if not (0 <= started < 1e11 and 0 <= seconds < 1e7):
@@ -143,8 +153,14 @@ class Entry:
         nvcc_from = need("nvcc_from", str, optional=True)
         if nvcc_from is not None and not 0 < len(nvcc_from) <= 64:
             raise ArtifactError(f"{where}: nvcc_from must be 1 to 64 characters")
+        cwd = need("cwd", str)
+        if len(cwd) > MAX_PATH:
+            raise ArtifactError(f"{where}: cwd is longer than any path")
+        if reason is not None and len(reason) > MAX_REASON:
+            reason = f"{reason[:MAX_REASON]}... ({len(reason) - MAX_REASON:,} more characters)"
         # What is shown of an entry is shown as text (``printable``); it is never run.
-        return cls([printable(a) for a in argv], printable(need("cwd", str)), float(started),
+        words = argv if "".join(argv).isprintable() else [printable(a) for a in argv]
+        return cls(words, printable(cwd), float(started),
                    float(seconds), status, int(need("exit_code", int)),
                    int(need("pid", int, optional=True) or 0),
                    None if reason is None else printable(reason), build, d.get("hit") is True,
@@ -352,7 +368,8 @@ def _keep_in_file(entry: Entry, path: Path, data: bytes) -> None:
     build = entry.__dict__.get("_build")
     if build is None:
         return
-    slim = {k: build.get(k) for k in ("output", "source")}
+    slim = {k: v if isinstance(v := build.get(k), str) and len(v) <= MAX_PATH else None
+            for k in ("output", "source")}  # (what is no path is not held)
     entry.__dict__["_kept"] = _Kept(path, len(data), zlib.crc32(data), slim)
     entry.__dict__["_build"] = None
 
@@ -363,23 +380,23 @@ MAX_RECORDED = 10_000  # artifacts (or fatbinary words) read from one manifest
 # A folder no build writes into: where a manifest read from an entry "looks beside itself".
 _NOWHERE = "/nonexistent/nvstage-build-record-entry"
 _OUTPUT_OPTIONS = ("-o", "--output-file")
+_OUTPUT_SPELT = tuple(f"{o}=" for o in _OUTPUT_OPTIONS)
+_MAY_BE_OUTPUT = operator.methodcaller("startswith", _OUTPUT_OPTIONS)
 
 
 def argv_output(argv: list[str]) -> str | None:
     """The value of the last ``-o``/``--output-file`` of an nvcc command (``argv[0]`` is
     nvcc), spelled as a separate word or with ``=``."""
-    out = None
-    i = 1
-    while i < len(argv):
-        word = argv[i]
-        if word in _OUTPUT_OPTIONS and i + 1 < len(argv):
-            out = argv[i + 1]
-            i += 2
+    out, after, n = None, 1, len(argv)
+    # Only the words that may be one looked at (compress and map: C's pace over 100,000).
+    for i in itertools.compress(range(n), map(_MAY_BE_OUTPUT, argv)):
+        if i < after:  # nvcc's argv[0], or the value of the -o before it
             continue
-        for opt in _OUTPUT_OPTIONS:
-            if word.startswith(opt + "="):
-                out = word[len(opt) + 1:]
-        i += 1
+        word = argv[i]
+        if word in _OUTPUT_OPTIONS and i + 1 < n:
+            out, after = argv[i + 1], i + 2
+        elif word.startswith(_OUTPUT_SPELT):
+            out = word.partition("=")[2]
     return out or None
 
 
@@ -616,7 +633,7 @@ def load_build_record(path: str | os.PathLike) -> BuildRecord:
     names = sorted(kept)
     from nvstage.artifacts import read_regular
 
-    total = 0
+    total = words = 0
     over = [f"{found - len(names)} older entries: the record holds more than the "
             f"{MAX_ENTRIES:,} nvstage reads from one (MAX_ENTRIES)"] if found > len(names) else []
     for i, n in enumerate(reversed(names)):  # the newest first: what the build is now
@@ -629,7 +646,16 @@ def load_build_record(path: str | os.PathLike) -> BuildRecord:
                         f"{MAX_RECORD_BYTES >> 20} MiB nvstage reads from one "
                         "(MAX_RECORD_BYTES)"]
                 break
+            if _values(data) > MAX_ENTRY_VALUES:
+                raise ArtifactError(f"{where}: more than {MAX_ENTRY_VALUES:,} JSON values, "
+                                    "which no entry nvstage writes holds")
             entry = Entry.from_json(json.loads(data), where)
+            words += argv_weight(entry.argv)
+            if words > MAX_RECORD_WORDS:
+                over = [f"{found - i} older entries: the record holds more than the "
+                        f"{MAX_RECORD_WORDS:,} command words nvstage reads from one "
+                        "(MAX_RECORD_WORDS)"]
+                break
             entry.file = printable(n)
             _keep_in_file(entry, folder / "tu" / n, data)
             rec.entries.append(entry)
@@ -638,6 +664,18 @@ def load_build_record(path: str | os.PathLike) -> BuildRecord:
     rec.entries.sort(key=lambda e: e.started)
     rec.skipped = sorted(rec.skipped) + over  # in the names' (start) order
     return rec
+
+
+def argv_weight(argv: list[str]) -> int:
+    """What a command's words weigh against ``MAX_RECORD_WORDS``: each word one, and every
+    ``_WORD_CHARS`` characters of them one more (a long word holds what many short ones do)."""
+    return len(argv) + sum(map(len, argv)) // _WORD_CHARS
+
+
+def _values(data: bytes) -> int:
+    """An upper bound of the JSON values ``data`` holds, counted without parsing it: every
+    value but a container's first follows a comma; each container has one first value."""
+    return data.count(b",") + data.count(b"[") + data.count(b"{") + 1
 
 
 def now() -> float:
