@@ -108,28 +108,20 @@ def over_budget(summary, limits: dict, names: dict[str, str] | None = None
     return out, checked
 
 
-def add_to(result, limits: dict, traces) -> None:
-    """Hold the traces under ``traces`` (a trace file or a folder; None: none given) to
-    ``limits``, adding to ``result`` (a ``gate.CheckResult``) its violations, the limits
-    compared, and a note when there was nothing to read."""
+def held(limits: dict, traces) -> tuple[list[Over], int, str | None]:
+    """(what broke, limits compared, a note) for the traces under ``traces`` (a trace file or
+    a folder; None: none given); the note says when there was nothing to read."""
     import os
 
-    from nvstage.check.gate import Violation
     from nvstage.inspect.compile_time import summarize
     from nvstage.inspect.names import demangle_all
 
-    if not limits:
-        return
     summary = summarize([traces]) if traces is not None and os.path.exists(traces) else None
     if summary is None or not summary.units:
-        result.notes.append("compile-time budgets not checked: no nvcc time trace "
-                            f"{'under ' + str(traces) if traces else 'given'} (build with "
-                            "-fdevice-time-trace -, or give --time-trace PATH)")
-        return
+        return [], 0, ("compile-time budgets not checked: no nvcc time trace "
+                       f"{'under ' + str(traces) if traces else 'given'} (build with "
+                       "-fdevice-time-trace -, or give --time-trace PATH)")
     names = demangle_all(list(summary.nvvm) + list(summary.ptxas)) \
         if "max_function_seconds" in limits else {}
     broken, checked = over_budget(summary, limits, names)
-    result.checked += checked
-    result.violations.extend(
-        Violation(kernel=None, arch=None, metric=o.metric, value=o.value, limit=o.limit,
-                  message=o.message, file=o.file) for o in broken)
+    return broken, checked, None

@@ -114,10 +114,18 @@ def build_of(target: Path, budgets: Budgets, toolkit, keep_dir: str | None) -> I
 
 
 def _compile_time(result: CheckResult, budgets: Budgets, traces) -> None:
-    if budgets.compile_time:
-        from nvstage.check.compile_time import add_to
+    """``[budgets.compile_time]`` held against the traces: added to ``result``."""
+    if not budgets.compile_time:
+        return
+    from nvstage.check.compile_time import held
+    from nvstage.check.gate import Violation
 
-        add_to(result, budgets.compile_time, traces)
+    broken, checked, note = held(budgets.compile_time, traces)
+    result.checked += checked
+    result.notes += [note] if note else []
+    result.violations.extend(
+        Violation(kernel=None, arch=None, metric=o.metric, value=o.value, limit=o.limit,
+                  message=o.message, file=o.file) for o in broken)
 
 
 def _compile(target: Path, budgets: Budgets, toolkit, keep_dir: str):

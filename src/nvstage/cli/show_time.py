@@ -18,11 +18,19 @@ def show_time(path, top: int, json_out: bool, other=None) -> None:
                          hint=f"nvstage show {path} --time")
     if top < 1:
         raise UsageError(f"--top {top}: show at least one row of each table")
-    summary = summarize([path])
+    from nvstage.compiler.buildlog.log import find
+    from nvstage.compiler.nvcc.time_trace import TRACES
+
+    paths = [path]
+    record = find(path)
+    if record is not None and (record / TRACES).is_dir():  # NVSTAGE_TIME_TRACE=1's
+        paths.append(record / TRACES)
+    summary = summarize(paths)
     if not summary.units:
         raise ArtifactError(f"{path}: no nvcc time trace in it",
                             hint="build with -fdevice-time-trace - (nvcc writes OUT.json beside "
-                                 "each object)")
+                                 "each object), or through the launcher with "
+                                 "NVSTAGE_TIME_TRACE=1")
     doc = summary.to_json(top)
     mangled = [r["name"] for k in ("functions_nvvm", "functions_ptxas") for r in doc[k]]
     names = demangle_all(mangled)

@@ -204,3 +204,22 @@ def test_a_cub_unit(toolkit, workdir, cli):
     assert top["count"] == len(by_hand)
     assert top["seconds"] == pytest.approx(sum(by_hand) / 1e6)
     assert any("cub/device/device_reduce.cuh" in h["path"] for h in doc["headers"])
+
+
+def test_a_whole_build_traced_by_the_setting(toolkit, kernels, workdir, cli):
+    # NVSTAGE_TIME_TRACE=1: the command's words untouched (no .json beside the object, the
+    # object plain nvcc's), nvstage's own trace of the unit in the build log's folder.
+    shutil.copy(kernels / "templates.cu", workdir)
+    words = ["-c", "templates.cu", "-arch=sm_90"]
+    env = {**os.environ, "NVSTAGE_TIME_TRACE": "1"}
+    cp = proc.run([*_launcher(), toolkit.nvcc, *words, "-o", "k.o"], cwd=workdir, env=env,
+                  timeout=600)
+    assert cp.returncode == 0, cp.stderr
+    assert proc.run([toolkit.nvcc, *words, "-o", "plain.o"], cwd=workdir).returncode == 0
+    assert _mask((workdir / "k.o").read_bytes()) == _mask((workdir / "plain.o").read_bytes())
+    assert sorted(p.name for p in workdir.iterdir() if p.suffix == ".json") == []
+    (trace,) = (workdir / ".nvstage-build" / "traces").iterdir()
+    assert json.loads(trace.read_text())["otherData"]["inputFiles"] == ["templates.cu"]
+    r = cli("show", workdir, "--time", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert [u["unit"] for u in json.loads(r.stdout)["units"]] == ["templates.cu"]

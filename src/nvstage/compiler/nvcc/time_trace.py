@@ -31,6 +31,11 @@ import os
 from dataclasses import dataclass, field
 
 OPTION = "--fdevice-time-trace"
+# NVSTAGE_TIME_TRACE=1: every staged command traced, its flags untouched: nvstage's own trace
+# of each unit in the build log's folder, TRACES/, named by the unit's output (a unit built
+# again replaces its trace, so the folder holds one per unit).
+SETTING = "NVSTAGE_TIME_TRACE"
+TRACES = "traces"
 GRANULARITY = "--fdevice-time-trace-granularity"
 PHASE_AFTER = "LibNVVM"
 RESTORED = "restored, not traced"
@@ -57,6 +62,7 @@ class TraceRequest:
     inputs: tuple[str, ...] = ()
     threads: int = -1
     split_compile: int = -1
+    own: bool = False  # nvstage's own trace (NVSTAGE_TIME_TRACE): never one of the outputs
 
 
 def trace_path(value: str, output: str | None) -> str:
@@ -81,6 +87,22 @@ def request_from_args(args, output: str | None) -> TraceRequest | None:
                         tuple(a.words[0] for a in args if a.is_input),
                         _int(last_value(args, "--threads")),
                         _int(last_value(args, "--split-compile")))
+
+
+def own_request(args, record: str, cwd: str) -> TraceRequest:
+    """NVSTAGE_TIME_TRACE's request for a command (parsed words) built in ``cwd``: its trace
+    in ``record``/traces/, named by the output the command writes."""
+    import hashlib
+
+    from nvstage.compiler.nvcc.grammar import last_value
+
+    inputs = tuple(a.words[0] for a in args if a.is_input)
+    output = last_value(args, "--output-file") or (inputs[0] if inputs else "unit")
+    name = hashlib.sha256(os.path.abspath(os.path.join(cwd, output)).encode(
+        "utf-8", "surrogateescape")).hexdigest()[:20]
+    return TraceRequest(os.path.join(record, TRACES, f"{name}.json"), "0", inputs,
+                        _int(last_value(args, "--threads")),
+                        _int(last_value(args, "--split-compile")), own=True)
 
 
 def _int(v: str | None) -> int:
@@ -188,6 +210,8 @@ class Tracer:
         cannot be written (nvcc: "Failed to open trace file")."""
         path = os.path.join(cwd, self.request.path)
         doc = self.merged(runs)
+        if self.request.own:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             json.dump(doc, f, separators=(",", ":"))
         return path

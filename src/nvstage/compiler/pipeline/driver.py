@@ -132,7 +132,7 @@ def compile_command(
         mine: list = []
         request = Request(str(Path(cwd, source)), CompileOptions(extra=tuple(args)), toolkit,
                           cwd, jobs=jobs, depfile=depfile,
-                          trace=_trace_request(list(args), None, toolkit))
+                          trace=_trace_request(list(args), None, toolkit, cwd=cwd))
         build = _build(Planned(plan, dryrun_argv, plan_seconds), request, work, store,
                        dataclasses.replace(callbacks, later=mine if later is not None else None),
                        t_start=t_start, slots=slots,
@@ -229,8 +229,11 @@ def _build(planned: Planned, request: Request, work: Path, store, callbacks: Cal
         build.status, build.error = "failed", err.to_json()
         finish(build, work, t_start)
         raise err
-    if tracer is not None:
+    if tracer is not None and not trace.own:
         build.time_trace = _write_trace(tracer, build, cwd)
+    elif tracer is not None:  # nvstage's own: bookkeeping, never a failed build
+        with contextlib.suppress(OSError):
+            tracer.write(build.runs, cwd)
     finish(build, work, t_start)
     # Bookkeeping after the answer reads the outputs as they are now: the build tool may
     # consume one first (Ninja removes a -MF dependency file once it has read it).
@@ -565,15 +568,23 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
     return run
 
 
-def _trace_request(words: list[str], output: str | None, toolkit: Toolkit):
-    """nvcc's -fdevice-time-trace in ``words`` (``time_trace.TraceRequest``), or None."""
-    if not any("time-trace" in w for w in words):
+def _trace_request(words: list[str], output: str | None, toolkit: Toolkit, *,
+                   cwd: str | None = None):
+    """nvcc's -fdevice-time-trace in ``words`` (``time_trace.TraceRequest``), or None. With
+    ``cwd`` (a launcher's command) and $NVSTAGE_TIME_TRACE=1, nvstage's own trace when the
+    command asks for none."""
+    own = cwd is not None and os.environ.get("NVSTAGE_TIME_TRACE") == "1"
+    if not own and not any("time-trace" in w for w in words):
         return None  # no grammar read for the common case
+    from nvstage.compiler.buildlog.current import record_folder
     from nvstage.compiler.nvcc.grammar import grammar_for, last_value
-    from nvstage.compiler.nvcc.time_trace import request_from_args
+    from nvstage.compiler.nvcc.time_trace import own_request, request_from_args
 
     args = grammar_for(toolkit.nvcc).parse(words)
-    return request_from_args(args, output or last_value(args, "--output-file"))
+    asked = request_from_args(args, output or last_value(args, "--output-file"))
+    if asked is None and own:
+        return own_request(args, record_folder(cwd, os.environ), cwd)
+    return asked
 
 
 def _write_trace(tracer, build: Build, cwd: str) -> str:
