@@ -129,6 +129,8 @@ def test_compile_from_a_removed_folder_builds_absolute_paths_as_nvcc_does(toolki
                                   "-o", str(tmp_path / "ours.cubin")], env)
     assert plain.returncode == 0, plain.stderr
     assert ours.returncode == 0, ours.stderr  # was: os.getcwd()'s traceback, 1
+    assert f"; output {tmp_path / 'ours.cubin'};" in ours.stderr  # (absolute: no folder to be
+    # relative to)
     assert (tmp_path / "ours.cubin").read_bytes()[:4] == b"\x7fELF"
     assert (tmp_path / "plain.cubin").read_bytes()[:4] == b"\x7fELF"
 

@@ -17,6 +17,12 @@ def _short(path: str, base: str | None) -> str:
     return os.path.basename(path)
 
 
+def _from(path: str, cwd: str) -> str:
+    """``path`` as the folder the build ran in reaches it; absolute from a folder since
+    removed (``cli/transparent.GONE``), which no relative path starts from."""
+    return path if cwd == "/proc/self/cwd" else os.path.relpath(path, cwd)
+
+
 def stage_table(build: Build):
     """One row per stage: order, stage, tool, arch, inputs -> outputs, size, time. Where that
     is too wide, narrower layouts of the same cells: the tool under the stage (where it
@@ -98,10 +104,10 @@ def summary_line(build: Build, kept: bool = True) -> str:
                      f"{plural(cache['misses'], 'miss', 'misses')}")
     text = ", ".join(parts)
     if build.output:
-        text += f"; output {os.path.relpath(build.output, build.cwd)}"
+        text += f"; output {_from(build.output, build.cwd)}"
     if build.keep_dir:
         if kept:
-            text += f"; kept in {os.path.relpath(build.keep_dir, build.cwd)}"
+            text += f"; kept in {_from(build.keep_dir, build.cwd)}"
     elif any(_TMPXFT.search(a.name) for r in build.runs for a in r.artifacts):
         text += "; intermediates removed (named as plain nvcc names them: tmpxft_..._NAME)"
     return text + f"\ntoolkit: {build.toolkit.describe()}"
@@ -158,7 +164,7 @@ def whole_view(build: Build) -> dict:
     _render_planning(view, text_console(before))
     _render_table(view, text_console(table))
     _render_tools(view, text_console(after))
-    tail = f"; output {os.path.relpath(build.output, build.cwd)}" if build.output else ""
+    tail = f"; output {_from(build.output, build.cwd)}" if build.output else ""
     return {"before": before.getvalue(), "table": table.getvalue(), "after": after.getvalue(),
             "stages": len(build.runs), "tail": f"{tail}\ntoolkit: {build.toolkit.describe()}"}
 
