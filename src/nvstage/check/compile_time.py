@@ -113,10 +113,11 @@ def held(limits: dict, traces) -> tuple[list[Over], int, str | None]:
     a folder; None: none given); the note says when there was nothing to read."""
     import os
 
-    from nvstage.inspect.compile_time import summarize
+    from nvstage.inspect.compile_time import summarize, trace_paths
     from nvstage.inspect.names import demangle_all
 
-    summary = summarize([traces]) if traces is not None and os.path.exists(traces) else None
+    summary = summarize(trace_paths(traces)) \
+        if traces is not None and os.path.exists(traces) else None
     if summary is None or not summary.units:
         return [], 0, ("compile-time budgets not checked: no nvcc time trace "
                        f"{'under ' + str(traces) if traces else 'given'} (build with "

@@ -196,6 +196,17 @@ def read_trace(path: str | os.PathLike) -> tuple[dict, list[dict]]:
     return other if isinstance(other, dict) else {}, events
 
 
+def trace_paths(path) -> list:
+    """Where a path's traces are: the path (a trace, or a folder of them), and for a build
+    folder its build log's ``traces/`` (NVSTAGE_TIME_TRACE=1's, in a hidden folder)."""
+    from nvstage.compiler.buildlog.log import find
+    from nvstage.compiler.nvcc.time_trace import TRACES
+
+    record = find(path)
+    own = record / TRACES if record is not None else None
+    return [path, own] if own is not None and own.is_dir() else [path]
+
+
 def summarize(paths, *, into: CompileTime | None = None) -> CompileTime:
     """The summary of trace files (or folders of them, read recursively: every ``*.json``
     that is an nvcc trace; others are listed in ``skipped``)."""

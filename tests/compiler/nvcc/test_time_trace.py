@@ -223,3 +223,7 @@ def test_a_whole_build_traced_by_the_setting(toolkit, kernels, workdir, cli):
     r = cli("show", workdir, "--time", "--json")
     assert r.exit_code == 0, r.stderr
     assert [u["unit"] for u in json.loads(r.stdout)["units"]] == ["templates.cu"]
+    # and check holds the build folder's own traces to its compile-time budgets
+    (workdir / "b.toml").write_text("[budgets.compile_time]\nmax_header_seconds = 0.000001\n")
+    r = cli("check", workdir, "--config", workdir / "b.toml")
+    assert r.exit_code == 1 and "cuda_runtime.h took" in r.stdout
