@@ -477,7 +477,8 @@ def test_show_gpu_never_blames_a_fatbin_that_was_never_built(cli, interrupted):
 
 def test_diff_and_occupancy_say_which_side_is_partial(cli, interrupted, built):
     root, _ = built
-    r = cli("diff", root / "vadd.keep", interrupted, "--json")
+    # two builds of other kernels: a pair names what to compare (nothing paired is an error)
+    r = cli("diff", root / "vadd.keep", interrupted, "--pair", "vadd=histogram", "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert list(doc["partial"]) == ["b"] and doc["partial"]["b"]["status"] == "interrupted"
