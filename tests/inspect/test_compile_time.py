@@ -206,3 +206,38 @@ def test_folder_skips_hidden_folders_and_names_a_link_by_its_trace(tmp_path):
     s = summarize([tmp_path])
     assert [u.unit for u in s.units] == ["dlink.o"] and s.skipped == []
     assert s.tools["nvlink"].seconds == pytest.approx(5e-6)
+
+
+def test_advice_with_its_evidence(tmp_path):
+    for n in (1, 2):
+        shutil.copy(TWO_ARCHS, tmp_path / f"k{n}.o.json")
+    rules = {a.rule: a for a in compile_time.advice(summarize([tmp_path]))}
+    # cuda_runtime.h, parsed by both units, is most of the front end; the headers inside it
+    # are not named again.
+    head = rules["shared-header"]
+    assert head.subject == RUNTIME_H and "parsed by 2 of 2 units (4 parses)" in head.evidence
+    assert "2 units" == rules["serial-archs"].subject
+    assert "template-set" not in rules and "one-function" not in rules
+
+
+def test_advice_rules_on_hand_traces(tmp_path):
+    t = _write(tmp_path / "t.json", [
+        _x(compile_time.FRONT_END, 0, 1_000_000, "k.cpp1.ii"),
+        _x("Instantiating Template Function", 10, 600_000, "big [big<int>]"),
+        _x("Generating Function IR", 2_000_000, 900_000, "_Z4hugev"),
+        _x("Generating Function IR", 3_000_000, 100_000, "_Z5smallv"),
+    ], {"inputFiles": ["k.cu"], "numThreads": 4})
+    rules = {a.rule: a for a in compile_time.advice(summarize([t]))}
+    assert rules["template-set"].subject == "big" and "60% of the front end" in \
+        rules["template-set"].evidence
+    assert rules["one-function"].subject == "_Z4hugev"
+    assert "90%" in rules["one-function"].evidence
+    assert "serial-archs" not in rules  # one arch (and --threads 4)
+
+
+def test_threads_given_is_not_serial(tmp_path):
+    doc = json.loads(TWO_ARCHS.read_text())
+    doc["otherData"]["numThreads"] = 2
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    assert "serial-archs" not in {a.rule for a in compile_time.advice(
+        summarize([tmp_path / "t.json"]))}

@@ -26,10 +26,14 @@ def show_time(path, top: int, json_out: bool, other=None) -> None:
                                  "NVSTAGE_TIME_TRACE=1")
     doc = summary.to_json(top)
     mangled = [r["name"] for k in ("functions_nvvm", "functions_ptxas") for r in doc[k]]
-    names = demangle_all(mangled)
+    names = demangle_all(mangled + [a["subject"] for a in doc["advice"]
+                                    if a["rule"] == "one-function"])
     for k in ("functions_nvvm", "functions_ptxas"):
         for r in doc[k]:
             r["demangled"] = names.get(r["name"], r["name"])
+    for a in doc["advice"]:
+        if a["rule"] == "one-function":
+            a["demangled"] = names.get(a["subject"], a["subject"])
     render_compile_time(doc, data_console(json_out), top=top)
     if json_out:
         emit_json(doc)

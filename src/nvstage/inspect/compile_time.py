@@ -90,6 +90,7 @@ class UnitTime:
     front_end: float = 0.0  # cicc's front end, summed over arch passes
     wall: float = 0.0  # first event to last
     events: int = 0
+    threads: int = -1  # nvcc's --threads (otherData.numThreads; -1: not given)
 
 
 @dataclass
@@ -134,6 +135,7 @@ class CompileTime:
             "templates": costs(self.templates),
             "functions_nvvm": costs(self.nvvm, True),
             "functions_ptxas": costs(self.ptxas, True),
+            "advice": [a.to_json() for a in advice(self)],
             "skipped": self.skipped,
         }
 
@@ -255,6 +257,8 @@ def add_unit(out: CompileTime, path: str, other: dict, raw_events: list) -> Unit
     # One input: the unit's source. Several (a device link's objects): the trace's own name.
     unit_name = _text(inputs[0]) if isinstance(inputs, list) and len(inputs) == 1 else None
     unit = UnitTime(path=path, unit=unit_name or Path(path).name.removesuffix(".json"))
+    threads = other.get("numThreads")
+    unit.threads = threads if isinstance(threads, int) and not isinstance(threads, bool) else -1
     tools: dict[int, str] = {}  # pid -> process name
     arch_of: dict[int, str] = {}  # pid -> the arch its thread names
     threads: dict[tuple, list[_Event]] = {}
@@ -373,3 +377,82 @@ def _template(detail: str) -> tuple[str, str]:
     if bracket:  # a name past MAX_NAME has lost its closing "]"
         return rest[:-1] if rest.endswith("]") else rest, head
     return detail, detail.split("<", 1)[0]
+
+
+# -- advice: each rule with the figures it rests on ----------------------------------------
+
+# A header "most units parse" (rule 1): at least this share of the units, and two of them.
+MOST_UNITS = 0.5
+# A share of the front end's time past which a header or template set is worth acting on.
+SHARE = 0.2
+# One function's share of NVVM's (or ptxas's) time past which it is named (rule 4).
+ONE_FUNCTION = 0.5
+
+
+@dataclass(frozen=True)
+class Advice:
+    rule: str  # shared-header, template-set, serial-archs, one-function
+    subject: str
+    evidence: str
+    suggestion: str
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "subject": self.subject, "evidence": self.evidence,
+                "suggestion": self.suggestion}
+
+
+def advice(s: CompileTime) -> list[Advice]:
+    """What the summary suggests, each with its evidence (the rules are the constants above):
+
+    - shared-header: a header most units parse (MOST_UNITS), costing more than SHARE of the
+      front end: a precompiled or forward-declared interface would spare the parses;
+    - template-set: a template set costing more than SHARE of the front end: instantiate it
+      explicitly in one unit (``extern template`` in the others);
+    - serial-archs: a unit whose device code is compiled for several archs one after another
+      (no ``--threads``): ``--threads N`` (or ``--split-compile``) runs them at once;
+    - one-function: one device function taking more than ONE_FUNCTION of NVVM's or ptxas's
+      time (of at least 0.1 s): split it, or look at its inlining and unrolling."""
+    out: list[Advice] = []
+    front = sum(u.front_end for u in s.units) or 0.0
+    units = len({u.path for u in s.units if u.archs})
+    if front > 0:
+        named: set[str] = set()
+        for path, h in sorted(s.headers.items(), key=lambda kv: -kv[1].inclusive)[:3]:
+            n = len(h.units)
+            if named & set(h.chain[:-1]):
+                continue  # inside a header already named: that one is the interface
+            if n >= 2 and n >= MOST_UNITS * units and h.inclusive > SHARE * front:
+                named.add(path)
+                out.append(Advice(
+                    "shared-header", path,
+                    f"parsed by {n} of {units} units ({h.count} parses), "
+                    f"{h.inclusive:.2f} s inclusive: {h.inclusive / front:.0%} of the front end",
+                    "a precompiled or forward-declared interface would spare most parses"))
+        for name, c in sorted(s.template_sets.items(), key=lambda kv: -kv[1].seconds)[:3]:
+            if c.seconds > SHARE * front:
+                out.append(Advice(
+                    "template-set", name,
+                    f"{c.count} instantiations, {c.seconds:.2f} s: "
+                    f"{c.seconds / front:.0%} of the front end",
+                    "instantiate it explicitly in one unit (extern template in the others)"))
+    serial = sorted((u for u in s.units if len(u.archs) >= 2 and u.threads in (-1, 0, 1)),
+                    key=lambda u: -(u.tools.get("cicc", 0.0) + u.tools.get("ptxas", 0.0)))
+    if serial:
+        shown = ", ".join(f"{u.unit} ({len(u.archs)} archs, cicc and ptxas "
+                          f"{u.tools.get('cicc', 0.0) + u.tools.get('ptxas', 0.0):.2f} s)"
+                          for u in serial[:3])
+        out.append(Advice(
+            "serial-archs", serial[0].unit if len(serial) == 1 else f"{len(serial)} units",
+            f"device code compiled for each arch one after another: {shown}"
+            + (", ..." if len(serial) > 3 else ""),
+            "nvcc --threads N (or --split-compile N) compiles the archs at once"))
+    for tool, d in (("NVVM", s.nvvm), ("ptxas", s.ptxas)):
+        total = sum(c.seconds for c in d.values())
+        if d and total >= 0.1:
+            name, c = max(d.items(), key=lambda kv: kv[1].seconds)
+            if c.seconds > ONE_FUNCTION * total:
+                out.append(Advice(
+                    "one-function", name,
+                    f"{c.seconds:.2f} s of {tool}'s {total:.2f} s ({c.seconds / total:.0%})",
+                    "split it, or look at what is inlined and unrolled into it"))
+    return out

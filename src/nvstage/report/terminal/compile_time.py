@@ -79,6 +79,11 @@ def render_compile_time(doc: dict, con, *, top: int) -> None:
         for r in rows:
             t.add_row(r.get("demangled", r["name"]), _t(r["seconds"]), str(r["count"]))
         con.print(t)
+    if doc["advice"]:
+        con.print("advice (each with its evidence):", markup=False, highlight=False)
+        for a in doc["advice"]:
+            con.print(f"  {a['rule']}: {a.get('demangled', a['subject'])}: {a['evidence']}; "
+                      f"{a['suggestion']}", markup=False, highlight=False)
     if doc["skipped"]:
         say(f"note: {plural(len(doc['skipped']), 'file')} ending .json that are no nvcc trace "
             "left out")
