@@ -21,6 +21,14 @@ def model_cmd(
     svg: svg_option("Also draw the decomposition as a stacked bar to this SVG file.") = None,
     nvcc: NvccOpt = None,
     json_out: json_option("Print the estimate as JSON.") = False,
+    init: Annotated[bool, typer.Option("--init",
+        help="Write a commented workload and cost file to fill in for a kernel of WORKLOAD, "
+             "here a .cu file (no GPU named).")] = False,
+    kernel: Annotated[Optional[str], typer.Option("--kernel",
+        help="With --init: the kernel (needed when the file has several).")] = None,
+    output: Annotated[Optional[str], typer.Option("-o", "--output",
+        help="With --init: NAME for NAME.toml and NAME.cost.toml (default: the file's "
+             "stem).")] = None,
 ) -> None:
     """Estimate T = sum launch + sum kernel + sum transfer for a workload, with no GPU.
 
@@ -37,12 +45,23 @@ def model_cmd(
           nvstage model examples/model/matmul_tiled.toml --gpu l4 --json
 
           nvstage model examples/model/reduce.toml --calibrate run.json --svg reduce.svg
+
+          nvstage model --init layernorm.cu --kernel layernorm_forward_kernel1 -o ln
     """
     from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.hw.gpus import choose_gpu
     from nvstage.model.estimate import estimate
     from nvstage.report.terminal.model import present
 
+    if init:
+        from nvstage.model.init import write_skeleton
+        from nvstage.report.terminal.console import say
+
+        with handled(False):
+            for p in write_skeleton(workload, find_toolkit(nvcc), kernel=kernel,
+                                    output=output):
+                say(f"wrote {p}")
+        return
     with handled(json_out):
         e = estimate(workload, choose_gpu(gpu, gpu_spec), cost=cost, calibration=calibrate,
                      toolkit=find_toolkit(nvcc))

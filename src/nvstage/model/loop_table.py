@@ -298,6 +298,7 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid,
     spans = fn.loops()
     ptx_lines = [fn.body[t].line for _, t, _ in spans]
     paired = pair(loops, spans, sass_lines, ptx_lines)
+    in_order = paired == list(range(len(spans)))
     s_trips, s_how = sass_trips(code, fn, args, block, grid)
     p_trips, p_how = (ptx_trips(fn, args, block, grid)
                       if any(j is not None for j in paired) else ([], []))
@@ -320,7 +321,8 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid,
         j = paired[k]
         line = ptx_lines[j] if j is not None and ptx_lines[j] is not None else sass_lines[k]
         t, how = s_trips[k], s_how[k]
-        if t is None and j is not None and p_trips and p_trips[j] is not None:
+        # The PTX's count stands in only where ptxas kept the PTX's loops one for one.
+        if t is None and in_order and p_trips and p_trips[j] is not None:
             t, how = p_trips[j], p_how[j].replace("PTX", "PTX (its loop as the PTX has it)")
         if t is not None and not math.isfinite(t):
             t = None
