@@ -8,11 +8,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from nvstage.compiler.nvcc.options import CompileOptions
 from nvstage.compiler.nvcc.plan import Plan
 from nvstage.compiler.pipeline.observer import Observer
 from nvstage.compiler.toolkit.locate import Toolkit
+
+if TYPE_CHECKING:  # imported where a build is traced
+    from nvstage.compiler.nvcc.time_trace import TraceRequest
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,7 @@ class Request:
     keep: str | os.PathLike | None = None
     jobs: int = 1
     depfile: tuple[str, bool, bool] | None = None
-    trace: object = None
+    trace: TraceRequest | None = None
 
 
 @dataclass(frozen=True)
