@@ -120,6 +120,9 @@ def bank_conflicts(fn: PtxFunction, args: list, block: tuple[int, int, int],
                 linear // (block[0] * block[1]))
 
     n = min(warp_size, block[0] * block[1] * block[2])
+    if not any(not isinstance(i, str) and i.base in ("ld", "st") and "shared" in i.mods
+               for i in fn.body):
+        return Banks(())
     first = walk(fn, args, Thread(tid(0), block, (0, 0, 0), grid), shared_samples=SAMPLES)
     if not first.shared_runs:
         return Banks(())

@@ -103,6 +103,8 @@ def ptx_trips(fn: PtxFunction, args: list, block, grid) -> tuple[list, list]:
             for k, (h, t, _) in enumerate(spans):
                 if h <= at <= t or h > at:
                     bad.setdefault(k, f"{why} (line {line})" if line else why)
+            if why.startswith("followed for"):
+                break
     trips, how = [], []
     for k in range(len(spans)):
         if k in bad:
@@ -218,6 +220,8 @@ def sass_trips(code, fn: PtxFunction, args: list, block, grid) -> tuple[list, li
             for k, lp in enumerate(loops):
                 if lp.contains(at) or lp.head > at:
                     bad.setdefault(k, why + where)
+            if why.startswith("followed for"):
+                break  # the other threads would run as long: not walked
     parents = []
     for k, lp in enumerate(loops):
         around = [j for j, o in enumerate(loops) if j != k and o.head <= lp.head
@@ -300,8 +304,11 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid,
     paired = pair(loops, spans, sass_lines, ptx_lines)
     in_order = paired == list(range(len(spans)))
     s_trips, s_how = sass_trips(code, fn, args, block, grid)
+    # The PTX walk: for the expressions' check and as a fallback, not where the SASS walk
+    # already ran out of steps (the PTX's would too).
     p_trips, p_how = (ptx_trips(fn, args, block, grid)
-                      if any(j is not None for j in paired) else ([], []))
+                      if any(j is not None for j in paired)
+                      and not any(h.startswith("followed for") for h in s_how) else ([], []))
     ptx_shape = shapes(fn)
     shape_of = ptx_shape.__getitem__
     by_sass = sass_shapes(code, [ptx_lines[paired[k]] if paired[k] is not None

@@ -26,7 +26,7 @@ _TYPE = re.compile(r"^[busf](8|16|32|64)$")
 _SPECIAL = {f"%{r}.{a}": (r, i) for r in ("tid", "ntid", "ctaid", "nctaid")
             for i, a in enumerate("xyz")}
 _FLOAT_LITERAL = re.compile(r"^-?0[fFdD][0-9a-fA-F]+$")
-MAX_STEPS = 2_000_000  # instructions one walk follows (about 4 s): past it, it stops, said
+MAX_STEPS = 200_000  # instructions one walk follows (a fraction of a second): past it, stops, said
 MAX_BODY = 200_000  # PTX instructions of one kernel read
 
 

@@ -14,12 +14,13 @@ walk there.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
 from nvstage.model.ptx_walk import Thread
 
-MAX_STEPS = 2_000_000
+MAX_STEPS = 200_000  # instructions one walk follows (under a second): past it, it stops, said
 M32 = 0xFFFFFFFF
 M64 = (1 << 64) - 1
 _PRED = re.compile(r"^@(!?)(U?P[T\d]+)\s+")
@@ -73,6 +74,28 @@ class SassWalk:
     steps: int = 0
     stopped: tuple | None = None  # (why, offset)
     assumed: list = field(default_factory=list)
+
+
+@functools.lru_cache(maxsize=8192)
+def _operand(op: str) -> tuple:
+    """An operand as (kind, value, negated, inverted, absolute): kind "reg" (a register's
+    name), "pair" (R4.64), "const" (a byte offset in bank 0), "imm" or "unknown"."""
+    op = op.replace(".reuse", "")
+    neg, inv = op.startswith("-"), op.startswith("~")
+    op = op.lstrip("-~")
+    absolute = op.startswith("|")
+    op = op.strip("|")
+    if op.endswith(".64"):
+        return ("pair", op[:-3], neg, inv, absolute)
+    if re.match(r"^(U?R\d+|RZ|URZ|SRZ)$", op):
+        return ("reg", op, neg, inv, absolute)
+    m = _CONST.match(op)
+    if m is not None:
+        return ("const", 0 if m.group(1) in ("RZ", "URZ") else int(m.group(1), 16), neg, inv,
+                absolute)
+    if re.match(r"^0x[0-9a-fA-F]+$|^\d+$", op):
+        return ("imm", int(op, 0), neg, inv, absolute)
+    return ("unknown", op, neg, inv, absolute)
 
 
 def _split(ops: str) -> list[str]:
@@ -134,24 +157,19 @@ def walk(instructions, heads: set, arch: str, params: list, args: list, thread: 
         return lo | hi << 32
 
     def val(op: str, wide: bool = False) -> int:
-        op = op.replace(".reuse", "")
-        neg = op.startswith("-")
-        inv = op.startswith("~")
-        op = op.lstrip("-~")
-        if op.startswith("|"):
-            v = val(op.strip("|"), wide)
-            v = (-v if v >> (63 if wide else 31) & 1 else v)
-        elif op.endswith(".64"):
-            v = reg(op[:-3], True)
-        elif op.startswith(("R", "UR", "SRZ")) and not op.startswith("RN"):
-            v = reg(op, wide)
-        elif (m := _CONST.match(op)) is not None:
-            v = const(0 if m.group(1) in ("RZ", "URZ") else int(m.group(1), 16),
-                      8 if wide else 4)
-        elif re.match(r"^0x[0-9a-fA-F]+$|^\d+$", op):
-            v = int(op, 0)
+        kind, a, neg, inv, absolute = _operand(op)
+        if kind == "reg":
+            v = reg(a, wide)
+        elif kind == "pair":
+            v = reg(a, True)
+        elif kind == "const":
+            v = const(a, 8 if wide else 4)
+        elif kind == "imm":
+            v = a
         else:
             raise _Unknown(op)
+        if absolute:
+            v = -v if v >> (63 if wide else 31) & 1 else v
         if inv:
             v = ~v
         if neg:
