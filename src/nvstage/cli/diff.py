@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from nvstage.cli.common import emit_json, handled
-from nvstage.cli.options import JsonOpt, nvcc_option
+from nvstage.cli.options import DiffTimeOpt, JsonOpt, nvcc_option
+from nvstage.cli.show_time import diff_time
 
 
 def diff_cmd(
@@ -47,6 +48,7 @@ def diff_cmd(
         help="Two builds through different compilers (nvcc, NVRTC, Triton): the launch block "
         "of the nvcc and NVRTC kernels, for their occupancy (a Triton kernel's is its "
         "num_warps x 32).")] = None,
+    time: DiffTimeOpt = False,
     nvcc: nvcc_option("Use this nvcc's toolkit.") = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -94,6 +96,8 @@ def diff_cmd(
     from nvstage.report.terminal.console import data_console
 
     with handled(json_out):
+        if time:  # nvcc's -fdevice-time-trace files of two builds
+            return diff_time(a, b, all_rows, json_out)
         result = diffs.run(diffs.DiffRequest(a, b, via, arch, lto, tuple(parse(pair, kernel)),
                                              lineinfo, attribute, block, nvcc))
         terminal.render_any(result, data_console(json_out), all_rows=all_rows)

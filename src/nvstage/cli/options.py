@@ -47,3 +47,8 @@ LiveAtOpt = Annotated[Optional[str], typer.Option("--live-at", metavar="WHERE",
     "by the source line that last wrote each value. WHERE: a source line (54, or k.cu:54: its "
     "instruction with the most live registers) or an offset (0x17a0); a comma list asks for "
     "several. The peak's is always shown.")]
+DiffTimeOpt = Annotated[bool, typer.Option("--time",
+    help="Compare compile time from nvcc's -fdevice-time-trace files (A and B: traces or "
+    "folders of them): units, headers, template sets, device functions, each with its work "
+    "figures and a verdict against the noise measured from the units whose work did not "
+    "change.")]

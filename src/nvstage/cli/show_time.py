@@ -37,3 +37,26 @@ def show_time(path, top: int, json_out: bool, other=None) -> None:
     render_compile_time(doc, data_console(json_out), top=top)
     if json_out:
         emit_json(doc)
+
+
+def diff_time(a, b, all_rows: bool, json_out: bool) -> None:
+    """``nvstage diff A B --time``: two builds' compile time, from their traces."""
+    from nvstage.cli.common import emit_json
+    from nvstage.errors import ArtifactError, UsageError
+    from nvstage.inspect.compile_time_diff import diff_time as compare
+    from nvstage.inspect.names import demangle_all
+    from nvstage.report.terminal.compile_time import render_time_diff
+    from nvstage.report.terminal.console import data_console
+
+    if b is None:
+        raise UsageError("diff --time compares two builds' traces: give A and B",
+                         hint="nvstage diff build-before build-after --time")
+    result = compare(a, b)
+    if not result.rows:
+        raise ArtifactError(f"no nvcc time trace in {a} or {b}",
+                            hint="build with -fdevice-time-trace -, or through the launcher "
+                                 "with NVSTAGE_TIME_TRACE=1")
+    names = demangle_all([r.name for r in result.rows if r.kind == "function"])
+    render_time_diff(result, data_console(json_out), all_rows=all_rows, names=names)
+    if json_out:
+        emit_json(result.to_json())

@@ -73,10 +73,12 @@ class HeaderCost:
     units: set = field(default_factory=set)
     chain: tuple[str, ...] = ()
     worst: float = -1.0
+    instantiations: int = 0  # made while it (or a header it includes) was parsed
 
     def to_json(self) -> dict:
         return {"inclusive_seconds": self.inclusive, "exclusive_seconds": self.exclusive,
-                "parses": self.count, "units": len(self.units), "chain": list(self.chain)}
+                "parses": self.count, "instantiations": self.instantiations,
+                "units": len(self.units), "chain": list(self.chain)}
 
 
 @dataclass
@@ -91,6 +93,10 @@ class UnitTime:
     wall: float = 0.0  # first event to last
     events: int = 0
     threads: int = -1  # nvcc's --threads (otherData.numThreads; -1: not given)
+    # Work figures, which do not depend on the machine: headers parsed, instantiations,
+    # device functions through NVVM (each counted once per arch pass).
+    work: dict = field(default_factory=lambda: {"headers": 0, "instantiations": 0,
+                                                "functions": 0})
 
 
 @dataclass
@@ -128,7 +134,7 @@ class CompileTime:
             "tools": {k: {"seconds": c.seconds, "count": c.count}
                       for k, c in sorted(self.tools.items(), key=lambda kv: -kv[1].seconds)},
             "units": [{"unit": u.unit, "trace": u.path, "archs": u.archs,
-                       "front_end_seconds": u.front_end, "tools": u.tools,
+                       "front_end_seconds": u.front_end, "tools": u.tools, "work": u.work,
                        "wall_seconds": u.wall, "events": u.events} for u in units],
             "headers": [{"path": k, **h.to_json()} for k, h in heads],
             "template_sets": costs(self.template_sets),
@@ -320,17 +326,25 @@ def _add_thread(out: CompileTime, unit: UnitTime, tool: str, evs: list[_Event]) 
     top = sum(e.dur for e in evs if e.parent < 0) / 1e6
     unit.tools[tool] = unit.tools.get(tool, 0.0) + top
     child_headers = [0.0] * len(evs)  # a header's nested headers' time
+    inside = [0] * len(evs)  # instantiations made inside a header (its nested ones too)
     seen: set[tuple[str, str]] = set()  # functions met on this thread (one arch pass)
     for e in evs:
         if e.name == HEADER and e.header >= 0:
             child_headers[e.header] += e.dur
+        elif e.name in TEMPLATES:
+            h, depth = e.header, 0
+            while h >= 0 and depth < 256:
+                inside[h] += 1
+                h, depth = evs[h].header, depth + 1
     for i, e in enumerate(evs):
         if e.name == HEADER and e.detail:
             h = out.headers.setdefault(_path(e.detail), HeaderCost())
             h.inclusive += e.dur / 1e6
             h.exclusive += max(0.0, e.dur - child_headers[i]) / 1e6
             h.count += 1
+            h.instantiations += inside[i]
             h.units.add(unit.path)
+            unit.work["headers"] += 1
             if e.dur > h.worst:
                 h.worst = e.dur
                 h.chain = (unit.unit, *_chain(evs, i))
@@ -339,11 +353,14 @@ def _add_thread(out: CompileTime, unit: UnitTime, tool: str, evs: list[_Event]) 
         elif e.name in TEMPLATES:
             full, tset = _template(e.detail)
             out.templates.setdefault(full, Cost()).add(e.dur / 1e6)
+            unit.work["instantiations"] += 1
             out.template_sets.setdefault(tset, Cost()).add(e.dur / 1e6)
         elif e.name in NVVM_FUNCTION and e.detail:
             # OptFunction comes once per NVVM pass over the function: a function counts once
             # per arch pass (a granularity may have dropped any one of its events).
-            out.nvvm.setdefault(e.detail, Cost()).add(e.dur / 1e6, _first(seen, "n", e.detail))
+            first = _first(seen, "n", e.detail)
+            out.nvvm.setdefault(e.detail, Cost()).add(e.dur / 1e6, first)
+            unit.work["functions"] += first
         elif e.name == PTXAS_FUNCTION and e.detail:
             out.ptxas.setdefault(e.detail, Cost()).add(e.dur / 1e6, _first(seen, "p", e.detail))
 

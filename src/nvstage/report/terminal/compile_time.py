@@ -87,3 +87,36 @@ def render_compile_time(doc: dict, con, *, top: int) -> None:
     if doc["skipped"]:
         say(f"note: {plural(len(doc['skipped']), 'file')} ending .json that are no nvcc trace "
             "left out")
+
+
+def render_time_diff(diff, con, *, all_rows: bool = False, names=None) -> None:
+    """``inspect.compile_time_diff.TimeDiff``: the changed rows (every row with ``all_rows``)."""
+    from nvstage.inspect.compile_time_diff import work_change
+
+    names = names or {}
+    if diff.noise is not None:
+        noise = (f"noise here: {diff.noise:.0%} or {_t(diff.noise_seconds)} ms (the largest "
+                 f"move of the {plural(diff.unchanged_units, 'unit')} whose work did not "
+                 "change, and their moves summed)")
+    else:
+        noise = (f"noise unknown: {plural(diff.unchanged_units, 'unit')} did the same work on "
+                 "both sides, 2 are needed to measure it")
+    fa, fb = diff.front_end
+    con.print(f"front end {_t(fa)} -> {_t(fb)} ms; {noise}", markup=False, highlight=False)
+    rows = diff.rows if all_rows else diff.changed
+    if not rows:
+        con.print(f"no change: every one of the {plural(len(diff.rows), 'row')} did the same "
+                  "work, within noise", markup=False, highlight=False)
+        return
+    t = plain_table(title=f"{plural(len(rows), 'row')}"
+                          + ("" if all_rows else " changed (--all: every row)"), key=2)
+    for col, just in (("kind", "left"), ("name", "left"), ("A ms", "right"),
+                      ("B ms", "right"), ("delta", "right"), ("work", "left"),
+                      ("verdict", "left")):
+        t.add_column(col, justify=just)
+    for r in rows:
+        work = work_change(r.work_a, r.work_b) or "same"
+        t.add_row(r.kind, names.get(r.name, _short(r.name) if r.kind in ("header", "unit") else r.name),
+                  "-" if r.a is None else _t(r.a), "-" if r.b is None else _t(r.b),
+                  fmt_time(r.delta, "ms", suffix=False, sign=True), work, r.verdict)
+    con.print(t)
