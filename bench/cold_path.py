@@ -55,9 +55,9 @@ def timed(mod, name, label):
 timed(D, "run_stage", "stage")
 timed(D, "_plan_words", "plan")
 answered = []
-L.on_answered = lambda code: answered.append(time.perf_counter() - t0)
+hooks = L.Hooks(answered=lambda code: answered.append(time.perf_counter() - t0))
 t0 = time.perf_counter()
-code = L.main(sys.argv[1:])
+code = L.run_staged(L.Command.here(sys.argv[1:]), hooks)
 end = time.perf_counter() - t0
 print(json.dumps({"marks": marks, "answered": answered[0], "end": end, "code": code}))
 """

@@ -318,6 +318,9 @@ WARM_MODULES = frozenset({"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage
                           "nvstage.compiler.pipeline.leftovers",
                           "nvstage.compiler.launcher.resident.ask",
                           "nvstage.compiler.launcher.resident.handover",
+                          # the launcher's flow: a hit runs its first steps alone (what
+                          # the rest needs is imported where it is run)
+                          "nvstage.compiler.launcher.flow",
                           "nvstage.compiler",
                           "nvstage.compiler.buildlog",
                           "nvstage.compiler.cache",

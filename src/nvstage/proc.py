@@ -254,6 +254,15 @@ def _descendants(pid: int) -> list[tuple[int, int]]:
     return found
 
 
+def kill_descendants(pid: int | None = None) -> None:
+    """SIGKILL to every process ``pid`` (this one) started, theirs, and so on: all of them
+    read first, so that none is orphaned out of sight by its parent's death."""
+    for kid, started in _descendants(os.getpid() if pid is None else pid):
+        if _started(kid) == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(kid, signal.SIGKILL)
+
+
 def _signal_tree(p: subprocess.Popen, sig: int) -> None:
     """``sig`` to a tool and every process it started, those seen before (since orphaned)
     included, each while its pid still names it."""
@@ -437,8 +446,8 @@ def start_detached(argv: Sequence[str], *, env: Mapping[str, str] | None = None)
     """Start ``argv`` on its own, outlasting this process: a session of its own (no terminal's
     signals reach it), the root folder as its current one, its standard streams /dev/null and
     no other descriptor of ours (a build waits for its commands' streams to close). The
-    resident nvstage (``compiler/launcher/resident/server.py``). Its pid; it is never waited for here (it
-    outlives us; init reaps it)."""
+    resident nvstage (``compiler/launcher/resident/server.py``). Its pid; it is never waited for
+    here (it outlives us; init reaps it)."""
     p = subprocess.Popen([os.fspath(a) for a in argv], cwd="/", stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          env=dict(env) if env is not None else None, close_fds=True,

@@ -7,9 +7,10 @@ A build runs the launcher once per command, and most commands are hits. In a vir
 environment ``site`` (its .pth files, setuptools' distutils shim, the user's folder) is 3 ms of
 a 10 ms hit, and a hit needs none of it: only nvstage's folder and, in a virtual environment,
 its site-packages (the zstd extension), put on ``sys.path`` here where ``site`` would put them.
-Then the resident nvstage is asked for the hit (``compiler/launcher/resident/ask.py``), before ``os`` or
-anything of nvstage but that module is loaded; then ``cli/main.py`` runs the command as
-``nvstage`` would, with ``site`` before anything that is not a hit. ``-P``: the
+Then the resident nvstage is asked for the hit (``compiler/launcher/resident/ask.py``), before
+``os`` or anything of nvstage but that module is loaded; then ``cli/launcher.py`` runs an nvcc
+command with what it said (``cli/main.py`` any other), as ``nvstage`` would, with ``site``
+before anything that is not a hit. ``-P``: the
 folder of this file (``nvstage/cli``) is not put on ``sys.path``, where its modules would stand
 for the standard library's.
 """
@@ -60,9 +61,9 @@ if __name__ == "__main__":
             said = False
         if said:
             posix._exit(0)
-        from nvstage.cli import launcher
+        from nvstage.cli.launcher import main as launcher
 
-        launcher.ASKED.append(said)
+        launcher(sys.argv[1:], said)  # the same command is not asked twice
     from nvstage.cli.main import main
 
     main()

@@ -1,21 +1,16 @@
 """``nvstage NVCC ARGS`` and ``nvstage TOOL ARGS``: nvstage in front of a build's step, as a
-compiler launcher (``cli/main.py`` routes here before anything heavy is imported).
+compiler launcher (``cli/main.py`` routes here before anything heavy is imported, and
+``cli/bare.py`` comes here with what the resident nvstage said when it asked).
 
-For nvcc, the whole command is answered from the cache if it can be, cheapest first: asked of
-the resident nvstage (``compiler/launcher/resident/ask.py``, ``NVSTAGE_SERVER=1``), then answered by this
-process (``compiler/cache/command/answer.py``); only a miss imports the pipeline (``compiler/launcher/front.py``),
-after ``site`` where Python started without it (``cli/bare.py``). Any other tool runs unchanged,
+For nvcc, the launcher's one flow (``compiler/launcher/flow.py``: a hit of the resident
+nvstage, a hit here, a hand-over to the resident, a staged run), where only a miss imports
+the pipeline, after ``site`` where Python started without it. Any other tool runs unchanged,
 timed and recorded (``compiler/launcher/tool_step.py``), on the standard library alone.
 """
 
 from __future__ import annotations
 
 import sys
-
-
-# What ``cli/bare.py`` was told when it asked before importing this (taken once): the same
-# command is not asked twice.
-ASKED: list = []
 
 
 def is_nvcc(first: str) -> bool:
@@ -31,52 +26,46 @@ def step(argv: list[str]) -> int:
     return run_step(argv)
 
 
-def launch(argv: list[str]) -> tuple[int, bool]:
+def launch(argv: list[str], *asked) -> tuple[int, bool]:
     """Run ``argv`` (``NVCC ARGS`` or ``TOOL ARGS``): its exit status, and whether nvstage's
-    own work is done (nothing left to tidy up: the process may end at once)."""
+    own work is done (nothing left to tidy up: the process may end at once). ``asked``, if
+    given: what the resident nvstage said when ``cli/bare.py`` asked it (``ask.ask``'s)."""
     if not is_nvcc(argv[0]):
         return step(argv), True
-    from nvstage.compiler.launcher.resident.ask import MISSED, ask
+    from nvstage.compiler.launcher.flow import Command, launch as flow
 
-    if ASKED:
-        said = ASKED.pop()
-    else:
-        try:
-            said = ask(argv)
-        except Exception:  # never a reason to fail a build: go on unasked
-            said = False
-    if said:
-        return 0, True
-    # MISSED: the server looked already, and found no whole entry to answer it.
-    if said is not MISSED and _answered_here(argv):
-        if said is None:  # on, and no server to ask: one for the next commands
-            with_site()  # sys.prefix (which names its socket) as a server sees it
-            from nvstage.compiler.launcher.front import start_resident
-
-            start_resident()
-        return 0, True
-    with_site()
-    from nvstage.compiler.launcher.front import launch as miss
-
-    return miss(argv)
+    outcome = flow(Command.here(argv, *asked))
+    return outcome.code, outcome.done
 
 
-def _answered_here(argv: list[str]) -> bool:
-    import os
+def main(argv: list[str], asked) -> None:
+    """``cli/bare.py``'s nvcc command, once it asked the resident nvstage (``asked``: what it
+    said): run, and this process ended, as ``cli/main.py`` runs and ends a launcher command."""
+    if sys.stdin is None or sys.stdout is None or sys.stderr is None:  # cmd >&-
+        from nvstage.cli.transparent import hold_closed_streams
 
-    from nvstage.compiler.cache.command.answer import serve
-
+        hold_closed_streams()
+    code, done = launch(argv, asked)
     try:
-        cwd = os.getcwd()
-    except OSError:  # a folder since removed: no entry is of it (the miss runs plain nvcc)
-        return False
-    return serve(argv, cwd, os.environ)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        pass
+    if code < 0:  # a tool's death by a signal: nvstage's too
+        from nvstage.cli.transparent import exit_as
+
+        exit_as(code)
+    if done:  # nothing open: the interpreter's teardown is a sixth of a hit
+        import posix
+
+        posix._exit(code)
+    sys.exit(code)
 
 
 def with_site() -> None:
     """``site`` where Python started without it (``cli/bare.py``): what is not a hit sees
-    the environment it always does (.pth files, the user's folder, sitecustomize)."""
+    the environment it always does (``flow.with_site``)."""
     if sys.flags.no_site and "site" not in sys.modules:
-        import site
+        from nvstage.compiler.launcher.flow import with_site as site
 
-        site.main()
+        site()

@@ -44,17 +44,17 @@ def test_a_launcher_build_keeps_no_header_set_and_is_answered_whole(folder, tool
     assert _header_sets(folder / "cache") == []
     cold = (folder / "k.o").read_bytes()
     (folder / "k.o").unlink()
-    assert answer.hit(argv, str(folder), dict(os.environ)) is not None
+    assert answer.answer(argv, str(folder), dict(os.environ)) is not None
     assert (folder / "k.o").read_bytes() == cold
     # The header edited: not answered; built again, then answered with the new object.
     (folder / "inc" / "coef.h").write_text("#define COEF 3.0f\n")
-    assert answer.hit(argv, str(folder), dict(os.environ)) is None
+    assert answer.answer(argv, str(folder), dict(os.environ)) is None
     # (a launcher process of its own, as in a build)
     subprocess.run([sys.executable, "-m", "nvstage", *argv], check=True, capture_output=True)
     edited = (folder / "k.o").read_bytes()
     assert edited != cold
     (folder / "k.o").unlink()
-    assert answer.hit(argv, str(folder), dict(os.environ)) is not None
+    assert answer.answer(argv, str(folder), dict(os.environ)) is not None
     assert (folder / "k.o").read_bytes() == edited
 
 
@@ -62,7 +62,7 @@ def test_a_time_macro_is_never_answered_whole(folder, toolkit, capfd):
     _source(folder, 'const char* t = __TIME__; x[threadIdx.x] *= COEF + t[0];')
     argv = [toolkit.nvcc, "-c", "k.cu", "-o", "k.o", "-Iinc", "-arch=sm_90"]
     assert run(argv) == 0
-    assert answer.hit(argv, str(folder), dict(os.environ)) is None
+    assert answer.answer(argv, str(folder), dict(os.environ)) is None
 
 
 def test_nvstage_compile_still_keeps_header_sets(folder, toolkit):

@@ -113,6 +113,13 @@ def build_identity(ppid: int | None = None) -> str | None:
     return _identity[0]
 
 
+def belongs_to(ppid: int) -> None:
+    """From now on this process's commands are the build's of the step whose parent is
+    ``ppid`` (``build_identity(ppid)``): the resident nvstage's child runs its client's
+    command, and its build log entry and the remote tiers' budget are that build's."""
+    _identity[:] = [build_identity(ppid)]
+
+
 def entry_text(fields: list[tuple[str, object]], build: bytes = b"null") -> bytes:
     """A build-record entry as JSON text, written without the json package (a hit and a
     step that is not nvcc import it for nothing else): ``fields`` hold str, int, float,

@@ -1,15 +1,28 @@
-"""nvstage in front of nvcc, the way ccache stands in front of a compiler.
+"""nvstage in front of nvcc, the way ccache stands in front of a compiler: the launcher's flow.
 
     nvstage $CUDA_HOME/bin/nvcc -c a.cu -o a.o ...           (ccache's form; CMake's launcher)
     nvstage nvcc -c a.cu -o a.o ...                          (nvcc on PATH, else the wheels')
 
-The command is read with the grammar of that nvcc (``nvcc_args``: options files,
-``NVCC_PREPEND_FLAGS``/``NVCC_APPEND_FLAGS`` included) and, when nvstage can follow it, run
-through nvstage's pipeline: nvcc's own plan, its stages (cached, and in parallel when the
-build lends job slots), the dependency file nvcc would write. It behaves as that nvcc: the
-same output files, nvcc's own warnings and what the tools print on stderr in plan order,
-exit 0, and nothing of nvstage's own. Every command adds an entry to the build record
-(``buildlog``).
+A launcher command is a ``Command`` (its argv, folder, environment, umask, standard streams,
+and what was asked of the resident nvstage already); ``launch`` takes it through four steps,
+cheapest first, and an ``Outcome`` comes back:
+
+1. a resident hit: the whole command answered by the resident nvstage (``resident/ask.py``,
+   with ``NVSTAGE_SERVER=1``), unless ``cli/bare.py`` asked before anything was imported;
+2. a hit here: answered by this process from the command cache (``cache/command/answer.py``);
+3. a hand-over: the miss run by a child of the resident nvstage (``resident/handover.py``);
+4. a staged run here (``run_staged``), which starts a resident nvstage for the next commands.
+
+The resident's child runs the same flow with its own ``Hooks`` (none of the resident's steps:
+it is the resident). Steps 1 and 2 import the standard library and the hit path's modules
+alone (this module's imports are done where they are needed): a hit pays for nothing else.
+
+The staged run reads the command with the grammar of that nvcc (``nvcc/grammar.py``: options
+files, ``NVCC_PREPEND_FLAGS``/``NVCC_APPEND_FLAGS`` included) and, when nvstage can follow it,
+runs it through nvstage's pipeline: nvcc's own plan, its stages (cached, and in parallel when
+the build lends job slots), the dependency file nvcc would write. It behaves as that nvcc: the
+same output files, nvcc's own warnings and what the tools print on stderr in plan order, exit
+0, and nothing of nvstage's own. Every command adds an entry to the build log (``buildlog``).
 
 Where it cannot follow a command line (a mode it does not stage, an option nvcc does not
 know, a failing stage), the unchanged command runs with plain nvcc, its output and exit
@@ -23,13 +36,169 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
 
-from nvstage.compiler.nvcc import step_kind as steps
-from nvstage.compiler.nvcc.depfile import depfile_options
-from nvstage.compiler.nvcc.grammar import Grammar, expand_options_files, last_value
-from nvstage.compiler.nvcc.host_flags import unwatched_word
-from nvstage.compiler.cache.command.command_key import env_flags, side_env
+# (Plain classes, not dataclasses: importing dataclasses is 16 ms of a hit without site.)
+
+
+class _NotAsked:
+    def __repr__(self) -> str:
+        return "NOT_ASKED"
+
+
+NOT_ASKED = _NotAsked()  # a Command's ``asked`` when nobody asked the resident nvstage yet
+
+
+class Command:
+    """One launcher command as it came: ``argv`` (``NVCC ARGS...``), the folder it runs in
+    (None: one since removed), its environment and umask (None: this process's), the standard
+    streams it was started without (``closed``: 0, 1, 2; None: this process's), the parent of
+    the process the build started (its build log entry's build), and what the resident
+    nvstage said when ``cli/bare.py`` asked it already (``NOT_ASKED``: nobody asked)."""
+
+    __slots__ = ("argv", "cwd", "env", "umask", "closed", "ppid", "asked")
+
+    def __init__(self, argv: list[str], cwd: str | None, env: dict[str, str],
+                 umask: int | None = None, closed: list[int] | None = None,
+                 ppid: int | None = None, asked=NOT_ASKED):
+        self.argv, self.cwd, self.env, self.umask = argv, cwd, env, umask
+        self.closed, self.ppid, self.asked = closed, ppid, asked
+
+    @classmethod
+    def here(cls, argv: list[str], asked=NOT_ASKED) -> Command:
+        """``argv`` as this process was given it: its folder and environment."""
+        try:
+            cwd = os.getcwd()
+        except OSError:  # a folder since removed: no entry is of it (plain nvcc runs it)
+            cwd = None
+        return cls(list(argv), cwd, dict(os.environ), asked=asked)
+
+
+class Outcome:
+    """What became of a ``Command``: its exit status (nvcc's), the step that gave it
+    (``HOW``), and whether nvstage's own work is done (nothing left to tidy up: the process
+    may end at once)."""
+
+    __slots__ = ("code", "how", "done")
+    HOW = ("resident hit", "hit", "handed over", "staged")
+
+    def __init__(self, code: int, how: str):
+        self.code, self.how, self.done = code, how, how != "staged"
+
+    def __repr__(self) -> str:
+        return f"Outcome({self.code}, {self.how!r})"
+
+
+class Hooks:
+    """The steps that differ with the process the flow runs in, each a callable (None: not
+    taken). A launcher's (``Hooks.launcher()``): ``ask`` the resident nvstage for a hit,
+    ``hand_over`` a miss to it, ``start_resident`` for the next commands. The resident's
+    child takes none of them (it is the resident); it is told ``answered(code)`` as soon as
+    the outputs and the build log's entry are written, before the cache's bookkeeping."""
+
+    __slots__ = ("ask", "hand_over", "start_resident", "answered")
+
+    def __init__(self, ask=None, hand_over=None, start_resident=None, answered=None):
+        self.ask, self.hand_over = ask, hand_over
+        self.start_resident, self.answered = start_resident, answered
+
+    @classmethod
+    def launcher(cls) -> Hooks:
+        return cls(ask=ask_resident, hand_over=hand_over, start_resident=start_resident)
+
+
+def launch(cmd: Command, hooks: Hooks | None = None) -> Outcome:
+    """Run ``cmd`` (``argv[0]`` names nvcc) as nvcc would, answered whole where it can be."""
+    hooks = Hooks.launcher() if hooks is None else hooks
+    from nvstage.compiler.launcher.resident.ask import MISSED
+
+    said = cmd.asked
+    if said is NOT_ASKED:
+        said = hooks.ask(cmd) if hooks.ask is not None else False
+    if said:  # 1. answered whole by the resident nvstage
+        return Outcome(0, "resident hit")
+    # 2. answered here, unless the resident looked already and found no whole entry (MISSED)
+    if said is not MISSED and hit_here(cmd):
+        if said is None and hooks.start_resident is not None:
+            hooks.start_resident(cmd)  # on, and none was there to ask: one for the next
+        return Outcome(0, "hit")
+    with_site()  # what is not a hit sees the environment it always does
+    # 3. handed over to a child of the resident nvstage, whose imports are done
+    if hooks.hand_over is not None and cmd.cwd is not None:
+        code = hooks.hand_over(cmd)
+        if code is not None:
+            return Outcome(code, "handed over")
+    # 4. run here, stage by stage
+    code = run_staged(cmd, hooks)
+    if hooks.start_resident is not None and cmd.cwd is not None:
+        hooks.start_resident(cmd)  # after: the run may have just made the cache folder
+    return Outcome(code, "staged")
+
+
+def ask_resident(cmd: Command):
+    """Step 1: ``ask.ask``'s answer (never an error: a failure is not asked, False)."""
+    from nvstage.compiler.launcher.resident.ask import ask
+
+    try:
+        return ask(cmd.argv)
+    except Exception:  # never a reason to fail a build: the launcher goes on unasked
+        return False
+
+
+def hit_here(cmd: Command) -> bool:
+    """Step 2: the whole command answered by this process (``answer.serve``), what the tools
+    printed printed again."""
+    if cmd.cwd is None:  # a folder since removed: no entry is of it
+        return False
+    from nvstage.compiler.cache.command.answer import serve
+
+    served = serve(cmd.argv, cmd.cwd, cmd.env)
+    if served is None:
+        return False
+    for text, stream in ((served["out"], sys.stdout), (served["err"], sys.stderr)):
+        try:
+            if text:
+                stream.flush()
+                stream.buffer.write(text)
+                stream.flush()
+        except OSError:  # a stream gone: the outputs are in place all the same
+            pass
+    return True
+
+
+def hand_over(cmd: Command) -> int | None:
+    """Step 3: the exit status the resident's child gave; None when none took the command."""
+    from nvstage.compiler.launcher.resident import handover
+    from nvstage.compiler.store.layout import cache_root
+
+    root = cache_root(cmd.env) if handover.enabled(cmd.env) else None
+    return None if root is None else handover.delegate(cmd.argv, cmd.cwd, cmd.env, root)
+
+
+def start_resident(cmd: Command) -> None:
+    """A resident nvstage for the next commands, where it is on (``NVSTAGE_SERVER=1``) and
+    none runs: after a miss run here, and after a hit answered here because no server was
+    there to ask (else a build whose every command hits would never have one)."""
+    from nvstage.compiler.launcher.resident import handover
+    from nvstage.compiler.store.layout import cache_root
+
+    root = cache_root(cmd.env) if handover.enabled(cmd.env) else None
+    if root is not None:
+        with_site()  # sys.prefix (which names its socket) as a server sees it
+        from nvstage.compiler.launcher.resident.start import ensure
+
+        ensure(root, cmd.env)
+
+
+def with_site() -> None:
+    """``site`` where Python started without it (``cli/bare.py``): what is not a hit sees
+    the environment it always does (.pth files, the user's folder, sitecustomize)."""
+    if sys.flags.no_site and "site" not in sys.modules:
+        import site
+
+        site.main()
+
+
+# -- 4. the staged run ---------------------------------------------------------------------
 
 # What the launcher stages: one CUDA source compiled to an object, PTX, cubin or fatbin.
 _STOPS = ("--compile", "--device-c", "--device-w", "--ptx", "--cubin", "--fatbin")
@@ -54,30 +223,39 @@ _FORWARD_UNKNOWN = ("--forward-unknown-to-host-compiler", "--forward-unknown-opt
 _CUDA_SUFFIXES = (".cu",)
 
 
-# Set by the resident server's child (``compiler/launcher/resident/server.py``): told the exit status as soon
-# as the outputs and the build record are written; what is left after it (the whole-command
-# entry) is nobody's wait.
-on_answered = None
-_after: list = []  # work done after the answer (the whole-command entry's store)
-
-
-@dataclass
 class Staged:
     """A command the staged driver runs: what it asks for, as far as the launcher needs to
     know (``plan.Plan`` is nvcc's own plan of it)."""
 
-    source: str
-    depfile: tuple[str, bool, bool] | None  # (target, -MMD, -MP) with -MD/-MMD
+    __slots__ = ("source", "depfile")
+
+    def __init__(self, source: str, depfile: tuple[str, bool, bool] | None):
+        self.source = source
+        self.depfile = depfile  # (target, -MMD, -MP) with -MD/-MMD
+
+    def __repr__(self) -> str:
+        return f"Staged({self.source!r}, {self.depfile!r})"
 
 
-@dataclass
 class Fallback:
-    reason: str
+    """A command plain nvcc runs, and why."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"Fallback({self.reason!r})"
 
 
-def understand(args: list[str], grammar: Grammar, cwd: str,
-               environ: dict[str, str]) -> Staged | Fallback:
-    """Whether the staged driver can run this command line (``args`` without nvcc)."""
+def understand(args: list[str], grammar, cwd: str, environ: dict[str, str]) -> Staged | Fallback:
+    """Whether the staged driver can run this command line (``args`` without nvcc;
+    ``grammar``: that nvcc's, ``nvcc/grammar.Grammar``)."""
+    from nvstage.compiler.cache.command.command_key import env_flags, side_env
+    from nvstage.compiler.nvcc.depfile import depfile_options
+    from nvstage.compiler.nvcc.grammar import expand_options_files, last_value
+    from nvstage.compiler.nvcc.host_flags import unwatched_word
     from nvstage.errors import UsageError
 
     words = [*env_flags(environ, "NVCC_PREPEND_FLAGS"), *args,
@@ -168,24 +346,33 @@ def not_found(name: str, environ=None) -> str:
                    "nvcc on PATH, or name it: nvstage /path/to/nvcc ARGS\n")
 
 
-def main(argv: list[str]) -> int:
-    """``nvstage NVCC ARGS...`` (a miss of the warm path): the exit status nvcc would give.
-    A signal ends the tools it started (``proc.handle_signals``) and gives 128 + its number,
-    as a shell says an interrupted command."""
+def run_staged(cmd: Command, hooks: Hooks | None = None) -> int:
+    """Step 4: ``cmd`` run here (a miss): the exit status nvcc would give. A signal ends the
+    tools it started (``proc.handle_signals``) and gives 128 + its number, as a shell says
+    an interrupted command. ``hooks.answered``, if any, is told the status once the outputs
+    and the build log's entry are written; the cache's bookkeeping comes after it."""
     from nvstage.proc import handle_signals
 
     try:
         with handle_signals():
-            return _launch(argv)
+            return _run(cmd, Hooks() if hooks is None else hooks)
     except KeyboardInterrupt as e:
         return 128 + (getattr(e, "signum", None) or 2)
 
 
-def _launch(argv: list[str]) -> int:
-    from nvstage.compiler.buildlog import log as buildlog
+def main(argv: list[str]) -> int:
+    """``nvstage NVCC ARGS...`` run here, stage by stage (``run_staged``)."""
+    return run_staged(Command.here(argv))
+
+
+def _run(cmd: Command, hooks: Hooks) -> int:
+    from nvstage.compiler.buildlog import current, log as buildlog
     from nvstage.errors import NvstageError
 
     t0, started = time.perf_counter(), time.time()
+    argv = cmd.argv
+    if cmd.ppid is not None:  # a command run for another process (the resident's client)
+        current.belongs_to(cmd.ppid)
     found = find_nvcc(argv[0])
     args = argv[1:]
     if found is None:
@@ -196,17 +383,17 @@ def _launch(argv: list[str]) -> int:
         sys.stderr.write(not_found(argv[0]))
         return 127
     nvcc, nvcc_from = found
-    try:
-        cwd = os.getcwd()
-    except OSError:
+    cwd = cmd.cwd
+    if cwd is None:
         # Run from a folder since removed: plain nvcc runs there as it would (absolute
-        # paths work); there is no folder to key, stage in or keep the build record in.
+        # paths work); there is no folder to key, stage in or keep the build log in.
         return _plain(nvcc, args, None)
     entry = buildlog.Entry([nvcc, *args], cwd, started, 0.0, "fallback", 0, os.getpid(),
                            nvcc_from=nvcc_from)
     buildlog.ready(cwd)
+    after: list = []  # the cache's bookkeeping, done once the command is answered
     try:
-        code = _staged(nvcc, args, cwd, entry)
+        code = _staged(nvcc, args, cwd, entry, after)
     except NvstageError as e:
         entry.reason = f"nvstage: {e.message}"
         code = None
@@ -228,8 +415,10 @@ def _launch(argv: list[str]) -> int:
         if script and entry.status == "ok":
             how += " (nvcc is a script: its commands are never answered whole)"
         sys.stderr.write(said(nvcc, nvcc_from, how))
-    if entry.status == "fallback" and steps.kind_of(entry.argv) in LINK_STEPS and \
-            steps.source_of(entry.argv) is None:
+    from nvstage.compiler.nvcc import step_kind as steps
+
+    if entry.status == "fallback" and steps.kind_of(entry.argv) in (
+            steps.DEVICE_LINK, steps.LINK, steps.ARCHIVE) and steps.source_of(entry.argv) is None:
         # A device link, link or library of objects: nvstage never stages these; plain nvcc
         # ran it, as it runs a C++ compile, and no compile of the build's fell back. (One
         # that compiles a source too, "nvcc a.cu -o app", is a compile that fell back.)
@@ -237,18 +426,14 @@ def _launch(argv: list[str]) -> int:
     entry.exit_code = code
     entry.seconds = time.perf_counter() - t0
     buildlog.add(entry, cwd)
-    if on_answered is not None:
-        on_answered(code)
-    while _after:
+    if hooks.answered is not None:
+        hooks.answered(code)
+    for work in after:
         try:
-            _after.pop(0)()
+            work()
         except Exception:  # bookkeeping only: the command is done
             pass
     return code
-
-
-# nvcc commands that make no object of a translation unit.
-LINK_STEPS = (steps.DEVICE_LINK, steps.LINK, steps.ARCHIVE)
 
 
 def said_while_planning(build) -> str:
@@ -315,9 +500,10 @@ def remove_nvcc_temps(pid: int, started_ns: int) -> None:
             pass
 
 
-def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
+def _staged(nvcc: str, args: list[str], cwd: str, entry, after: list) -> int | None:
     """The command through nvstage's pipeline; None when plain nvcc must run it instead."""
     from nvstage.compiler.pipeline.driver import compile_command
+    from nvstage.compiler.pipeline.request import Callbacks
     from nvstage.compiler.pipeline.jobserver import JobServer, jobs_in_build
     from nvstage.compiler.nvcc.grammar import grammar_for
     from nvstage.compiler.toolkit.locate import find_toolkit
@@ -337,19 +523,20 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry) -> int | None:
     started_ns = time.time_ns()
 
     def remember(build, work, seen):  # what a later identical command is answered from
-        from nvstage.compiler.cache.command.entry import outputs_of, record
+        from nvstage.compiler.cache.command.entry import CommandLine, outputs_of, record
 
         out = "".join(r.stdout for r in build.runs)
         err = said_while_planning(build) + "".join(r.stderr for r in build.runs)
-        record(nvcc, args, cwd, dict(os.environ), build, work, outputs_of(build, cwd, work),
-               out, err, started_ns, seen=seen, build_doc=entry.build)
+        record(CommandLine(nvcc, args, cwd, dict(os.environ)), build, work,
+               outputs_of(build, cwd, work), out, err, started_ns, seen=seen,
+               build_doc=entry.build)
 
     try:
         build = compile_command(args, toolkit=toolkit, cwd=cwd, source=staged.source,
                                 jobs=jobs or (default_jobs() if slots else 1), slots=slots,
                                 depfile=staged.depfile,
                                 cache=os.environ.get("NVSTAGE_CACHE", "1") != "0",
-                                on_built=remember, later=_after)
+                                callbacks=Callbacks(on_built=remember, later=after))
     except StageFailed as e:
         # nvcc's own diagnostics and exit status, exactly: it runs the command again.
         entry.status, entry.reason = "failed", f"stage {e.stage_index} ({e.stage_kind}) failed"

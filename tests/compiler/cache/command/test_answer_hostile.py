@@ -150,8 +150,8 @@ def test_a_hit_that_cannot_write_its_output_leaves_no_half_file(folder, toolkit,
     (folder / "k.o").unlink()
     # A disk that fills up: no file may grow past 4 KiB (the object is larger).
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096));"
-            "from nvstage.compiler.cache.command.answer import try_hit; import os;"
-            "sys.exit(7 if try_hit(sys.argv[1:], os.getcwd(), os.environ) is None else 0)")
+            "from nvstage.compiler.cache.command.answer import serve; import os;"
+            "sys.exit(7 if serve(sys.argv[1:], os.getcwd(), os.environ) is None else 0)")
     cp = subprocess.run([sys.executable, "-c", code, *argv], cwd=folder, capture_output=True,
                         text=True)
     assert cp.returncode == 7, cp.stderr

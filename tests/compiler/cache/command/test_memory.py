@@ -34,7 +34,7 @@ def warm(tmp_path, monkeypatch, toolkit):
 
 
 def _hit(argv, folder, memory):
-    return answer.hit(argv, str(folder), dict(os.environ), memory)
+    return answer.answer(argv, str(folder), dict(os.environ), memory)
 
 
 def _counting(monkeypatch) -> list:

@@ -67,9 +67,9 @@ def test_a_depfile_the_build_tool_removes_at_once_still_makes_the_entry(tmp_path
         depfile.append((tmp_path / "k.d").read_bytes())
         (tmp_path / "k.d").unlink()
 
-    monkeypatch.setattr(launcher, "on_answered", ninja_reads)
-    assert run(argv) == 0
-    monkeypatch.setattr(launcher, "on_answered", None)
+    # Run here, told the answer as the resident's child tells its client (``Hooks.answered``).
+    assert launcher.run_staged(launcher.Command.here(argv),
+                               launcher.Hooks(answered=ninja_reads)) == 0
     capfd.readouterr()
     (tmp_path / "k.o").unlink()
     assert run(argv) == 0

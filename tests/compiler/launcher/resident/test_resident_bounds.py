@@ -24,7 +24,8 @@ from nvstage.compiler.pipeline import leftovers
 
 from .resident_procs import residents as _procs
 
-STOP = [sys.executable, "-m", "nvstage.compiler.launcher.resident.server", "--stop"]
+SERVER = [sys.executable, "-m", "nvstage.compiler.launcher.resident.server"]
+STOP = [*SERVER, "--stop"]
 
 
 def _launcher() -> list[str]:
@@ -200,6 +201,7 @@ def test_the_lock_follows_no_link(toolkit, kernels, tmp_path):
     # A link planted under the lock's name: its target keeps its bytes, the server runs.
     run = Path(tempfile.mkdtemp(prefix="nvs-", dir="/tmp"))
     cache = tmp_path / "cache"
+    cache.mkdir()
     env = dict(os.environ, NVSTAGE_CACHE_DIR=str(cache), XDG_RUNTIME_DIR=str(run),
                NVSTAGE_SERVER_HELPERS="0")
     victim = tmp_path / "victim"
@@ -211,8 +213,7 @@ def test_the_lock_follows_no_link(toolkit, kernels, tmp_path):
             sock = client.socket_path(str(cache), env)
         os.makedirs(os.path.dirname(sock), mode=0o700)
         os.symlink(victim, sock + ".lock")
-        proc.start_detached([sys.executable, "-m", "nvstage.compiler.launcher.resident.server", str(cache)],
-                            env=env)
+        proc.start_detached([*SERVER, str(cache)], env=env)
         _until(lambda: os.path.exists(sock) and not os.path.islink(sock + ".lock"), 60)
         assert victim.read_text() == "precious\n"
         # Stopped at once (still warming up): it leaves, its socket and lock with it.
@@ -254,11 +255,11 @@ def test_a_server_started_with_nan_leaves_when_idle(tmp_path):
     # The lock says the idle time the server keeps: nan was kept (for ever), now 600 s.
     run = Path(tempfile.mkdtemp(prefix="nvs-", dir="/tmp"))
     cache = tmp_path / "cache"
+    cache.mkdir()
     env = dict(os.environ, NVSTAGE_CACHE_DIR=str(cache), XDG_RUNTIME_DIR=str(run),
                NVSTAGE_SERVER_HELPERS="0", NVSTAGE_SERVER_IDLE="nan")
     try:
-        proc.start_detached([sys.executable, "-m", "nvstage.compiler.launcher.resident.server", str(cache)],
-                            env=env)
+        proc.start_detached([*SERVER, str(cache)], env=env)
         with _environ(env):
             (found,) = _until(lambda: resident.running(str(cache), env), 60)
         assert found["idle_s"] == 600
@@ -277,8 +278,152 @@ def test_a_server_started_with_nan_leaves_when_idle(tmp_path):
 ])
 def test_the_servers_command_line_errors_are_one_line(args, code, said, tmp_path):
     env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path))
-    got = proc.run([sys.executable, "-m", "nvstage.compiler.launcher.resident.server", *args], env=env,
-                   timeout=60)
+    got = proc.run([*SERVER, *args], env=env, timeout=60)
     assert got.returncode == code
     assert got.stdout == "" and got.stderr.startswith("error: ") and said in got.stderr
     assert len(got.stderr.splitlines()) == 1 and "\x1b" not in got.stderr
+
+
+# --- The build ended while the resident's child runs its command (issue 43, B1): the child
+# notices its client is gone, ends what it started and writes nothing, as plain nvcc's group
+# ends with the build.
+
+HEAVY = (Path(__file__).parents[3] / "data" / "heavy.cu").read_text()  # slow in cicc
+
+
+def _marked(mark: str) -> list[tuple[int, str]]:
+    """(pid, name) of the live processes whose environment holds ``mark`` (the client's
+    environment: what the child starts has it)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if mark.encode() in Path(f"/proc/{d}/environ").read_bytes().split(b"\0") and \
+                        Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append((int(d), Path(f"/proc/{d}/comm").read_text().strip()))
+            except (OSError, IndexError):
+                pass
+    return found
+
+
+def test_a_client_killed_during_a_miss_ends_its_child_which_writes_nothing(server):
+    (server.cwd / "heavy.cu").write_text(HEAVY)
+    words = [server.words[0], "-c", "-arch=sm_90", "heavy.cu", "-o", "heavy.o"]
+    mark = f"NVSTAGE_B1_TEST={os.getpid()}-{time.monotonic_ns()}"
+    env = dict(server.env, NVSTAGE_B1_TEST=mark.split("=", 1)[1])
+    for front in ([], _launcher()):  # plain nvcc, then through the resident nvstage
+        p = subprocess.Popen([*front, *words], cwd=server.cwd, env=env, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _until(lambda: any(n == "cicc" for _, n in _marked(mark)), 120)
+        child = next((c for c, pp in _procs(server.cache) if pp == server.pid), None)
+        assert (child is None) == (front == []), front
+        os.killpg(p.pid, signal.SIGKILL)  # the build ends (timeout -s KILL, a CI runner)
+        assert p.wait(timeout=30) == -signal.SIGKILL
+        _until(lambda: not _marked(mark), 10)
+        if child is not None:
+            _until(lambda: child not in [c for c, _ in _procs(server.cache)], 10)
+        assert not (server.cwd / "heavy.o").exists(), front
+    assert [n for n in os.listdir(server.tmp) if n.startswith("nvstage-")] == []
+    assert server.pid in [c for c, _ in _procs(server.cache)]  # the server serves on
+    time.sleep(2)
+    assert not (server.cwd / "heavy.o").exists()
+
+
+# --- A standard stream the client was started without is the child's too (B5).
+
+def test_a_closed_stdin_is_closed_for_the_plain_nvcc_the_child_runs(server):
+    words = [*server.words, "-keep"]  # a command nvstage runs with plain nvcc
+
+    def run(argv, cwd):
+        return subprocess.run(argv, cwd=cwd, env=server.env, capture_output=True, timeout=300,
+                              preexec_fn=lambda: os.close(0))
+
+    plain_dir = server.cwd / "plain"
+    plain_dir.mkdir()
+    shutil.copy(server.src, plain_dir / "vadd.cu")
+    plain = run([w for w in words], plain_dir)
+    assert plain.returncode == 1  # nvcc 13's host compiler probe fails without stdin
+    before = server.entries()
+    ours = run([*_launcher(), *words], server.cwd)
+    assert (ours.returncode, ours.stdout, ours.stderr) == (plain.returncode, plain.stdout,
+                                                         plain.stderr)
+    assert server.entries() == before + 1  # the child's: it ran the command
+
+
+# --- A server stopped after it claimed a hit (B13): noticed, and the command runs itself.
+
+_CLAIMS_AND_STOPS = """
+import os, signal, socket
+from nvstage.compiler.launcher.resident import ask, server
+path = ask.name(dict(os.environ))
+os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+s.listen(1)
+print("ready", flush=True)
+conn, _ = s.accept()
+req, claim = server._receive(conn)
+ask.claim(claim, b"h%d\\n" % os.getpid())
+os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+def test_a_server_stopped_after_claiming_a_hit_is_ended_and_the_command_runs(
+        toolkit, kernels, tmp_path):
+    run = Path(tempfile.mkdtemp(prefix="nvs-", dir="/tmp"))
+    env = dict(os.environ, NVSTAGE_CACHE_DIR=str(tmp_path / "cache"), XDG_RUNTIME_DIR=str(run),
+               NVSTAGE_BUILD_RECORD=str(tmp_path / "record"), NVSTAGE_SERVER="0")
+    shutil.copy(kernels / "vadd.cu", tmp_path / "vadd.cu")
+    words = [toolkit.nvcc, "-c", "-arch=sm_90", "vadd.cu", "-o", "a.o"]
+    assert proc.run([*_launcher(), *words], cwd=tmp_path, env=env, timeout=300).returncode == 0
+    built = (tmp_path / "a.o").read_bytes()
+    (tmp_path / "a.o").unlink()
+    env["NVSTAGE_SERVER"] = "1"
+    fake = subprocess.Popen([sys.executable, "-c", _CLAIMS_AND_STOPS], env=env,
+                            stdout=subprocess.PIPE)
+    try:
+        assert fake.stdout.readline() == b"ready\n"
+        client = subprocess.Popen([*_launcher(), *words], cwd=tmp_path, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        t0 = time.monotonic()
+        out, err = _communicate(client, timeout=60)
+        assert time.monotonic() - t0 < 30
+        assert (client.returncode, out, err) == (0, b"", b"")  # as plain nvcc: a hit here
+        assert (tmp_path / "a.o").read_bytes() == built
+        assert fake.wait(timeout=10) == -signal.SIGKILL  # ended: it writes nothing more
+    finally:
+        with contextlib.suppress(OSError):
+            fake.kill()
+        fake.wait()
+        fake.stdout.close()
+        proc.run([*STOP, str(tmp_path / "cache")], env=env, timeout=60)
+        shutil.rmtree(run, ignore_errors=True)
+
+
+# --- A miss the child ran leaves nothing in $TMPDIR once the client has ended (B14).
+
+def test_a_miss_through_the_server_leaves_tmpdir_empty_when_the_client_ends(server):
+    for n in range(3):
+        server.src.write_text(server.src.read_text() + f"\n__device__ int tmp_marker{n};\n")
+        got = server.command()
+        assert got.returncode == 0, got.stderr
+        assert [x for x in os.listdir(server.tmp) if x.startswith("nvstage-")] == [], n
+
+
+# --- The server's own command line (B15): a folder that is not the environment's cache
+# folder is one line and a non-zero exit, and the running server keeps its names.
+
+def test_a_server_for_another_folder_is_refused_and_leaves_the_running_one_alone(server,
+                                                                                  tmp_path):
+    folder = server.run / "nvstage"
+    names = {n: os.stat(folder / n).st_ino for n in os.listdir(folder)}
+    other = tmp_path / "other"
+    other.mkdir()
+    for bad in ("/nonexistent-folder", str(other)):
+        got = proc.run([*SERVER, bad], env=server.env, timeout=60)
+        assert got.returncode == 2 and got.stdout == ""
+        assert got.stderr.startswith("error: ") and len(got.stderr.splitlines()) == 1
+        assert "is not the cache folder this environment names" in got.stderr
+    assert {n: os.stat(folder / n).st_ino for n in os.listdir(folder)} == names
+    assert server.pid in [p for p, _ in _procs(server.cache)]
+    assert server.command().returncode == 0

@@ -25,7 +25,6 @@ from __future__ import annotations
 import marshal
 import os
 import stat
-import sys
 import time
 
 from nvstage import fsio
@@ -69,7 +68,7 @@ def sha256_file(path: str) -> str | None:
 
 
 class Memory:
-    """What a resident nvstage keeps between the hits it answers (``compiler/launcher/resident/server.py``; a
+    """What a resident nvstage keeps between the hits it answers (``launcher/resident/server.py``; a
     launcher answers one and keeps nothing): each entry's document under its file's identity (an
     entry is rewritten whole, under a new inode: ``fsio.replace``), and each watched folder's
     stat (with its list of hiding places, whatever command names them) in which its hiding
@@ -314,11 +313,12 @@ def _host_object(data: bytes) -> bool:
     return int.from_bytes(data[18:20], "little" if data[5] == 1 else "big") != 190  # EM_CUDA
 
 
-def answer(nvcc: str, args: list[str], cwd: str, env, root: str, secret: bytes,
-           view: bool = False, memory: Memory | None = None) -> dict | None:
+def newest_result(nvcc: str, args: list[str], cwd: str, env, root: str, secret: bytes,
+                  view: bool = False, memory: Memory | None = None) -> dict | None:
     """The newest result for ``nvcc args`` whose every file read is unchanged, its outputs
-    restored into place; None for a miss. ``view``: only a result that holds what the CLI
-    prints; ``memory``: a resident nvstage's (``Memory``)."""
+    restored into place (``answer``'s, and ``nvstage compile``'s own); None for a miss.
+    ``view``: only a result that holds what the CLI prints; ``memory``: a resident nvstage's
+    (``Memory``)."""
     k = key(nvcc, args, cwd, env)
     if k is None:
         return None
@@ -351,17 +351,17 @@ def _count(root: str, hits: int) -> None:
         pass
 
 
-def hit(argv: list[str], cwd: str, env, memory: Memory | None = None) -> dict | None:
-    """``argv`` is ``NVCC ARGS...``: when the whole command was answered from the cache (its
-    outputs in place), what was served: for its build-record entry (``build_record.add_hit``)
-    and what the tools printed (``out``, ``err``), which the caller prints; None for a miss."""
+def answer(argv: list[str], cwd: str, env, memory: Memory | None = None) -> dict | None:
+    """The answering verb: ``argv`` (``NVCC ARGS...``) answered whole from the command cache,
+    its outputs in place; what was served (for its build log entry, ``current.add_hit``, and
+    what the tools printed: ``out``, ``err``); None for a miss. ``memory``: a resident's."""
     t0, started = time.perf_counter(), time.time()
     found = find_nvcc(argv[0], env)  # the nvcc the miss path would run (nvcc_lookup)
     where = opened(env) if found is not None else None
     if where is None:
         return None
     nvcc, nvcc_from = found
-    meta = answer(nvcc, argv[1:], cwd, env, *where, memory=memory)
+    meta = newest_result(nvcc, argv[1:], cwd, env, *where, memory=memory)
     if meta is None:
         return None
     err = meta["stderr"].encode("utf-8", "surrogateescape")
@@ -375,33 +375,25 @@ def hit(argv: list[str], cwd: str, env, memory: Memory | None = None) -> dict | 
             "err": err}
 
 
-def try_hit(argv: list[str], cwd: str, env) -> dict | None:
-    """``hit``, with what the tools printed printed again."""
-    served = hit(argv, cwd, env)
+def serve(argv: list[str], cwd: str, env, memory: Memory | None = None,
+          client: tuple[int, int] | None = None) -> dict | None:
+    """The serving verb: ``answer``, and the build log's entry of the hit written, for this
+    process or for ``client`` ((pid, parent pid): the resident nvstage serves another
+    process's command). What was served (``answer``'s: the caller prints or sends ``out``
+    and ``err``); None for a miss. Never raises: a broken entry or log is never a reason to
+    fail a build (the pipeline answers a miss), and a command served must not run again."""
+    try:
+        served = answer(argv, cwd, env, memory)
+    except Exception:
+        return None
     if served is None:
         return None
-    for text, stream in ((served["out"], sys.stdout), (served["err"], sys.stderr)):
-        if text:
-            stream.flush()
-            stream.buffer.write(text)
-            stream.flush()
-    return served
-
-
-def serve(argv: list[str], cwd: str, env) -> bool:
-    """``nvstage NVCC ARGS...`` answered whole (``try_hit``) with its build-record entry
-    added; False for a miss. Never raises: a broken entry or record is never a reason to fail
-    a build (the pipeline answers a miss), and a command served must not run a second time."""
+    if client is not None:
+        served.update(pid=client[0], ppid=client[1])
     try:
-        served = try_hit(argv, cwd, env)
-    except Exception:
-        return False
-    if served is None:
-        return False
-    try:
-        from nvstage.compiler.buildlog.current import add_hit
+        from nvstage.compiler.buildlog import current
 
-        add_hit(served)
+        current.add_hit(served, None if memory is None else memory.manifests)
     except Exception:
         pass
-    return True
+    return served

@@ -13,7 +13,7 @@ import os
 import sys
 
 from nvstage import fsio
-from nvstage.compiler.cache.command.answer import answer
+from nvstage.compiler.cache.command.answer import newest_result
 from nvstage.compiler.store.layout import SCHEMA, WHOLE, opened
 from nvstage.compiler.cache.command.command_key import file_stat
 
@@ -92,7 +92,7 @@ def answer_cli(argv: list[str], given: str | None, cwd: str, env) -> dict | None
     found = _remembered_nvcc(*where, given, cwd, env)
     if found is None:
         return None
-    return answer(found[0], cli_args(argv, env), cwd, env, *where, view=True)
+    return newest_result(found[0], cli_args(argv, env), cwd, env, *where, view=True)
 
 
 # What a whole answer cannot replay: nothing to keep, show or print as JSON, no fresh run

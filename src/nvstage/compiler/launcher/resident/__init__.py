@@ -1,1 +1,3 @@
-"""The resident nvstage: the server that forks one child per command (``server``), the thin client that asks it for a hit first (``ask``) and the hand-over of a miss (``handover``)."""
+"""The resident nvstage: the server (``server``) and the child it forks per command
+(``child``), the thin client that asks it for a hit first (``ask``), the hand-over of a miss
+(``handover``) and its start (``start``)."""

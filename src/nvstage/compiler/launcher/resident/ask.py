@@ -1,5 +1,5 @@
 """A hit asked of the resident nvstage before anything else is imported: the thin client of
-sccache's design (``compiler/launcher/resident/server.py`` is the server; ``launcher/resident/handover.py`` hands it misses).
+sccache's design (``server.py`` is the server; ``handover.py`` hands it misses).
 
 A launcher process that answers a hit itself pays for its imports and for running code that is
 new to it (about 10 ms here, against 2 ms in a process that has done it before). Here it sends
@@ -30,7 +30,7 @@ _S_IFMT, _S_IFDIR = 0o170000, 0o040000
 
 
 def _package() -> str:
-    """nvstage's folder as this file spells it (``.../nvstage/compiler/launcher/resident/ask.py``)."""
+    """nvstage's folder as this file spells it (``.../compiler/launcher/resident/ask.py``)."""
     return __file__.rsplit("/", 4)[0]
 
 
@@ -102,6 +102,19 @@ def claim_pair():
     return _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM, 0)
 
 
+def claim(channel, what: bytes) -> bool:
+    """The server's half: claim a client's request on its ``channel`` (``claimed``), ``what``
+    naming the process that claimed it; False when the client withdrew it (it runs the
+    command itself, and nothing may be written for it)."""
+    import _socket
+
+    try:
+        channel.setblocking(False)
+        return channel.send(what, _socket.MSG_NOSIGNAL) == len(what)
+    except OSError:
+        return False
+
+
 def state(pid: int) -> str | None:
     """The state letter of process ``pid`` (/proc/PID/stat: R, S, D, T, t, Z, ...); None when
     it is gone or cannot be read."""
@@ -160,6 +173,58 @@ def claimed(sock, mine, server: int, bound: float = CLAIM_S) -> bytes | None:
         waited += TICK_S
         if waited >= bound or state(server) in STOPPED:
             return revoke(mine)
+
+
+ANSWER_S = 10.0  # a claimed hit not answered in this long: the process that claimed it is stuck
+STOPPED_S = 2.0  # a claimed hit's process seen stopped this long: ended
+_SIGKILL = 9
+
+
+def claimer(claim: bytes, server: int) -> int:
+    """The pid of the process that claimed a hit (``b"h<pid>"``: the server or one of its
+    helpers); the server's for a claim that names none."""
+    try:
+        return int(claim[1:]) if claim[:1] == b"h" and len(claim) > 2 else server
+    except ValueError:
+        return server
+
+
+def answered(sock, pid: int):
+    """The reply to a claimed hit (``receive``'s), waited for while process ``pid``, which
+    claimed it, makes progress; None when none comes: ``pid`` seen stopped STOPPED_S (SIGSTOP,
+    a debugger), or no reply ANSWER_S after the claim. Then ``pid`` is ended (SIGKILL, which
+    needs no cooperation) and its end waited for (the socket closes: it writes nothing more)."""
+    import _socket
+
+    waited = stopped = 0.0
+    while True:
+        sock.settimeout(TICK_S)
+        try:
+            sock.recv(1, _socket.MSG_PEEK)
+            break  # the reply, or the other end (``receive`` says which)
+        except TimeoutError:
+            pass
+        except OSError:
+            return None
+        waited += TICK_S
+        stopped = stopped + TICK_S if state(pid) in STOPPED else 0.0
+        if stopped >= STOPPED_S or waited >= ANSWER_S:
+            try:
+                posix.kill(pid, _SIGKILL)
+            except OSError:
+                pass
+            sock.settimeout(STOPPED_S)
+            try:
+                while sock.recv(1 << 16):  # until it is gone
+                    pass
+            except OSError:
+                pass
+            return None
+    sock.settimeout(ANSWER_S)
+    try:
+        return receive(sock)
+    except (OSError, ValueError):
+        return None
 
 
 def pack(value) -> bytes:
@@ -261,14 +326,16 @@ def ask(argv: list[str]) -> bool | _Missed | None:
             # command. Claimed, only its answer or its end (the socket closed: it wrote nothing
             # more) lets this process go on; never a timeout, after which both could write
             # the same output.
-            if claimed(s, mine, server) is None:
+            got = claimed(s, mine, server)
+            if got is None:
                 return False
         except (OSError, ValueError):
             return False
-        s.settimeout(None)
-        try:
-            reply = receive(s)
-        except (OSError, ValueError):
+        # Claimed: the answer comes in milliseconds. One that does not come (the process
+        # that claimed it stopped, or stuck) is ended here, and this process runs the command
+        # once it is gone: it writes nothing more.
+        reply = answered(s, claimer(got, server))
+        if reply is None:
             return False
     finally:
         s.close()

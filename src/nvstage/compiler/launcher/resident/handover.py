@@ -2,8 +2,8 @@
 
 A launcher process that misses pays for Python's imports and set-up before its first tool, and
 for its bookkeeping after the last (tens of milliseconds a command, more on a loaded machine):
-sccache keeps a server for this. Here the server (``compiler/launcher/resident/server.py``) is a process that
-has imported the launcher's pipeline and forks one child per command; the child takes this
+sccache keeps a server for this. Here the server (``server.py``) is a process that has
+imported the launcher's pipeline and forks one child per command (``child.py``); it takes this
 process's place: its current folder, environment and umask, and its standard streams and a
 make jobserver's pipe, passed over a Unix socket (``SCM_RIGHTS``), so that what the tools print
 goes where this process's would, and nothing is copied. Its exit status is this process's.
@@ -139,10 +139,27 @@ def _status(proc: str) -> dict:
     return {r[0]: sorted(r[1].split()) for r in rows if r[0] in (b"Groups", b"PPid")}
 
 
+def closed_streams() -> list[int]:
+    """The standard streams this process was started without (``cmd >&-``): closed, or held
+    by /dev/null closed on exec (``cli/transparent.hold_closed_streams``; a stream a process
+    was started with is never close-on-exec). The child holds them so too: plain nvcc and
+    the tools find them closed, as they would without nvstage."""
+    out = []
+    for fd in (0, 1, 2):
+        try:
+            if not os.get_inheritable(fd):
+                out.append(fd)
+        except OSError:
+            out.append(fd)
+    return out
+
+
 def passed_fds(env) -> list[int]:
-    """The descriptors the child needs at the same numbers: the standard streams, and a make
-    jobserver's pipe (``--jobserver-auth=R,W``; a fifo is opened by name)."""
-    fds = [0, 1, 2]
+    """The descriptors the child needs at the same numbers: the standard streams (those this
+    process has: ``closed_streams``), and a make jobserver's pipe (``--jobserver-auth=R,W``;
+    a fifo is opened by name)."""
+    closed = closed_streams()
+    fds = [fd for fd in (0, 1, 2) if fd not in closed]
     flags = env.get("MAKEFLAGS", "")
     for word in flags.split():
         for opt in ("--jobserver-auth=", "--jobserver-fds="):
@@ -185,7 +202,8 @@ def delegate(argv: list[str], cwd: str, env, root: str) -> int | None:
             return None
         fds = passed_fds(env)
         request = marshal.dumps({"argv": list(argv), "cwd": cwd, "env": dict(env),
-                                 "umask": fsio.umask(), "fds": fds})
+                                 "umask": fsio.umask(), "fds": fds,
+                                 "closed": closed_streams()})
         data = len(request).to_bytes(4, "big") + request
         # The claim channel's end alone (``ask.claimed``): the server's child writes its pid
         # there before it does anything of the command's. The standard streams and the
@@ -237,9 +255,15 @@ STOPPED_S = 2.0
 _LOOK_S = 0.25
 
 
+# How long a child that said its exit status is given to finish the cache's bookkeeping: this
+# process ends after it, so that its work folder is gone from $TMPDIR when the build goes on.
+_AFTER_S = 30.0
+
+
 def _wait(s, pid: int) -> int | None:
-    """The child's exit status, passing it the signals that would end this process; None
-    when it ended before it said (killed), or was stopped STOPPED_S and ended here."""
+    """The child's exit status, passing it the signals that would end this process, once the
+    child is gone (``_AFTER_S`` at most after it said); None when it ended before it said
+    (killed), or was stopped STOPPED_S and ended here."""
     import _signal as signal  # not signal: its import (enum) is 5 ms of every miss
 
     def forward(signum, frame):
@@ -254,12 +278,26 @@ def _wait(s, pid: int) -> int | None:
             old[sig] = signal.signal(sig, forward)
     try:
         code = _watch(s, pid)
+        if code is not None:
+            _gone(pid, _AFTER_S)
     finally:
         for sig, prev in old.items():
             signal.signal(sig, prev)
     if code is None:  # the child died before it could say: this process runs the command
         return None
     return int(code)
+
+
+def _gone(pid: int, seconds: float) -> None:
+    """Wait (``seconds`` at most) until process ``pid`` has ended (a zombie its parent has
+    not reaped yet has ended)."""
+    import time
+
+    from nvstage.compiler.launcher.resident.ask import state
+
+    end = time.monotonic() + seconds
+    while state(pid) not in (None, "Z", "X") and time.monotonic() < end:
+        time.sleep(0.002)
 
 
 def _watch(s, pid: int) -> bytes | None:

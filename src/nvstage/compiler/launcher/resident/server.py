@@ -1,21 +1,19 @@
 """The resident nvstage: a process that has imported the launcher's pipeline and forks one child
 per command a launcher hands it (``launcher/resident/handover.py`` is the client; read it first).
 
-    python -m nvstage.compiler.launcher.resident.server CACHE_FOLDER        (started by a launcher, detached)
-    python -m nvstage.compiler.launcher.resident.server --stop CACHE_FOLDER (ends it, if it runs)
+    python -m nvstage.compiler.launcher.resident.server CACHE_FOLDER   (a launcher starts it)
+    python -m nvstage.compiler.launcher.resident.server --stop CACHE_FOLDER   (ends it)
 
 Started on demand: a launcher that ran a command itself starts one for the next commands
-(``ensure``), unless ``NVSTAGE_SERVER=0``. One per user, cache folder and nvstage (a lock beside
-its socket); it leaves after ``NVSTAGE_SERVER_IDLE`` seconds (600) without a command, and
-removes its socket. Only single-threaded between commands, so that a fork copies no held
-lock. A child takes the client's place (folder, environment, umask, descriptors), runs the
-launcher exactly as ``nvstage NVCC ARGS`` would, tells the client its exit status as soon as
-the outputs and the build record are written, and does the cache's bookkeeping after that,
-its standard streams closed (a build waits for those to close, not for the child).
+(``start.ensure``), unless ``NVSTAGE_SERVER=0``. One per user, cache folder and nvstage (a
+lock beside its socket); it leaves after ``NVSTAGE_SERVER_IDLE`` seconds (600) without a
+command, and removes its socket. Only single-threaded between commands, so that a fork
+copies no held lock. A child (``child.py``) takes the client's place (folder, environment,
+umask, descriptors) and runs the launcher's flow as ``nvstage NVCC ARGS`` would.
 
-A hit is asked on a second socket (``launcher/resident/ask.py``, the thin client) and answered here, in
-this process, with no fork: the client's folder, environment and umask for the while, the same
-code as a launcher's own answer (``answer.hit``) and the build record's entry written before
+A hit is asked on a second socket (``ask.py``, the thin client) and answered here, in this
+process, with no fork: the client's folder, environment and umask for the while, the same
+code as a launcher's own answer (``answer.serve``) and the build log's entry written before
 the reply. Only while the code that answers is the code this process loaded (its files' stat,
 looked at before each answer); else it answers nothing, and leaves. Helpers forked at the start
 (``_helpers``) answer hits on the same socket beside it, so that a build's commands asking at
@@ -38,36 +36,12 @@ import struct
 import sys
 import time
 
-from nvstage.compiler.launcher.resident import ask, handover as client
+from nvstage.compiler.launcher.resident import ask, child, handover as client
 from nvstage.errors import one_line
+from nvstage.paths import cache_dir_of
 
 _IDLE_S = 600
-_MAX_REQUEST = 64 << 20
 _OWN: list[int] = []  # the server's lock and socket: a child lets go of them
-
-
-def ensure(root: str, env) -> None:
-    """Start a server for the cache folder ``root`` unless one runs (never an error)."""
-    if not client.enabled(env):
-        return
-    path = client.socket_path(root, env)
-    if not client.own_folder(os.path.dirname(path), make=True):
-        return
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(path)
-        return  # one is there
-    except OSError:
-        pass
-    finally:
-        s.close()
-    from nvstage import proc
-
-    try:
-        proc.start_detached([sys.executable, "-m", "nvstage.compiler.launcher.resident.server", root],
-                            env=dict(env))
-    except OSError:
-        pass
 
 
 def stop(root: str, env) -> list[int]:
@@ -174,7 +148,8 @@ def _held(lock: str) -> tuple[int, float, float | None, str | None] | None:
     return pid, since, idle, served or None
 
 
-_USAGE = ("usage: python -m nvstage.compiler.launcher.resident.server CACHE_FOLDER (start one) or --stop "
+_USAGE = ("usage: python -m nvstage.compiler.launcher.resident.server CACHE_FOLDER (start one) "
+          "or --stop "
           "CACHE_FOLDER (end it)")
 
 
@@ -195,6 +170,13 @@ def main(argv: list[str]) -> int:
     code = _code_files()  # first: code loaded after a change would be taken for the new
     root = argv[0]
     env = dict(os.environ)
+    # The sockets are named by the environment (the hit socket by it alone): a server for
+    # another folder would take a running server's names, and serve nothing.
+    named = cache_dir_of(env)
+    if named is None or not os.path.isdir(root) or \
+            os.path.realpath(root) != os.path.realpath(named):
+        return _error(f"{one_line(root)} is not the cache folder this environment names "
+                      f"({one_line(named or 'none')}); {_USAGE}")
     path = client.socket_path(root, env)
     if not client.own_folder(os.path.dirname(path), make=True):
         return 1
@@ -277,7 +259,7 @@ def main(argv: list[str]) -> int:
             except OSError:
                 continue
             try:
-                pid = _take(conn, root)
+                pid = child.take(conn, _OWN)
             except (OSError, ValueError, EOFError, TypeError, KeyError):
                 pid = None
             finally:
@@ -417,7 +399,7 @@ def _helpers(hits: socket.socket, root: str, code: list, memory, *mine):
 
 
 def _hit_socket(root: str, env):
-    """The socket hits are asked on (``launcher/resident/ask.py``) and its file's stat; (None, None) when
+    """The socket hits are asked on (``ask.py``) and its file's stat; (None, None) when
     it cannot be had (this server still runs what launchers hand it)."""
     path = ask.name(env)
     if not client.own_folder(os.path.dirname(path), make=True):
@@ -434,15 +416,23 @@ def _hit_socket(root: str, env):
         return None, None
 
 
-def _code_files() -> list:
-    """The files of the code that answers a hit, with their stat now: the warm package, the
-    modules it imports (tests/test_imports.py holds it to them) and this one."""
-    from nvstage import fsio, paths
-    from nvstage.compiler import warm
+# The modules whose code answers a hit (tests/test_imports.py's hit path).
+_HIT_CODE = ("nvstage.fsio", "nvstage.paths", "nvstage.compiler.store.zstd",
+             "nvstage.compiler.store.presence", "nvstage.compiler.store.layout",
+             "nvstage.compiler.nvcc.environment", "nvstage.compiler.nvcc.host_flags",
+             "nvstage.compiler.toolkit.nvcc_lookup", "nvstage.compiler.buildlog.current",
+             "nvstage.compiler.cache.command.command_key", "nvstage.compiler.cache.command.entry",
+             "nvstage.compiler.cache.command.answer", "nvstage.compiler.launcher.resident.ask",
+             "nvstage.compiler.launcher.resident.handover")
 
-    folder = os.path.dirname(warm.__file__)
-    names = [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".py")]
-    return [(n, _stat(n)) for n in [*names, fsio.__file__, paths.__file__, __file__]]
+
+def _code_files() -> list:
+    """The files of the code that answers a hit, with their stat now: the hit path's modules
+    (``_HIT_CODE``) and this one."""
+    import importlib
+
+    names = [importlib.import_module(m).__file__ for m in _HIT_CODE]
+    return [(n, _stat(n)) for n in [*names, __file__]]
 
 
 def _stat(path: str):
@@ -473,7 +463,7 @@ def _serve_hit(hits: socket.socket, root: str, code: list, memory) -> bool:
             who = client.peer(conn, str(req["cwd"]))
             if who is None or claim is None:
                 ask.send(conn, {"code": None})
-            elif _claim(claim, b"h"):  # else the client gave up on this server: not a byte
+            elif ask.claim(claim, b"h%d\n" % os.getpid()):  # else the client gave up: not a byte
                 ask.send(conn, _hit(req, root, memory, who))
         except Exception:  # noqa: BLE001 - the client sees the socket close and runs it itself
             pass
@@ -502,22 +492,10 @@ def _receive(conn: socket.socket):
         raise
 
 
-def _claim(claim: socket.socket, what: bytes) -> bool:
-    """Claim a client's request (``ask.claimed``): False when the client withdrew it (it runs
-    the command itself, and nothing here may write for it)."""
-    try:
-        claim.setblocking(False)
-        return claim.send(what, socket.MSG_NOSIGNAL) == len(what)
-    except OSError:
-        return False
-
-
 def _hit(req: dict, root: str, memory=None, who: tuple[int, int] | None = None) -> dict:
-    """The client's command answered whole here, as its own process would (``answer.hit``),
-    in its folder, with its environment and umask; its build-record entry written."""
+    """The client's command served whole here, as its own process would (``answer.serve``),
+    in its folder, with its environment and umask; its build log entry written."""
     from nvstage.compiler.cache.command import answer
-    from nvstage.compiler.buildlog import current as build_record
-    from nvstage.paths import cache_dir_of
 
     env, cwd, argv = dict(req["env"]), str(req["cwd"]), [str(a) for a in req["argv"]]
     here = os.getcwd()
@@ -527,13 +505,10 @@ def _hit(req: dict, root: str, memory=None, who: tuple[int, int] | None = None) 
         mine = cache_dir_of(env)
         if mine is None or (mine != root and os.path.realpath(mine) != os.path.realpath(root)):
             return {"code": None}  # another cache folder: not this server's to answer
-        served = answer.hit(argv, cwd, env, memory)
+        client = who or (int(req["pid"]), int(req["ppid"]))
+        served = answer.serve(argv, cwd, env, memory, client)
         if served is None:  # looked, and no whole entry: the client need not look again
             return {"code": None, "missed": True}
-        pid, ppid = who or (int(req["pid"]), int(req["ppid"]))
-        served.update(pid=pid, ppid=ppid)
-        with contextlib.suppress(Exception):  # a record never fails a build (serve's rule)
-            build_record.add_hit(served, None if memory is None else memory.manifests)
         return {"code": 0, "out": served["out"], "err": served["err"]}
     finally:
         os.umask(mask)
@@ -583,108 +558,6 @@ def _reap(children: set[int]) -> set[int]:
         if done:
             children.discard(pid)
     return children
-
-
-def _take(conn: socket.socket, root: str) -> int | None:
-    """Read one request and fork its child; the child's pid."""
-    conn.settimeout(10)
-    if ask.peer_uid(conn) != os.getuid():
-        return None
-    head, fds, _, _ = socket.recv_fds(conn, 4 + 65536, 1)
-    try:
-        size = int.from_bytes(head[:4], "big")
-        if size > _MAX_REQUEST:
-            return None
-        body = head[4:]
-        while len(body) < size:
-            chunk = conn.recv(min(1 << 20, size - len(body)))
-            if not chunk:
-                return None
-            body += chunk
-        req = marshal.loads(body)
-        wanted = list(req["fds"])
-        who = client.peer(conn, str(req["cwd"]))
-        # Its claim channel (``ask.claimed``) alone: the client's streams come once the
-        # child claimed the command (``_child``).
-        if len(fds) != 1 or who is None:
-            return None
-        pid = os.fork()
-        if pid == 0:
-            _child(conn, req, wanted, who[1], fds[0])  # never returns
-        return pid
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
-def _child(conn: socket.socket, req: dict, wanted: list[int], ppid: int, claim: int) -> None:
-    code = 1
-    try:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        for fd in _OWN:  # a stop waits for the lock; the next server binds the socket
-            os.close(fd)
-        # Claimed by the child itself, its pid the claim: a server stopped since the fork
-        # does not keep the client from watching (and passing signals to) the child.
-        with socket.socket(fileno=claim) as ch:
-            if not _claim(ch, b"%d\n" % os.getpid()):
-                os._exit(0)  # withdrawn: the client runs the command itself
-        # Then the client sends its descriptors: never sooner, since a descriptor sent to a
-        # server that is stopped stays open in its queue, and a build waits for the streams
-        # of a command that ended (the client ran it itself) to close.
-        head, fds, _, _ = socket.recv_fds(conn, 1, 64)
-        if head != b"F" or len(fds) != len(wanted):
-            os._exit(1)
-        conn.settimeout(None)
-        # The client's descriptors at the numbers it had them (out of the way first).
-        moved = [os.dup(fd) for fd in fds]
-        for fd in fds:
-            os.close(fd)
-        for fd, want in zip(moved, wanted):
-            # Inheritable, every one: plain nvcc (a fallback, a link) and the tools write to
-            # the standard streams and take the jobserver's tokens themselves.
-            os.dup2(fd, want, inheritable=True)
-            os.close(fd)
-        os.chdir(req["cwd"])
-        os.environ.clear()
-        os.environ.update(req["env"])
-        os.umask(req["umask"])
-        from nvstage.compiler.launcher import flow as launcher
-        from nvstage.compiler.buildlog import current as build_record
-
-        # The build the client is part of (its parent's), not this server's ancestry: the
-        # build record groups its entry with the build's other commands.
-        build_record._identity[:] = [build_record.build_identity(ppid)]
-
-        said: list[int] = []
-        launcher.on_answered = lambda c: _answer(conn, c, said)
-        code = launcher.main(list(req["argv"]))
-        _answer(conn, code, said)
-    except BaseException:  # noqa: BLE001 - the client runs the command itself
-        os._exit(1)
-    os._exit(0)
-
-
-def _answer(conn: socket.socket, code: int, said: list[int]) -> None:
-    """Tell the client the exit status (once), and let go of its standard streams: what is
-    left (the cache's bookkeeping) is nobody's wait."""
-    if said:
-        return
-    said.append(code)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:
-        pass
-    try:
-        conn.sendall(b"%d\n" % code)
-    except OSError:
-        pass
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
-    conn.close()
 
 
 if __name__ == "__main__":
