@@ -55,6 +55,9 @@ def test_every_key_is_held():
     assert "measured by this build's traces" in head.message
     assert "2 parse(s) by 1 unit(s) over 2 arch passes" in head.message
     assert "included from templates.cu" in head.message and head.file == "templates.cu"
+    # A template set's verdict names the unit that instantiated it most, for --format github.
+    tset = next(o for o in broken if o.metric == "template_set_count")
+    assert tset.file == "templates.cu" and "most in templates.cu" in tset.message
 
 
 def test_within_budget_passes():

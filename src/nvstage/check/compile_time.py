@@ -93,8 +93,9 @@ def over_budget(summary, limits: dict, names: dict[str, str] | None = None
                 f"{c.count} instantiations"
             limit = fmt_time(lim) if metric.endswith("seconds") else str(lim)
             verb = "took" if metric.endswith("seconds") else "has"
-            hold(metric, name, value, lim, f"template set {name} {verb} {shown} {passes}; "
-                 f"the budget is {limit}")
+            unit = summary.costliest_unit(name)
+            hold(metric, name, value, lim, f"template set {name} {verb} {shown} {passes}"
+                 f"{f', most in {unit}' if unit else ''}; the budget is {limit}", unit)
     if (lim := limits.get("max_function_seconds")) is not None:
         funcs: dict[str, float] = {}
         for d in (summary.nvvm, summary.ptxas):

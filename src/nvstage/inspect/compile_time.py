@@ -107,6 +107,7 @@ class CompileTime:
     headers: dict[str, HeaderCost] = field(default_factory=dict)
     templates: dict[str, Cost] = field(default_factory=dict)  # name with arguments
     template_sets: dict[str, Cost] = field(default_factory=dict)  # name without
+    set_units: dict[str, dict[str, float]] = field(default_factory=dict)  # set -> unit -> s
     nvvm: dict[str, Cost] = field(default_factory=dict)  # mangled -> NVVM's time
     ptxas: dict[str, Cost] = field(default_factory=dict)  # mangled -> ptxas's time
     tools: dict[str, Cost] = field(default_factory=dict)  # tool -> total over units
@@ -144,6 +145,11 @@ class CompileTime:
             "advice": [a.to_json() for a in advice(self)],
             "skipped": self.skipped,
         }
+
+    def costliest_unit(self, template_set: str) -> str | None:
+        """The unit whose instantiations of ``template_set`` took longest."""
+        units = self.set_units.get(template_set)
+        return max(units, key=units.__getitem__) if units else None
 
     def work(self) -> dict:
         """Figures that do not depend on the machine: what was done, not how fast."""
@@ -355,6 +361,8 @@ def _add_thread(out: CompileTime, unit: UnitTime, tool: str, evs: list[_Event]) 
             out.templates.setdefault(full, Cost()).add(e.dur / 1e6)
             unit.work["instantiations"] += 1
             out.template_sets.setdefault(tset, Cost()).add(e.dur / 1e6)
+            by_unit = out.set_units.setdefault(tset, {})
+            by_unit[unit.unit] = by_unit.get(unit.unit, 0.0) + e.dur / 1e6
         elif e.name in NVVM_FUNCTION and e.detail:
             # OptFunction comes once per NVVM pass over the function: a function counts once
             # per arch pass (a granularity may have dropped any one of its events).
