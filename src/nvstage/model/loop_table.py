@@ -114,7 +114,7 @@ def ptx_trips(fn: PtxFunction, args: list, block, grid) -> tuple[list, list]:
         p = parents[k]
         outer = most[p] if p is not None else 1
         trips.append(most[k] / outer if outer else 0.0)
-        how.append("followed in the PTX with the workload's values (longest lane)")
+        how.append("PTX followed")
     return trips, how
 
 
@@ -236,7 +236,7 @@ def sass_trips(code, fn: PtxFunction, args: list, block, grid) -> tuple[list, li
         p = parents[k]
         outer = most[loops[p].head] if p is not None else 1
         trips.append(most[lp.head] / outer if outer else 0.0)
-        how.append("followed in the SASS with the workload's values (longest lane)")
+        how.append("SASS followed")
     return trips, how
 
 
@@ -330,7 +330,7 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid,
         t, how = s_trips[k], s_how[k]
         # The PTX's count stands in only where ptxas kept the PTX's loops one for one.
         if t is None and in_order and p_trips and p_trips[j] is not None:
-            t, how = p_trips[j], p_how[j].replace("PTX", "PTX (its loop as the PTX has it)")
+            t, how = p_trips[j], "PTX followed (ptxas kept its loops)"
         if t is not None and not math.isfinite(t):
             t = None
         shape = by_sass[k] or (said(shape_of(j)) if j is not None else "as written")

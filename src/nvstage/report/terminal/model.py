@@ -99,10 +99,11 @@ def render_loops(e, con) -> None:
     if not launches:
         return
     t = plain_table(box_style="SIMPLE", key=2,
-                    title="loops (SASS order; trips per entry of the loop around it)")
+                    title="loops (SASS order; trips per entry of the loop around it, the "
+                          "longest lane's, followed with the workload's values)")
     for col in ("kernel", "loop", "line", "SASS", "shape", "derived", "used", "how"):
         t.add_column(col, justify="right" if col in ("loop", "line", "derived", "used")
-                     else "left", prose=col == "how")
+                     else "left", prose=col in ("shape", "how"))
     seen = set()
     for x in launches:
         if (x.kernel, x.code.trips) in seen:
