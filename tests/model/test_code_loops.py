@@ -290,3 +290,27 @@ def test_a_launch_held_at_a_peak_fits_no_efficiency():
                                  (launch("instruction issue", 1e-3), 2e-3)],
                                 H100)["compute_efficiency"]
     assert (value, n) == (0.5, 1)
+
+
+def test_peaks_per_pipe():
+    """FLOPs on FP32 at the datasheet's FP32 peak, on the tensor cores at the dense BF16 peak,
+    none for 8-bit or narrower MMAs (faster than that: no floor would be a floor); bytes at
+    the datasheet's bandwidth."""
+    from nvstage.model.bounds import LaunchShape, peak_bounds
+    from nvstage.model.estimate import DEFAULT_PRESETS, machine
+
+    m = machine(H100, DEFAULT_PRESETS)
+
+    def shape(pipe):
+        return LaunchShape(blocks=1, warps_per_block=1, blocks_per_sm=1, dram_bytes=3.35e9,
+                           round_trips=0, loads_per_trip=0, bytes_per_load=0, instructions=0,
+                           pipes={}, shared_bytes=0, flops=67e12, flops_pipe=pipe)
+
+    by = {b.name: b.seconds for b in peak_bounds(shape("fp32"), m)}
+    assert by == {"FP32 peak": pytest.approx(1.0), "DRAM peak": pytest.approx(1e-3)}
+    by = {b.name: b.seconds for b in peak_bounds(shape("tensor"), m)}
+    assert by["tensor peak"] == pytest.approx(67e12 / H100.bf16_flops)
+    assert [b.name for b in peak_bounds(shape("tensor, 8-bit or narrower"), m)] == ["DRAM peak"]
+    fp64 = {b.name: b for b in peak_bounds(shape("fp64"), m)}["FP64 peak"]
+    # the guide's 64 FP64 results per clock per SM x 2 x 132 SMs x 1980 MHz = 33.5 TFLOP/s
+    assert fp64.seconds == pytest.approx(67e12 / (64 * 2 * 132 * 1980e6))

@@ -234,7 +234,8 @@ def work(c: LaunchCounts, f: LaunchFacts, code: DynamicCode | None) -> tuple[flo
     threads = f.grid_blocks * f.block_size
     derived = code.flops * threads if code is not None else 0.0
     if code is not None and code.classes.get("tensor"):
-        pipe = "tensor"
+        # 8-bit, 4-bit and integer MMAs run faster than the dense BF16 peak: no floor from it.
+        pipe = "tensor" if not code.fast_tensor else "tensor, 8-bit or narrower"
     elif code is not None and code.flops_by_class:
         pipe = max(code.flops_by_class, key=code.flops_by_class.get)
     else:

@@ -26,6 +26,10 @@ MAX_LOOPS = 256
 # Classes with a pipe of their own in the guide's throughput table (``hw.pipes``).
 PIPE_CLASSES = ("fp32", "fp16", "fp64", "int", "convert", "sfu", "shuffle")
 SHARED_CLASSES = ("shared_load", "shared_store")
+# Tensor-core instructions on 8-bit, 4-bit or integer data: faster than the BF16 peak the
+# model's tensor floor uses (CUDA binary utilities' instruction set reference).
+_NARROW_MMA = frozenset({"IMMA", "IGMMA", "QGMMA", "OMMA", "QMMA", "BMMA", "BGMMA", "UTCIMMA",
+                         "UTCQMMA", "UTCOMMA"})
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,9 @@ class KernelCode:
         d = _counted(dict(m.counts), dict(m.memory_bytes), declared, per_loop, how,
                      round_trips, loads, per_load, fl.max_loads)
         factor = banks.factor if banks is not None else None
+        narrow = any(i.opcode in _NARROW_MMA for i in self.instructions)
         return replace(d, loops=tuple(rows), asked=asked, flops_by_class=by_class,
+                       fast_tensor=narrow,
                        banks=banks, shared_bytes=d.shared_bytes * (factor or 1.0),
                        shared_requested=d.shared_bytes)
 
@@ -162,6 +168,8 @@ class DynamicCode:
     flops_by_class: dict = field(default_factory=dict)  # per thread, from the SASS
     banks: object = None  # ``model.banks.Banks``, where the shared accesses were followed
     shared_requested: float = 0.0  # shared bytes per thread before the bank factor
+
+    fast_tensor: bool = False  # 8-bit, 4-bit or integer tensor-core instructions
 
     @property
     def flops(self) -> float:
