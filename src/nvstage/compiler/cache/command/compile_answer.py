@@ -4,7 +4,7 @@ Its words are not nvcc's (-arch twice builds both, nvstage's options), so its en
 under keys of their own: the CLI's words after a marker no nvcc word can be, with the
 variables that choose its nvcc and lay out its tables (``cli_args``). The nvcc the toolkit
 search found is remembered (``remember_nvcc``), so that an answer needs no search
-(cuda-pathfinder alone costs 70 ms to import). Standard library only.
+(importing cuda-pathfinder would cost more than the answer). Standard library only.
 """
 
 from __future__ import annotations
@@ -128,11 +128,11 @@ class Remember:
         self.pending = None
 
     def on_built(self, build, work: str, seen) -> None:
-        from nvstage.compiler.cache.command.entry import outputs_of, prepare
+        from nvstage.compiler.cache.command.entry import CommandLine, outputs_of, prepare
 
         remember_nvcc(self.given, self.cwd, self.env, self.nvcc, self.source)
-        self.pending = prepare(self.nvcc, cli_args(self.argv, self.env), build.cwd, self.env,
-                               build, work, outputs_of(build, build.cwd, work), "", "",
+        command = CommandLine(self.nvcc, cli_args(self.argv, self.env), build.cwd, self.env)
+        self.pending = prepare(command, build, work, outputs_of(build, build.cwd, work), "", "",
                                self.started_ns, seen=seen)
 
     def store(self, view: dict | None) -> bool:
