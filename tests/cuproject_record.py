@@ -31,7 +31,7 @@ def load(name: str, path: Path):
 
 
 def launcher_builds():
-    return load("_nvstage_test_launcher_builds", HERE / "compiler" / "test_launcher_builds.py")
+    return load("_nvstage_test_launcher_builds", HERE / "compiler" / "launcher" / "test_launcher_builds.py")
 
 
 # The edit between the record's two builds: block_sum's shared array doubles.

@@ -153,7 +153,8 @@ def test_the_step_path_imports_the_standard_library_and_the_base_only(tmp_path):
                    if line)
     assert set(mods) <= {"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage.cli.launcher",
                          "nvstage.fsio",
-                         "nvstage.compiler", "nvstage.compiler.launcher.tool_step",
-                         "nvstage.compiler.buildlog.current",
+                         "nvstage.compiler", "nvstage.compiler.launcher",
+                         "nvstage.compiler.launcher.tool_step", "nvstage.compiler.buildlog",
+                         "nvstage.compiler.buildlog.current", "nvstage.compiler.store",
                          "nvstage.compiler.store.layout", "nvstage.paths"}, mods
     assert heavy == []
