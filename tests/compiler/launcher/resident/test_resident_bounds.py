@@ -405,7 +405,9 @@ def test_a_server_stopped_after_claiming_a_hit_is_ended_and_the_command_runs(
 def test_a_miss_through_the_server_leaves_tmpdir_empty_when_the_client_ends(server):
     for n in range(3):
         server.src.write_text(server.src.read_text() + f"\n__device__ int tmp_marker{n};\n")
-        got = server.command()
+        # (Not proc.run, which gives a tool a $TMPDIR of its own: the build's is looked at.)
+        got = subprocess.run([*_launcher(), *server.words], cwd=server.cwd, env=server.env,
+                             capture_output=True, timeout=300)
         assert got.returncode == 0, got.stderr
         assert [x for x in os.listdir(server.tmp) if x.startswith("nvstage-")] == [], n
 
