@@ -34,13 +34,16 @@ from dataclasses import asdict, dataclass
 from nvstage.errors import MissingCounts, ModelError
 from nvstage.hw.gpus import GpuSpec
 from nvstage.inspect.kernels import KernelRecord
-from nvstage.model.bounds import KernelBounds, LaunchShape, Machine, kernel_bounds
+from nvstage.model.banks import bank_conflicts
+from nvstage.model.bounds import FLOOR, KernelBounds, LaunchShape, Machine, is_peak, kernel_bounds
 from nvstage.model.compiled import (LaunchFacts, kernel_code, kernel_facts, kernel_ptx,
                                     kernel_resources)
 from nvstage.model.costfile import CostSpec, LaunchCounts, intermediates, launch_counts
 from nvstage.model.kernelcode import DynamicCode, declared_code, finite
+from nvstage.model.loop_table import loop_table
 from nvstage.model.presets import DEFAULT_PRESETS, Presets
 from nvstage.run.workload import Workload
+from nvstage.run.workload.spec import BufferArg, Scalar
 
 LABEL = "estimate"
 
@@ -382,9 +385,6 @@ WORK_DISAGREES = 4.0
 def followed(w: Workload, index: int, kc, fn) -> tuple[tuple, object]:
     """The loop table and the bank conflicts of launch ``index``, from following its PTX with
     the workload's values (``model.loop_table``, ``model.banks``); ((), None) with no PTX."""
-    from nvstage.model.banks import bank_conflicts
-    from nvstage.model.loop_table import loop_table
-
     values = w.param_values()
     d = w.dims(index, values)
     block = tuple(d["block"]) + (1,) * (3 - len(d["block"]))
@@ -399,8 +399,6 @@ def launch_args(w: Workload, index: int, values, fn) -> list | None:
     """One value per PTX parameter of launch ``index``: scalars as evaluated, each buffer at
     an address of its own (its contents unknown), pointers Triton appends null; None where
     the parameters do not line up with the launch's arguments."""
-    from nvstage.run.workload.spec import BufferArg
-
     if fn is None:
         return None
     lz = w.launches[index]
@@ -421,8 +419,6 @@ def launch_args(w: Workload, index: int, values, fn) -> list | None:
 def arg_names(w: Workload, index: int, fn) -> dict:
     """PTX parameter -> what launch ``index`` passes it, as the workload writes it (a name,
     or an expression in parentheses), for its integer scalars."""
-    from nvstage.run.workload.spec import Scalar
-
     if fn is None:
         return {}
     out = {}
@@ -450,8 +446,6 @@ def peak_notes(c: LaunchCounts, f: LaunchFacts, dyn: DynamicCode | None,
                b: KernelBounds) -> list[str]:
     """What the peaks say: that one decided the estimate, and declared and derived work
     disagreeing by more than ``WORK_DISAGREES``."""
-    from nvstage.model.bounds import FLOOR, is_peak
-
     out = []
     if is_peak(b.limiter):
         below = max((x.seconds for x in b.bounds if not is_peak(x.name) and x.name != FLOOR),

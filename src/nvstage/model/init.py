@@ -11,11 +11,17 @@ each is filled, and the error names the key.
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from nvstage.artifacts import read_regular
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.pipeline.driver import compile as run_compile
 from nvstage.errors import UsageError
+from nvstage.run.workload.signatures import kernel_signatures
 
 # C types -> the workload's dtypes and scalar tags.
 _DTYPES = {"float": "float32", "double": "float64", "half": "float16", "__half": "float16",
@@ -85,13 +91,6 @@ def kernels_of(path: Path, toolkit, *, flags: tuple[str, ...] = (), arch: str = 
                ) -> dict[str, list[Param]]:
     """Each ``__global__`` kernel of the file -> its parameters (names and types from its
     declaration, checked against the PTX's count)."""
-    import tempfile
-
-    from nvstage.artifacts import read_regular
-    from nvstage.compiler.nvcc.options import CompileOptions
-    from nvstage.compiler.pipeline.driver import compile as run_compile
-    from nvstage.run.workload.signatures import kernel_signatures
-
     with tempfile.TemporaryDirectory(prefix="nvstage-init-") as tmp:
         opts = CompileOptions(archs=(arch,), stop="ptx", extra=flags,
                               output=str(Path(tmp, f"{path.stem}.ptx")))
@@ -124,8 +123,6 @@ def kernels_of(path: Path, toolkit, *, flags: tuple[str, ...] = (), arch: str = 
 def skeleton(path: Path, kernel: str, params: list[Param], out_dir: Path,
              flags: tuple[str, ...] = ()) -> tuple[str, str]:
     """The workload's and the cost file's text for one kernel."""
-    import os
-
     rel = os.path.relpath(path.resolve(), out_dir.resolve())
     scalars = [p for p in params if not p.pointer]
     buffers = [p for p in params if p.pointer]

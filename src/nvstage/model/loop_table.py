@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from nvstage.inspect.mix import MEMORY, classify
 from nvstage.model.ptx_walk import Insn, PtxFunction, Thread, trip_expression, walk
+from nvstage.model.sass_walk import walk as walk_sass
 
 # What counts as the work of a loop body when telling copies apart: memory and arithmetic
 # on data, not the loop's own index arithmetic.
@@ -202,8 +204,6 @@ def pair(sass_loops, spans, sass_lines, ptx_lines) -> list[int | None]:
 def sass_trips(code, fn: PtxFunction, args: list, block, grid) -> tuple[list, list]:
     """Per SASS loop: (trips or None, how), from following the SASS (``model.sass_walk``)
     for the threads ``threads`` picks."""
-    from nvstage.model.sass_walk import walk as walk_sass
-
     loops = code.loops
     heads = {lp.head for lp in loops}
     most = dict.fromkeys(heads, 0)
@@ -243,8 +243,6 @@ def sass_trips(code, fn: PtxFunction, args: list, block, grid) -> tuple[list, li
 def _sass_work(code) -> list[int]:
     """Each SASS loop's own work (memory and floating-point instructions outside the loops
     nested in it), to tell an unrolled loop from its remainder."""
-    from nvstage.inspect.mix import MEMORY, classify
-
     loops = code.loops
     out = [0] * len(loops)
     for i in code.instructions:

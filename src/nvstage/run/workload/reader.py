@@ -17,6 +17,7 @@ from typing import Any
 from nvstage.artifacts import kind_of_mode, shown_path
 from nvstage.errors import ExprError, WorkloadError
 from nvstage.run.workload.expr import parse_expr
+from nvstage.run.workload.flags import SAFE_FLAGS
 from nvstage.run.workload.spec import (CODE_KINDS, DTYPES, MAX_LAUNCH_ENTRIES, MAX_REPS,
                                        SCALARS, Arg, BufferArg, BufferSpec, CheckSpec,
                                        CodeSpec, Init, Launch, Scalar, Workload, locate)
@@ -150,15 +151,13 @@ class Reader:
         """nvcc flags for the source, each one word from the list a budgets file's [compile]
         extra accepts (a workload is a document: no flag that names a program to run or a
         file to write), less those the run decides (the arch, the output's kind)."""
-        from nvstage.check.budgets import _SAFE_EXTRA
-
         words = self.str_list(value, "kernel", "flags")
         for w in words:
-            if not _SAFE_EXTRA.fullmatch(w) or _DECIDED.match(w):
+            if not SAFE_FLAGS.fullmatch(w) or _DECIDED.match(w):
                 raise self.err(
                     f"{w[:80]!r} is not a flag a workload may give nvcc"
                     + (" (the arch and the output's kind come from --gpu/--arch and nvstage)"
-                       if _SAFE_EXTRA.fullmatch(w) else
+                       if SAFE_FLAGS.fullmatch(w) else
                        " (it could name a program to run or a file to write)"),
                     "kernel", "flags",
                     hint='one word each, e.g. flags = ["--use_fast_math", "-O3", '
