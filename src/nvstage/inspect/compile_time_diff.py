@@ -137,7 +137,7 @@ def _header_work(h) -> dict:
 
 
 def work_change(a: dict | None, b: dict | None) -> str:
-    """The work figures that differ, for people: "inst 446 -> 846"; one side's alone."""
+    """The work figures that differ, for people: "inst 446->846"; one side's alone."""
     if a is None or b is None:
         return ", ".join(f"{k} {v}" for k, v in (a or b or {}).items())
-    return ", ".join(f"{k} {a[k]} -> {b[k]}" for k in a if a[k] != b.get(k))
+    return ", ".join(f"{k} {a[k]}->{b[k]}" for k in a if a[k] != b.get(k))

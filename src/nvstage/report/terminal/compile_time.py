@@ -102,7 +102,8 @@ def render_time_diff(diff, con, *, all_rows: bool = False, names=None) -> None:
         noise = (f"noise unknown: {plural(diff.unchanged_units, 'unit')} did the same work on "
                  "both sides, 2 are needed to measure it")
     fa, fb = diff.front_end
-    con.print(f"front end {_t(fa)} -> {_t(fb)} ms; {noise}", markup=False, highlight=False)
+    con.print(f"front end {_t(fa)} -> {_t(fb)} ms (times in ms); {noise}", markup=False,
+              highlight=False)
     rows = diff.rows if all_rows else diff.changed
     if not rows:
         con.print(f"no change: every one of the {plural(len(diff.rows), 'row')} did the same "
@@ -110,13 +111,14 @@ def render_time_diff(diff, con, *, all_rows: bool = False, names=None) -> None:
         return
     t = plain_table(title=f"{plural(len(rows), 'row')}"
                           + ("" if all_rows else " changed (--all: every row)"), key=2)
-    for col, just in (("kind", "left"), ("name", "left"), ("A ms", "right"),
-                      ("B ms", "right"), ("delta", "right"), ("work", "left"),
+    for col, just in (("kind", "left"), ("name", "left"), ("A", "right"),
+                      ("B", "right"), ("delta", "right"), ("work", "left"),
                       ("verdict", "left")):
         t.add_column(col, justify=just)
     for r in rows:
         work = work_change(r.work_a, r.work_b) or "same"
-        t.add_row(r.kind, names.get(r.name, _short(r.name) if r.kind in ("header", "unit") else r.name),
+        shown = _short(r.name, 2) if r.kind in ("header", "unit") else r.name
+        t.add_row(r.kind, names.get(r.name, shown),
                   "-" if r.a is None else _t(r.a), "-" if r.b is None else _t(r.b),
                   fmt_time(r.delta, "ms", suffix=False, sign=True), work, r.verdict)
     con.print(t)
