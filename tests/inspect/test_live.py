@@ -56,9 +56,9 @@ def test_the_peak_sits_on_the_store_helper_and_holds_the_accumulators(kernel):
 def test_the_gap_from_live_to_ptxas_count(kernel):
     gap = kernel.live_at_peak.gap
     assert gap.reported == kernel.registers == 128
-    assert gap.stack_pointer and not gap.calls
+    assert gap.stack_pointer and not gap.subroutines
     assert gap.peak_live + len(gap.holes) == gap.highest + 1  # every register below: one or other
-    assert gap.above == 2  # a kernel with no CALL: two above the highest (seen, CUDA 13)
+    assert gap.above == 2  # no subroutine in its section: two above the highest (seen)
     assert gap.paired == len(gap.holes)  # here every hole shares a quad with a live register
     assert gap.allocated == 128
 
@@ -162,3 +162,18 @@ def test_a_header_that_is_not_narrows_is_left_out():
     assert live.parse_ranges(LISTING.replace("# 0123", "       ")) == {}
     with pytest.raises(Exception):
         live.live_at(live.parse_ranges(LISTING)["k"], 0x38, lambda o: ((None, None), None))
+
+
+def test_with_a_subroutine_the_count_is_the_highest_plus_one(toolkit, tmp_path):
+    """online_max_sum's fp64 division routine sits in its section: ptxas counts no register
+    above the highest the code touches (seen on every such kernel of the corpora)."""
+    from nvstage import proc
+    from nvstage.inspect.lineview import cubin_lines
+
+    cubin = tmp_path / "s.cubin"
+    cp = proc.run([toolkit.nvcc, "-cubin", "-arch=sm_90", "-maxrregcount=24",
+                   str(SOURCE.with_name("spill_subroutines.cu")), "-o", str(cubin)], timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    (k,) = [k for k in cubin_lines(cubin, toolkit, arch="sm_90") if "online_max_sum" in k.name]
+    gap = k.live_at_peak.gap
+    assert gap.subroutines and gap.reported == 24 == gap.highest + 1 and gap.above == 0

@@ -24,8 +24,10 @@ The values live at the peak are not ptxas's register count. Between them, by rul
   every instruction;
 - R1 is the stack pointer by the ABI: written first and live throughout, it is one of the live;
 - RZ (R255) reads as zero: never allocated, never counted;
-- ptxas's count is the highest register plus one, plus two in a kernel that calls no function
-  (seen on CUDA 13.0 and 13.5, sm_75 to sm_120, on every kernel of the corpora; undocumented);
+- ptxas's count is the highest register the code touches plus one, plus two in a kernel whose
+  section holds no subroutine (a ``$``-label: the toolkit's division routines, a ``__noinline__``
+  function); where one is there, the count is the highest plus one (seen on 840 builds of the
+  corpora, CUDA 13.0 and 13.5, sm_75 to sm_120; undocumented);
 - occupancy then allocates a warp's registers in units of 256, 8 per thread
   (``cudaOccRegAllocationGranularity``): a step of its own (``hw.occupancy``).
 """
@@ -46,7 +48,7 @@ _CONDITION = re.compile(r"^\S+\s+[^`\s]")  # BRA P1, `(...)`, BRA.DIV UR4, `(...
 _WRITES = "^x"
 _MARKS = "^vx:"
 ALLOC_UNIT = 8  # registers per thread: a warp's are allocated 256 at a time (sm_75 to sm_121)
-RESERVED_LEAF = 2  # ptxas's count above the highest register, in a kernel with no CALL (seen)
+RESERVED_LEAF = 2  # ptxas's count above the highest register, with no subroutine (seen)
 MAX_REGISTERS = 256  # nvdisasm draws R0 to R254: more columns is not its listing
 _LEAVES = ("BRA", "JMP", "BRX", "JMX", "EXIT", "RET", "KILL")
 
@@ -89,8 +91,10 @@ class RangeListing:
         return -1
 
     @property
-    def calls(self) -> bool:
-        return any(_opcode(t) == "CALL" for t in self.texts)
+    def subroutines(self) -> bool:
+        """Whether the section holds a subroutine after the kernel (nvdisasm labels its start
+        with the function's ``$`` name). A ``CALL`` alone may be to a label of the kernel's."""
+        return any(lab.startswith("$") for labs in self.labels for lab in labs)
 
 
 def _opcode(text: str) -> str:
@@ -248,11 +252,11 @@ class RegisterGap:
     holes: tuple[int, ...]  # registers below it holding nothing at the peak
     paired: int  # of those, in an aligned pair or quad with a live register
     reported: int | None  # ptxas's "Used N registers"
-    calls: bool  # the kernel has a CALL
+    subroutines: bool  # a subroutine sits in the kernel's section
 
     @property
     def above(self) -> int | None:
-        """ptxas's count above the highest register touched (2 in a kernel with no CALL)."""
+        """ptxas's count above the highest register touched (2 with no subroutine)."""
         return None if self.reported is None else self.reported - self.highest - 1
 
     @property
@@ -265,7 +269,7 @@ class RegisterGap:
                 "highest_register": f"R{self.highest}", "holes": len(self.holes),
                 "hole_registers": [f"R{r}" for r in self.holes],
                 "holes_in_pairs_or_quads": self.paired, "reported": self.reported,
-                "above_highest": self.above, "calls": self.calls,
+                "above_highest": self.above, "subroutines": self.subroutines,
                 "allocated_per_thread": self.allocated}
 
 
@@ -297,7 +301,7 @@ def register_gap(listing: RangeListing, index: int, reported: int | None) -> Reg
     highest = listing.highest
     holes = tuple(r for r in range(highest + 1) if r not in live)
     return RegisterGap(listing.counts[index], 1 in live, highest, holes,
-                       sum(_paired(r, live) for r in holes), reported, listing.calls)
+                       sum(_paired(r, live) for r in holes), reported, listing.subroutines)
 
 
 def live_at(listing: RangeListing, offset: int, where, *, text_of=None,

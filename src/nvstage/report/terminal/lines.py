@@ -164,8 +164,8 @@ def gap_words(gap) -> str:
         above = gap.above
         words.append(f"ptxas counts {gap.reported}: R{gap.highest} + 1"
                      + (f" + {above}" if above else "")
-                     + (" (2 it keeps in a kernel that calls no function)" if above == 2
-                        and not gap.calls else ""))
+                     + (" (ptxas keeps 2 above the highest in a kernel with no subroutine)"
+                        if above == 2 and not gap.subroutines else ""))
         words.append(f"occupancy allocates {gap.allocated} per thread (a warp's registers in "
                      "units of 256)")
     return "; ".join(words)
