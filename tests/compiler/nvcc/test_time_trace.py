@@ -227,3 +227,32 @@ def test_a_whole_build_traced_by_the_setting(toolkit, kernels, workdir, cli):
     (workdir / "b.toml").write_text("[budgets.compile_time]\nmax_header_seconds = 0.000001\n")
     r = cli("check", workdir, "--config", workdir / "b.toml")
     assert r.exit_code == 1 and "cuda_runtime.h took" in r.stdout
+
+
+CUDA_13_0 = "/usr/local/cuda-13.0/bin/nvcc"
+
+
+def test_words_without_granularity_for_an_nvcc_that_has_none(toolkit):
+    # CUDA 13.0's nvcc has no -fdevice-time-trace-granularity and gives cicc no such word;
+    # its cicc fails on one (seen).
+    from nvstage.compiler.nvcc.plan import Stage, StageKind
+    from nvstage.compiler.nvcc.time_trace import TraceRequest, Tracer
+
+    cicc = Stage(1, StageKind.CICC, "cicc", ["cicc", "k.ii", "-o", "k.ptx"], "compute_90",
+                 ["k.ii"], ["k.ptx"])
+    words, env = Tracer(TraceRequest("t.json", None), "/w", [cicc]).words(cicc, 1.5)
+    assert "--device-time-trace-granularity" not in words
+    assert words[:2] == ("--device-time-trace", "/w/nvstage-trace-1.part")
+    assert env == {"_NVCC_TRACE_TS_7": "1500"}
+
+
+@pytest.mark.skipif(not os.path.exists(CUDA_13_0), reason="no CUDA 13.0 nvcc here")
+def test_cuda_13_0_traced_through_the_launcher(kernels, workdir):
+    shutil.copy(kernels / "templates.cu", workdir)
+    words = ["-c", "templates.cu", "-arch=sm_90", "-fdevice-time-trace", "-"]
+    env = {**os.environ, "NVSTAGE_LAUNCHER_VERBOSE": "1"}
+    cp = proc.run([*_launcher(), CUDA_13_0, *words, "-o", "k.o"], cwd=workdir, env=env,
+                  timeout=600)
+    assert cp.returncode == 0 and ": staged" in cp.stderr, cp.stderr
+    assert proc.run([CUDA_13_0, *words, "-o", "p.o"], cwd=workdir).returncode == 0
+    assert _shape(workdir / "k.o.json") == _shape(workdir / "p.o.json")

@@ -58,7 +58,9 @@ class TraceRequest:
     """What a command's tracing options ask for."""
 
     path: str  # the file nvcc would write, as nvcc names it (relative to the command's folder)
-    granularity: str = "0"  # microseconds; shorter events are dropped (cicc's option)
+    # Microseconds; shorter events are dropped (cicc's option). None: this nvcc has no such
+    # option (CUDA 13.0 gives cicc no granularity word; its cicc rejects one).
+    granularity: str | None = "0"
     inputs: tuple[str, ...] = ()
     threads: int = -1
     split_compile: int = -1
@@ -74,22 +76,24 @@ def trace_path(value: str, output: str | None) -> str:
     return value if value.endswith(".json") else value + ".json"
 
 
-def request_from_args(args, output: str | None) -> TraceRequest | None:
+def request_from_args(args, output: str | None, granular: bool = True
+                      ) -> TraceRequest | None:
     """The request in a parsed nvcc command line (``nvcc/grammar``'s ``Arg`` list), or None
-    when it asks for no trace. The last value given wins, as for nvcc's single options."""
+    when it asks for no trace. The last value given wins, as for nvcc's single options.
+    ``granular``: this nvcc knows -fdevice-time-trace-granularity (13.5 does, 13.0 not)."""
     from nvstage.compiler.nvcc.grammar import last_value
 
     value = last_value(args, OPTION)
     if value is None:
         return None
-    gran = last_value(args, GRANULARITY) or "0"
+    gran = (last_value(args, GRANULARITY) or "0") if granular else None
     return TraceRequest(trace_path(value, output), gran,
                         tuple(a.words[0] for a in args if a.is_input),
                         _int(last_value(args, "--threads")),
                         _int(last_value(args, "--split-compile")))
 
 
-def own_request(args, record: str, cwd: str) -> TraceRequest:
+def own_request(args, record: str, cwd: str, granular: bool = True) -> TraceRequest:
     """NVSTAGE_TIME_TRACE's request for a command (parsed words) built in ``cwd``: its trace
     in ``record``/traces/, named by the output the command writes."""
     import hashlib
@@ -100,7 +104,8 @@ def own_request(args, record: str, cwd: str) -> TraceRequest:
     output = last_value(args, "--output-file") or (inputs[0] if inputs else "unit")
     name = hashlib.sha256(os.path.abspath(os.path.join(cwd, output)).encode(
         "utf-8", "surrogateescape")).hexdigest()[:20]
-    return TraceRequest(os.path.join(record, TRACES, f"{name}.json"), "0", inputs,
+    return TraceRequest(os.path.join(record, TRACES, f"{name}.json"),
+                        "0" if granular else None, inputs,
                         _int(last_value(args, "--threads")),
                         _int(last_value(args, "--split-compile")), own=True)
 
@@ -151,9 +156,10 @@ class Tracer:
         pid = str(self._pids[stage.index])
         if stage.kind.value == "cicc":
             var = f"_NVCC_TRACE_TS_{pid}"
-            return (("--device-time-trace", part, "--device-time-trace-granularity",
-                     self.request.granularity, "--use-trace-pid", pid, "--trace-env", var),
-                    {var: str(int(since_start * 1000))})
+            gran = () if self.request.granularity is None else \
+                ("--device-time-trace-granularity", self.request.granularity)
+            return (("--device-time-trace", part, *gran, "--use-trace-pid", pid,
+                     "--trace-env", var), {var: str(int(since_start * 1000))})
         return (("--fdevice-time-trace", part, "--use-trace-pid", pid,
                  f"--ftrace-phase-after={PHASE_AFTER}"), {})
 

@@ -578,12 +578,14 @@ def _trace_request(words: list[str], output: str | None, toolkit: Toolkit, *,
         return None  # no grammar read for the common case
     from nvstage.compiler.buildlog.current import record_folder
     from nvstage.compiler.nvcc.grammar import grammar_for, last_value
-    from nvstage.compiler.nvcc.time_trace import own_request, request_from_args
+    from nvstage.compiler.nvcc.time_trace import GRANULARITY, own_request, request_from_args
 
-    args = grammar_for(toolkit.nvcc).parse(words)
-    asked = request_from_args(args, output or last_value(args, "--output-file"))
+    grammar = grammar_for(toolkit.nvcc)
+    args = grammar.parse(words)
+    granular = grammar.lookup(GRANULARITY) is not None  # 13.5's option, not 13.0's
+    asked = request_from_args(args, output or last_value(args, "--output-file"), granular)
     if asked is None and own:
-        return own_request(args, record_folder(cwd, os.environ), cwd)
+        return own_request(args, record_folder(cwd, os.environ), cwd, granular)
     return asked
 
 
