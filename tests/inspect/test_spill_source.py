@@ -67,4 +67,4 @@ def test_check_no_spills_counts_ptxas_bytes(cli, builds, workdir):
     assert r.exit_code == 1
     (v,) = [v for v in json.loads(r.stdout)["violations"] if KERNEL in v["kernel"]]
     assert v["value"] == 100  # 56 + 44, not 120
-    assert "spills 100 bytes (stores + loads; ptxas -v's figures" in v["message"]
+    assert "spills 100 bytes (stores + loads, ptxas -v's figures)" in v["message"]

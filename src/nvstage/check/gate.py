@@ -12,7 +12,7 @@ from nvstage.documents import load_json_doc
 from nvstage.errors import ArtifactError, BaselineError
 from nvstage.check.metrics import Measurements, locate_kernel, measure
 from nvstage.compiler.nvcc.cubin_figures import SPILL_OR_LOCAL
-from nvstage.inspect.resources import SPILL_WORDS
+from nvstage.inspect.resources import SPILL_SHORT
 
 SCHEMA = "nvstage.check/1"
 # Growth smaller than this never fails a baseline, whatever the fraction: a 3 ms stage that
@@ -167,7 +167,7 @@ def check(manifest_or_build, budgets: Budgets, *, toolkit=None, run_report=None,
         moved = (f"stores and loads {k.spill_bytes} bytes of local memory, spills or a local "
                  "array (ptxas marked no spills in it)" if k.spill_kind == SPILL_OR_LOCAL
                  else f"spills {k.spill_bytes} bytes (stores + loads"
-                 + (f"; {SPILL_WORDS[k.spill_source]}" if k.spill_source in SPILL_WORDS
+                 + (f", {SPILL_SHORT[k.spill_source]}" if k.spill_source in SPILL_SHORT
                     else "") + ")")
         c.over(k.spill_bytes, lim.max_spill_bytes, metric="spill_bytes", **where,
                message=f"{name} ({k.arch}) {moved}; "

@@ -241,6 +241,9 @@ SPILL_WORDS = {
                        "kernel's own code, read from the cubin",
     SPILLS_COUNTED: "the SASS's count of local stores and loads, not ptxas -v's figure",
 }
+# The same, short: beside a figure in a warning or check's message.
+SPILL_SHORT = {SPILLS_FROM_REPORT: "ptxas -v's report", SPILLS_FROM_CUBIN: "ptxas -v's figures",
+               SPILLS_COUNTED: "the SASS's count, not ptxas -v's"}
 
 
 def _spills(f, reported: KernelRecord | None) -> tuple[int, int, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from nvstage.compiler.nvcc.cubin_figures import SPILL_OR_LOCAL
-from nvstage.inspect.resources import SPILL_WORDS
+from nvstage.inspect.resources import SPILL_SHORT, SPILL_WORDS
 from nvstage.report.terminal.console import notes, plain_table, say
 from nvstage.report.units import fmt_bytes, fmt_known
 
@@ -116,11 +116,11 @@ def _resources(rows, con, _listing) -> None:
                 + ("stores and loads local memory, spills or a local array (ptxas marked "
                    "no spills in it): " if r.spill_kind == SPILL_OR_LOCAL else "spills: ")
                 + f"{r.spill_stores} bytes stored, {r.spill_loads} bytes loaded from local "
-                "memory" + (f" ({SPILL_WORDS[r.spill_source]})"
-                            if r.spill_source in SPILL_WORDS else ""))
+                "memory" + (f" ({SPILL_SHORT[r.spill_source]})"
+                            if r.spill_source in SPILL_SHORT else ""))
         if r.subroutine_spill_stores or r.subroutine_spill_loads:
-            say(f"note: {r.demangled} ({r.arch}): the subroutines ptxas placed after it (a "
-                "division routine, a __noinline__ function) spill "
+            say(f"note: {r.demangled} ({r.arch}): the subroutines ptxas placed after it (the "
+                "toolkit's division routines, a __noinline__ function) spill "
                 f"{r.subroutine_spill_stores} bytes stored, {r.subroutine_spill_loads} loaded "
                 "more; ptxas -v leaves them out of the kernel's figures")
 
