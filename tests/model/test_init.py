@@ -64,3 +64,23 @@ def test_init_asks_which_kernel(cli, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.stderr
     w = tomllib.loads((tmp_path / "bee.toml").read_text())
     assert w["buffers"]["y"]["dtype"] == "float64" and w["launch"][0]["kernel"] == "b"
+
+
+def test_init_takes_include_folders_and_flags(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "scale.h").write_text("#define SCALE 2.0f\n")
+    (tmp_path / "k.cu").write_text('#include <scale.h>\n'
+                                   "__global__ void k(float* y, const float* x, long n) "
+                                   "{ y[0] = SCALE * x[n]; }\n")
+    r = cli("model", "--init", "k.cu")
+    assert r.exit_code != 0 and "scale.h: No such file" in r.stderr
+    # its temporary keep folder is not offered: a command that keeps one is
+    assert "nvstage compile k.cu --arch sm_90 --ptx --keep-dir DIR" in r.stderr.split("hint:")[-1]
+    r = cli("model", "--init", "k.cu", "-I", "inc", "--flag=--use_fast_math")
+    assert r.exit_code == 0, r.stderr
+    w = tomllib.loads((tmp_path / "k.toml").read_text())
+    assert w["kernel"]["include_dirs"] == ["inc"] and w["kernel"]["flags"] == ["--use_fast_math"]
+    assert w["launch"][0]["args"] == ["y", "x", {"i64": "n", "counts": []}]
+    r = cli("model", "--init", "k.cu", "-o", "other", "--flag=-ccbin=/bin/sh")
+    assert r.exit_code != 0 and "is not a flag a workload may give nvcc" in r.stderr

@@ -29,6 +29,12 @@ def model_cmd(
     output: Annotated[Optional[str], typer.Option("-o", "--output",
         help="With --init: NAME for NAME.toml and NAME.cost.toml (default: the file's "
              "stem).")] = None,
+    include_dir: Annotated[Optional[list[str]], typer.Option("-I", "--include-dir",
+        help="With --init: a folder to search for headers, as nvcc's -I (repeatable; kept "
+             "in the workload).")] = None,
+    flag: Annotated[Optional[list[str]], typer.Option("--flag",
+        help="With --init: an nvcc flag the code is built with, e.g. --flag=--use_fast_math "
+             "(repeatable; the flags a workload accepts; kept in the workload).")] = None,
 ) -> None:
     """Estimate T = sum launch + sum kernel + sum transfer for a workload, with no GPU.
 
@@ -54,12 +60,13 @@ def model_cmd(
     from nvstage.report.terminal.model import present
 
     if init:
-        from nvstage.model.init import write_skeleton
+        from nvstage.model.init import checked_flags, write_skeleton
         from nvstage.report.terminal.console import say
 
         with handled(False):
             for p in write_skeleton(workload, find_toolkit(nvcc), kernel=kernel,
-                                    output=output):
+                                    output=output, flags=checked_flags(flag or ()),
+                                    include_dirs=tuple(include_dir or ())):
                 say(f"wrote {p}")
         return
     with handled(json_out):

@@ -20,7 +20,9 @@ from pathlib import Path
 from nvstage.artifacts import read_regular
 from nvstage.compiler.nvcc.options import CompileOptions
 from nvstage.compiler.pipeline.driver import compile as run_compile
-from nvstage.errors import UsageError
+from nvstage.compiler.pipeline.driver import without_temp_keep
+from nvstage.errors import StageFailed, UsageError
+from nvstage.run.workload.reader import Reader
 from nvstage.run.workload.signatures import kernel_signatures
 
 # C types -> the workload's dtypes and scalar tags.
@@ -87,15 +89,21 @@ def _param(decl: str, index: int) -> Param:
                  pointer, _DTYPES.get(base), readonly)
 
 
-def kernels_of(path: Path, toolkit, *, flags: tuple[str, ...] = (), arch: str = "sm_90"
-               ) -> dict[str, list[Param]]:
+def kernels_of(path: Path, toolkit, *, flags: tuple[str, ...] = (),
+               include_dirs: tuple[str, ...] = (), arch: str = "sm_90") -> dict[str, list[Param]]:
     """Each ``__global__`` kernel of the file -> its parameters (names and types from its
     declaration, checked against the PTX's count)."""
     with tempfile.TemporaryDirectory(prefix="nvstage-init-") as tmp:
         opts = CompileOptions(archs=(arch,), stop="ptx", extra=flags,
+                              include_dirs=tuple(str(Path(d).resolve()) for d in include_dirs),
                               output=str(Path(tmp, f"{path.stem}.ptx")))
-        build = run_compile(str(path), opts, toolkit=toolkit, keep=Path(tmp, "keep"),
-                            cwd=path.parent)
+        try:
+            build = run_compile(str(path), opts, toolkit=toolkit, keep=Path(tmp, "keep"),
+                                cwd=path.parent)
+        except StageFailed as e:  # its keep folder is temporary: say how to keep one
+            argv = ["nvstage", "compile", str(path), "--arch", arch, "--ptx", *flags]
+            argv += [f"-I{d}" for d in include_dirs]
+            raise without_temp_keep(e, argv) from None
         ptx = read_regular(build.artifact("ptx").path).decode(errors="replace")
     source = read_regular(path, what="source").decode(errors="replace")
     sigs = kernel_signatures(ptx, str(path))
@@ -121,7 +129,8 @@ def kernels_of(path: Path, toolkit, *, flags: tuple[str, ...] = (), arch: str = 
 
 
 def skeleton(path: Path, kernel: str, params: list[Param], out_dir: Path,
-             flags: tuple[str, ...] = ()) -> tuple[str, str]:
+             flags: tuple[str, ...] = (), include_dirs: tuple[str, ...] = ()
+             ) -> tuple[str, str]:
     """The workload's and the cost file's text for one kernel."""
     rel = os.path.relpath(path.resolve(), out_dir.resolve())
     scalars = [p for p in params if not p.pointer]
@@ -132,6 +141,9 @@ def skeleton(path: Path, kernel: str, params: list[Param], out_dir: Path,
          "[kernel]", f'source = "{rel}"']
     w.append(f"flags = {_toml_list(flags)}" if flags else
              '# flags = ["--use_fast_math"]  # nvcc flags the code is built with')
+    if include_dirs:
+        dirs = [os.path.relpath(Path(d).resolve(), out_dir.resolve()) for d in include_dirs]
+        w.append(f"include_dirs = {_toml_list(dirs)}")
     w += ["", "[params]",
           "# one per integer argument, by its name in the source; later ones may use earlier"]
     for p in scalars:
@@ -181,15 +193,22 @@ def _toml_list(items) -> str:
     return "[" + ", ".join(f'"{i}"' for i in items) + "]"
 
 
+def checked_flags(flags) -> tuple[str, ...]:
+    """The --flag words, each one a workload's [kernel] flags accepts (else one line)."""
+    reader = Reader({}, Path("."), "--flag")
+    return reader.flags(list(flags))
+
+
 def write_skeleton(path: Path, toolkit, *, kernel: str | None = None,
-                   output: str | None = None, flags: tuple[str, ...] = ()) -> list[Path]:
+                   output: str | None = None, flags: tuple[str, ...] = (),
+                   include_dirs: tuple[str, ...] = ()) -> list[Path]:
     """Write NAME.toml and NAME.cost.toml for ``kernel`` of ``path`` (the only kernel when
     not named); never over an existing file. Returns the two paths."""
     if path.suffix == ".py":
         raise UsageError(f"{path}: a Triton file: model --init reads CUDA sources only",
                          hint="build it with nvstage compile --via triton --keep-dir DIR and "
                               "name DIR in a workload's [kernel] triton")
-    found = kernels_of(path, toolkit, flags=flags)
+    found = kernels_of(path, toolkit, flags=flags, include_dirs=include_dirs)
     if not found:
         raise UsageError(f"{path} defines no __global__ kernel")
     if kernel is None:
@@ -207,7 +226,7 @@ def write_skeleton(path: Path, toolkit, *, kernel: str | None = None,
             raise UsageError(f"{p} exists: model --init writes new files only",
                              hint="name others with -o NAME")
     text, cost_text = skeleton(path, kernel, found[kernel], target.parent or Path("."),
-                               flags)
+                               flags, include_dirs)
     target.write_text(text)
     cost.write_text(cost_text)
     return [target, cost]
