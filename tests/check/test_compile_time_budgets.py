@@ -4,6 +4,7 @@ templates.cu for two archs, and one made while check builds a .cu)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -87,3 +88,29 @@ def test_check_reads_given_traces(cli, kernels, tmp_path):
             tmp_path / "empty")
     assert r.exit_code == 0
     assert "compile-time budgets not checked: no nvcc time trace" in r.output
+
+
+def test_regressions_against_a_baseline(cli, kernels, tmp_path):
+    # An earlier build's traces as the baseline: a header edit that adds 200 instantiations
+    # fails (the set added, the header's work and time grown beyond the noise the two
+    # unchanged units show); the same traces again pass.
+    from tests.inspect.test_compile_time_diff import _build, _in_header
+
+    _build(tmp_path / "before", extra={"a": _in_header(10**8, 100, 0)})
+    _build(tmp_path / "after", scale={"b": 1.05},
+           extra={"a": _in_header(10**8, 4_000_000, 200)})  # after every other event
+    shutil.copy(kernels / "templates.cu", tmp_path)
+    cfg = tmp_path / "b.toml"
+    cfg.write_text("[budgets]\nmax_registers = 255\n")
+    base = ("check", tmp_path / "templates.cu", "--config", cfg, "--time-baseline",
+            tmp_path / "before", "--time-trace")
+    r = cli(*base, tmp_path / "after", "--json")
+    assert r.exit_code == 1, r.output
+    broken = {v["metric"]: v for v in json.loads(r.stdout)["violations"]}
+    # (the unit's front end did not grow: the header was put outside its span)
+    assert {"template-set_regression", "header_regression"} == set(broken)
+    head = broken["header_regression"]
+    assert head["against"] == "baseline" and "work inst 0->200" in head["message"]
+    assert "measured from 2 units that did the same work" in head["message"]
+    r = cli(*base, tmp_path / "before")
+    assert r.exit_code == 0, r.output

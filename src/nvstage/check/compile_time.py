@@ -127,3 +127,38 @@ def held(limits: dict, traces) -> tuple[list[Over], int, str | None]:
         if "max_function_seconds" in limits else {}
     broken, checked = over_budget(summary, limits, names)
     return broken, checked, None
+
+
+def regressions(baseline, traces) -> tuple[list[Over], int, str | None]:
+    """(what regressed, rows compared, a note) of the traces under ``traces`` against those
+    under ``baseline`` (``inspect.compile_time_diff``): a row slower beyond the noise the two
+    builds' unchanged units measure, or whose work grew with its time beyond that noise (an
+    added row too). Faster and removed rows never fail."""
+    import os
+
+    from nvstage.inspect.compile_time_diff import compare, work_change
+    from nvstage.inspect.compile_time import summarize, trace_paths
+
+    if traces is None or not os.path.exists(traces):
+        return [], 0, "compile-time baseline not compared: no nvcc time trace of this build"
+    base, now = summarize(trace_paths(baseline)), summarize(trace_paths(traces))
+    if not base.units:
+        return [], 0, f"compile-time baseline not compared: no nvcc time trace under {baseline}"
+    d = compare(base, now, str(baseline), str(traces))
+    if d.noise is None:
+        noise = "noise unknown: fewer than 2 units did the same work on both sides"
+    else:
+        noise = (f"noise here {d.noise:.0%} or {fmt_time(d.noise_seconds)}, measured from "
+                 f"{d.unchanged_units} units that did the same work")
+    out = []
+    for r in d.rows:
+        grew = r.verdict in ("changed", "added") and r.delta > 0 and (
+            d.noise is None or r.delta > max(d.noise * (r.b or 0.0), d.noise_seconds))
+        if r.verdict == "slower" or grew:
+            before = "not there" if r.a is None else fmt_time(r.a)
+            work = work_change(r.work_a, r.work_b)
+            out.append(Over(f"{r.kind}_regression", r.name, r.b, r.a or 0.0,
+                            f"{r.kind} {r.name} took {fmt_time(r.b or 0.0)}, was {before}"
+                            f"{f' (work {work})' if work else ''}: {r.verdict} ({noise})",
+                            r.name if r.kind == "unit" else None))
+    return out, len(d.rows), None

@@ -28,14 +28,17 @@ from nvstage.errors import NvstageError, StageFailed, UsageError
 def check_build(target: str | os.PathLike | None = None, *,
                  config: str | os.PathLike | None = None, baseline=None, run_report=None,
                  keep_dir: str | None = None, toolkit=None, nvcc: str | None = None,
-                 time_trace: str | os.PathLike | None = None) -> CheckResult:
+                 time_trace: str | os.PathLike | None = None,
+                 time_baseline: str | os.PathLike | None = None) -> CheckResult:
     """Check ``target`` (a .cu file, keep folder or stages.json; None: the ``source`` the
     budgets name) against the budgets in ``config`` (default: the nearest pyproject.toml
     with [tool.nvstage]), and ``baseline`` when given. A .cu is compiled into ``keep_dir``,
     or a temporary folder kept while it is measured, with ``toolkit`` (else ``nvcc``'s, else
     the pip wheels'). ``time_trace``: nvcc's -fdevice-time-trace files (a trace or a folder)
     for ``[budgets.compile_time]``; without it a build folder's own traces, or a .cu's, traced
-    as it is compiled. Raises ``UsageError`` when there are no
+    as it is compiled; ``time_baseline``: an earlier build's traces, against which a unit,
+    header, template set or function whose time regressed fails. Raises ``UsageError`` when
+    there are no
     budgets, or when they checked nothing: such a gate would pass every build."""
     from nvstage.compiler.toolkit.locate import find_toolkit
 
@@ -63,12 +66,13 @@ def check_build(target: str | os.PathLike | None = None, *,
                              hint="check one unit's keep folder for a baseline or a run "
                                   "report")
         result = check_record(target, budgets, toolkit=toolkit)
-        _compile_time(result, budgets, time_trace or target)
+        _compile_time(result, budgets, time_trace or target, time_baseline)
     else:
         with build_of(Path(target), budgets, toolkit, keep_dir) as build:
             result = check(build, budgets, toolkit=toolkit, run_report=run_report,
                            baseline=baseline)
-            _compile_time(result, budgets, time_trace or getattr(build, "time_trace", None))
+            _compile_time(result, budgets, time_trace or getattr(build, "time_trace", None),
+                          time_baseline)
     if result.checked == 0 and not result.failed_units:  # failed units fail it already
         if result.unchecked and not result.measurements.kernels:
             shown = "; ".join(u.message for u in result.unchecked[:NAMED])
@@ -113,19 +117,24 @@ def build_of(target: Path, budgets: Budgets, toolkit, keep_dir: str | None) -> I
         yield build
 
 
-def _compile_time(result: CheckResult, budgets: Budgets, traces) -> None:
-    """``[budgets.compile_time]`` held against the traces: added to ``result``."""
-    if not budgets.compile_time:
-        return
-    from nvstage.check.compile_time import held
+def _compile_time(result: CheckResult, budgets: Budgets, traces, baseline=None) -> None:
+    """``[budgets.compile_time]`` held against the traces, and the traces against a
+    ``baseline``'s: added to ``result``."""
+    from nvstage.check.compile_time import held, regressions
     from nvstage.check.gate import Violation
 
-    broken, checked, note = held(budgets.compile_time, traces)
-    result.checked += checked
-    result.notes += [note] if note else []
-    result.violations.extend(
-        Violation(kernel=None, arch=None, metric=o.metric, value=o.value, limit=o.limit,
-                  message=o.message, file=o.file) for o in broken)
+    for on, check_it in ((budgets.compile_time, lambda: held(budgets.compile_time, traces)),
+                         (baseline, lambda: regressions(baseline, traces))):
+        if not on:
+            continue
+        broken, checked, note = check_it()
+        result.checked += checked
+        result.notes += [note] if note else []
+        result.violations.extend(
+            Violation(kernel=None, arch=None, metric=o.metric, value=o.value, limit=o.limit,
+                      message=o.message, file=o.file,
+                      against="baseline" if o.metric.endswith("_regression") else "budget")
+            for o in broken)
 
 
 def _compile(target: Path, budgets: Budgets, toolkit, keep_dir: str):

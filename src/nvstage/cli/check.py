@@ -41,6 +41,9 @@ def check_cmd(
         help="nvcc's -fdevice-time-trace files (a trace or a folder of them) for "
         "[budgets.compile_time]; default: a build folder's own, or a .cu's traced as it is "
         "built.")] = None,
+    time_baseline: Annotated[Optional[Path], typer.Option("--time-baseline", metavar="PATH",
+        help="An earlier build's -fdevice-time-trace files: a unit, header, template set or "
+        "device function whose time grew beyond the noise both builds show fails.")] = None,
     nvcc: nvcc_option("Use this nvcc instead of the one from the pip wheels.") = None,
 ) -> None:
     """Check kernels against budgets: registers, spills, shared memory, sizes, arches, times.
@@ -91,7 +94,8 @@ def check_cmd(
                              hint="give one of them; --summary FILE adds the Markdown summary "
                                   "to any format")
         result = check_build(target, config=config, baseline=baseline, run_report=run_report,
-                              keep_dir=keep_dir, nvcc=nvcc, time_trace=time_trace)
+                              keep_dir=keep_dir, nvcc=nvcc, time_trace=time_trace,
+                              time_baseline=time_baseline)
         render(result, "json" if json_out else fmt, con=data_console(False), summary=summary,
                write_baseline=write_baseline)
         if not result.passed:
