@@ -104,7 +104,7 @@ def capture(work: Path) -> dict[str, dict]:
     tmp.mkdir(exist_ok=True)
     env = dict(os.environ, NVSTAGE_CACHE_DIR=str(work / ".cache"), COLUMNS="120",
                NO_COLOR="1", TMPDIR=str(tmp), PATH=_PATH)
-    from nvstage.compiler.toolkit import find_toolkit
+    from nvstage.compiler.toolkit.locate import find_toolkit
 
     tk = find_toolkit()
     subs = sorted({(str(tmp), _TMP), (str(tmp.resolve()), _TMP),
