@@ -87,3 +87,11 @@ def test_the_public_names_do_not_shadow_the_packages():
     for package in ("compiler", "inspect", "hw", "run", "model", "check", "report", "cli"):
         assert package not in nvstage._EXPORTS
         importlib.import_module(f"nvstage.{package}")
+
+
+def test_names_the_library_pages_give_resolve():
+    import nvstage
+
+    assert nvstage.load_build_record is nvstage.load_build_log  # its name before the move
+    assert nvstage.BuildLog.__name__ == "BuildLog"
+    assert callable(nvstage.compile_triton) and callable(nvstage.find_toolkit)

@@ -35,9 +35,12 @@ _EXPORTS = {
     "CompileOptions": "compiler.nvcc.options", "compile": "compiler.pipeline.driver",
     "Build": "compiler.manifest.model", "StageRun": "compiler.manifest.model",
     "load_build": "compiler.manifest.model",
+    "BuildLog": "compiler.buildlog.log", "load_build_log": "compiler.buildlog.log",
+    # the name the build log's reader had before it was the build log's
+    "load_build_record": "compiler.buildlog.log:load_build_log",
     "Plan": "compiler.nvcc.plan", "Stage": "compiler.nvcc.plan", "StageKind": "compiler.nvcc.plan",
     "parse_dryrun": "compiler.nvcc.plan", "Toolkit": "compiler.toolkit.locate",
-    "find_toolkit": "compiler.toolkit.locate",
+    "find_toolkit": "compiler.toolkit.locate", "compile_triton": "compiler.triton.stages",
     # inspect
     "KernelRecord": "inspect.kernels", "kernel_records": "inspect.gather",
     "show": "inspect.view", "diff_builds": "inspect.build_diff",

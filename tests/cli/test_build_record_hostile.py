@@ -126,6 +126,6 @@ def test_a_record_past_its_byte_budget_reads_the_newest_entries(tmp_path, monkey
                "exit_code": 0, "pid": 1, "reason": "r" * 900, "hit": False, "build": None}
         (rec / "tu" / f"{i:017d}-1-0.json").write_text(json.dumps(doc))
     monkeypatch.setattr(buildlog, "MAX_RECORD_BYTES", 3500)  # three entries' worth
-    r = buildlog.load_build_record(rec)
+    r = buildlog.load_build_log(rec)
     assert [e.argv[2] for e in r.entries] == ["k3.cu", "k4.cu", "k5.cu"]
     assert r.skipped[-1].startswith("3 older entries")

@@ -426,7 +426,7 @@ def load_build_view(path: str | os.PathLike, *, block: int = DEFAULT_BLOCK,
 
     if not isinstance(block, int) or not 1 <= block <= 1024:
         raise UsageError(f"block size {block!r}: give 1 to 1024 threads")
-    rec = buildlog.load_build_record(path)
+    rec = buildlog.load_build_log(path)
     runs = buildlog.builds_of(rec.entries)
     run_of = {id(e): r for r in runs for e in r.entries}
     entries, superseded = (rec.entries, 0) if every_entry else buildlog.current(rec.entries)

@@ -39,7 +39,7 @@ def _record(root: Path, docs) -> Path:
 def test_a_record_past_its_entry_cap_is_read_newest_first(tmp_path, monkeypatch):
     rec = _record(tmp_path / "rec", [_doc(i) for i in range(6)])
     monkeypatch.setattr(buildlog, "MAX_ENTRIES", 3)
-    r = buildlog.load_build_record(rec)  # was: an error, the whole record unreadable
+    r = buildlog.load_build_log(rec)  # was: an error, the whole record unreadable
     assert [e.argv[2] for e in r.entries] == ["k3.cu", "k4.cu", "k5.cu"]
     assert r.skipped == ["3 older entries: the record holds more than the 3 nvstage reads "
                          "from one (MAX_ENTRIES)"]
@@ -48,7 +48,7 @@ def test_a_record_past_its_entry_cap_is_read_newest_first(tmp_path, monkeypatch)
 def test_a_manifest_is_read_again_from_its_file_and_a_replaced_one_is_none(tmp_path):
     rec = _record(tmp_path / "rec", [_doc(0, status="ok", reason=None, build={
         "output": "k0.o", "source": "k0.cu", "stages": []})])
-    (entry,) = buildlog.load_build_record(rec).entries
+    (entry,) = buildlog.load_build_log(rec).entries
     assert entry.__dict__["_build"] is None  # not held
     assert entry.output == "/x/k0.o" and entry.source == "/x/k0.cu"  # kept: asked of every one
     assert entry.build["stages"] == []
@@ -129,7 +129,7 @@ def test_a_record_past_its_word_cap_is_read_newest_first(tmp_path, monkeypatch):
                                      for i in range(6)])
     assert buildlog.argv_weight(["nvcc", "-c", "k0.cu", long]) == 4 + 203 // 64
     monkeypatch.setattr(buildlog, "MAX_RECORD_WORDS", 3 * 7 + 6)
-    r = buildlog.load_build_record(rec)
+    r = buildlog.load_build_log(rec)
     assert [e.argv[2] for e in r.entries] == ["k3.cu", "k4.cu", "k5.cu"]
     assert r.skipped == ["3 older entries: the record holds more than the 27 command words "
                          "nvstage reads from one (MAX_RECORD_WORDS)"]
@@ -140,7 +140,7 @@ def test_an_entry_of_more_values_than_any_real_one_is_not_parsed(tmp_path, monke
     counted in its bytes (a crafted 16 MiB entry of tiny words made 3 million strings)."""
     rec = _record(tmp_path / "rec", [_doc(0, argv=["nvcc", *["ab"] * 50]), _doc(1)])
     monkeypatch.setattr(buildlog, "MAX_ENTRY_VALUES", 40)
-    r = buildlog.load_build_record(rec)
+    r = buildlog.load_build_log(rec)
     assert [e.argv[2] for e in r.entries] == ["k1.cu"]
     (said,) = r.skipped
     assert said.endswith(": more than 40 JSON values, which no entry nvstage writes holds")
@@ -150,7 +150,7 @@ def test_an_entry_holds_no_more_than_a_path_and_a_line_of_reason(tmp_path):
     rec = _record(tmp_path / "rec", [_doc(0, cwd="/" + "d" * 5000),
                                      _doc(1, reason="r" * 10_000, build={"output": "o" * 5000,
                                                                          "source": "k1.cu"})])
-    r = buildlog.load_build_record(rec)
+    r = buildlog.load_build_log(rec)
     (entry,) = r.entries
     assert r.skipped[0].endswith("cwd is longer than any path")
     assert entry.reason == "r" * 2000 + "... (8,000 more characters)"

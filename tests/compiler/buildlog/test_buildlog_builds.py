@@ -50,7 +50,7 @@ def test_an_old_record_without_build_ids_still_reads(tmp_path):
         doc = _entry(started, None, f"k{n}.o").to_json()
         del doc["build_id"]  # as nvstage wrote entries before builds were told apart
         (rec / "tu" / f"{int(started * 1e6):017d}-1-{n}.json").write_text(json.dumps(doc))
-    r = buildlog.load_build_record(tmp_path)
+    r = buildlog.load_build_log(tmp_path)
     assert [e.build_id for e in r.entries] == [None] * 3 and not r.skipped
     assert [len(b.entries) for b in buildlog.builds_of(r.entries)] == [2, 1]
 
@@ -63,7 +63,7 @@ def test_the_record_keeps_the_last_builds_whole(tmp_path):
             assert buildlog.add(e, str(tmp_path), env) is not None
     rec = tmp_path / "rec"
     gone = buildlog.prune(rec)
-    r = buildlog.load_build_record(rec)
+    r = buildlog.load_build_log(rec)
     runs = buildlog.builds_of(r.entries)
     # The last KEEP_BUILDS builds whole; of the three before, b.o's latest entry (the
     # project still has it) and nothing else: a.o and b.o of builds 1 and 2, a.o of build 3.
@@ -80,7 +80,7 @@ def test_a_new_build_past_the_limit_prunes_the_record(tmp_path):
     for n in range(limit + 1):
         buildlog.add(_entry(1000.0 + 10 * n, f"make:{n + 1}:1", "a.o"), str(tmp_path), env)
     # The first command of build limit + 1 pruned: KEEP_BUILDS builds are left.
-    r = buildlog.load_build_record(tmp_path / "rec")
+    r = buildlog.load_build_log(tmp_path / "rec")
     assert len(buildlog.builds_of(r.entries)) == buildlog.KEEP_BUILDS
 
 

@@ -86,9 +86,9 @@ def test_cmake_ninja_objects_deps_and_program_are_nvccs(toolkit, cmake_builds, d
     runs = [proc.run([str(b / "app")]).stdout for b in (plain, ours)]
     assert runs[0] == runs[1] and "scale_on_host(21) = 42" in runs[0]
     # Every compile went through nvstage, and each says how: staged, or plain nvcc and why.
-    from nvstage.compiler.buildlog.log import load_build_record
+    from nvstage.compiler.buildlog.log import load_build_log
 
-    rec = load_build_record(ours)
+    rec = load_build_log(ours)
     # CMake puts the launcher in front of compiles only (its device link runs nvcc itself).
     assert [e.status for e in rec.entries] == ["ok"] * 5, [(e.status, e.reason)
                                                            for e in rec.entries]
@@ -143,9 +143,9 @@ def test_make_j2_through_the_launcher(toolkit, tmp_path, dump):
             (outs["nvstage"] / f"out/{obj}.o").read_bytes(), obj
     # The device link is a command nvstage does not stage: plain nvcc ran it, and said why;
     # the C++ compiles and the link ran unchanged. One build: one run of make.
-    from nvstage.compiler.buildlog.log import builds_of, load_build_record
+    from nvstage.compiler.buildlog.log import builds_of, load_build_log
 
-    rec = load_build_record(outs["nvstage"])
+    rec = load_build_log(outs["nvstage"])
     assert sorted((e.kind, e.status) for e in rec.entries) == sorted(
         [("cuda-compile", "ok")] * 5 + [("device-link", "ran"), ("cxx-compile", "ran"),
                                         ("cxx-compile", "ran"), ("link", "ran")])

@@ -79,7 +79,7 @@ def test_second_builds_cxx_compiles_are_ccache_hits_and_recorded(ccache, form, t
     stats = _stats(env)
     assert stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0) == 2, stats
     assert stats.get("cache_miss", 0) == 0, stats
-    record = buildlog.load_build_record(build)
+    record = buildlog.load_build_log(build)
     runs = buildlog.builds_of(record.entries)
     assert len(runs) == 2
     last = runs[-1].entries

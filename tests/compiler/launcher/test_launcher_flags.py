@@ -131,9 +131,9 @@ def test_a_spelling_through_the_launcher_is_plain_nvccs(toolkit, tmp_path, name,
             assert _dump(toolkit, d0 / n) == _dump(toolkit, d1 / n), n
         else:
             assert out0[n] == out1[n], n
-    from nvstage.compiler.buildlog.log import load_build_record
+    from nvstage.compiler.buildlog.log import load_build_log
 
-    (entry,) = load_build_record(tmp_path / "record").entries
+    (entry,) = load_build_log(tmp_path / "record").entries
     if expect == "staged":
         assert entry.status == "ok", entry.reason
     elif expect == "failed":

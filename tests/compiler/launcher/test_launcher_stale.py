@@ -56,9 +56,9 @@ class Build:
         assert got == self.plain(), self.hits()
 
     def hits(self) -> list[bool]:
-        from nvstage.compiler.buildlog.log import load_build_record
+        from nvstage.compiler.buildlog.log import load_build_log
 
-        return [e.hit for e in load_build_record(self.root / "record").entries]
+        return [e.hit for e in load_build_log(self.root / "record").entries]
 
 
 def test_a_dangling_link_earlier_in_the_path_that_comes_to_resolve(toolkit, tmp_path):

@@ -160,7 +160,7 @@ def test_nvcc_with_a_closed_stream_misses_and_hits_as_plain_nvcc_runs(build, too
             _same(plain, ours)
         assert (build.root / "a.o").stat().st_size > 0
         (build.root / "a.o").unlink()
-    entries = buildlog.load_build_record(build.root / "record").entries
+    entries = buildlog.load_build_log(build.root / "record").entries
     assert [(e.status, e.hit) for e in entries] == [("ok", False), ("ok", True), ("ok", True)]
     # nvstage compile: the same, and nothing of its own said on a closed stream.
     done = _run([*_NVSTAGE, "compile", "a.cu", "-c", "-o", "b.o", "-arch=sm_90"], build,
@@ -187,7 +187,7 @@ def test_a_hit_of_the_resident_nvstage_with_stdout_closed(build, toolkit):
         for front in (_NVSTAGE, _BARE):
             done = _run([*front, build.nvcc, *words], build, closed=(1,))
             assert (done.returncode, done.stderr) == (0, b"")
-        entries = buildlog.load_build_record(build.root / "record").entries
+        entries = buildlog.load_build_log(build.root / "record").entries
         assert [e.hit for e in entries] == [False, True, True]
     finally:
         subprocess.run(stop, env=build.env, capture_output=True, timeout=60)
@@ -201,7 +201,7 @@ def test_a_step_killed_by_sigkill_kills_nvstage_by_it(build):
     assert plain.returncode == -signal.SIGKILL
     for front in (_NVSTAGE, _BARE):
         _same(plain, _run([*front, "sh", "-c", "echo before; kill -KILL $$"], build))
-    (entry, _) = buildlog.load_build_record(build.root / "record").entries
+    (entry, _) = buildlog.load_build_log(build.root / "record").entries
     assert entry.exit_code == 128 + signal.SIGKILL and entry.status == "failed"
 
 
@@ -511,5 +511,5 @@ def test_a_tool_that_cannot_run_exits_as_a_shell_says(build, what):
     ours = _run([*_NVSTAGE, str(tool)], build)
     assert ours.returncode == shell.returncode == (127 if what == "absent" else 126)
     assert ours.stdout == b"" and ours.stderr.startswith(b"nvstage: cannot run ")
-    (entry,) = buildlog.load_build_record(build.root / "record").entries
+    (entry,) = buildlog.load_build_log(build.root / "record").entries
     assert entry.exit_code == shell.returncode

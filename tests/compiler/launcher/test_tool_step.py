@@ -79,7 +79,7 @@ def test_a_step_is_byte_for_byte_what_it_is_without(tool, tmp_path, how):
     assert not any(v.startswith("LC_CTYPE") for v in env_seen)
     assert of == pf and pf["made.bin"] == b"\x01\x02\xffbinary"
     # Recorded: the step's argv, its time and status, and nothing cached.
-    rec = buildlog.load_build_record(where)
+    rec = buildlog.load_build_log(where)
     (entry,) = rec.entries
     assert entry.argv[0] == str(tool) and entry.argv[1:4] == ["made.bin", how, "x y"]
     assert entry.status == ("failed" if how == "fail" else "ran")
@@ -92,7 +92,7 @@ def test_a_step_ended_by_a_signal_ends_nvstage_by_it(tool, tmp_path):
     plain = _run([str(tool), "f", "term"], tmp_path, _ENV)
     ours = _run([*_nvstage(), str(tool), "f", "term"], tmp_path, env)
     assert plain.returncode == ours.returncode == -signal.SIGTERM
-    (entry,) = buildlog.load_build_record(tmp_path).entries
+    (entry,) = buildlog.load_build_log(tmp_path).entries
     assert entry.status == "failed" and entry.exit_code == 128 + signal.SIGTERM
     assert entry.reason == f"killed by signal {int(signal.SIGTERM)}"
 
@@ -119,7 +119,7 @@ def test_compile_archive_and_link_through_nvstage(tmp_path):
         made[name] = {p: (where / p).read_bytes() for p in ("a.o", "m.o", "liba.a")}
         assert _run([str(where / "app")], where, env).returncode == 0
     assert made["plain"] == made["nvstage"]
-    rec = buildlog.load_build_record(tmp_path / "nvstage")
+    rec = buildlog.load_build_log(tmp_path / "nvstage")
     assert [(e.kind, e.status) for e in rec.entries] == [
         ("cxx-compile", "ran"), ("cxx-compile", "ran"), ("archive", "ran"),
         ("archive", "ran"), ("link", "ran")]
@@ -136,7 +136,7 @@ def test_a_tool_that_is_not_there_fails_as_a_shell_says(tmp_path):
     env = dict(_ENV, PYTHONPATH=os.pathsep.join(sys.path))
     cp = _run([*_nvstage(), str(tmp_path / "no-such-tool"), "x"], tmp_path, env)
     assert cp.returncode == 127 and b"cannot run" in cp.stderr and cp.stdout == b""
-    (entry,) = buildlog.load_build_record(tmp_path).entries
+    (entry,) = buildlog.load_build_log(tmp_path).entries
     assert entry.status == "failed" and entry.exit_code == 127
 
 

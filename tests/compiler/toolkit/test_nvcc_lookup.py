@@ -60,7 +60,7 @@ def _other_nvcc(toolkit) -> str:
 
 
 def _entries(record: Path) -> list[buildlog.Entry]:
-    return buildlog.load_build_record(record).entries
+    return buildlog.load_build_log(record).entries
 
 
 def test_no_nvcc_on_path_runs_the_wheels_nvcc_miss_and_hit(toolkit, kernels, tmp_path, cli):

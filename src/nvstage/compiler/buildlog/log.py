@@ -10,7 +10,7 @@ of commands at once (``ninja -j``, ``make -j``) need no lock::
 
 Where: ``$NVSTAGE_BUILD_RECORD`` (a folder) if set, else ``.nvstage-build`` in the folder the
 command runs in: CMake runs every compile and link from the build folder, so ``nvstage report
-BUILD`` finds it there. ``load_build_record`` is the one typed reader; an entry is a document
+BUILD`` finds it there. ``load_build_log`` is the one typed reader; an entry is a document
 like any other (bounded, checked, never trusted to name a program or a place to write).
 
 A command is an nvcc command (staged, answered from the cache, or run by plain nvcc) or
@@ -24,7 +24,7 @@ each unit (its output file names it), which is what the project is now.
 ``Entry.manifest_build`` reads an entry's manifest as the ``Build`` a keep folder gives,
 without touching a file unless asked to.
 
-Reading is bounded in memory as well as time: ``load_build_record`` keeps of each entry's
+Reading is bounded in memory as well as time: ``load_build_log`` keeps of each entry's
 manifest only what every reader asks of every entry (its output and source) and reads the
 rest again from the entry's file when asked (``Entry.build``), so a record at its caps costs
 what its units' figures cost, not what its JSON would as Python objects (5 GB at 1 GiB).
@@ -334,7 +334,7 @@ def _set_build(self: Entry, value: dict | None) -> None:
     self.__dict__["_kept"] = None
 
 
-# The manifest (stages.json's content), or None. An entry ``load_build_record`` read keeps
+# The manifest (stages.json's content), or None. An entry ``load_build_log`` read keeps
 # it in its file (``_Kept``): each use reads it again, and nothing holds it after.
 Entry.build = property(_get_build, _set_build, doc="the staged build's manifest, or None")
 
@@ -530,7 +530,7 @@ def prune(folder: str | os.PathLike, keep: int = KEEP_BUILDS) -> int:
     """Keep the last ``keep`` builds of the record whole, and of older builds the latest
     entry of each unit; the other entries' files go, and the marks of builds no entry is
     left of. Returns how many entries went. Only files named as entries are removed."""
-    rec = load_build_record(folder)
+    rec = load_build_log(folder)
     runs = builds_of(rec.entries)
     if len(runs) <= keep:
         return 0
@@ -589,7 +589,7 @@ def add(entry: Entry, cwd: str, environ: dict[str, str] | None = None) -> Path |
 
 
 @dataclass
-class BuildRecord:
+class BuildLog:
     folder: str
     entries: list[Entry] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # entries that could not be read, and why
@@ -609,7 +609,7 @@ def find(path: str | os.PathLike) -> Path | None:
     return None
 
 
-def load_build_record(path: str | os.PathLike) -> BuildRecord:
+def load_build_log(path: str | os.PathLike) -> BuildLog:
     """Every entry of the record at ``path`` (a build folder or the record folder), oldest
     first; an unreadable entry is skipped with its reason, not fatal."""
     folder = find(path)
@@ -618,7 +618,7 @@ def load_build_record(path: str | os.PathLike) -> BuildRecord:
                          hint=f"build with nvstage as the compiler launcher (README: "
                               f"'inside real builds'); the record is {FOLDER}/ in the build "
                               f"folder, or ${ENV}")
-    rec = BuildRecord(str(folder))
+    rec = BuildLog(str(folder))
     # The newest MAX_ENTRIES names (they sort by start), kept as the folder is listed.
     found = 0
     with os.scandir(folder / "tu") as listing:

@@ -34,9 +34,9 @@ def warm(tmp_path, monkeypatch, kernels, toolkit):
 
 
 def _entries(folder):
-    from nvstage.compiler.buildlog.log import load_build_record
+    from nvstage.compiler.buildlog.log import load_build_log
 
-    return load_build_record(folder).entries
+    return load_build_log(folder).entries
 
 
 def _quiet_run(argv, capfd):

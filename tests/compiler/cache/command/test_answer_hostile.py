@@ -33,9 +33,9 @@ def folder(tmp_path, monkeypatch):
 
 
 def _hits(folder) -> list[bool]:
-    from nvstage.compiler.buildlog.log import load_build_record
+    from nvstage.compiler.buildlog.log import load_build_log
 
-    return [e.hit for e in load_build_record(folder).entries]
+    return [e.hit for e in load_build_log(folder).entries]
 
 
 def _run(argv, capfd) -> int:
@@ -88,9 +88,9 @@ def test_files_gcc_writes_beside_the_object_are_written_every_time(folder, toolk
             (folder / side).unlink(missing_ok=True)
         assert _run(argv, capfd) == 0
         assert (folder / "k.gcno").is_file() and (folder / "k.su").is_file()
-    from nvstage.compiler.buildlog.log import load_build_record
+    from nvstage.compiler.buildlog.log import load_build_log
 
-    entries = load_build_record(folder).entries
+    entries = load_build_log(folder).entries
     assert [(e.hit, e.status) for e in entries] == [(False, "fallback")] * 3
     assert "--coverage" in entries[0].reason
 
@@ -121,9 +121,9 @@ def test_device_time_trace_is_staged_and_its_file_answered(folder, toolkit, capf
     (folder / "t.json").unlink()
     assert _run(argv, capfd) == 0
     assert (folder / "t.json").is_file()
-    from nvstage.compiler.buildlog.log import load_build_record
+    from nvstage.compiler.buildlog.log import load_build_log
 
-    assert [e.status for e in load_build_record(folder).entries][0] == "ok"
+    assert [e.status for e in load_build_log(folder).entries][0] == "ok"
     assert _hits(folder) == [False, True]
 
 
@@ -187,9 +187,9 @@ def test_a_manifest_planted_beside_an_entry_is_not_copied_into_the_record(folder
     assert len(planted) == 1
     planted[0].write_text('{"source": "<script>alert(1)</script>.cu"}')
     assert _run(argv, capfd) == 0
-    from nvstage.compiler.buildlog.log import load_build_record
+    from nvstage.compiler.buildlog.log import load_build_log
 
-    entries = load_build_record(folder).entries
+    entries = load_build_log(folder).entries
     assert [e.hit for e in entries] == [False, True]
     assert entries[1].build is None  # not the planted one
     assert entries[0].build is not None

@@ -8,7 +8,7 @@ import os
 import subprocess
 
 from nvstage.cli.main import run
-from nvstage.compiler.buildlog.log import load_build_record
+from nvstage.compiler.buildlog.log import load_build_log
 from nvstage.compiler.nvcc import environment as nvcc_env
 
 
@@ -45,7 +45,7 @@ def test_a_reverted_header_is_a_whole_hit(tmp_path, monkeypatch, toolkit, capfd)
     reverted = build()
     monkeypatch.undo()
     assert reverted == first
-    entries = load_build_record(tmp_path).entries
+    entries = load_build_log(tmp_path).entries
     assert [e.hit for e in entries] == [False, False, True]
 
 
@@ -74,5 +74,5 @@ def test_a_depfile_the_build_tool_removes_at_once_still_makes_the_entry(tmp_path
     (tmp_path / "k.o").unlink()
     assert run(argv) == 0
     capfd.readouterr()
-    assert [e.hit for e in load_build_record(tmp_path).entries] == [False, True]
+    assert [e.hit for e in load_build_log(tmp_path).entries] == [False, True]
     assert (tmp_path / "k.d").read_bytes() == depfile[0]

@@ -320,7 +320,7 @@ def explain(path: str | os.PathLike, unit: str | None = None, cache_root: str | 
     from nvstage.errors import UsageError
 
     env = os.environ if env is None else env
-    rec = buildlog.load_build_record(path)
+    rec = buildlog.load_build_log(path)
     runs = buildlog.builds_of(rec.entries)
     # nvcc's commands (a link it ran is no cached command: status "ran")
     nvcc = [e for e in rec.entries if steps.is_nvcc(e.argv) and e.status != "ran"]
