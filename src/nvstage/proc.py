@@ -30,7 +30,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -89,8 +88,7 @@ def run(
             from nvstage.compiler.pipeline import leftovers
 
             with contextlib.suppress(OSError):  # unwritable $TMPDIR: the tool may not need one
-                tmp = tempfile.mkdtemp(prefix="nvstage-tool-")
-                leftovers.mark(tmp)  # its owner named: a later run removes it if killed
+                tmp = leftovers.make("nvstage-tool-")  # its owner named: swept if killed
         if tmp is not None or tmpdir is not None:
             env = {**(os.environ if env is None else env), "TMPDIR": tmpdir or tmp}
         try:
@@ -254,13 +252,13 @@ def _descendants(pid: int) -> list[tuple[int, int]]:
     return found
 
 
-def kill_descendants(pid: int | None = None) -> None:
-    """SIGKILL to every process ``pid`` (this one) started, theirs, and so on: all of them
-    read first, so that none is orphaned out of sight by its parent's death."""
+def signal_descendants(sig: int, pid: int | None = None) -> None:
+    """``sig`` to every process ``pid`` (this one) started, theirs, and so on: all of them
+    read first, so that none is orphaned out of sight by its parent's death (SIGKILL)."""
     for kid, started in _descendants(os.getpid() if pid is None else pid):
         if _started(kid) == started:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(kid, signal.SIGKILL)
+                os.kill(kid, sig)
 
 
 def _signal_tree(p: subprocess.Popen, sig: int) -> None:

@@ -16,6 +16,7 @@ Standard library only (the resident client imports it).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -48,10 +49,17 @@ def _identity() -> bytes:
 
 
 def make(prefix: str = PREFIX, folder: str | None = None) -> str:
-    """A new temporary folder (``tempfile.mkdtemp``'s) holding this process's marker."""
-    path = tempfile.mkdtemp(prefix=prefix, dir=folder)
+    """A new temporary folder (``tempfile.mkdtemp``'s) holding this process's marker, and
+    naming its owner too (``_OWNER_IN_NAME``): a process killed between the folder's making
+    and its marker's (a group SIGKILL as the first folder appears) leaves one it still owns."""
+    pid, started = _identity().split()
+    path = tempfile.mkdtemp(prefix=f"{prefix}o{pid.decode()}.{started.decode()}-", dir=folder)
     mark(path)
     return path
+
+
+# The owner in a folder's name (``make``'s): ``-o<pid>.<start>-`` after the prefix.
+_OWNER_IN_NAME = re.compile(r"-o(\d+)\.(\d+)-")
 
 
 def mark(path: str) -> None:
@@ -73,15 +81,22 @@ def owner_gone(path: str) -> bool:
         st = os.lstat(path)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
             return False
-        fd = os.open(os.path.join(path, MARKER), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC |
-                     os.O_NONBLOCK)
         try:
-            mst = os.fstat(fd)
-            if not stat.S_ISREG(mst.st_mode) or mst.st_uid != os.getuid():
+            fd = os.open(os.path.join(path, MARKER), os.O_RDONLY | os.O_NOFOLLOW |
+                         os.O_CLOEXEC | os.O_NONBLOCK)
+        except FileNotFoundError:  # killed before its marker was written: its name says
+            named = _OWNER_IN_NAME.search(os.path.basename(path))
+            if named is None:
                 return False
-            words = os.read(fd, 64).split()
-        finally:
-            os.close(fd)
+            fd, words = None, [named[1].encode(), named[2].encode()]
+        if fd is not None:
+            try:
+                mst = os.fstat(fd)
+                if not stat.S_ISREG(mst.st_mode) or mst.st_uid != os.getuid():
+                    return False
+                words = os.read(fd, 64).split()
+            finally:
+                os.close(fd)
         pid, started = int(words[0]), words[1].decode("ascii")
     except (OSError, ValueError, IndexError, UnicodeDecodeError):
         return False

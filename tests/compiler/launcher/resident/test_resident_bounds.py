@@ -197,6 +197,19 @@ def test_leftovers_are_told_by_their_owner_not_their_name(tmp_path):
     assert os.path.isdir(mine) and unmarked.is_dir() and link.is_symlink()
 
 
+def test_a_folder_whose_owner_died_before_its_marker_is_swept_by_its_name(tmp_path):
+    # Killed between making the folder and writing its marker (the group SIGKILL above comes
+    # as the first folder appears): the name says the owner, as the marker would.
+    code = "from nvstage.compiler.pipeline import leftovers; print(leftovers.make(folder=%r))"
+    made = subprocess.run([sys.executable, "-c", code % str(tmp_path)], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    os.unlink(Path(made, leftovers.MARKER))
+    mine = leftovers.make(folder=str(tmp_path))  # this process's: alive
+    os.unlink(Path(mine, leftovers.MARKER))
+    assert leftovers.sweep(str(tmp_path)) == [made]
+    assert os.path.isdir(mine)
+
+
 def test_the_lock_follows_no_link(toolkit, kernels, tmp_path):
     # A link planted under the lock's name: its target keeps its bytes, the server runs.
     run = Path(tempfile.mkdtemp(prefix="nvs-", dir="/tmp"))
@@ -327,6 +340,41 @@ def test_a_client_killed_during_a_miss_ends_its_child_which_writes_nothing(serve
     assert server.pid in [c for c, _ in _procs(server.cache)]  # the server serves on
     time.sleep(2)
     assert not (server.cwd / "heavy.o").exists()
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def test_job_control_stops_and_resumes_the_childs_tools_with_the_client(server):
+    # ^Z stops the client's job; the child and its tools, in the server's session, stop with
+    # it (as plain nvcc's tools stop with nvcc: tests/compiler/launcher/
+    # test_launcher_transparent.py), stay stopped past the 2 s after which a stopped child
+    # is taken for stuck, and resume with the job.
+    (server.cwd / "heavy.cu").write_text(HEAVY)
+    words = [server.words[0], "-c", "-arch=sm_90", "heavy.cu", "-o", "heavy.o"]
+    mark = f"NVSTAGE_B4_TEST={os.getpid()}-{time.monotonic_ns()}"
+    env = dict(server.env, NVSTAGE_B4_TEST=mark.split("=", 1)[1])
+    before = server.entries()
+    p = subprocess.Popen([*_launcher(), *words], cwd=server.cwd, env=env,
+                         stdout=subprocess.DEVNULL, process_group=0)  # a shell's job
+    try:
+        cicc = _until(lambda: next((c for c, n in _marked(mark) if n == "cicc"), None), 120)
+        child = _child_of(server)
+        os.killpg(p.pid, signal.SIGTSTP)
+        _until(lambda: {_state(pid) for pid in (p.pid, child, cicc)} == {"T"}, 10)
+        time.sleep(3)
+        assert {_state(pid) for pid in (p.pid, child, cicc)} == {"T"}
+        os.killpg(p.pid, signal.SIGCONT)
+        assert p.wait(timeout=600) == 0
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(p.pid, signal.SIGKILL)
+    assert (server.cwd / "heavy.o").stat().st_size > 0
+    assert server.entries() == before + 1  # the child's: the command ran once
 
 
 # --- A standard stream the client was started without is the child's too (B5).

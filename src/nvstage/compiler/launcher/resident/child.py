@@ -26,9 +26,9 @@ from nvstage.compiler.launcher.resident import ask, handover as client
 _MAX_REQUEST = 64 << 20
 
 
-def take(conn: socket.socket, own: list[int]) -> int | None:
-    """Read one request and fork its child; the child's pid. ``own``: the server's lock and
-    sockets, which the child lets go of."""
+def take(conn: socket.socket, own: list[int]) -> tuple[int, int] | None:
+    """Read one request and fork its child; the child's pid and its client's. ``own``: the
+    server's lock and sockets, which the child lets go of."""
     conn.settimeout(10)
     if ask.peer_uid(conn) != os.getuid():
         return None
@@ -53,7 +53,7 @@ def take(conn: socket.socket, own: list[int]) -> int | None:
         pid = os.fork()
         if pid == 0:
             _child(conn, req, wanted, who[1], fds[0], own)  # never returns
-        return pid
+        return pid, who[0]
     finally:
         for fd in fds:
             os.close(fd)
@@ -101,6 +101,7 @@ def _child(conn: socket.socket, req: dict, wanted: list[int], ppid: int, claim: 
 
         said: list[int] = []
         _watch_client(conn, said)
+        signal.signal(signal.SIGTSTP, _stop_with_tools)
         # The launcher's flow, for the client's command as the client has it (its build: the
         # client's parent's), with none of the resident's steps (this is the resident) and
         # no hit to look for (the client looked). The client is told the exit status once
@@ -139,10 +140,21 @@ def _watch_client(conn: socket.socket, said: list[int]) -> None:
             return
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(proc.GRACE + 1.0)
-        proc.kill_descendants()
+        proc.signal_descendants(signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=run, name="nvstage-client-watch", daemon=True).start()
+
+
+def _stop_with_tools(signum, frame) -> None:
+    """^Z came to the client's job (``handover._wait`` passes it on): this child stops with
+    every process it started, as the job's own processes would, and they resume with it
+    (the client's SIGCONT, when the job is resumed)."""
+    from nvstage import proc
+
+    proc.signal_descendants(signal.SIGSTOP)
+    os.kill(os.getpid(), signal.SIGSTOP)  # here until the client's SIGCONT
+    proc.signal_descendants(signal.SIGCONT)
 
 
 def _answer(conn: socket.socket, code: int, said: list[int]) -> None:

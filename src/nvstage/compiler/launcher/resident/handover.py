@@ -261,9 +261,10 @@ _AFTER_S = 30.0
 
 
 def _wait(s, pid: int) -> int | None:
-    """The child's exit status, passing it the signals that would end this process, once the
-    child is gone (``_AFTER_S`` at most after it said); None when it ended before it said
-    (killed), or was stopped STOPPED_S and ended here."""
+    """The child's exit status, once the child is gone (``_AFTER_S`` at most after it said),
+    passing it the signals that would end this process, and ^Z (it stops with its tools, then
+    this process; resumed, it resumes them); None when it ended before it said (killed), or
+    was stopped STOPPED_S and ended here."""
     import _signal as signal  # not signal: its import (enum) is 5 ms of every miss
 
     def forward(signum, frame):
@@ -272,10 +273,17 @@ def _wait(s, pid: int) -> int | None:
         except OSError:
             pass
 
+    def stop(signum, frame):  # ^Z: the child stops with its tools, then this process
+        forward(signum, frame)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until the job is resumed
+        signal.signal(signal.SIGTSTP, stop)
+        forward(signal.SIGCONT, frame)
+
     old = {}
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGTSTP):
         if signal.getsignal(sig) != signal.SIG_IGN:
-            old[sig] = signal.signal(sig, forward)
+            old[sig] = signal.signal(sig, stop if sig == signal.SIGTSTP else forward)
     try:
         code = _watch(s, pid)
         if code is not None:

@@ -226,13 +226,14 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     last = time.monotonic()
     children: set[int] = set()
+    clients: dict[int, int] = {}  # a child's client (a stopped one is job control)
     stopped: dict[int, float] = {}
 
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         while True:
             _reap(children)
-            _end_stopped(children, stopped)
+            _end_stopped(children, stopped, clients)
             if helpers and len(alive := _reap(set(helpers))) < len(helpers):
                 helpers[:] = alive  # the ended one waited for: never signalled again
                 return 0  # a helper left (its code changed): a launcher starts a new server
@@ -259,13 +260,14 @@ def main(argv: list[str]) -> int:
             except OSError:
                 continue
             try:
-                pid = child.take(conn, _OWN)
+                got = child.take(conn, _OWN)
             except (OSError, ValueError, EOFError, TypeError, KeyError):
-                pid = None
+                got = None
             finally:
                 conn.close()
-            if pid:
-                children.add(pid)
+            if got:
+                children.add(got[0])
+                clients[got[0]] = got[1]
     finally:
         _end(helpers)
         for sock_path, ident in ((path, bound), (hits and hits.getsockname(), hits_bound)):
@@ -531,17 +533,19 @@ def _warm_up() -> None:
     zstd.available()  # its extension loaded: a hit reads compressed entries
 
 
-def _end_stopped(children: set[int], since: dict[int, float]) -> None:
+def _end_stopped(children: set[int], since: dict[int, float], clients: dict[int, int]) -> None:
     """SIGKILL to a child seen stopped (SIGSTOP; a debugger's stop is another state) for
     ``client.STOPPED_S``: it makes no progress, and its client runs the command itself (one
     that claimed it sees its end; one that did not has already gone on), so that a stopped
-    child is never left behind, nor keeps this server from leaving."""
+    child is never left behind, nor keeps this server from leaving. Not while its client is
+    stopped too: that is job control (^Z), which stopped the child with its client's job."""
     now = time.monotonic()
-    for pid in list(since):
-        if pid not in children:
-            del since[pid]
+    for table in (since, clients):
+        for pid in list(table):
+            if pid not in children:
+                del table[pid]
     for pid in children:
-        if ask.state(pid) != "T":
+        if ask.state(pid) != "T" or ask.state(clients.get(pid, 0)) in ask.STOPPED:
             since.pop(pid, None)
         elif now - since.setdefault(pid, now) >= client.STOPPED_S:
             with contextlib.suppress(OSError):
