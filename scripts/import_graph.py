@@ -131,6 +131,76 @@ def floors(graph: dict[str, set[str]]) -> dict[str, int]:
     return {r: floor(group[r]) for r in graph}
 
 
+def _module_of(paths: dict, name: str) -> str | None:
+    while name and name not in paths:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def eager_graph(src: Path) -> dict[str, set[str]]:
+    """Module -> the modules of the package its top-level statements import: what importing
+    it loads (a module's package ``__init__`` files run too). Imports inside a function or a
+    class body are left out."""
+    paths = {module_name(src, p): p for p in src.rglob("*.py")}
+    top = src.name
+    graph = {}
+    for mod, path in paths.items():
+        found = set()
+        for stmt in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Import):
+                    found.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    found.add(node.module)
+                    found.update(f"{node.module}.{a.name}" for a in node.names)
+        targets = {_module_of(paths, n) for n in found if n == top or n.startswith(top + ".")}
+        parts = mod.split(".")
+        targets.update(".".join(parts[:i]) for i in range(1, len(parts)))
+        graph[mod] = {t for t in targets if t and t != mod}
+    return graph
+
+
+def loaded_by(eager: dict[str, set[str]], module: str) -> set[str]:
+    """Every module importing ``module`` loads, through any chain of top-level imports."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for other in eager.get(todo.pop(), ()):
+            if other not in seen:
+                seen.add(other)
+                todo.append(other)
+    return seen
+
+
+def needless_lazy_imports(src: Path) -> list[str]:
+    """``file:line module`` for each import inside a function of a module of the package that
+    importing the module loads anyway: it defers nothing, and hides what the module uses."""
+    eager = eager_graph(src)
+    paths = {module_name(src, p): p for p in src.rglob("*.py")}
+    top = src.name
+    out = set()
+    for mod, path in paths.items():
+        loaded = loaded_by(eager, mod)
+        tree = ast.parse(path.read_text(), str(path))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [_module_of(paths, f"{node.module}.{a.name}") for a in node.names]
+                targets = {_module_of(paths, n) for n in names
+                           if n and (n == top or n.startswith(top + "."))}
+                if targets and all(t in loaded for t in targets):
+                    out.add(f"{path.relative_to(src)}:{node.lineno} "
+                            + ", ".join(sorted(t for t in targets if t)))
+    return sorted(out)
+
+
 def main(argv: list[str]) -> int:
     src = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "src" / "nvstage"
     graph = rooms(src)

@@ -199,3 +199,10 @@ def test_the_compiler_rooms_keep_their_floors():
     rooms = _graph.rooms(SRC)
     assert _graph.circles(rooms) == []
     assert _graph.floors(rooms) == COMPILER_FLOORS
+
+
+def test_a_lazy_import_defers_a_load():
+    # An import stands at a module's top unless importing it there would load what importing
+    # the module does not (a start-up path, an optional feature): a lazy import of a module
+    # that is loaded anyway defers nothing and hides what the module uses.
+    assert _graph.needless_lazy_imports(SRC) == []

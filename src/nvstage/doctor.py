@@ -17,6 +17,7 @@ from nvstage.compiler.toolkit.locate import (
     all_candidates,
     find_toolkit,
     host_compiler,
+    tool_version,
 )
 
 _PACKAGES = ("cuda-toolkit", "nvidia-cuda-nvcc", "cuda-core", "cuda-bindings", "cuda-pathfinder",
@@ -44,7 +45,6 @@ def path_nvcc(tk: Toolkit | None) -> PathNvcc | None:
     import os
     import shutil
 
-    from nvstage.compiler.toolkit.locate import tool_version
     from nvstage.compiler.toolkit.nvcc_lookup import is_elf
 
     found = shutil.which("nvcc")

@@ -10,9 +10,10 @@ from nvstage import __version__
 from nvstage.check.budgets import Budgets
 from nvstage.documents import load_json_doc
 from nvstage.errors import ArtifactError, BaselineError
-from nvstage.check.metrics import Measurements, locate_kernel, measure
+from nvstage.check.metrics import Measurements, locate_kernel, measure, load_build_from
 from nvstage.compiler.nvcc.cubin_figures import SPILL_OR_LOCAL
 from nvstage.inspect.resources import SPILL_SHORT
+from nvstage.inspect.kernels import base_name
 
 SCHEMA = "nvstage.check/1"
 # Growth smaller than this never fails a baseline, whatever the fraction: a 3 ms stage that
@@ -147,7 +148,6 @@ def check(manifest_or_build, budgets: Budgets, *, toolkit=None, run_report=None,
     against ``baseline`` (an earlier check report or manifest: path or parsed dict).
     ``locate``: as ``metrics.measure``'s."""
     from nvstage.compiler.manifest.model import toolkit_note
-    from nvstage.check.metrics import load_build_from
 
     build = load_build_from(manifest_or_build)
     m = measure(build, toolkit=toolkit, run_report=run_report, locate=locate)
@@ -340,8 +340,6 @@ def _compare(m: Measurements, base: Measurements, rel: dict[str, float], c: _Che
 def _same_kernel(added: list, removed: list, now: dict, before: dict) -> dict:
     """{added key: removed key} for kernels that share a name (``base_name``) and arch with
     exactly one kernel on the other side."""
-    from nvstage.inspect.kernels import base_name
-
     def by_name(keys, side):
         groups: dict[tuple, list] = {}
         for key in keys:

@@ -20,9 +20,12 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from nvstage.check.budgets import Budgets, find_config, load_budgets
-from nvstage.check.gate import CheckResult, check
-from nvstage.compiler.manifest.model import Build
+from nvstage.check.gate import CheckResult, check, Violation, Unchecked
+from nvstage.compiler.manifest.model import Build, load_build
 from nvstage.errors import NvstageError, StageFailed, UsageError
+from nvstage.artifacts import is_folder, is_regular, read_regular
+from nvstage.check.metrics import Measurements
+from nvstage.compiler.toolkit.locate import find_toolkit
 
 
 def check_build(target: str | os.PathLike | None = None, *,
@@ -40,8 +43,6 @@ def check_build(target: str | os.PathLike | None = None, *,
     header, template set or function whose time regressed fails. Raises ``UsageError`` when
     there are no
     budgets, or when they checked nothing: such a gate would pass every build."""
-    from nvstage.compiler.toolkit.locate import find_toolkit
-
     cfg = config or find_config()
     if cfg is None:
         raise UsageError("no budgets: no --config and no pyproject.toml with [tool.nvstage] "
@@ -93,10 +94,7 @@ def check_build(target: str | os.PathLike | None = None, *,
 def build_of(target: Path, budgets: Budgets, toolkit, keep_dir: str | None) -> Iterator:
     """A Build for the target: a keep folder or manifest as it is; a .cu compiled now, its
     files kept (in a temporary folder without ``keep_dir``) while the check measures them."""
-    from nvstage.artifacts import is_folder
-
     if is_folder(target) or target.name.endswith(".json"):
-        from nvstage.compiler.manifest.model import load_build
 
         yield load_build(target)
         return
@@ -121,7 +119,6 @@ def _compile_time(result: CheckResult, budgets: Budgets, traces, baseline=None) 
     """``[budgets.compile_time]`` held against the traces, and the traces against a
     ``baseline``'s: added to ``result``."""
     from nvstage.check.compile_time import held, regressions
-    from nvstage.check.gate import Violation
 
     for on, check_it in ((budgets.compile_time, lambda: held(budgets.compile_time, traces)),
                          (baseline, lambda: regressions(baseline, traces))):
@@ -196,8 +193,6 @@ def recorded_build(entry, build=None) -> RecordedBuild:
 def readable_source(path: str | None) -> bool:
     """Whether check may read ``path`` for kernel lines: a source's name, a regular file
     (``metrics.locate_kernel`` bounds the read)."""
-    from nvstage.artifacts import is_regular
-
     return bool(path) and path.endswith(SOURCE_SUFFIXES) and is_regular(path)
 
 
@@ -206,8 +201,6 @@ def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -
     folder or its ``.nvstage-build``) against ``budgets``: the gate run on each unit's
     recorded build, the results joined. Commands plain nvcc ran, failed ones and damaged
     entries are named in the notes, unchecked."""
-    from nvstage.check.gate import Unchecked
-    from nvstage.check.metrics import Measurements
     from nvstage.inspect.build_view import load_build_view
 
     view = load_build_view(record, earlier=False)  # the project as it is: no history
@@ -275,7 +268,6 @@ def source_folder(view) -> str | None:
     """The folder the build's sources are in: CMake's source folder (``CMakeCache.txt``'s
     ``CMAKE_HOME_DIRECTORY`` in the build folder), else the folder all the units' sources are
     under; None when they share none but the root. A name only: nothing under it is read."""
-    from nvstage.artifacts import is_folder, read_regular
     from nvstage.compiler.buildlog.log import FOLDER
 
     record = os.path.abspath(view.folder)

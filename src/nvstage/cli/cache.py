@@ -11,6 +11,8 @@ import typer
 
 from nvstage.cli.common import emit_json, handled
 from nvstage.cli.options import json_option
+from nvstage.errors import UsageError
+from nvstage.report.terminal.console import data_console, say
 
 
 def cache_cmd(
@@ -71,9 +73,7 @@ def cache_cmd(
           nvstage cache --new-signing-key ci-signing.pem
     """
     from nvstage.compiler.cache.local import Cache
-    from nvstage.errors import UsageError
     from nvstage.report.terminal import cache as shown
-    from nvstage.report.terminal.console import data_console, say
 
     with handled(json_out):
         if new_key is not None:
@@ -115,8 +115,6 @@ def cache_cmd(
 
 def _out(doc: dict, json_out: bool, lines) -> None:
     """``doc`` as JSON, or as the lines ``lines(doc)`` gives."""
-    from nvstage.report.terminal.console import data_console
-
     if json_out:
         return emit_json(doc)
     for line in lines(doc):
@@ -125,8 +123,6 @@ def _out(doc: dict, json_out: bool, lines) -> None:
 
 def _new_key(path: Path, json_out: bool) -> None:
     from nvstage.compiler.cache.remote.signing import new_key_pair
-    from nvstage.errors import UsageError
-    from nvstage.report.terminal.console import data_console, say
 
     pem, public = new_key_pair()
     try:

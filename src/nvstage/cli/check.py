@@ -10,6 +10,8 @@ import typer
 
 from nvstage.cli.common import handled
 from nvstage.cli.options import nvcc_option
+from nvstage.errors import UsageError
+from nvstage.report.terminal.console import data_console
 
 
 def check_cmd(
@@ -82,9 +84,7 @@ def check_cmd(
           nvstage check build/ --config budgets.toml --format github
     """
     from nvstage.check.target import check_build
-    from nvstage.errors import UsageError
     from nvstage.report.terminal.check import FORMATS, render
-    from nvstage.report.terminal.console import data_console
 
     with handled(json_out or fmt == "json"):
         if fmt not in FORMATS:

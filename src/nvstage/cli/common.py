@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 from nvstage.errors import NvstageError, UsageError
-from nvstage.report.terminal.console import emit_json
+from nvstage.report.terminal.console import columns_ok, emit_json, print_error, print_plain_error, say
 
 __all__ = ["drop_junk_columns", "emit_json", "error_out", "handled"]
 
@@ -18,8 +18,6 @@ __all__ = ["drop_junk_columns", "emit_json", "error_out", "handled"]
 def drop_junk_columns() -> None:
     """Forget a $COLUMNS that is no width: rich (under typer's --help too) would read
     ``99999999`` as one and render hundreds of MB, or fail on ``10**20``."""
-    from nvstage.report.terminal.console import columns_ok
-
     columns = os.environ.get("COLUMNS")
     if columns is not None and not columns_ok(columns.strip()):
         del os.environ["COLUMNS"]
@@ -30,8 +28,6 @@ def error_out(e: NvstageError, json_mode: bool, *, plain: bool = False) -> None:
     tool's output) as the JSON document on stdout, and only its first line on stderr, so a
     log shows what failed without a second copy. Without: the message, the further problems
     and the hint on stderr. ``plain``: no console (a process about to end abruptly)."""
-    from nvstage.report.terminal.console import print_error, print_plain_error
-
     if json_mode:
         emit_json(e.to_json())
         print_plain_error(e.message.split("\n", 1)[0])
@@ -71,8 +67,6 @@ def handled(json_mode: bool = False) -> Iterator[None]:
         raise SystemExit(err.exit_code) from None
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", None) or signal.SIGINT
-        from nvstage.report.terminal.console import say
-
         with suppress(OSError):  # after SIGHUP the terminal may be gone
             say("interrupted" if signum == signal.SIGINT else
                 f"terminated by {signal.Signals(signum).name}")

@@ -10,6 +10,7 @@ import typer
 
 from nvstage.cli.common import handled
 from nvstage.cli.options import CalibrateOpt, GpuOpt, GpuSpecOpt, NvccOpt, json_option, svg_option
+from nvstage.report.terminal.console import say
 
 
 def compare_cmd(
@@ -42,7 +43,6 @@ def compare_cmd(
     from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.hw.gpus import choose_gpu
     from nvstage.model.compare import compare
-    from nvstage.report.terminal.console import say
     from nvstage.report.terminal.model import present
 
     with handled(json_out):

@@ -10,6 +10,7 @@ import typer
 from nvstage.cli.common import emit_json, handled
 from nvstage.cli.options import DiffTimeOpt, JsonOpt, nvcc_option
 from nvstage.cli.show_time import diff_time
+from nvstage.report.terminal.console import data_console
 
 
 def diff_cmd(
@@ -93,7 +94,6 @@ def diff_cmd(
     from nvstage.inspect import diffs
     from nvstage.inspect.pairs import parse
     from nvstage.report.terminal import diff as terminal
-    from nvstage.report.terminal.console import data_console
 
     with handled(json_out):
         if time:  # nvcc's -fdevice-time-trace files of two builds

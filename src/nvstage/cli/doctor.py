@@ -9,6 +9,8 @@ import typer
 
 from nvstage.cli.common import emit_json, handled
 from nvstage.cli.options import json_option, nvcc_option
+from nvstage.errors import UsageError
+from nvstage.report.terminal.console import data_console
 
 
 def doctor_cmd(
@@ -48,13 +50,11 @@ def doctor_cmd(
           cmake -DCMAKE_CUDA_COMPILER="$(nvstage doctor --print-nvcc)" ...
     """
     from nvstage.doctor import diagnose
-    from nvstage.report.terminal.console import data_console
     from nvstage.report.terminal.doctor import render, render_toolchain
 
     with handled(json_out):
         if print_nvcc:
             from nvstage.compiler.toolkit.locate import find_toolkit
-            from nvstage.errors import UsageError
 
             if cmake_toolchain is not None or launcher:
                 raise UsageError("--print-nvcc prints a path and does nothing else",
@@ -68,7 +68,6 @@ def doctor_cmd(
                 sys.stdout.write(tk.nvcc + "\n")
             return
         if cmake_toolchain is not None or launcher:
-            from nvstage.errors import UsageError
 
             if cmake_toolchain is None:
                 raise UsageError("--launcher goes with --cmake-toolchain FILE",

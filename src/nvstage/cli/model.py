@@ -9,6 +9,7 @@ import typer
 
 from nvstage.cli.common import handled
 from nvstage.cli.options import CalibrateOpt, GpuOpt, GpuSpecOpt, NvccOpt, json_option, svg_option
+from nvstage.report.terminal.console import say
 
 def model_cmd(
     workload: Annotated[Path, typer.Argument(help="The workload TOML file (with its "
@@ -61,7 +62,6 @@ def model_cmd(
 
     if init:
         from nvstage.model.init import checked_flags, write_skeleton
-        from nvstage.report.terminal.console import say
 
         with handled(False):
             for p in write_skeleton(workload, find_toolkit(nvcc), kernel=kernel,

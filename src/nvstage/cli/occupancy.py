@@ -10,14 +10,14 @@ import typer
 
 from nvstage.cli.common import emit_json, handled
 from nvstage.cli.options import json_option, nvcc_option
+from nvstage.errors import UsageError
+from nvstage.report.terminal.console import data_console
 
 _BYTES = re.compile(r"^\s*(\d+)\s*(k|kb|kib)?\s*$", re.IGNORECASE)
 
 
 def parse_bytes(text: str, what: str) -> int:
     """``49152``, ``48K``, ``48KB`` or ``48KiB`` (all 1024-based, as CUDA counts shared memory)."""
-    from nvstage.errors import UsageError
-
     m = _BYTES.match(text)
     if not m:
         raise UsageError(f"{what}: not a byte count: {text!r}", hint="e.g. 49152 or 48K")
@@ -66,10 +66,8 @@ def occupancy_cmd(
 
           nvstage occupancy --registers 64 --shared 8192 --arch sm_86 --sweep
     """
-    from nvstage.errors import UsageError
     from nvstage.hw.gpus import resolve_gpu
     from nvstage.inspect.occupancy import kernel_occupancy
-    from nvstage.report.terminal.console import data_console
     from nvstage.report.terminal.occupancy import render
 
     with handled(json_out):

@@ -10,6 +10,8 @@ import typer
 
 from nvstage.cli.common import emit_json, handled
 from nvstage.cli.options import json_option, nvcc_option
+from nvstage.errors import UsageError
+from nvstage.report.terminal.console import notes
 
 
 def report_cmd(
@@ -69,8 +71,6 @@ def report_cmd(
           nvstage report build/ -o build.html --build-trace build-trace.json
     """
     from nvstage.compiler.buildlog.log import find
-    from nvstage.errors import UsageError
-    from nvstage.report.terminal.console import notes
 
     with handled(json_out):
         if what_if_remote is not None:

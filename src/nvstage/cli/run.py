@@ -14,7 +14,8 @@ import typer
 
 from nvstage.cli.common import error_out, handled
 from nvstage.cli.options import NvccOpt, svg_option
-from nvstage.errors import NvstageError
+from nvstage.errors import NvstageError, NoDriver, GpuRunFailed, UsageError
+from nvstage.report.terminal.console import say, print_plain_error
 
 
 def run_cmd(
@@ -70,8 +71,6 @@ def run_cmd(
 
           nvstage run examples/run/vadd.toml --dry-run
     """
-    from nvstage.errors import NoDriver
-
     emitted: list[dict] = []  # the document, once it is on stdout (--json -)
     to_stdout = json_file is not None and str(json_file) == "-"
     with handled(False):
@@ -91,9 +90,7 @@ def run_cmd(
 
 def _run(workload: Path, *, profile, mode, json_file, trace_file, arch, reps, warmup, cupti,
          dry_run, nvcc, svg, emitted: list) -> None:
-    from nvstage.errors import GpuRunFailed, UsageError
     from nvstage.report.terminal import run as terminal
-    from nvstage.report.terminal.console import say
     from nvstage.run.session import open_session
 
     for name, v in (("--trace", trace_file), ("--svg", svg)):
@@ -132,7 +129,6 @@ def _run(workload: Path, *, profile, mode, json_file, trace_file, arch, reps, wa
 
 
 def _say(e: NvstageError, *, hint: bool = True) -> None:
-    from nvstage.report.terminal.console import print_plain_error
 
     print_plain_error(e.message, e.hint if hint else None, e.more)
 

@@ -11,6 +11,8 @@ import typer
 from nvstage.cli.common import emit_json, handled
 from nvstage.cli.options import JsonOpt, LiveAtOpt, NvccReadOpt, TimeOpt, TopOpt
 from nvstage.cli.show_time import show_time
+from nvstage.errors import UsageError
+from nvstage.report.terminal.console import data_console
 
 
 def show_cmd(
@@ -82,9 +84,7 @@ def show_cmd(
           nvstage show ~/.triton/cache --kernel fused
     """
     from nvstage.compiler.buildlog.log import find
-    from nvstage.errors import UsageError
     from nvstage.inspect.lineview import ask_live_at
-    from nvstage.report.terminal.console import data_console
     from nvstage.report.terminal.show import render_shown
 
     with handled(json_out):

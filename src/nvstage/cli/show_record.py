@@ -4,13 +4,13 @@ and what changed since the build before it (apart from show.py, so that stays th
 from __future__ import annotations
 
 from nvstage.cli.common import emit_json
+from nvstage.report.terminal.console import data_console
 
 
 def show_record(artifact, json_out: bool) -> None:
     from nvstage.inspect.build_view import load_build_view
     from nvstage.inspect.record_diff import since_previous
     from nvstage.report.terminal.build_record import render_view
-    from nvstage.report.terminal.console import data_console
 
     view = load_build_view(artifact)
     changes = since_previous(view)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from nvstage.errors import UsageError
+from nvstage.errors import UnknownArch, UsageError
 
 # ---------------------------------------------------------------------------------------------
 # Sources. Short names keep the table readable; ``sources`` on each record spells them out.
@@ -262,8 +262,6 @@ def arch_limits(arch: str) -> ArchLimits:
     try:
         return ARCHS[key]
     except KeyError:
-        from nvstage.errors import UnknownArch
-
         read_as = f" (read as {key})" if key != arch.strip().lower() else ""
         raise UnknownArch(f"no SM limits known for {arch}{read_as}",
                           hint=f"nvstage's arch table has {', '.join(ARCHS)}") from None

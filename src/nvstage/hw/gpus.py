@@ -295,7 +295,6 @@ def choose_gpu(name: str | None = None, spec_file: str | Path | None = None) -> 
     """The GPU a ``--gpu`` preset names or a ``--gpu-spec`` file describes (one of them at
     most; the H200 when neither is given)."""
     if name and spec_file:
-        from nvstage.errors import UsageError
 
         raise UsageError("give --gpu or --gpu-spec, not both")
     return load_gpu_spec(spec_file) if spec_file else resolve_gpu(name or "h200")

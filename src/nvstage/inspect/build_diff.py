@@ -20,7 +20,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from nvstage.inspect.kernels import KernelRecord
+from nvstage.inspect.kernels import KernelRecord, matches
 
 KERNEL_METRICS = ("registers", "spill_stores", "spill_loads", "shared_bytes",
                   "instructions", "sass_bytes")
@@ -251,7 +251,6 @@ def resolve(pairs, ra: dict, rb: dict) -> list[tuple[str, str]]:
     built it for (Triton's sm_90a meets nvcc's sm_90). ``UsageError`` for a name that names
     no kernel on its side, or a pair with no arch in common."""
     from nvstage.errors import UsageError
-    from nvstage.inspect.kernels import matches
     from nvstage.inspect.pairs import no_such
 
     out: list[tuple[str, str]] = []

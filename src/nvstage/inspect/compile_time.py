@@ -26,7 +26,7 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nvstage.errors import ArtifactError
+from nvstage.errors import ArtifactError, InputTooLarge, NvstageError
 
 # The most one trace may hold. kernels/templates.cu gives 1,631 events in 240 KB; a unit using
 # cub::DeviceReduce and thrust::sort 23,543 events in 52 MB (its templates' arguments), read in
@@ -185,7 +185,6 @@ def read_trace(path: str | os.PathLike) -> tuple[dict, list[dict]]:
     """(otherData, events) of a trace file: one ``ArtifactError`` line for anything else."""
     from nvstage.artifacts import read_regular
     from nvstage.documents import parse_json_text
-    from nvstage.errors import InputTooLarge, NvstageError
 
     try:
         raw = read_regular(path, limit=MAX_TRACE_BYTES, limit_name="MAX_TRACE_BYTES",

@@ -8,7 +8,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from nvstage.errors import ArtifactError
+from nvstage.errors import ArtifactError, InputTooLarge
 
 EM_CUDA = 190
 ELF_MAGIC = b"\x7fELF"
@@ -251,7 +251,6 @@ def host_fatbins(data: bytes, what: str, *, names_only: bool = False
     with empty contents, to ask whether there are any). At most ``MAX_ARTIFACT_BYTES`` of
     them are read: the rest of a large host binary is never touched."""
     from nvstage.artifacts import MAX_ARTIFACT_BYTES, size_text
-    from nvstage.errors import InputTooLarge
 
     elf = _elf(data, what)
     found = []

@@ -21,8 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage import proc
-from nvstage.artifacts import (MAX_ARTIFACT_BYTES, open_regular, read_regular, shown_path,
-                               size_text)
+from nvstage.artifacts import (
+    MAX_ARTIFACT_BYTES,
+    open_regular,
+    read_regular,
+    shown_path,
+    size_text,
+    is_folder,
+    is_regular,
+)
 from nvstage.errors import ArtifactError, InputNotFound, InputTooLarge
 from nvstage.inspect.elf import EM_CUDA, elf_machine, host_fatbins, read_cubin
 from nvstage.inspect.records import FatbinImage
@@ -220,8 +227,6 @@ def kind_of_file(path: str | os.PathLike) -> str:
     """What artifact ``path`` is: "ptx", "cubin", "fatbin", "object", "executable" or "build"
     (a keep folder or stages.json). Raises ``ArtifactError`` for anything else, a truncated
     cubin or an empty fatbin."""
-    from nvstage.artifacts import is_folder, is_regular
-
     p = Path(path)
     if is_folder(p) and is_regular(p / "stages.json"):
         return "build"

@@ -18,6 +18,7 @@ from nvstage.inspect.fatbin import kind_of_file
 from nvstage.inspect.kernels import KernelRecord, select
 from nvstage.inspect.resources import build_resources, file_resources
 from nvstage.inspect.sass import SassKernel, build_sass, disassemble
+from nvstage.inspect.elf import refine_arch
 
 
 def resources_of(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
@@ -62,8 +63,6 @@ def with_code(cubin: str, toolkit, records: Mapping[tuple[str, str], KernelRecor
     ``records`` (by mangled name and arch) with its SASS instruction count and the cubin's
     name (and ``size``); a kernel no record holds gets a record of these alone (its
     resources None, ``final`` as given)."""
-    from nvstage.inspect.elf import refine_arch
-
     out = []
     for k in disassemble(cubin, toolkit):
         if not k.is_entry:  # -rdc cubins also hold device functions

@@ -37,10 +37,9 @@ from functools import cached_property
 from pathlib import Path
 
 from nvstage import proc
-from nvstage.errors import ArtifactError, ToolkitError
-from nvstage.inspect.mix import Mix, classify
-from nvstage.inspect.mix import mix as mix_of
-from nvstage.inspect.ptx_lines import MAX_INLINED, PtxFunction, file_matcher
+from nvstage.errors import ArtifactError, ToolkitError, NvstageError, UsageError
+from nvstage.inspect.mix import Mix, classify, mix as mix_of
+from nvstage.inspect.ptx_lines import MAX_INLINED, PtxFunction, file_matcher, parse_ptx_lines
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _MARK = re.compile(r'^\s*//## File "(.*?)", line (\d+)(?: inlined at "(.*?)", line (\d+))?')
@@ -474,8 +473,6 @@ def pick_ptx(functions: list[PtxFunction], arch: str) -> dict[str, PtxFunction]:
 def ptx_functions(texts) -> list[PtxFunction]:
     """``(text, module name, arch)`` of each kept PTX module -> its functions, line by line
     (a module that cannot be read is left out: the SASS view does not need it)."""
-    from nvstage.inspect.ptx_lines import parse_ptx_lines
-
     out: list[PtxFunction] = []
     for text, module, arch in texts:
         try:
@@ -516,7 +513,6 @@ def _register_counts(cubin: Path) -> dict[str, int]:
     """Each kernel's register count as ptxas wrote it into the cubin (none where it cannot be
     read: the view does without)."""
     from nvstage.compiler.nvcc.cubin_figures import read_figures
-    from nvstage.errors import NvstageError
     from nvstage.inspect.fatbin import read_bytes
 
     try:
@@ -578,7 +574,6 @@ def build_lines(build, toolkit=None, *, attribution=None) -> list[KernelLines]:
     """The line view of every cubin a build made, with the text of the source its manifest
     names and the PTX it kept."""
     from nvstage.artifacts import read_regular
-    from nvstage.errors import NvstageError
     from nvstage.inspect.elf import read_cubin, refine_arch
     from nvstage.inspect.fatbin import read_bytes
     from nvstage.inspect.sass import source_reader
@@ -614,7 +609,6 @@ def ask_live_at(kernels, where: str, kernel: str | None = "") -> list[KernelLine
     place the kernel has no instruction at, or no line view to ask."""
     from dataclasses import replace
 
-    from nvstage.errors import UsageError
 
     if not kernel:
         raise UsageError("--live-at reads one kernel's line view: give --kernel NAME",
@@ -649,8 +643,6 @@ MAX_ASKED = 16  # places one --live-at asks about: each walks the code once per 
 def _place(k: KernelLines, where: str) -> int:
     """The offset ``where`` names in ``k``: an offset (``0x17a0``), or a source line's
     instruction with the most live registers (``54``, ``k.cu:54``)."""
-    from nvstage.errors import UsageError
-
     if where.lower().startswith("0x"):
         try:
             return int(where, 16)

@@ -8,8 +8,7 @@ import os
 from dataclasses import dataclass, field
 
 from nvstage.errors import UsageError
-from nvstage.hw.occupancy import Occupancy, Sweep, occupancy
-from nvstage.hw.occupancy import sweep as sweep_sizes
+from nvstage.hw.occupancy import Occupancy, Sweep, occupancy, sweep as sweep_sizes
 from nvstage.inspect.kernels import KernelRecord, for_arch, select
 
 GIVEN = "command line"  # the source of a kernel given by its numbers

@@ -20,7 +20,14 @@ import os
 from dataclasses import dataclass, field
 
 from nvstage.errors import UsageError
-from nvstage.inspect.build_view import DEFAULT_BLOCK, BuildView, TranslationUnit, kernel_row
+from nvstage.inspect.build_view import (
+    DEFAULT_BLOCK,
+    BuildView,
+    TranslationUnit,
+    kernel_row,
+    load_build_view,
+)
+from nvstage.inspect.kernels import matches
 
 SCHEMA = "nvstage.record-diff/1"
 KERNEL_METRICS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "sass_bytes",
@@ -256,7 +263,6 @@ def _kernels(side: Side, block: int, known: dict) -> dict[str, tuple]:
 def _paired(pairs, ka: dict, kb: dict) -> list[KernelRow]:
     """The rows of the kernels ``pairs`` name: each of A's with B's of its arch (and unit,
     where B's kernel is in several)."""
-    from nvstage.inspect.kernels import matches
     from nvstage.inspect.pairs import no_such
 
     def named(side: dict, name: str) -> list[str]:
@@ -329,8 +335,6 @@ def diff_records(a: str | os.PathLike, b: str | os.PathLike | None = None, *,
     with no B, A's build against the one before it. ``pairs``: the kernels to compare
     (``inspect.pairs``; none: those of one name, unit and arch). ``UsageError`` when a side
     holds no record or no such build, or a pair names no kernel."""
-    from nvstage.inspect.build_view import load_build_view
-
     pa, wa = split_spec(os.fspath(a))
     views: dict[str, BuildView] = {}
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvstage import proc
-from nvstage.errors import ArtifactError, ToolkitError
+from nvstage.errors import ArtifactError, ToolkitError, NvstageError
 from nvstage.inspect.names import demangle_all
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
@@ -211,7 +211,6 @@ def source_lines(path: str | os.PathLike, *, indent: bool = False) -> list[str] 
     view shows the code), or None where it cannot be read: gone, not a regular file (a FIFO
     is never opened), larger than ``MAX_SOURCE_BYTES``, no permission."""
     from nvstage.artifacts import read_regular
-    from nvstage.errors import NvstageError
 
     try:
         data = read_regular(path, limit=MAX_SOURCE_BYTES, limit_name="MAX_SOURCE_BYTES",

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nvstage.errors import NvstageError, UsageError
+from nvstage.errors import NvstageError, UsageError, ArtifactError
 
 SECTIONS = ("ptx", "sass", "resources", "fatbin")
 # Asked for by name only (or by --lineinfo with --kernel): two more disassemblies per cubin.
@@ -77,7 +77,6 @@ def entry_spans(text: str) -> tuple[tuple[str, int, int], ...]:
     ``.entry`` line to the ``}`` that closes its body. Comments are blanked first (their
     length kept), so a brace or ``.entry`` inside one counts for nothing. Pure; an entry cut
     short (no body, not closed) runs to the end."""
-    from nvstage.errors import ArtifactError
     from nvstage.inspect.ptx import _COMMENT, _block_end
 
     code = _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)

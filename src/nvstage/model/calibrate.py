@@ -16,7 +16,7 @@ from nvstage.artifacts import is_regular
 from nvstage.errors import CalibrationError
 from nvstage.hw.gpus import GpuSpec
 from nvstage.model.bounds import is_peak
-from nvstage.model.costfile import CostSpec
+from nvstage.model.costfile import CostSpec, load_model_input
 from nvstage.model.estimate import DEFAULT_PRESETS, Estimate, Presets, estimate
 from nvstage.run.document import RunReport, load_run_report
 from nvstage.run.workload import Workload
@@ -116,7 +116,6 @@ def calibrate(profile, gpu: GpuSpec, *, workload=None, cost: CostSpec | None = N
         if wfile and is_regular(wfile):  # a name from the report: never a traceback
             workload = wfile
     if workload is not None and launch_ops:
-        from nvstage.model.costfile import load_model_input
 
         if isinstance(workload, Workload):
             w = workload

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from nvstage.hw.gpus import GpuSpec
 from nvstage.model.estimate import (Estimate, Presets, _presets, estimate, fitted,
                                     require_figures)
+from nvstage.model.bounds import count
+from nvstage.run.prepare import load_and_validate
 
 ESTIMATE_THRESHOLD = 0.10
 SAME_ESTIMATE = 0.01
@@ -151,8 +153,6 @@ def _sum(e: Estimate, f) -> float:
 def kernel_line(x) -> str:
     """One launch in the explanation's terms: registers, occupancy, loads in flight per warp,
     and its limiter with the limiter's numbers."""
-    from nvstage.model.bounds import count
-
     f = x.facts
     loads = count(x.code.loads_per_trip, "load") if x.code else "no SASS: loads"
     return (f"{x.kernel}: {f.registers} regs, {f.occupancy:.0%} occupancy "
@@ -278,7 +278,6 @@ def _measure(cmp: Comparison, a, b, gpu: GpuSpec, toolkit, log) -> None:
         cmp.measure_note = f"not measured: {p.reason}"
         return
     from nvstage.run.session import run_prepared
-    from nvstage.run.prepare import load_and_validate
 
     decs = {}
     for key, src in (("a", a), ("b", b)):

@@ -13,10 +13,12 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nvstage.inspect.kernels import KernelRecord
+from nvstage.inspect.kernels import KernelRecord, KernelNames, final_rows
 from nvstage.model.kernelcode import KernelCode, workload_code
 from nvstage.run.prepare import Prepared, prepare
 from nvstage.run.workload import Workload
+from nvstage.errors import ArtifactError, ToolkitError
+from nvstage.run.workload.validate import raise_on_errors, validate
 
 
 @dataclass(frozen=True)
@@ -87,10 +89,6 @@ def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, Kerne
     -v and cuobjdump), validate every launch against the kernels' parameter lists, and map
     each launched kernel name to its ``KernelRecord`` (``inspect.kernels``: named as
     ``show --kernel`` names it, the final record where an -rdc build has two)."""
-    from nvstage.errors import ArtifactError
-    from nvstage.inspect.kernels import KernelNames, final_rows
-    from nvstage.run.workload.validate import raise_on_errors, validate
-
     prep = _prepared(w, arch, toolkit)
     raise_on_errors(validate(w, prep.sigs))
     records = KernelNames(final_rows(prep.resources or []))
@@ -132,7 +130,6 @@ def kernel_code(w: Workload, arch: str, *, toolkit=None) -> dict[str, KernelCode
         from nvstage.compiler.toolkit.locate import find_toolkit
 
         toolkit = find_toolkit()
-    from nvstage.errors import ArtifactError, ToolkitError
 
     entry = _entry(w, arch, toolkit)
     prep = entry[0]

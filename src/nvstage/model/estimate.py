@@ -38,7 +38,13 @@ from nvstage.model.banks import bank_conflicts
 from nvstage.model.bounds import FLOOR, KernelBounds, LaunchShape, Machine, is_peak, kernel_bounds
 from nvstage.model.compiled import (LaunchFacts, kernel_code, kernel_facts, kernel_ptx,
                                     kernel_resources)
-from nvstage.model.costfile import CostSpec, LaunchCounts, intermediates, launch_counts
+from nvstage.model.costfile import (
+    CostSpec,
+    LaunchCounts,
+    intermediates,
+    launch_counts,
+    load_model_input,
+)
 from nvstage.model.kernelcode import DynamicCode, declared_code, finite
 from nvstage.model.loop_table import loop_table
 from nvstage.model.presets import DEFAULT_PRESETS, Presets
@@ -275,8 +281,6 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
     to fit them to. ``resources``: kernel name -> ``KernelRecord``; ``code``: kernel name ->
     ``KernelCode`` or None (both compiled here when not given).
     """
-    from nvstage.model.costfile import load_model_input
-
     require_figures(gpu)
     if isinstance(workload, Workload):
         w = workload

@@ -19,8 +19,7 @@ from pathlib import Path
 
 from nvstage.artifacts import read_regular
 from nvstage.compiler.nvcc.options import CompileOptions
-from nvstage.compiler.pipeline.driver import compile as run_compile
-from nvstage.compiler.pipeline.driver import without_temp_keep
+from nvstage.compiler.pipeline.driver import compile as run_compile, without_temp_keep
 from nvstage.errors import StageFailed, UsageError
 from nvstage.run.workload.reader import Reader
 from nvstage.run.workload.signatures import kernel_signatures

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from nvstage.inspect.inflight import InFlight, in_flight
-from nvstage.inspect.loops import Loop, enclosing, multiplicities, trip_list
+from nvstage.inspect.loops import Loop, enclosing, multiplicities, trip_list, find_loops
 from nvstage.inspect.mix import MEMORY, classify, flops, mix
 
 # A kernel's SASS is read only up to these sizes (the walk costs instructions x loops): past
@@ -46,8 +46,6 @@ class KernelCode:
     def of(cls, kernel) -> KernelCode | None:
         """From an ``inspect.sass.SassKernel`` (its padding left out); None past the sizes
         this reads."""
-        from nvstage.inspect.loops import find_loops
-
         code = tuple(kernel.code)
         if len(code) > MAX_INSTRUCTIONS or len(find_loops(code)) > MAX_LOOPS:
             return None

@@ -16,15 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvstage import __version__
-from nvstage.inspect.build_view import BuildView, TranslationUnit
-from nvstage.report.build_trace import stage_rows
-from nvstage.report.lines_html import CSS as LINES_CSS
-from nvstage.report.lines_html import JS as LINES_JS
-from nvstage.report.lines_html import kernel_view, missing_view
+from nvstage.inspect.build_view import BuildView, TranslationUnit, DEFAULT_BLOCK, load_build_view
+from nvstage.report.build_trace import stage_rows, chrome_build_trace
+from nvstage.report.lines_html import CSS as LINES_CSS, JS as LINES_JS, kernel_view, missing_view
 from nvstage.report.page import BASE_CSS, cards, clip, esc, page
 from nvstage.report.stage_charts import STAGE_COLORS
 from nvstage.compiler.nvcc.step_kind import label
 from nvstage.report.units import fmt_known, fmt_parallel, fmt_share, fmt_time, plural
+from nvstage.errors import UsageError, WriteError, NvstageError
 
 STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3",
                 "ran": "#e8e4f0"}
@@ -542,9 +541,6 @@ def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
     ``code``: each kernel's source and SASS too, read from the objects the units wrote with
     ``toolkit`` (else ``nvcc``'s, else the pip wheels')."""
     from nvstage.artifacts import is_folder, write_atomic
-    from nvstage.errors import UsageError, WriteError
-    from nvstage.inspect.build_view import DEFAULT_BLOCK, load_build_view
-    from nvstage.report.build_trace import chrome_build_trace
 
     view = record if isinstance(record, BuildView) else \
         load_build_view(record, block=block or DEFAULT_BLOCK)
@@ -559,7 +555,6 @@ def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
         from nvstage.compiler.toolkit.locate import find_toolkit
         from nvstage.inspect.record_lines import record_lines
 
-        from nvstage.errors import NvstageError
 
         try:
             views = record_lines(view, toolkit or find_toolkit(nvcc))

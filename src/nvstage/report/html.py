@@ -14,12 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage import __version__
-from nvstage.artifacts import read_regular
-from nvstage.errors import NvstageError
+from nvstage.artifacts import read_regular, is_folder, write_atomic
+from nvstage.errors import NvstageError, UsageError, WriteError
 from nvstage.inspect.kernels import display_name
-from nvstage.report.lines_html import CSS as LINES_CSS
-from nvstage.report.lines_html import JS as LINES_JS
-from nvstage.report.lines_html import kernel_view
+from nvstage.report.lines_html import CSS as LINES_CSS, JS as LINES_JS, kernel_view
 from nvstage.report.page import BASE_CSS, cards, clip, esc, page
 from nvstage.report.run_charts import decomposition_svg, run_report, trace_svg
 from nvstage.report.stage_charts import gantt_svg, restored, stage_graph_svg, wall_words
@@ -350,11 +348,9 @@ def write_report(build, output=None, *, toolkit=None, run=None, trace=None,
     trace, as paths or loaded. Read with ``toolkit``, else ``nvcc``'s, else the pip wheels':
     never the toolkit the manifest names (a document does not choose programs). ``code``:
     each kernel's source beside its SASS (two nvdisasm runs per cubin)."""
-    from nvstage.artifacts import is_folder, write_atomic
     from nvstage.compiler.manifest.model import Build, load_build, manifest_path
     from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.documents import load_run_doc, load_trace_doc
-    from nvstage.errors import UsageError, WriteError
 
     b = build if isinstance(build, Build) else load_build(build)
     if output is None and isinstance(build, Build) and not b.keep_dir:

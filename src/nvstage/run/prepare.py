@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvstage.inspect.kernels import KernelNames
-from nvstage.run.workload.signatures import kernel_signatures
+from nvstage.run.workload.signatures import kernel_signatures, KernelSig, ParamSig
 from nvstage.run.workload.spec import CodeSpec, Workload
 from nvstage.run.workload.validate import raise_on_errors, validate
+from nvstage.errors import StageFailed, ArtifactError, WorkloadError
 
 
 @dataclass
@@ -61,7 +62,6 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
     if code.kind == "triton":
         return prepare_triton(w, arch, toolkit=toolkit, resources=resources)
     if code.kind == "source":
-        from nvstage.errors import StageFailed
         from nvstage.compiler.nvcc.options import CompileOptions
         from nvstage.compiler.pipeline.driver import compile as run_compile
 
@@ -80,7 +80,6 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
             image_art = build.artifact(code.stop)
             ptx_art = build.artifact("ptx")
             if image_art is None:
-                from nvstage.errors import ArtifactError
 
                 raise ArtifactError(f"compiling {code.path} for {arch} left no {code.stop}")
             image = read_regular(image_art.path)
@@ -123,9 +122,7 @@ def prepare_triton(w: Workload, arch: str, *, toolkit=None, resources: bool = Fa
     them), and its figures from the build record. A cubin runs on its own SM only."""
     from nvstage.artifacts import read_regular
     from nvstage.compiler.manifest.triton_info import c_type
-    from nvstage.errors import WorkloadError
     from nvstage.hw.gpus import parse_arch
-    from nvstage.run.workload.signatures import KernelSig, ParamSig
 
     sigs, modules, rows, extra, texts = [], [], [], {}, []
     for k in w.code.triton:

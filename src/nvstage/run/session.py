@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nvstage.run.prepare import Prepared
-from nvstage.run.probe import require
+from nvstage.run.prepare import Prepared, load_and_validate
+from nvstage.run.probe import require, probe
 from nvstage.run.results import RunResult
 from nvstage.run.workload import Workload
+from nvstage.errors import WorkloadError, UsageError, GpuRunFailed, NoDriver, CheckFailed
+from nvstage.run.workload.spec import MAX_REPS
 
 
 def run_prepared(w: Workload, prep: Prepared, *, mode: str = "serialized",
@@ -25,7 +27,6 @@ def run_prepared(w: Workload, prep: Prepared, *, mode: str = "serialized",
     w.check_work(reps, warmup)  # the work as a whole, before the GPU is touched
     for k in w.code.triton:  # launch shapes Triton makes and nvstage does not (yet)
         if why := k.unsupported():
-            from nvstage.errors import WorkloadError
 
             raise WorkloadError(f"nvstage run cannot launch {k.name} as Triton does: {why}",
                                 where=w._where("kernel", "triton"))
@@ -109,8 +110,6 @@ class Session:
             log: Callable[[str], None] | None = None) -> RunResult | None:
         """Run on GPU 0. A failure of the GPU's is kept in ``failure`` (with the result so
         far), not raised: the reports are still written; ``raise_for_status`` raises it."""
-        from nvstage.errors import GpuRunFailed, NoDriver
-
         if not self.probe.available:  # one line: what is missing and what still works
             raise NoDriver(f"cannot run on a GPU: {self.probe.reason}; compile, show and the "
                            "offline tools still work (the workload is valid)")
@@ -132,8 +131,6 @@ class Session:
 
     def raise_for_status(self) -> None:
         """The run's failure, or ``CheckFailed`` when the results did not match the check."""
-        from nvstage.errors import CheckFailed
-
         if self.failure:
             raise self.failure
         if self.result is not None and self.result.status == "check-failed":
@@ -150,10 +147,6 @@ def open_session(workload, *, arch: str | None = None, mode: str = "serialized",
     workload file (or ``Workload``); nothing here needs a GPU. ``reps`` and ``warmup``
     replace the file's."""
     from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.errors import UsageError
-    from nvstage.run.prepare import load_and_validate
-    from nvstage.run.probe import probe
-    from nvstage.run.workload.spec import MAX_REPS
 
     if mode not in MODES:
         raise UsageError(f"unknown --mode {mode!r}", hint="choose serialized or pipelined")

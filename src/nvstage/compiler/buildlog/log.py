@@ -45,7 +45,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nvstage.artifacts import write_json_atomic
+from nvstage.artifacts import write_json_atomic, is_folder, is_regular, read_regular
 from nvstage.compiler.nvcc import step_kind as steps
 from nvstage.compiler.buildlog.current import (
     ENV,
@@ -351,7 +351,6 @@ class _Kept:
     slim: dict
 
     def load(self) -> dict | None:
-        from nvstage.artifacts import read_regular
 
         try:
             data = read_regular(self.path, limit=MAX_ENTRY_BYTES, what="entry")
@@ -597,8 +596,6 @@ class BuildLog:
 
 def find(path: str | os.PathLike) -> Path | None:
     """The record folder at ``path``: the folder itself, or ``.nvstage-build`` inside it."""
-    from nvstage.artifacts import is_folder, is_regular
-
     try:
         p = Path(path)
     except TypeError:
@@ -631,7 +628,6 @@ def load_build_log(path: str | os.PathLike) -> BuildLog:
                 else:
                     heapq.heappushpop(kept, d.name)
     names = sorted(kept)
-    from nvstage.artifacts import read_regular
 
     total = words = 0
     over = [f"{found - len(names)} older entries: the record holds more than the "

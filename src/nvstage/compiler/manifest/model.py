@@ -23,15 +23,27 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from nvstage import __version__
-from nvstage.artifacts import (MAX_ARTIFACT_BYTES, open_regular, sha256_file, shown_path,
-                               write_json_atomic)
+from nvstage.artifacts import (
+    MAX_ARTIFACT_BYTES,
+    open_regular,
+    sha256_file,
+    shown_path,
+    write_json_atomic,
+    is_folder,
+)
 from nvstage.compiler.nvcc import ptxas_report
 from nvstage.compiler.nvcc.cubin_figures import KernelFigures
 from nvstage.compiler.nvcc.options import CompileOptions
 from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind
-from nvstage.compiler.toolkit.locate import Toolkit, ToolInfo
-from nvstage.errors import (ArtifactError, InputNotFound, NotRegularFile, NvstageError,
-                            ToolkitError)
+from nvstage.compiler.toolkit.locate import Toolkit, ToolInfo, find_toolkit
+from nvstage.errors import (
+    ArtifactError,
+    InputNotFound,
+    NotRegularFile,
+    NvstageError,
+    ToolkitError,
+    one_line,
+)
 
 MANIFEST = "stages.json"
 SCHEMA = "nvstage.compile/1"
@@ -307,7 +319,6 @@ def reading_toolkit(build: Build, toolkit: Toolkit | None = None) -> Toolkit:
         return toolkit
     if not isinstance(build.toolkit, RecordedToolkit):
         return build.toolkit
-    from nvstage.compiler.toolkit.locate import find_toolkit
 
     return find_toolkit()
 
@@ -324,8 +335,6 @@ def partial_note(build: Build) -> str | None:
     """A line for a build read back that its manifest does not vouch for as whole: one
     still running (or killed mid-build: it says "running"), interrupted, or failed. What a
     reader shows of it comes from the stages that finished; None for a whole build."""
-    from nvstage.errors import one_line
-
     status = build.status
     if status == "ok":
         return None
@@ -349,7 +358,6 @@ def partial_note(build: Build) -> str | None:
 
 
 def manifest_path(path: str | os.PathLike) -> Path:
-    from nvstage.artifacts import is_folder
 
     p = Path(path)
     if is_folder(p):

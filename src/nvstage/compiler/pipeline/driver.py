@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from nvstage import proc
-from nvstage.artifacts import kind_of_mode, shown_path
+from nvstage import proc, fsio
+from nvstage.artifacts import kind_of_mode, shown_path, read_regular
 from nvstage.compiler import dist
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.stage.lazy import Diverged
@@ -37,10 +37,14 @@ from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind, parse_dryrun
 from nvstage.compiler.nvcc.ptxas_report import with_figures
 from nvstage.compiler.manifest.model import MANIFEST, Artifact, Build, StageRun, stage_arch
 from nvstage.compiler.pipeline.scheduler import default_jobs, schedule
-from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit
+from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit, missing_header_hint
 from nvstage.compiler.pipeline.workdir import clear_planted, finish, finish_interrupted, work_folder
 from nvstage.errors import (InputNotFound, NvstageError, PlanError, StageFailed, ToolkitError,
                             ToolMissing, UsageError, WriteError)
+from nvstage.compiler.buildlog.current import record_folder
+from nvstage.compiler.nvcc.depfile import depfile_options, marked_files, render_marked
+from nvstage.compiler.nvcc.grammar import grammar_for, last_value
+from nvstage.compiler.nvcc.time_trace import Tracer, GRANULARITY, own_request, request_from_args
 
 
 def compile(  # noqa: A001 - the verb users expect
@@ -180,7 +184,6 @@ def _build(planned: Planned, request: Request, work: Path, store, callbacks: Cal
     # may stand in for it).
     tracer = None
     if trace is not None:
-        from nvstage.compiler.nvcc.time_trace import Tracer
 
         tracer = Tracer(trace, str(work), plan.runnable)
     runner = run_stage if depfile is None and tracer is None else \
@@ -223,7 +226,6 @@ def _build(planned: Planned, request: Request, work: Path, store, callbacks: Cal
             stderr=failed.stderr, cwd=cwd, env_overrides=_repro_env(plan, stage),
             keep_dir=build.keep_dir,
         )
-        from nvstage.compiler.toolkit.locate import missing_header_hint
 
         err.hint = missing_header_hint(failed.stderr, toolkit.release) or err.hint
         build.status, build.error = "failed", err.to_json()
@@ -262,7 +264,6 @@ def _build(planned: Planned, request: Request, work: Path, store, callbacks: Cal
 def outputs_now(build, cwd: str, work: str) -> dict[str, tuple[bytes, bool]]:
     """The build's outputs outside the work folder as they are now: bytes, and whether each is
     executable (``cache/command/entry.outputs_of``); those too large or unreadable are left out."""
-    from nvstage import fsio
     from nvstage.compiler.cache.command.entry import MAX_OUTPUT, outputs_of
 
     out = {}
@@ -485,9 +486,6 @@ def _repro_env(plan: Plan, stage: Stage) -> dict[str, str]:
 def _depfile_spec(words: list[str], source: str,
                   toolkit: Toolkit) -> tuple[str, bool, bool] | None:
     """(target, -MMD, -MP) of the dependency file ``words`` ask nvcc for."""
-    from nvstage.compiler.nvcc.depfile import depfile_options
-    from nvstage.compiler.nvcc.grammar import grammar_for
-
     return depfile_options(grammar_for(toolkit.nvcc).parse(words), source)
 
 
@@ -496,9 +494,6 @@ def _write_depfile(stage: Stage, cwd: str, spec: tuple[str, bool, bool],
     """nvcc's "-- Filter Dependencies --": the dependency file from the preprocessed outputs
     (``depfile.py``); ``marks(path)``: what a preprocessed output the cache left unwritten
     names, as its entry recorded it (None: read the file). (exit status, message)."""
-    from nvstage.artifacts import read_regular
-    from nvstage.compiler.nvcc.depfile import marked_files, render_marked
-
     target, nonsystem, phony = spec
     try:
         lists = []
@@ -576,9 +571,6 @@ def _trace_request(words: list[str], output: str | None, toolkit: Toolkit, *,
     own = cwd is not None and os.environ.get("NVSTAGE_TIME_TRACE") == "1"
     if not own and not any("time-trace" in w for w in words):
         return None  # no grammar read for the common case
-    from nvstage.compiler.buildlog.current import record_folder
-    from nvstage.compiler.nvcc.grammar import grammar_for, last_value
-    from nvstage.compiler.nvcc.time_trace import GRANULARITY, own_request, request_from_args
 
     grammar = grammar_for(toolkit.nvcc)
     args = grammar.parse(words)

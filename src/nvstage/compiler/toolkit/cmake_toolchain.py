@@ -27,8 +27,10 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+import nvstage
 
-from nvstage.errors import UsageError
+from nvstage.errors import UsageError, WriteError
+from nvstage import __version__
 
 # FindCUDAToolkit's name for a library where it is not the file's (lib<file>.so.N).
 _TARGET_NAMES = {"nvrtc-builtins": "nvrtc_builtins", "cufile": "cuFile",
@@ -80,8 +82,6 @@ def versioned_only(root: str) -> dict[str, str]:
 def nvstage_command() -> list[str]:
     """The nvstage a build should run: this Python, started without ``site``, on nvstage's
     ``cli/bare.py`` (a hit sooner in a virtual environment; that file says why)."""
-    import nvstage
-
     bare = os.path.join(os.path.dirname(os.path.abspath(nvstage.__file__)), "cli", "bare.py")
     return [sys.executable, "-S", "-P", bare]
 
@@ -102,8 +102,6 @@ def _value(text: str, what: str) -> str:
 def toolchain_text(nvcc: str, root: str, describe: str, *, launcher: list[str] | None,
                    libraries: dict[str, str]) -> tuple[str, list[str]]:
     """The file's text, and the FindCUDAToolkit targets it says the toolkit cannot provide."""
-    from nvstage import __version__
-
     lines = [f"# CMake toolchain file written by nvstage {__version__} (nvstage doctor "
              "--cmake-toolchain)",
              f"# for the toolkit nvstage uses: {describe}",
@@ -165,7 +163,6 @@ def write_cmake_toolchain(path: str | os.PathLike, *, launcher: bool = False, to
     to ``path``; with ``launcher``, nvstage in front of every step too."""
     from nvstage.artifacts import is_folder, write_atomic
     from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.errors import WriteError
 
     if is_folder(path):
         raise UsageError(f"--cmake-toolchain {path} is a folder",

@@ -49,6 +49,9 @@ from nvstage.compiler.manifest.triton_info import TritonInfo, valid_type
 from nvstage.compiler.pipeline.workdir import finish, work_folder
 from nvstage.errors import InputNotFound, RuntimeCompileFailed, ToolkitError, UsageError
 from nvstage.extras import TRITON
+from nvstage.artifacts import write_atomic
+from nvstage.compiler.nvcc.cubin_figures import read_figures
+from nvstage.compiler.nvcc.ptxas_report import split_ptxas_stderr
 
 DEFAULT_ARCH = "sm_75"  # nvcc 13's default, as for --via nvrtc
 # Triton's stage names (its file suffixes) and ours, in order.
@@ -530,9 +533,6 @@ def _texts(compiled, scratch: str, name: str) -> dict[str, str | bytes]:
 def _record_runs(build: TritonBuild, timer: _Timer, texts: dict, work: Path,
                  observer: Observer) -> None:
     """A ``StageRun`` for each stage that finished, its outputs written into ``work``."""
-    from nvstage.artifacts import write_atomic
-    from nvstage.compiler.nvcc.cubin_figures import read_figures
-
     timed = {o.ext: o for o in timer.outs}
     for stage, (ext, _, _) in zip(build.plan.stages, STAGES):
         out = timed.get(ext)
@@ -544,7 +544,6 @@ def _record_runs(build: TritonBuild, timer: _Timer, texts: dict, work: Path,
             write_atomic(path, blob if isinstance(blob, bytes) else blob.encode())
         run = StageRun(stage, out.seconds, 0, stderr=out.printed, started=out.started)
         if ext == "cubin":  # Triton runs ptxas with -v: its report is the record's, not noise
-            from nvstage.compiler.nvcc.ptxas_report import split_ptxas_stderr
 
             run.stderr, run.resources = split_ptxas_stderr(out.printed, user_verbose=False)
         run.artifacts = [Artifact.of(stage.outputs[0], stage=stage.index, arch=stage.arch)]

@@ -7,7 +7,7 @@ import os
 import re
 
 from nvstage.compiler.manifest.model import Build, StageRun
-from nvstage.report.terminal.console import plain_table
+from nvstage.report.terminal.console import plain_table, stderr, text_console
 from nvstage.report.units import fmt_bytes, fmt_time, plural
 
 
@@ -139,7 +139,6 @@ def render_build(build: Build, con, *, kept: bool = True) -> None:
     through), then the summary line (stderr; ``kept`` as ``summary_line`` takes it)."""
     from rich.text import Text
 
-    from nvstage.report.terminal.console import stderr
 
     err = stderr()
     _render_planning(build, err)
@@ -156,7 +155,6 @@ def whole_view(build: Build) -> dict:
     import dataclasses
     import io
 
-    from nvstage.report.terminal.console import text_console
 
     view = dataclasses.replace(build, runs=[dataclasses.replace(r, cached=True)
                                             for r in build.runs])

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from nvstage.report.terminal.console import emit_json, notes, plain_table, say
+from nvstage.report.terminal.console import emit_json, notes, plain_table, say, stdout
 
 FORMATS = ("text", "json", "github", "markdown")
 
@@ -63,7 +63,6 @@ def _write(path: Path, option: str, write) -> None:
 
 
 def _text(result, con) -> None:
-    from nvstage.report.terminal.console import stdout
 
     con = con or stdout()
     m = result.measurements

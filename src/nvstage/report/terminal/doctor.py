@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nvstage.report.terminal.console import plain_table
+from nvstage.report.terminal.console import plain_table, say
 from nvstage.report.units import fmt_bytes
 
 
@@ -62,8 +62,6 @@ def path_line(r) -> str:
 def render_toolchain(t) -> None:
     """A ``cmake_toolchain.Toolchain`` written: what it says, on stderr (the file is the
     data)."""
-    from nvstage.report.terminal.console import say
-
     say(f"wrote {t.path}: CMAKE_CUDA_COMPILER {t.nvcc}, CUDAToolkit_ROOT {t.root}", soft_wrap=True)
     if t.libraries:
         say("libraries FindCUDAToolkit is told of: " + ", ".join(sorted(t.libraries)),

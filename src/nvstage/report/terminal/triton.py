@@ -3,7 +3,7 @@ and the ptxas that ran (``compiler.triton_record.TritonInfo``)."""
 
 from __future__ import annotations
 
-from nvstage.report.terminal.console import plain_table
+from nvstage.report.terminal.console import plain_table, say, notes
 from nvstage.report.units import fmt_bytes
 
 
@@ -49,7 +49,6 @@ def render_triton(build, con) -> None:
         t.add_row(what, value)
     con.print(t)
     for note in info.notes:
-        from nvstage.report.terminal.console import say
 
         say(f"note: {note}")
 
@@ -80,8 +79,6 @@ def render_section(section: dict, con) -> None:
 
 def render_cache(cache, con) -> None:
     """``show TRITON_CACHE_DIR``: one row per kernel, then the notes."""
-    from nvstage.report.terminal.console import notes
-
     from nvstage.errors import printable
 
     # Its folder's and entries' names are the document's: one line each, whatever they hold.

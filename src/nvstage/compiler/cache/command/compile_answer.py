@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from nvstage import fsio
+from nvstage import fsio, __version__
 from nvstage.compiler.cache.command.answer import newest_result
 from nvstage.compiler.store.layout import SCHEMA, WHOLE, opened
 from nvstage.compiler.cache.command.command_key import file_stat
@@ -22,8 +22,6 @@ CLI_ENV = ("NVSTAGE_NVCC", "CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX", "COLUMNS")
 
 def cli_args(argv: list[str], env) -> list[str]:
     """The words an ``nvstage compile ARGV`` entry is keyed by (``key``'s ``args``)."""
-    from nvstage import __version__
-
     return [f"\0nvstage compile {__version__}", repr([env.get(k) for k in CLI_ENV]), *argv]
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nvstage import fsio
-from nvstage.compiler.cache.command.answer import sha256_file
+from nvstage.compiler.cache.command.answer import load, sha256_file
 from nvstage.compiler.store.layout import (
     LEDGER,
     MAX_OUTPUT,
@@ -125,8 +125,6 @@ class Pending:
             if not os.path.exists(os.path.join(self.folder, shadow)):
                 written += self._put(shadow, zstd.compress(self.cands))
             result["shadow_file"] = shadow
-            from nvstage.compiler.cache.command.answer import load
-
             old = load(self.root, self.k, self.secret) or {"files": [], "results": []}
             files, results = _merged(old, self.inputs, result)
             body = zstd.compress(marshal.dumps({"schema": SCHEMA, "files": files,

@@ -10,14 +10,13 @@ from nvstage.compiler.cache.remote.config import configure
 from nvstage.compiler.cache.remote.spec import ENV_REMOTE
 from nvstage.compiler.cache.remote.tier import TierStats
 from nvstage.compiler.cache.remote.tiers import down_now, recorded_stats
+from nvstage.paths import base_dir, base_dir_problem
 
 def describe(cache: Cache, environ=None) -> list[dict] | None:
     """The tiers behind ``cache`` for ``nvstage cache``: the local folder, then each remote
     tier configured now or recorded before, with the figures over every build that used this
     folder, how each is configured, and the settings that cannot be used. None when no remote
     tier is configured or recorded (the output then reads as it did before tiers)."""
-    from nvstage.paths import base_dir, base_dir_problem
-
     environ = os.environ if environ is None else environ
     doc = cache.tier_doc() if cache.state() == "ours" else {}
     stats = doc.get("stats") if isinstance(doc.get("stats"), dict) else {}

@@ -27,7 +27,7 @@ import base64
 import binascii
 import os
 
-from nvstage.errors import RemoteCacheError
+from nvstage.errors import RemoteCacheError, NvstageError
 from nvstage.extras import REMOTE
 
 DOMAIN = b"nvstage remote cache entry/1\0"
@@ -57,7 +57,6 @@ def _read_key_file(path: str, what: str) -> bytes:
     """A key file's bytes, read as every file nvstage is given is (a regular file within a
     bound: a FIFO or a device named by mistake is refused, not waited on)."""
     from nvstage.artifacts import read_regular
-    from nvstage.errors import NvstageError
 
     try:
         return read_regular(path, limit=_MAX_KEY_FILE, limit_name="a key file's bound",

@@ -61,8 +61,7 @@ from nvstage.compiler.cache.local.eviction import Counters
 from nvstage.compiler.store.folder import MAX_DOC_BYTES, Scratch, read_file
 from nvstage.compiler.cache.local.notes import headers_digest
 from nvstage.compiler.cache.remote.tier import TierStats
-from nvstage.compiler.cache.remote.tiers import Tiers, open_tiers
-from nvstage.compiler.cache.remote.tiers import record as record_tiers
+from nvstage.compiler.cache.remote.tiers import Tiers, open_tiers, record as record_tiers
 from nvstage.compiler.nvcc.depfile import marked_files
 from nvstage.compiler.nvcc.graph import Graph
 from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import nvstage
 
 ENV = "NVSTAGE_SERVER"
 _LOCALE = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8")
@@ -37,8 +38,6 @@ def enabled(env) -> bool:
 def _code_stamp() -> list:
     """nvstage's files as they are now (names, sizes and times): another server for other
     code."""
-    import nvstage
-
     top = os.path.dirname(nvstage.__file__)
     out = []
     stack = [top]
