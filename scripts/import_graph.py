@@ -54,7 +54,7 @@ def module_graph(src: Path) -> dict[str, set[str]]:
 
 
 def room_of(module: str) -> str | None:
-    """The room of a module of ``nvstage.compiler``: 'nvstage.compiler.cache.stage.lookup' ->
+    """The room of a module of ``nvstage.compiler``: 'nvstage.compiler.cache.stage.stage_cache' ->
     'cache/stage'; None outside the package or for its own ``__init__``."""
     parts = module.split(".")
     if parts[:2] != ["nvstage", "compiler"] or len(parts) < 3:

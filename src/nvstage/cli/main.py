@@ -1,4 +1,4 @@
-"""The ``nvstage`` entry point: routes a command line before anything heavy is imported.
+"""The CLI's front door (``cli/``): routes a command line before anything heavy is imported.
 
 Three fronts, decided here once:
 - ``nvstage compile ...`` reads nvcc's own grammar (``compiler/pipeline/cmdline.py``): click, under

@@ -9,8 +9,8 @@ from nvstage.report.terminal.console import data_console
 
 def show_record(artifact, json_out: bool) -> None:
     from nvstage.inspect.build_view import load_build_view
-    from nvstage.inspect.record_diff import since_previous
-    from nvstage.report.terminal.build_record import render_view
+    from nvstage.inspect.build_log_diff import since_previous
+    from nvstage.report.terminal.build_log import render_view
 
     view = load_build_view(artifact)
     changes = since_previous(view)

@@ -44,7 +44,7 @@ def run(req: DiffRequest):
     ``record_diff.RecordDiff`` or a ``build_diff.BuildDiff``. ``UsageError`` for a request
     that cannot be answered as asked."""
     from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.inspect import record_diff
+    from nvstage.inspect import build_log_diff as record_diff
 
     a, b, pairs = req.a, req.b, list(req.pairs)
     if req.via is not None:

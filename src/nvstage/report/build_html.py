@@ -441,10 +441,10 @@ def _code_views(view: BuildView, views: dict) -> str:
 def render_build(view: BuildView, *, title: str | None = None,
                  views: dict | None = None, changes=None) -> str:
     """The whole page as one string. Pure: everything comes from ``view``, ``views``
-    (``inspect.record_lines``: each kernel row's code, or why there is none) and ``changes``
+    (``inspect.build_log_lines``: each kernel row's code, or why there is none) and ``changes``
     (``record_diff.since_previous``: what the last build changed)."""
     from nvstage.report.build_history import builds_table, since_section
-    from nvstage.report.terminal.build_record import not_seen_note
+    from nvstage.report.terminal.build_log import not_seen_note
 
     folder = os.path.abspath(view.folder)
     name = os.path.basename(os.path.dirname(folder) if os.path.basename(folder) ==
@@ -553,14 +553,14 @@ def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
     views = None
     if code and view.kernels:
         from nvstage.compiler.toolkit.locate import find_toolkit
-        from nvstage.inspect.record_lines import record_lines
+        from nvstage.inspect.build_log_lines import record_lines
 
 
         try:
             views = record_lines(view, toolkit or find_toolkit(nvcc))
         except NvstageError as e:  # no toolkit to read them with: the figures still show
             views = dict.fromkeys(range(len(view.kernels)), f"not read: {e.message}")
-    from nvstage.inspect.record_diff import since_previous
+    from nvstage.inspect.build_log_diff import since_previous
 
     changes = since_previous(view)
     try:

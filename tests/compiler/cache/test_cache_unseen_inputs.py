@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nvstage.compiler.cache.stage.headers import not_cacheable
-from nvstage.compiler.cache.stage.lookup import without_date_time
+from nvstage.compiler.cache.stage.stage_cache import without_date_time
 
 
 @pytest.fixture(autouse=True)

@@ -177,7 +177,7 @@ def test_signed_entries_and_read_only_jobs(redis_server, runners, workdir, dump,
 def after_stages(monkeypatch):
     """``after_stages(n, fault)``: run ``fault`` once n stages have been stored (locally and
     in the tiers; stores happen beside the next stage's tool)."""
-    from nvstage.compiler.cache.stage.lookup import StageCache
+    from nvstage.compiler.cache.stage.stage_cache import StageCache
 
     real = StageCache._store
 

@@ -240,7 +240,7 @@ def test_the_xdg_folder_from_before_the_mark_is_adopted(tmp_path, monkeypatch):
 
 
 def test_an_unwritable_default_folder_builds_uncached_a_named_one_is_an_error(monkeypatch):
-    from nvstage.compiler.cache.stage.lookup import open_cache
+    from nvstage.compiler.cache.stage.stage_cache import open_cache
 
     monkeypatch.delenv("NVSTAGE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", "/sys")  # EPERM to every mkdir, root included

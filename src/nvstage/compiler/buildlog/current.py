@@ -1,5 +1,5 @@
-"""The build record's folder, the build a command belongs to, and the entry a whole-command
-hit (or a step that is not nvcc, ``compiler/tool_step``) adds to it.
+"""The build log's folder, the build a command belongs to, and the entry a command cache hit
+(or a step that is not nvcc, ``compiler/launcher/tool_step``) adds to it.
 
 ``buildlog`` reads and writes the record (one JSON file per command under ``tu/``); what a
 hit needs of it is here, standard library only: where the folder is, how it is made, which
@@ -21,16 +21,16 @@ MARK = "NVSTAGE_BUILD_RECORD"
 SCHEMA = "nvstage.build-record/1"
 
 
-def record_folder(cwd: str, env) -> str:
-    """Where the build record is: ``$NVSTAGE_BUILD_RECORD`` (relative to ``cwd``), else
+def log_folder(cwd: str, env) -> str:
+    """Where the build log is: ``$NVSTAGE_BUILD_RECORD`` (relative to ``cwd``), else
     ``.nvstage-build`` in ``cwd``."""
     given = env.get(ENV, "").strip()
     return os.path.abspath(os.path.join(cwd, given)) if given else os.path.join(cwd, FOLDER)
 
 
-def ready_record(folder: str) -> bool:
+def ready_log(folder: str) -> bool:
     """The record folder, its ``tu/`` and its mark, made if missing; False when they cannot
-    be (a build record that cannot be written never fails the build)."""
+    be (a build log that cannot be written never fails the build)."""
     try:
         os.makedirs(os.path.join(folder, "tu"), exist_ok=True)
         mark = os.path.join(folder, MARK)
@@ -142,13 +142,13 @@ def entry_text(fields: list[tuple[str, object]], build: bytes = b"null") -> byte
 def write_entry(cwd: str, env, started: float, tag: str, text: bytes,
                 pid: int | None = None) -> None:
     """``text`` as the entry ``<start>-<pid>-<tag>.json`` of the record ``cwd`` and ``env``
-    name (``pid``: the launcher's, where another process writes for it); a build record that
+    name (``pid``: the launcher's, where another process writes for it); a build log that
     cannot be written never fails the build."""
-    folder = record_folder(cwd, env)
+    folder = log_folder(cwd, env)
     name = f"{int(started * 1e6):017d}-{os.getpid() if pid is None else pid}-{tag}.json"
     for _ in range(2):  # made ready once a process; made again if it was removed since
         if folder not in _ready:
-            if not ready_record(folder):
+            if not ready_log(folder):
                 return
             if len(_ready) >= 256:
                 _ready.clear()

@@ -1,4 +1,4 @@
-"""The build record: one entry per command nvstage stood in front of, for a whole build.
+"""The build log: one entry per command nvstage stood in front of, for a whole build.
 
 A build run with nvstage as its compiler launcher (CMake, Ninja, Make, PyTorch) leaves a
 folder with one JSON file per command, written atomically under its own name, so any number
@@ -14,8 +14,8 @@ BUILD`` finds it there. ``load_build_log`` is the one typed reader; an entry is 
 like any other (bounded, checked, never trusted to name a program or a place to write).
 
 A command is an nvcc command (staged, answered from the cache, or run by plain nvcc) or
-another step (``compiler/tool_step``: C++ compiles, links, archives; status ``ran``); its
-kind is read from its words (``compiler/steps``). Each entry names the run of the build tool
+another step (``compiler/launcher/tool_step``: C++ compiles, links, archives; status ``ran``); its
+kind is read from its words (``compiler/nvcc/step_kind``). Each entry names the run of the build tool
 it was part of (``build_id``: the tool's process and start); ``builds_of`` groups entries
 into builds (by time, where no build tool was named: old records, scripts). The record keeps
 the last ``KEEP_BUILDS`` builds whole and, of older ones, the latest entry of each unit:
@@ -53,8 +53,8 @@ from nvstage.compiler.buildlog.current import (
     MARK,
     SCHEMA,
     build_identity,
-    ready_record,
-    record_folder,
+    ready_log,
+    log_folder,
 )
 from nvstage.errors import ArtifactError, UsageError, printable
 
@@ -558,10 +558,10 @@ def prune(folder: str | os.PathLike, keep: int = KEEP_BUILDS) -> int:
 
 def ready(cwd: str, environ: dict[str, str] | None = None) -> Path | None:
     """The record folder, made if it is not there yet. The launcher asks before it builds:
-    the folder made after the command's whole-command entry was stored would change the stat
+    the folder made after the command's command entry was stored would change the stat
     of the folder it sits in, and each later hit would look at that folder's names again."""
-    folder = Path(record_folder(cwd, os.environ if environ is None else environ))
-    return folder if ready_record(str(folder)) else None
+    folder = Path(log_folder(cwd, os.environ if environ is None else environ))
+    return folder if ready_log(str(folder)) else None
 
 
 def add(entry: Entry, cwd: str, environ: dict[str, str] | None = None) -> Path | None:

@@ -1,4 +1,5 @@
-"""nvstage in front of nvcc, the way ccache stands in front of a compiler: the launcher's flow.
+"""The launcher's flow (``compiler/launcher/``): nvstage in front of nvcc, as ccache stands in
+front of a compiler.
 
     nvstage $CUDA_HOME/bin/nvcc -c a.cu -o a.o ...           (ccache's form; CMake's launcher)
     nvstage nvcc -c a.cu -o a.o ...                          (nvcc on PATH, else the wheels')
@@ -548,7 +549,7 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry, after: list) -> int | N
     _replay_output(build)
     entry.status = "ok"
     entry.build = build.to_json()  # what the cache stores is stored after the answer
-    # What the whole-command key is made of, taken as the entry's key is (after the build,
+    # What the command key is made of, taken as the entry's key is (after the build,
     # the cache folder made: nvcc's variables are noted there): kept in the manifest, and so
     # in every hit's entry replaying it, for ``nvstage cache --explain``.
     from nvstage.compiler.cache.command.explain import summary

@@ -4,7 +4,7 @@
     nvstage /usr/bin/ar qc libx.a a.o b.o           (the RULE_LAUNCH_LINK property: links,
     nvstage /usr/bin/c++ a.o b.o -o app              archives, device links, cmake -E rm)
 
-The whole build is in the build record only when every step is: the C++ compiles, the links
+The whole build is in the build log only when every step is: the C++ compiles, the links
 and the archives run here. The tool runs as it would without nvstage: the same argv (its
 first word as given, looked up on PATH as a shell would), the environment the command was
 given (read back from /proc/self/environ: Python sets LC_CTYPE in its own under the C locale),
@@ -214,7 +214,7 @@ def _die_with_parent(sig: int) -> None:
 
 def _record(argv: list[str], cwd: str | None, started: float, seconds: float, code: int,
             reason: str | None) -> None:
-    if cwd is None:  # no folder to say it ran in, nor to find the build record from
+    if cwd is None:  # no folder to say it ran in, nor to find the build log from
         return
     try:
         text = entry_text([("argv", argv), ("cwd", cwd), ("started", started),
@@ -223,5 +223,5 @@ def _record(argv: list[str], cwd: str | None, started: float, seconds: float, co
                            ("pid", os.getpid()), ("reason", reason), ("hit", False),
                            ("build_id", build_identity())])
         write_entry(cwd, os.environ, started, "s", text)
-    except Exception:  # a build record that cannot be written never fails the build
+    except Exception:  # a build log that cannot be written never fails the build
         pass

@@ -1,4 +1,5 @@
-"""Run nvcc's own plan stage by stage: time each stage, record every artifact, keep or clean.
+"""The pipeline's driver (``compiler/pipeline/``): run nvcc's own plan stage by stage, time each
+stage, record every artifact, keep or clean.
 
 nvcc is asked for its plan with the user's flags and ``--dryrun``. For a kept folder, with
 ``--keep --keep-dir DIR`` too, so the intermediate files get the names people read
@@ -27,7 +28,7 @@ from nvstage.artifacts import kind_of_mode, shown_path, read_regular
 from nvstage.compiler import dist
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.stage.lazy import Diverged
-from nvstage.compiler.cache.stage.lookup import Runner, StageCache, open_cache
+from nvstage.compiler.cache.stage.stage_cache import Runner, StageCache, open_cache
 from nvstage.compiler.nvcc.graph import build_graph
 from nvstage.compiler.pipeline.observer import Observer
 from nvstage.compiler.pipeline.request import Callbacks, Planned, Request
@@ -41,7 +42,7 @@ from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit, missing_heade
 from nvstage.compiler.pipeline.workdir import clear_planted, finish, finish_interrupted, work_folder
 from nvstage.errors import (InputNotFound, NvstageError, PlanError, StageFailed, ToolkitError,
                             ToolMissing, UsageError, WriteError)
-from nvstage.compiler.buildlog.current import record_folder
+from nvstage.compiler.buildlog.current import log_folder
 from nvstage.compiler.nvcc.depfile import depfile_options, marked_files, render_marked
 from nvstage.compiler.nvcc.grammar import grammar_for, last_value
 from nvstage.compiler.nvcc.time_trace import Tracer, GRANULARITY, own_request, request_from_args
@@ -382,7 +383,7 @@ def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path
 def _plan_words(words: list[str], toolkit: Toolkit, work: Path, cwd: str, *,
                 remember: bool = False, kept: bool = True) -> tuple[Plan, list[str], float]:
     """nvcc's plan for ``words`` (its arguments, in order), in ``work``; with ``remember``,
-    from the plan cache when nvcc printed it before (``plancache``).
+    from the plan memo when nvcc printed it before (``plan_memo``).
 
     ``kept``: the intermediates are named as ``nvcc --keep`` names them (``vadd.cudafe1.cpp``),
     for a folder people read. Otherwise as a plain nvcc run names them, with its $TMPDIR the
@@ -390,17 +391,17 @@ def _plan_words(words: list[str], toolkit: Toolkit, work: Path, cwd: str, *,
     gcc writes the name into the object's file symbol, and ptxas, with ``-G``, into the cubin,
     so an object is plain nvcc's byte for byte only with plain nvcc's names (and its plan: no
     ``--keep`` means no standalone .fatbin, and a cleanup stage)."""
-    from nvstage.compiler.pipeline import plan_memo as plancache
+    from nvstage.compiler.pipeline import plan_memo
 
     ph = Placeholders()
     shown_work = ph.sub(str(work))
     kept = kept or shown_work != str(work)  # $TMPDIR cannot be a placeholder
     argv = [toolkit.nvcc, "--dryrun", *(["--keep", "--keep-dir", shown_work] if kept else [])]
     argv += ph.sub_words(words)
-    k = plancache.key(toolkit.nvcc, ["keep" if kept else "tmpxft", *words], cwd,
+    k = plan_memo.key(toolkit.nvcc, ["keep" if kept else "tmpxft", *words], cwd,
                       os.environ) if remember else None
     t0 = time.perf_counter()
-    text = plancache.lookup(k, shown_work, os.environ)
+    text = plan_memo.lookup(k, shown_work, os.environ)
     if text is None:
         try:
             # The plan's names must come back as the bytes they are: "replace" made a name
@@ -418,7 +419,7 @@ def _plan_words(words: list[str], toolkit: Toolkit, work: Path, cwd: str, *,
                             hint="check the flags; nvcc's own message is above")
         text = cp.stderr if kept else _fixed_pid(cp.stderr)
         if k is not None:
-            plancache.store(k, text, shown_work, os.environ)
+            plan_memo.store(k, text, shown_work, os.environ)
         seconds = cp.seconds
     else:
         seconds = time.perf_counter() - t0
@@ -577,7 +578,7 @@ def _trace_request(words: list[str], output: str | None, toolkit: Toolkit, *,
     granular = grammar.lookup(GRANULARITY) is not None  # 13.5's option, not 13.0's
     asked = request_from_args(args, output or last_value(args, "--output-file"), granular)
     if asked is None and own:
-        return own_request(args, record_folder(cwd, os.environ), cwd, granular)
+        return own_request(args, log_folder(cwd, os.environ), cwd, granular)
     return asked
 
 

@@ -55,12 +55,12 @@ def render_any(result, con, *, all_rows: bool = False) -> None:
     from nvstage.inspect.build_diff import BuildDiff
     from nvstage.inspect.diffs import SeveralLines
     from nvstage.inspect.line_diff import LinesDiff
-    from nvstage.inspect.record_diff import RecordDiff
+    from nvstage.inspect.build_log_diff import RecordDiff
 
     if isinstance(result, BuildDiff):
         render(result, con, all_rows=all_rows)
     elif isinstance(result, RecordDiff):
-        from nvstage.report.terminal import record_diff
+        from nvstage.report.terminal import build_log_diff as record_diff
 
         record_diff.render(result, con, all_rows=all_rows)
     elif isinstance(result, (LinesDiff, SeveralLines)):

@@ -1,4 +1,4 @@
-"""The warm path: a whole nvcc command answered from the cache, no process started.
+"""The command cache's answer: a whole nvcc command answered from its entry, no process started.
 
 In a build of hundreds of translation units most commands are hits, and a hit is what users
 feel: this package answers one with the standard library alone (no typer, rich, cuda-python or

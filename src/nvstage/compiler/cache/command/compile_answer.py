@@ -68,7 +68,7 @@ def _remembered_nvcc(root: str, secret: bytes, given: str | None, cwd: str, env)
 
 def nvcc_named(argv: list[str], env) -> str | None:
     """The ``--nvcc`` an ``nvstage compile`` command line gives, else ``$NVSTAGE_NVCC``
-    (``cmdline.nvcc_choice``; here, so the whole-command answer needs no grammar)."""
+    (``cmdline.nvcc_choice``; here, so the command cache's answer needs no grammar)."""
     found = None
     for i, w in enumerate(argv):
         if w == "--":

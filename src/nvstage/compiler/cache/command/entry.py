@@ -55,7 +55,7 @@ def outputs_of(build, cwd: str, work: str) -> list[str]:
 
 @dataclass(frozen=True)
 class CommandLine:
-    """A command as its whole-command key is taken (``command_key.key``): nvcc's path, the
+    """A command as its command key is taken (``command_key.key``): nvcc's path, the
     words after it, the folder it ran in and its environment."""
 
     nvcc: str
@@ -85,7 +85,7 @@ class Pending:
     An entry is a folder, ``inv/ab/<key>/``: ``meta``, the sealed document (zstd, marshal:
     the files the results read, each with its stat and SHA-256, once for every result reading
     the same bytes, and the results, newest first), and each result's files, named by its id:
-    ``<id>.<n>`` its outputs, ``<id>.build`` the build record's manifest (zstd frames), and the
+    ``<id>.<n>`` its outputs, ``<id>.build`` the build's manifest (zstd frames), and the
     hiding places it watches, ``s<digest>``, shared by results that watch the same ones. The
     document is written last, whole (``fsio.replace``); a file no result names is removed."""
 
@@ -190,7 +190,7 @@ def prepare(command: CommandLine, build, work: str, outputs: list[str], stdout: 
     """The entry a later identical command can be answered from, when it is safe. ``seen``
     (the stage cache's ``Seen``): the files each host-compiler stage read, their digests and
     their hiding places (``Seen.read_by``). ``build_doc``: the manifest kept beside the
-    entry (the launcher's build record). None when nothing may be stored."""
+    entry (the launcher's build log). None when nothing may be stored."""
     nvcc, args, cwd, env = command.nvcc, command.args, command.cwd, command.env
     c = build.cache or {}
     if seen is None or not c or c.get("corrupt", 0) or \

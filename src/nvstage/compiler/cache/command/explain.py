@@ -1,12 +1,12 @@
-"""Why a command of a build missed the whole-command cache, or fell back to plain nvcc
+"""Why a command of a build missed the command cache, or fell back to plain nvcc
 (``nvstage cache --explain BUILD``), as ccache's debug log tells.
 
-A staged command's manifest in the build record carries what its key was made of
+A staged command's manifest in the build log carries what its key was made of
 (``command_key``: ``summary``, taken when the command started, the key itself among it): nvcc's
 real path, the folder, the keyed environment (digests; the values of the flag variables), the
 toolkit's tools' stats, the options files' and host compilers' identity. A hit's entry replays
 the manifest of the miss that made its result, and so carries the same. The words are the
-entry's own (``argv``). What the preprocessing read is in the whole-command entry under the key
+entry's own (``argv``). What the preprocessing read is in the command entry under the key
 (``cache/command/entry.py``: every file with its size and SHA-256, for each result), found again by the
 run that made it (``run``).
 
@@ -14,7 +14,7 @@ For each command of the last build that missed, the nearest earlier entry of the
 compared with it, component by component in the key's order (``differences``); where the keys
 are the same, the files each result read. A fallback's reason is the entry's own.
 
-The build record and the cache's entries are documents like any other: read within bounds,
+The build log and the cache's entries are documents like any other: read within bounds,
 checked field by field; nothing read names a program, and a path is only ever joined under the
 cache folder after it is checked to be a key or an id.
 """
@@ -46,9 +46,9 @@ _RUN = re.compile(r"[0-9a-f]{16}")
 # -- what a key is made of, recorded with a miss -------------------------------------------
 
 def summary(nvcc: str, args: list[str], cwd: str, env) -> dict:
-    """What the whole-command key of ``nvcc args`` is made of now (``cache/command/command_key.components``),
+    """What the command key of ``nvcc args`` is made of now (``cache/command/command_key.components``),
     small enough for every manifest: the key, or why there is none; ``run`` names this run
-    (the whole-command result it stores carries it in its manifest)."""
+    (the command cache's result it stores carries it in its manifest)."""
     from nvstage import fsio
     from nvstage.compiler.cache.command.command_key import components, digest
 
@@ -205,7 +205,7 @@ def differences(was_argv: list[str], was: dict, now_argv: list[str], now: dict) 
 # -- the files each result read -----------------------------------------------------------
 
 class _Entries:
-    """The whole-command entries of one cache folder, read as ``answer.load`` reads them
+    """The command entries of one cache folder, read as ``answer.load`` reads them
     (sealed under the user's key); each key's results by the run that made them."""
 
     def __init__(self, root: str | None, secret: bytes | None):
@@ -312,7 +312,7 @@ def _file_changes(was: dict, now: dict, source: str | None, cwd: str, *,
 
 def explain(path: str | os.PathLike, unit: str | None = None, cache_root: str | None = None,
             env=None) -> dict:
-    """Why each command of the last build in the build record at ``path`` missed or fell back
+    """Why each command of the last build in the build log at ``path`` missed or fell back
     (``unit``: only the one whose output or source it names, or the end of its path).
     ``cache_root``: the cache folder its entries are in (``$NVSTAGE_CACHE_DIR``'s otherwise)."""
     from nvstage.compiler.buildlog import log as buildlog

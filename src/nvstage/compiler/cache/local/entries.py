@@ -1,7 +1,7 @@
 """The stage cache's entries: a stage's outputs and what its tool printed, under a key.
 
 Here a key is only a name (64 hex digits): what it hashes is ``cache/stage/stage_key.py``, how a build looks
-stages up and stores them is ``cache/stage/lookup.py``, and the header shadowing of the direct mode is
+stages up and stores them is ``cache/stage/stage_cache.py``, and the header shadowing of the direct mode is
 ``headers.py``.
 
 An entry records every output (its size, the sites of the work folder's path, and the digest a

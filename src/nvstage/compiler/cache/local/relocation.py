@@ -83,7 +83,7 @@ def cut_digest(blob: bytes, sites: Sequence[int]) -> str:
     """A work-folder file as keys see it (``keys.FileHasher``): its bytes cut at the folder's
     path (``blob``) and the sites, hashed together, so no text can pass for the path. An entry
     records it for each output, and a later build keys the next stage with it without the file
-    (``cache/stage/lookup.py``)."""
+    (``cache/stage/stage_cache.py``)."""
     import hashlib
     import json
 

@@ -1,6 +1,6 @@
 """Where a gcc-like host compiler finds headers, and where a new file would hide one.
 
-The stage cache's direct mode (``lookup.py``) finds a host-compiler stage's result through the
+The stage cache's direct mode (``stage_cache.py``) finds a host-compiler stage's result through the
 headers it read last time. Unchanged headers are not enough: a new file the compiler would
 now find first (``first/coef.h`` created while ``-Ifirst -Iinc`` found ``inc/coef.h``) changes
 the output too, and ccache's direct mode misses that. So each recorded header set also keeps
@@ -248,7 +248,7 @@ class Trees:
 
 TIME_MACROS = (b"__DATE__", b"__TIME__", b"__TIMESTAMP__")
 # A time macro's name pasted together by a macro (``CAT3(__, TIME, __)``): the compiler's
-# -Wdate-time warning finds every spelling (``lookup.py``), but -w and system headers silence
+# -Wdate-time warning finds every spelling (``stage_cache.py``), but -w and system headers silence
 # it; this lexical net catches the usual ones there (a name piece beside a file's ``##``).
 _PASTED_TIME = re.compile(rb"(?<![A-Za-z0-9_])_*(?:TIME|DATE|TIMESTAMP)_*(?![A-Za-z0-9_])")
 # Assembler directives that read a file: gcc's dependency list never names it, so a change

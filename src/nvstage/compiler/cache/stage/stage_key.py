@@ -7,7 +7,7 @@ file it reads. The current folder stays in the key: nvcc hands cudafe++ and cicc
 absolute path, and the module id (and so the host object) is derived from it. Host-compiler
 stages also read headers nobody names: their direct key leaves the headers out, and the
 headers the compiler listed last time are hashed into the keys found through it (the direct
-mode: ``lookup.py``; a new file that would hide one of them: ``headers.py``).
+mode: ``stage_cache.py``; a new file that would hide one of them: ``headers.py``).
 
 The work folder. Intermediate files live in a per-build folder whose path the tools see and
 sometimes write. No text stands for it: keys see every argument, name and work-folder file
@@ -81,7 +81,7 @@ class FileHasher:
         # stage cache gives them.
         self.kept = None
         # Work-folder files a hit stands for but never wrote: the next stage is keyed with
-        # what the entry recorded (``cache/stage/lookup.py`` fills and empties it).
+        # what the entry recorded (``cache/stage/stage_cache.py`` fills and empties it).
         self.virtual: dict[str, Look] = {}
 
     def __call__(self, path: str) -> str | None:

@@ -4,8 +4,8 @@ sccache's design (``server.py`` is the server; ``handover.py`` hands it misses).
 A launcher process that answers a hit itself pays for its imports and for running code that is
 new to it (about 10 ms here, against 2 ms in a process that has done it before). Here it sends
 its command line, folder, environment, umask and process ids to the resident nvstage over a Unix
-socket, and the server answers the hit with the same code (``answer.hit``), with this
-process's folder, environment and umask, and writes the build record's entry for it; this
+socket, and the server answers the hit with the same code (``answer.serve``), with this
+process's folder, environment and umask, and writes the build log's entry for it; this
 process prints what the tools printed and exits. A miss, no server, a server of another user,
 any error before the request is sent: this process goes on as if it had not asked.
 
@@ -273,7 +273,7 @@ MISSED = _Missed()
 
 def ask(argv: list[str]) -> bool | _Missed | None:
     """Whether the resident nvstage answered ``NVCC ARGS...`` whole (outputs in place, the
-    build record's entry written), what the tools printed written to this process's standard
+    build log's entry written), what the tools printed written to this process's standard
     streams; False when it did not (off, refused, or it could not answer), ``MISSED`` when it
     looked and no whole entry answers the command, None when it is on and no server was there
     to ask. Either way but True, this process runs the command as if it had not asked."""

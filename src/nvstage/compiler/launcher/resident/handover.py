@@ -1,4 +1,4 @@
-"""A command the warm path could not answer, handed to a resident nvstage (the client side).
+"""A command the command cache could not answer, handed to a resident nvstage (the client side).
 
 A launcher process that misses pays for Python's imports and set-up before its first tool, and
 for its bookkeeping after the last (tens of milliseconds a command, more on a loaded machine):

@@ -1,4 +1,4 @@
-"""Two builds from build records (inspect/record_diff.py, ``nvstage diff BUILD [BUILD]``): the
+"""Two builds from build records (inspect/build_log_diff.py, ``nvstage diff BUILD [BUILD]``): the
 test project's two builds (cold, then after its header's edit) unit by unit, stage by stage
 and kernel by kernel; two build folders; added and removed kernels; the one-line errors."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from nvstage.compiler.buildlog import log as buildlog
 from nvstage.errors import UsageError
-from nvstage.inspect.record_diff import diff_records, split_spec
+from nvstage.inspect.build_log_diff import diff_records, split_spec
 
 
 def _record(cuproject_record, tmp_path, name="rec"):

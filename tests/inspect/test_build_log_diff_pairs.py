@@ -1,4 +1,4 @@
-"""Pairs in a diff of build records (inspect/record_diff.py with ``pairs``): two kernels of the
+"""Pairs in a diff of build records (inspect/build_log_diff.py with ``pairs``): two kernels of the
 test project's record compared, A's with B's, and a name that names nothing said with what
 the side has."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from nvstage.errors import UsageError
 from nvstage.inspect.pairs import Pair
-from nvstage.inspect.record_diff import diff_records
+from nvstage.inspect.build_log_diff import diff_records
 
 
 def test_a_pair_compares_two_kernels_of_two_units(cuproject_record):

@@ -1,10 +1,10 @@
-"""report.terminal.build_record: a build record's headline in words that read right for one
+"""report.terminal.build_log: a build log's headline in words that read right for one
 step, and for steps that left most of the wall time to the build tool."""
 
 from __future__ import annotations
 
 from nvstage.inspect.build_view import BuildView, TranslationUnit
-from nvstage.report.terminal.build_record import summary_line
+from nvstage.report.terminal.build_log import summary_line
 
 
 def _unit(index: int, start: float, seconds: float) -> TranslationUnit:

@@ -70,7 +70,7 @@ def _stage_cell(d: dict | None) -> str:
 def render(result, con, *, all_rows: bool = False) -> None:
     """A ``record_diff.RecordDiff``: the sides, the kernels that differ (all with
     ``all_rows``), the units run again (all with ``all_rows``) and their stages."""
-    from nvstage.inspect.record_diff import KERNEL_METRICS
+    from nvstage.inspect.build_log_diff import KERNEL_METRICS
 
     con.print(f"A: {build_line(result.a)}", markup=False, soft_wrap=True)
     con.print(f"B: {build_line(result.b)}", markup=False, soft_wrap=True)
