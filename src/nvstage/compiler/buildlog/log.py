@@ -296,7 +296,7 @@ class Entry:
         ``plan=False``: the planned stages are left out of ``build.plan`` (what ran is in
         ``build.runs``): half the reading, for readers of a whole build's entries.
         ``ArtifactError`` when the entry has no manifest or a damaged one."""
-        from nvstage.compiler.manifest import model as record
+        from nvstage.compiler.manifest.model import DamagedManifest, from_doc
 
         where = self.file or "a build-record entry"
         doc = self.build  # read once: a record's entry reads it from its file
@@ -308,8 +308,8 @@ class Entry:
         # Artifacts are looked for at their recorded paths only (a folder of no files stands
         # for "beside the manifest": an entry has no folder of its own).
         try:
-            build = record._from_json(doc, Path(_NOWHERE))
-        except record._Bad as e:
+            build = from_doc(doc, Path(_NOWHERE))
+        except DamagedManifest as e:
             raise ArtifactError(f"{where}: its build manifest is damaged: {e}") from None
         except RecursionError:
             raise ArtifactError(f"{where}: its build manifest is nested too deeply") from None

@@ -420,6 +420,20 @@ class _Bad(Exception):
     """A field of the wrong shape; ``load_build`` names the file."""
 
 
+class DamagedManifest(ValueError):
+    """A manifest document that does not read as one (``from_doc``): what is wrong, in words."""
+
+
+def from_doc(doc, folder: Path) -> Build:
+    """A manifest's document already read (a build log's entry holds one) as the ``Build`` it
+    records, its artifacts looked for under ``folder``: the reader ``load_build`` uses.
+    ``DamagedManifest`` says what is wrong; ``RecursionError`` for one nested too deeply."""
+    try:
+        return _from_json(doc, folder)
+    except _Bad as e:
+        raise DamagedManifest(str(e)) from None
+
+
 def _check(ok: bool, where: str, want: str, value) -> None:
     if not ok:
         raise _Bad(f"{where} must be {want}, not {_show(value)}")
