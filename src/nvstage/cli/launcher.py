@@ -64,8 +64,8 @@ def main(argv: list[str], asked) -> None:
 
 def with_site() -> None:
     """``site`` where Python started without it (``cli/bare.py``): what is not a hit sees
-    the environment it always does (``flow.with_site``)."""
+    the environment it always does (as ``flow.with_site`` does for the launcher's miss)."""
     if sys.flags.no_site and "site" not in sys.modules:
-        from nvstage.compiler.launcher.flow import with_site as site
+        import site  # not through the launcher's flow: nvstage's own commands need none of it
 
-        site()
+        site.main()

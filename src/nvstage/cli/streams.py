@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Callable
 
 import posix
 
@@ -33,7 +32,7 @@ class _Watched(io.FileIO):
             raise
 
 
-def watched(command: Callable[[list[str]], int], argv: list[str]) -> int:
+def watched(command, argv: list[str]) -> int:  # command(argv) -> its exit status
     """``command(argv)``'s exit status, stdout watched (``watch_stdout``): where writing it
     failed, the status ``write_failed`` gives, whatever the command made of the failure."""
     watch = watch_stdout()
