@@ -135,7 +135,8 @@ def case(title, runs, anchor, nvstage_argv, w, env, cores, target) -> dict:
         b.append(Run(nvstage_argv, w, env))
         with open(w / "m.json", "wb") as out:
             Run([*nvstage_argv, "--json", "-j", "1"], w, env, stdout=out)
-        cps.append(critical_path(json.loads((w / "m.json").read_text())))
+        doc = json.loads((w / "m.json").read_text())
+        cps.append((*critical_path(doc), sum(float(x["seconds"]) for x in doc["stages"])))
     nv, st = _med(x.wall for x in a), _med(x.wall for x in b)
     tools, own = _med(x.tools for x in b), _med(x.own for x in b)
     cp = _med(c[1] for c in cps)
@@ -152,7 +153,8 @@ def case(title, runs, anchor, nvstage_argv, w, env, cores, target) -> dict:
     print(f"    wall {_ms(st)}   tools' CPU {_ms(tools)}   nvstage's own CPU {_ms(own)}   "
           f"= {st / nv:.2f}x (pairs {ratios[0]:.2f} to {ratios[-1]:.2f})")
     print(f"  critical path {_ms(cp)}   ({' > '.join(map(str, cps[0][0]))}; stage times of "
-          f"-j 1, {min(c[1] for c in cps) * 1000:.0f} to {max(c[1] for c in cps) * 1000:.0f} ms)")
+          f"-j 1, {min(c[1] for c in cps) * 1000:.0f} to {max(c[1] for c in cps) * 1000:.0f} ms;"
+          f" their sum, serial: {_med(c[2] for c in cps) * 1000:.0f} ms)")
     print(f"  (tools' + own CPU) / {cores} {_ms((tools + own) / cores)};   tools alone / {cores} "
           f"{_ms(tools / cores)}")
     print(f"  floor = max(critical path, CPU / cores) {_ms(floor)} = {floor / nv:.2f}x the anchor"

@@ -5,6 +5,7 @@ counts as much as one at the top."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 from pathlib import Path
 
@@ -206,3 +207,24 @@ def test_a_lazy_import_defers_a_load():
     # the module does not (a start-up path, an optional feature): a lazy import of a module
     # that is loaded anyway defers nothing and hides what the module uses.
     assert _graph.needless_lazy_imports(SRC) == []
+
+
+# Off every start-up path and off the compile's: these packages' modules import nvstage's own
+# at their top, but for the named lazy constructors.
+OFF_STARTUP = ("inspect", "run", "check", "model", "hw")
+
+
+def test_off_the_start_up_paths_imports_stand_at_the_top():
+    lazy = []
+    for package in OFF_STARTUP:
+        for path in (SRC / package).rglob("*.py"):
+            me = _graph.module_name(SRC, path)
+            for fn in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(fn):
+                    name = node.module if isinstance(node, ast.ImportFrom) else (
+                        node.names[0].name if isinstance(node, ast.Import) else None)
+                    if name and _under(name, "nvstage") and (me, name) not in LAZY_CONSTRUCTORS:
+                        lazy.append(f"{path.relative_to(SRC)}:{node.lineno} {name}")
+    assert sorted(set(lazy)) == []

@@ -262,12 +262,11 @@ def test_a_file_with_thousands_of_cubins_is_refused_before_any_is_read(monkeypat
     from types import SimpleNamespace
 
     from nvstage.errors import ArtifactError
-    from nvstage.inspect import fatbin
 
     images = [(SimpleNamespace(index=n, arch_name="sm_90"), b"cubin %d" % n)
               for n in range(5000)]
-    monkeypatch.setattr(fatbin, "kind_of_file", lambda p: "fatbin")
-    monkeypatch.setattr(fatbin, "image_bytes",
+    monkeypatch.setattr(lineview, "kind_of_file", lambda p: "fatbin")
+    monkeypatch.setattr(lineview, "image_bytes",
                         lambda p, tk, kind: images if kind == "cubin" else [])
     monkeypatch.setattr(lineview, "cubin_lines", lambda *a, **k: pytest.fail("read one"))
     with pytest.raises(ArtifactError, match="5000 different cubins"):

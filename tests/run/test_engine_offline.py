@@ -355,9 +355,16 @@ def _patch_driver(monkeypatch):
 
     p = DriverProbe(True, "fake driver", "13.0", 1, "sm_90")
     driver.probe.cache_clear()
+    from nvstage.run import document, session
+
+    # Each name where it is looked up: its module, and the modules that import it by name.
     monkeypatch.setattr(driver, "probe", lambda: p)
+    monkeypatch.setattr(session, "probe", lambda: p)
+    monkeypatch.setattr(document, "get_probe", lambda: p)
     monkeypatch.setattr(helpers, "helper_cubin", lambda arch, toolkit=None: b"HELPERS")
+    monkeypatch.setattr(session, "helper_cubin", lambda arch, toolkit=None: b"HELPERS")
     monkeypatch.setattr("nvstage.run.devices.nvml_gpus", lambda: ([], None, "fake"))
+    monkeypatch.setattr(session, "nvml_gpus", lambda: ([], None, "fake"))
 
 
 def test_cli_gives_up_on_a_hung_kernel_after_writing_the_report(gpu, cli, tmp_path,

@@ -53,6 +53,9 @@ from nvstage.documents import load_toml_doc
 from nvstage.errors import BudgetConfigError
 from nvstage.inspect.kernels import kernel_names, spelling
 from nvstage.run.workload.flags import SAFE_FLAGS
+from nvstage.check.compile_time import KEYS
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.nvcc.plan import StageKind
 
 
 # Per-kernel limits: config key -> the measurement it bounds.
@@ -146,7 +149,6 @@ class Budgets:
         return exact, globs, {}
 
     def compile_options(self):
-        from nvstage.compiler.nvcc.options import CompileOptions
 
         opts = {k: tuple(v) if isinstance(v, list) else v for k, v in self.compile.items()}
         if "stop" not in opts and not opts.get("compile_only"):
@@ -289,7 +291,6 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
     if not isinstance(stage, dict):
         raise BudgetConfigError(f"{where}: stage_seconds must be a table of stage kind = "
                                 "seconds (ptxas = 2.0, \"*\" = 30.0)")
-    from nvstage.compiler.nvcc.plan import StageKind
 
     kinds = {k.value for k in StageKind} | {"*"}
     for k, v in stage.items():
@@ -334,8 +335,6 @@ def parse_budgets(doc: dict, *, path: str | None = None) -> Budgets:
 
 def _compile_time(table, where: str) -> dict:
     """``[budgets.compile_time]``: each key one of ``compile_time.KEYS``, each a number."""
-    from nvstage.check.compile_time import KEYS
-
     if not isinstance(table, dict):
         raise BudgetConfigError(f"{where}: compile_time must be a table of limits "
                                 "(max_header_seconds = 5.0, ...)")

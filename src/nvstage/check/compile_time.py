@@ -18,6 +18,9 @@ says so, and what it is summed over (arch passes, units). They sit beside
 from __future__ import annotations
 
 from dataclasses import dataclass
+from nvstage.inspect.compile_time import summarize, trace_paths
+from nvstage.inspect.compile_time_diff import compare, work_change
+from nvstage.inspect.names import demangle_all
 
 
 KEYS = {
@@ -114,8 +117,6 @@ def held(limits: dict, traces) -> tuple[list[Over], int, str | None]:
     a folder; None: none given); the note says when there was nothing to read."""
     import os
 
-    from nvstage.inspect.compile_time import summarize, trace_paths
-    from nvstage.inspect.names import demangle_all
 
     summary = summarize(trace_paths(traces)) \
         if traces is not None and os.path.exists(traces) else None
@@ -136,8 +137,6 @@ def regressions(baseline, traces) -> tuple[list[Over], int, str | None]:
     added row too). Faster and removed rows never fail."""
     import os
 
-    from nvstage.inspect.compile_time_diff import compare, work_change
-    from nvstage.inspect.compile_time import summarize, trace_paths
 
     if traces is None or not os.path.exists(traces):
         return [], 0, "compile-time baseline not compared: no nvcc time trace of this build"

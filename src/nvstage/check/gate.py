@@ -14,6 +14,7 @@ from nvstage.check.metrics import Measurements, locate_kernel, measure, load_bui
 from nvstage.compiler.nvcc.cubin_figures import SPILL_OR_LOCAL
 from nvstage.inspect.resources import SPILL_SHORT
 from nvstage.inspect.kernels import base_name
+from nvstage.compiler.manifest.model import toolkit_note
 
 SCHEMA = "nvstage.check/1"
 # Growth smaller than this never fails a baseline, whatever the fraction: a 3 ms stage that
@@ -147,8 +148,6 @@ def check(manifest_or_build, budgets: Budgets, *, toolkit=None, run_report=None,
     """Check one build (a ``Build``, keep folder or stages.json) against ``budgets``, and
     against ``baseline`` (an earlier check report or manifest: path or parsed dict).
     ``locate``: as ``metrics.measure``'s."""
-    from nvstage.compiler.manifest.model import toolkit_note
-
     build = load_build_from(manifest_or_build)
     m = measure(build, toolkit=toolkit, run_report=run_report, locate=locate)
     c = _Checker()

@@ -20,6 +20,9 @@ from nvstage.check.budgets import RUN_TERMS
 from nvstage.errors import ArtifactError
 from nvstage.inspect.kernels import KernelRecord, base_name, final_rows
 from nvstage.run.document import load_run_report
+from nvstage.compiler.manifest.model import Build, load_build, reading_toolkit
+from nvstage.inspect.fatbin import inventory
+from nvstage.inspect.resources import build_resources
 
 
 # Kernels (one per arch) one build may declare to ``check``: real builds have tens to a few
@@ -155,11 +158,8 @@ def _amount(value, where: str) -> float:
 
 def load_build_from(manifest_or_build):
     """A ``Build``, given one or a keep folder / stages.json path."""
-    from nvstage.compiler.manifest.model import Build
-
     if isinstance(manifest_or_build, Build):
         return manifest_or_build
-    from nvstage.compiler.manifest.model import load_build
 
     return load_build(manifest_or_build)
 
@@ -229,8 +229,6 @@ def locate_kernel(source: str | os.PathLike, demangled: str) -> int | None:
 def _image_arches(build, toolkit) -> tuple[list[str], str]:
     """The arches whose code the build's fatbin carries (its object or executable else, its
     cubins and PTX when it stopped before the fatbin)."""
-    from nvstage.inspect.fatbin import inventory
-
     for kind in ("fatbin", "object", "executable"):
         for a in build.artifacts:
             if a.kind == kind and os.path.isfile(a.path):
@@ -250,10 +248,6 @@ def measure(manifest_or_build, *, toolkit=None, run_report=None,
     """The numbers of one build (and run report, when given). ``locate``: each kernel's line
     looked for in the build's source (not for a source named by a document nvstage may not
     read: ``check.target.readable_source``)."""
-    from nvstage.inspect.resources import build_resources
-
-    from nvstage.compiler.manifest.model import reading_toolkit
-
     build = load_build_from(manifest_or_build)
     toolkit = reading_toolkit(build, toolkit)
     if build.status != "ok":

@@ -26,6 +26,14 @@ from nvstage.errors import NvstageError, StageFailed, UsageError
 from nvstage.artifacts import is_folder, is_regular, read_regular
 from nvstage.check.metrics import Measurements
 from nvstage.compiler.toolkit.locate import find_toolkit
+from nvstage.check.compile_time import held, regressions
+from nvstage.compiler.buildlog.log import find, FOLDER
+from nvstage.compiler.pipeline.driver import (
+    check_source,
+    without_temp_keep,
+    compile as run_compile,
+)
+from nvstage.inspect.build_view import load_build_view
 
 
 def check_build(target: str | os.PathLike | None = None, *,
@@ -56,7 +64,6 @@ def check_build(target: str | os.PathLike | None = None, *,
                              "(or set source in [tool.nvstage])")
         target = budgets.source
     toolkit = toolkit or find_toolkit(nvcc)
-    from nvstage.compiler.buildlog.log import find
 
     if find(target) is not None:
         given = [o for o, v in (("--baseline", baseline), ("--run-report", run_report),
@@ -98,13 +105,11 @@ def build_of(target: Path, budgets: Budgets, toolkit, keep_dir: str | None) -> I
 
         yield load_build(target)
         return
-    from nvstage.compiler.pipeline.driver import check_source
 
     check_source(target, target)  # missing, a FIFO, a name too long: one line each
     if keep_dir is not None:  # "" is refused there, not taken for "no folder"
         yield _compile(target, budgets, toolkit, keep_dir)
         return
-    from nvstage.compiler.pipeline.driver import without_temp_keep
 
     with tempfile.TemporaryDirectory(prefix="nvstage-check-") as tmp:
         try:
@@ -118,8 +123,6 @@ def build_of(target: Path, budgets: Budgets, toolkit, keep_dir: str | None) -> I
 def _compile_time(result: CheckResult, budgets: Budgets, traces, baseline=None) -> None:
     """``[budgets.compile_time]`` held against the traces, and the traces against a
     ``baseline``'s: added to ``result``."""
-    from nvstage.check.compile_time import held, regressions
-
     for on, check_it in ((budgets.compile_time, lambda: held(budgets.compile_time, traces)),
                          (baseline, lambda: regressions(baseline, traces))):
         if not on:
@@ -135,7 +138,6 @@ def _compile_time(result: CheckResult, budgets: Budgets, traces, baseline=None) 
 
 
 def _compile(target: Path, budgets: Budgets, toolkit, keep_dir: str):
-    from nvstage.compiler.pipeline.driver import compile as run_compile
 
     options = budgets.compile_options()
     if budgets.compile_time:  # traced, every stage run: a restored stage has no trace
@@ -201,8 +203,6 @@ def check_record(record: str | os.PathLike, budgets: Budgets, *, toolkit=None) -
     folder or its ``.nvstage-build``) against ``budgets``: the gate run on each unit's
     recorded build, the results joined. Commands plain nvcc ran, failed ones and damaged
     entries are named in the notes, unchecked."""
-    from nvstage.inspect.build_view import load_build_view
-
     view = load_build_view(record, earlier=False)  # the project as it is: no history
     violations, kernels, stages, notes, unchecked = [], [], [], list(view.notes), []
     units: list[Unchecked] = []
@@ -268,8 +268,6 @@ def source_folder(view) -> str | None:
     """The folder the build's sources are in: CMake's source folder (``CMakeCache.txt``'s
     ``CMAKE_HOME_DIRECTORY`` in the build folder), else the folder all the units' sources are
     under; None when they share none but the root. A name only: nothing under it is read."""
-    from nvstage.compiler.buildlog.log import FOLDER
-
     record = os.path.abspath(view.folder)
     build = os.path.dirname(record) if os.path.basename(record) == FOLDER else record
     cache = os.path.join(build, "CMakeCache.txt")

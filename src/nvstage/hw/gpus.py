@@ -19,6 +19,7 @@ from typing import Any
 from nvstage.errors import GpuSpecError, UsageError
 # The arch half of the hardware tables, named here too for the callers that look both up.
 from nvstage.hw.archs import ARCHS, ArchLimits, arch_limits, parse_arch  # noqa: F401
+from nvstage.documents import parse_toml_text, read_text_doc
 
 # ---------------------------------------------------------------------------------------------
 # GPU presets: product facts.
@@ -333,8 +334,6 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
     preset to start from, in which case every key only overrides. An optional ``[sources]``
     table gives a source per field; fields without one are credited to the file.
     """
-    from nvstage.documents import parse_toml_text, read_text_doc
-
     p = Path(path)
     text = read_text_doc(p, "GPU spec", GpuSpecError)
     if p.suffix.lower() == ".json":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from nvstage.hw.archs import arch_limits
 
 _TABLE = ("CUDA C++ Programming Guide, Arithmetic Instructions: Throughput of Native "
           "Arithmetic Instructions (results per clock cycle per multiprocessor), cc {}")
@@ -88,6 +89,4 @@ PIPES: dict[str, SmThroughput] = {
 
 def sm_throughput(arch: str) -> SmThroughput:
     """The table's row for ``arch`` (``sm_90a`` reads as ``sm_90``)."""
-    from nvstage.hw.archs import arch_limits
-
     return PIPES[arch_limits(arch).arch]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from nvstage.inspect.sass import source_lines
 
 USER = "user"
 INNERMOST = "innermost"
@@ -119,7 +120,6 @@ class Attribution:
         path below it; bounded as any source is), or None."""
         if path in self._texts:
             return self._texts[path]
-        from nvstage.inspect.sass import source_lines
 
         rel = None if self.is_user(path) else self._relative(path)
         got = source_lines(os.path.join(*rel), indent=True) if rel else None

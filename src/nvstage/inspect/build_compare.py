@@ -8,6 +8,11 @@ from __future__ import annotations
 import os
 
 from nvstage.inspect.kernels import KernelRecord, base_name
+from nvstage.compiler.manifest.triton_info import triton_info
+from nvstage.inspect.elf import refine_arch
+from nvstage.inspect.mix import mix
+from nvstage.inspect.sass import disassemble
+from nvstage.inspect.triton_view import launch_occupancy
 
 MIX = "mix."  # a metric per instruction class: "mix.fp32", "mix.global_load", ...
 
@@ -36,8 +41,6 @@ def pair(ra: dict, rb: dict) -> dict[str, str]:
 def launch_of(build, r: KernelRecord, block: int | None) -> tuple[int | None, int]:
     """(block size, dynamic shared memory) one launch of ``r`` from ``build`` has: a Triton
     kernel's own (num_warps x 32, its metadata's shared), else ``block`` and none."""
-    from nvstage.compiler.manifest.triton_info import triton_info
-
     info = triton_info(build)
     if info is not None and r.kernel == info.name:
         return info.threads, info.shared
@@ -47,8 +50,6 @@ def launch_of(build, r: KernelRecord, block: int | None) -> tuple[int | None, in
 def occupancy_figures(build, r: KernelRecord, block: int | None) -> dict:
     """block, dynamic_shared and occupancy (percent of the SM's warps) for one record; the
     occupancy None when the block is unknown or the arch has no limits here."""
-    from nvstage.inspect.triton_view import launch_occupancy
-
     threads, dynamic = launch_of(build, r, block)
     occ = launch_occupancy(r.arch, threads, dynamic, r) if threads is not None else None
     return {"block": threads, "dynamic_shared": dynamic,
@@ -57,9 +58,6 @@ def occupancy_figures(build, r: KernelRecord, block: int | None) -> dict:
 
 def mixes(build, toolkit) -> dict[tuple[str, str], dict[str, int]]:
     """(mangled kernel, arch) -> instructions per class, from each kept cubin's SASS."""
-    from nvstage.inspect.mix import mix
-    from nvstage.inspect.sass import disassemble
-
     out = {}
     for a in build.artifacts:
         if a.kind != "cubin" or not os.path.isfile(a.path):
@@ -71,7 +69,6 @@ def mixes(build, toolkit) -> dict[tuple[str, str], dict[str, int]]:
 
 
 def _with(figures: dict, build, r: KernelRecord, block, mixed: dict) -> dict:
-    from nvstage.inspect.elf import refine_arch
 
     out = dict(figures)
     out.update(occupancy_figures(build, r, block))

@@ -21,6 +21,21 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from nvstage.inspect.kernels import KernelRecord, matches
+from nvstage.artifacts import read_regular
+from nvstage.compiler.manifest.model import (
+    Build,
+    load_build,
+    partial_note,
+    reading_toolkit,
+    toolkit_note,
+)
+from nvstage.errors import UsageError
+from nvstage.inspect.build_compare import paired_rows
+from nvstage.inspect.elf import read_cubin
+from nvstage.inspect.gather import with_code
+from nvstage.inspect.pairs import nothing_paired, no_such
+from nvstage.inspect.resources import build_resources
+from nvstage.inspect.why import build_facts, arch_number, explain
 
 KERNEL_METRICS = ("registers", "spill_stores", "spill_loads", "shared_bytes",
                   "instructions", "sass_bytes")
@@ -87,11 +102,6 @@ class BuildDiff:
 def kernel_records(build, toolkit) -> dict[str, KernelRecord]:
     """"kernel (arch[, per file])" -> the kernel's record (``inspect.kernels``), with the SASS
     instruction count and cubin size where the build's cubin is still there."""
-    from nvstage.artifacts import read_regular
-    from nvstage.inspect.elf import read_cubin
-    from nvstage.inspect.gather import with_code
-    from nvstage.inspect.resources import build_resources
-
     out = {_key(r): r for r in build_resources(build, toolkit)}
     for a in build.artifacts:
         if a.kind != "cubin" or not os.path.isfile(a.path):
@@ -150,16 +160,6 @@ def diff_builds(a, b, toolkit=None, *, a_name: str | None = None,
     across compilers shows (a Triton kernel's block is its num_warps x 32). ``pairs``
     (``pairs.Pair`` s): the kernels to compare, A's with B's; none: those of one name.
     ``UsageError`` when no kernel is on both sides, or a pair names none."""
-    from nvstage.compiler.manifest.model import (
-        Build,
-        load_build,
-        partial_note,
-        reading_toolkit,
-        toolkit_note,
-    )
-    from nvstage.inspect.pairs import nothing_paired
-    from nvstage.inspect.why import build_facts
-
     if not isinstance(a, Build):
         a_name, a = a_name or str(a), load_build(a)
     if not isinstance(b, Build):
@@ -176,7 +176,6 @@ def diff_builds(a, b, toolkit=None, *, a_name: str | None = None,
     chosen = resolve(pairs, ra, rb) if pairs else None
     two = across(a, b)
     if two:
-        from nvstage.inspect.build_compare import paired_rows
 
         kernels = [Row(k, fa, fb, b_key=kb_name) for k, fa, fb, kb_name
                    in paired_rows(a, b, ra, rb, ka, kb, toolkit, block, notes, chosen)]
@@ -197,7 +196,6 @@ def diff_builds(a, b, toolkit=None, *, a_name: str | None = None,
 
 
 def _facts(facts: dict, r: KernelRecord):
-    from nvstage.inspect.why import arch_number
 
     return facts.get((r.kernel, arch_number(r.arch), r.final))
 
@@ -208,7 +206,6 @@ def _explained(row: Row, ra: dict, rb: dict, facts_a: dict, facts_b: dict, *,
     name on both sides, one compiler) also say which stage changed."""
     from dataclasses import replace
 
-    from nvstage.inspect.why import explain
 
     x, y = ra.get(row.key), rb.get(row.b_key or row.key)
     if x is None or y is None:
@@ -250,9 +247,6 @@ def resolve(pairs, ra: dict, rb: dict) -> list[tuple[str, str]]:
     """(A's key, B's key) of each kernel the ``pairs`` name, one row per arch both sides
     built it for (Triton's sm_90a meets nvcc's sm_90). ``UsageError`` for a name that names
     no kernel on its side, or a pair with no arch in common."""
-    from nvstage.errors import UsageError
-    from nvstage.inspect.pairs import no_such
-
     out: list[tuple[str, str]] = []
     for p in pairs:
         xs = [k for k, r in ra.items() if matches(p.a, r.kernel, r.demangled)]

@@ -28,6 +28,8 @@ from nvstage.inspect.build_view import (
     load_build_view,
 )
 from nvstage.inspect.kernels import matches
+from nvstage.compiler.buildlog.log import find, FOLDER
+from nvstage.inspect.pairs import no_such, nothing_paired
 
 SCHEMA = "nvstage.record-diff/1"
 KERNEL_METRICS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "sass_bytes",
@@ -134,8 +136,6 @@ def split_spec(text: str) -> tuple[str, str | None]:
     """``build`` -> (``build``, None); ``build@2`` -> (``build``, ``2``): a build folder (or
     record), and which of its builds (a number as ``show`` lists them, ``-1`` or ``last``,
     ``-2`` or ``prev``); a path that exists as given is a path, ``@`` and all."""
-    from nvstage.compiler.buildlog.log import find
-
     if find(text) is not None or "@" not in text:
         return text, None
     path, _, which = text.rpartition("@")
@@ -144,8 +144,6 @@ def split_spec(text: str) -> tuple[str, str | None]:
 
 def is_record(text: str) -> bool:
     """Whether ``text`` names a build record (with or without ``@BUILD``)."""
-    from nvstage.compiler.buildlog.log import find
-
     return find(split_spec(text)[0]) is not None
 
 
@@ -176,7 +174,6 @@ def _pick(view: BuildView, which: str | None, spec: str, default: int = -1):
 
 
 def _root(folder: str) -> str:
-    from nvstage.compiler.buildlog.log import FOLDER
 
     folder = os.path.abspath(folder)
     return os.path.dirname(folder) if os.path.basename(folder) == FOLDER else folder
@@ -263,8 +260,6 @@ def _kernels(side: Side, block: int, known: dict) -> dict[str, tuple]:
 def _paired(pairs, ka: dict, kb: dict) -> list[KernelRow]:
     """The rows of the kernels ``pairs`` name: each of A's with B's of its arch (and unit,
     where B's kernel is in several)."""
-    from nvstage.inspect.pairs import no_such
-
     def named(side: dict, name: str) -> list[str]:
         return [k for k, (r, *_) in side.items() if matches(name, r.kernel, r.demangled)]
 
@@ -313,7 +308,6 @@ def compare(a: Side, b: Side, *, block: int = DEFAULT_BLOCK,
     if pairs:
         kernels = _paired(pairs, ka, kb)
         if not kernels:
-            from nvstage.inspect.pairs import nothing_paired
 
             raise nothing_paired([r.name for r, *_ in ka.values()],
                                  [r.name for r, *_ in kb.values()], " on one arch")
@@ -339,7 +333,6 @@ def diff_records(a: str | os.PathLike, b: str | os.PathLike | None = None, *,
     views: dict[str, BuildView] = {}
 
     def view(path: str) -> BuildView:
-        from nvstage.compiler.buildlog.log import find
 
         folder = find(path)
         if folder is None:

@@ -11,16 +11,15 @@ code cannot be read gets one line saying why (rebuilt since, plain nvcc ran it, 
 from __future__ import annotations
 
 from nvstage.errors import NvstageError
+from nvstage.inspect.fatbin import kind_of_file
+from nvstage.inspect.lineview import lines_of
+from nvstage.inspect.sass import source_reader
 
 MAX_UNITS = 200  # translation units whose objects are disassembled for one page
 
 
 def _unit_lines(unit, toolkit) -> tuple[list, str | None]:
     """(the line views of the kernels in ``unit``'s object, or [] and why none)."""
-    from nvstage.inspect.fatbin import kind_of_file
-    from nvstage.inspect.lineview import lines_of
-    from nvstage.inspect.sass import source_reader
-
     try:
         build = unit.entry.manifest_build(files=True, plan=False)
         obj = build.output  # only while it is still the file the entry recorded

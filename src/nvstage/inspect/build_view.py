@@ -35,6 +35,24 @@ from dataclasses import dataclass, field
 from nvstage.compiler.nvcc import step_kind as steps
 from nvstage.errors import ArtifactError, NvstageError, UsageError
 from nvstage.inspect.kernels import KernelRecord, display_name, final_rows, matches
+from nvstage.compiler.buildlog import log as buildlog
+from nvstage.compiler.buildlog.log import command_text
+from nvstage.compiler.manifest.model import partial_note
+from nvstage.compiler.toolkit.locate import find_toolkit
+from nvstage.hw.occupancy import occupancy, sweep
+from nvstage.inspect.fatbin import kind_of_file
+from nvstage.inspect.names import demangle_all
+from nvstage.inspect.resources import stage_resources
+from nvstage.inspect.view import (
+    LINES,
+    Shown,
+    collect_build,
+    collect_file,
+    parse_sections,
+    will_it_run,
+    _attribution,
+    check_gpu,
+)
 
 SCHEMA = "nvstage.build-view/1"
 DEFAULT_BLOCK = 256
@@ -422,8 +440,6 @@ def load_build_view(path: str | os.PathLike, *, block: int = DEFAULT_BLOCK,
     ``block`` threads per block; with ``earlier``, the entries the last build replaced too
     (read as units: what ``record_diff.since_previous`` compares). ``UsageError`` when
     ``path`` holds no build record."""
-    from nvstage.compiler.buildlog import log as buildlog
-
     if not isinstance(block, int) or not 1 <= block <= 1024:
         raise UsageError(f"block size {block!r}: give 1 to 1024 threads")
     rec = buildlog.load_build_log(path)
@@ -484,8 +500,6 @@ def load_build_view(path: str | os.PathLike, *, block: int = DEFAULT_BLOCK,
 def _unit(index: int, e, t0: float) -> tuple[TranslationUnit, object]:
     """The unit of one entry (``t0``: its build's start), and its manifest read as a
     ``Build`` (None when it has none)."""
-    from nvstage.compiler.buildlog.log import command_text
-
     u = TranslationUnit(index, e, e.source, e.output, e.status, e.reason, e.hit,
                         e.started - t0, e.seconds, e.pid, command_text(e.argv), kind=e.kind,
                         tool=e.tool)
@@ -531,8 +545,6 @@ _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 def _demangle_ahead(kept) -> None:
     """Every kernel name of every unit demangled in one c++filt run (the readers then find
     them known), not one run per ptxas stage (``kept``: each unit's runs, or None)."""
-    from nvstage.inspect.names import demangle_all
-
     names = {m for runs in kept if runs is not None for run in runs
              for m in _ENTRY.findall(run.resources or "")}
     names |= {f.kernel for runs in kept if runs is not None for run in runs
@@ -545,8 +557,6 @@ def _kernels(runs, unit: TranslationUnit) -> list[KernelRecord]:
     """The kernels a unit compiled, from the resource lines its manifest's ``runs`` kept (no
     tool runs: the manifest read without artifacts gives ``stage_resources`` no cubin to
     read)."""
-    from nvstage.inspect.resources import stage_resources
-
     rows: list[KernelRecord] = []
     for run in runs:
         try:
@@ -586,8 +596,6 @@ def first_free_rows(spans: list[tuple[float, float]]) -> list[int]:
 def kernel_row(r: KernelRecord, unit: int, block: int, known: dict) -> KernelRow:
     """A kernel's row: its record, its unit's index and its occupancy at ``block`` (``known``:
     figures already worked out, shared by the rows of one view)."""
-    from nvstage.hw.occupancy import occupancy, sweep
-
     if r.registers is None:
         return KernelRow(r, unit, None, None, "no register count")
     figures = dict(registers=r.registers, shared_static=r.shared_bytes,
@@ -613,14 +621,6 @@ def show_kernel(record: str | os.PathLike | BuildView, kernel: str, *, unit: str
     folder's build (a ``view.Shown``). Its resources come from the ptxas report the unit's
     entry kept; its SASS, PTX and fatbin images from the unit's object file, read only while
     it is still the one the entry recorded (same size and SHA-256)."""
-    from nvstage.compiler.manifest.model import partial_note
-    from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.inspect.fatbin import kind_of_file
-    from nvstage.inspect.view import (LINES, Shown, collect_build, collect_file,
-                                      parse_sections, will_it_run)
-
-    from nvstage.inspect.view import _attribution, check_gpu
-
     check_gpu(gpu, driver)
     _attribution(None, attribute)  # a typo refused before any work
     view = record if isinstance(record, BuildView) else load_build_view(record)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from nvstage.errors import UsageError
 from nvstage.hw.gpus import GpuSpec, parse_arch, resolve_gpu
 from nvstage.inspect.records import FatbinImage
+from nvstage.inspect.cudart import runtime_runs
 
 SASS_EXACT = "sass-exact"
 SASS_COMPATIBLE = "sass-compatible"
@@ -262,7 +263,6 @@ def with_runtime(verdict: Verdict, need, gpu: str | GpuSpec) -> Verdict:
     nvstage cannot read a "cannot tell", whatever the images say."""
     from dataclasses import replace
 
-    from nvstage.inspect.cudart import runtime_runs
 
     if need is None:
         return verdict

@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage.errors import ArtifactError, InputTooLarge, NvstageError
+from nvstage.artifacts import read_regular
+from nvstage.compiler.buildlog.log import find
+from nvstage.compiler.nvcc.time_trace import TRACES
+from nvstage.documents import parse_json_text
 
 # The most one trace may hold. kernels/templates.cu gives 1,631 events in 240 KB; a unit using
 # cub::DeviceReduce and thrust::sort 23,543 events in 52 MB (its templates' arguments), read in
@@ -183,9 +187,6 @@ class _Event:
 
 def read_trace(path: str | os.PathLike) -> tuple[dict, list[dict]]:
     """(otherData, events) of a trace file: one ``ArtifactError`` line for anything else."""
-    from nvstage.artifacts import read_regular
-    from nvstage.documents import parse_json_text
-
     try:
         raw = read_regular(path, limit=MAX_TRACE_BYTES, limit_name="MAX_TRACE_BYTES",
                            what="nvcc time trace")
@@ -212,9 +213,6 @@ def read_trace(path: str | os.PathLike) -> tuple[dict, list[dict]]:
 def trace_paths(path) -> list:
     """Where a path's traces are: the path (a trace, or a folder of them), and for a build
     folder its build log's ``traces/`` (NVSTAGE_TIME_TRACE=1's, in a hidden folder)."""
-    from nvstage.compiler.buildlog.log import find
-    from nvstage.compiler.nvcc.time_trace import TRACES
-
     record = find(path)
     own = record / TRACES if record is not None else None
     return [path, own] if own is not None and own.is_dir() else [path]

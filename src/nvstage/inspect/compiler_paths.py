@@ -25,6 +25,10 @@ from nvstage.errors import NvstageError, UsageError
 from nvstage.compiler.nvcc.options import CompileOptions
 from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit
 from nvstage.inspect.kernels import KernelRecord, select
+from nvstage.compiler.nvrtc import compile_nvrtc, versions
+from nvstage.compiler.pipeline.driver import compile as nvcc_compile
+from nvstage.inspect.gather import with_code
+from nvstage.inspect.resources import stage_resources
 
 NVCC, NVRTC, NVJITLINK, LTO = "nvcc", "nvrtc", "nvrtc+nvjitlink", "nvrtc+lto"
 _REAL = re.compile(r"^sm_\d+[af]?$")
@@ -170,9 +174,6 @@ def compare_paths(
     one subfolder per path with its artifacts and manifest; without it all is removed.
     ``maxrregcount`` applies to every path (a low one makes kernels/spill.cu spill).
     """
-    from nvstage.compiler.nvrtc import compile_nvrtc, versions
-    from nvstage.compiler.pipeline.driver import compile as nvcc_compile
-
     if not _REAL.match(arch):
         raise UsageError(f"diff needs a real arch (sm_NN) to compare cubins, not {arch!r}",
                          hint="e.g. --arch sm_90")
@@ -279,9 +280,6 @@ def _collect(path: PathResult, build, *, final: bool, toolkit: Toolkit,
     ``kinds``: only stages of these kinds (the nvrtc and nvrtc+nvjitlink paths share a build).
     ``final``: whether a kernel no tool reported is linked (its cubin's numbers are whole).
     """
-    from nvstage.inspect.gather import with_code
-    from nvstage.inspect.resources import stage_resources
-
     records: dict[tuple[str, str], KernelRecord] = {}
     cubins: list[str] = []
     for run in build.runs:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from nvstage.inspect.elf import _elf
 
 SHARED = "shared"
 STATIC = "static"
@@ -76,8 +77,6 @@ class RuntimeNeed:
 
 def runtime_needed(data: bytes, what: str = "executable") -> RuntimeNeed:
     """What runtime the host ELF ``data`` needs (see the module's docstring)."""
-    from nvstage.inspect.elf import _elf
-
     elf = _elf(data, what)
     needed = []
     dyn = elf.get_section_by_name(".dynamic")

@@ -13,6 +13,11 @@ import os
 from dataclasses import dataclass
 
 from nvstage.errors import UsageError
+from nvstage.compiler.toolkit.locate import find_toolkit
+from nvstage.inspect import build_log_diff as record_diff
+from nvstage.inspect.build_diff import diff_builds
+from nvstage.inspect.compiler_paths import compare_paths
+from nvstage.inspect.line_diff import diff_lines
 
 
 @dataclass(frozen=True)
@@ -43,9 +48,6 @@ def run(req: DiffRequest):
     ``line_diff.LinesDiff`` (``SeveralLines`` for several pairs), a
     ``record_diff.RecordDiff`` or a ``build_diff.BuildDiff``. ``UsageError`` for a request
     that cannot be answered as asked."""
-    from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.inspect import build_log_diff as record_diff
-
     a, b, pairs = req.a, req.b, list(req.pairs)
     if req.via is not None:
         return _paths(req)
@@ -58,7 +60,6 @@ def run(req: DiffRequest):
         if b is None and all(p.a == p.b for p in pairs):
             raise UsageError("one build and one kernel: nothing to compare",
                              hint="give two builds, or two kernels: --pair A=B")
-        from nvstage.inspect.line_diff import diff_lines
 
         diffs = diff_lines(a, a if b is None else b, pairs, find_toolkit(req.nvcc),
                            arch=req.arch, attribute=req.attribute)
@@ -77,15 +78,12 @@ def run(req: DiffRequest):
                          "(--pair A=B), or one .cu file with --via nvcc,nvrtc")
     if req.block is not None and not 1 <= req.block <= 1024:
         raise UsageError(f"--block {req.block}: a block holds 1 to 1024 threads")
-    from nvstage.inspect.build_diff import diff_builds
 
     return diff_builds(a, a if b is None else b, find_toolkit(req.nvcc), block=req.block,
                        pairs=pairs)
 
 
 def _paths(req: DiffRequest):
-    from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.inspect.compiler_paths import compare_paths
 
     if req.pairs:
         raise UsageError("--pair and --kernel name built kernels; --via compiles one source "

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from nvstage.errors import ArtifactError, InputTooLarge
+from nvstage.artifacts import MAX_ARTIFACT_BYTES, size_text
 
 EM_CUDA = 190
 ELF_MAGIC = b"\x7fELF"
@@ -250,8 +251,6 @@ def host_fatbins(data: bytes, what: str, *, names_only: bool = False
     """The fatbin sections of a host object or executable, in file order (``names_only``:
     with empty contents, to ask whether there are any). At most ``MAX_ARTIFACT_BYTES`` of
     them are read: the rest of a large host binary is never touched."""
-    from nvstage.artifacts import MAX_ARTIFACT_BYTES, size_text
-
     elf = _elf(data, what)
     found = []
     try:

@@ -33,6 +33,7 @@ from nvstage.artifacts import (
 from nvstage.errors import ArtifactError, InputNotFound, InputTooLarge
 from nvstage.inspect.elf import EM_CUDA, elf_machine, host_fatbins, read_cubin
 from nvstage.inspect.records import FatbinImage
+from nvstage.inspect.ptx import parse_ptx
 
 MAGIC = 0xBA55ED50
 _HEADER = struct.Struct("<IHHQ")  # magic, version, header size, size of what follows
@@ -395,7 +396,6 @@ def _kernels(image: RawImage, data: bytes, path) -> tuple[str, ...]:
     if image.kind == "cubin":
         return read_cubin(data, what).kernels
     if image.kind == "ptx":
-        from nvstage.inspect.ptx import parse_ptx
 
         try:
             module = parse_ptx(data.decode("utf-8", "replace"), demangle=False)

@@ -19,6 +19,8 @@ from nvstage.inspect.kernels import KernelRecord, select
 from nvstage.inspect.resources import build_resources, file_resources
 from nvstage.inspect.sass import SassKernel, build_sass, disassemble
 from nvstage.inspect.elf import refine_arch
+from nvstage.compiler.manifest.model import load_build, Build
+from nvstage.compiler.toolkit.locate import find_toolkit
 
 
 def resources_of(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
@@ -26,7 +28,6 @@ def resources_of(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
     build's joined from its ptxas reports and cuobjdump (``build_resources``), a file's from
     cuobjdump alone (``file_resources``: no spills)."""
     if kind_of_file(path) == "build":
-        from nvstage.compiler.manifest.model import load_build
 
         return build_resources(load_build(path), toolkit)
     return file_resources(path, toolkit)
@@ -36,7 +37,6 @@ def sass_of(path: str | os.PathLike, toolkit, *, lineinfo: bool = False) -> list
     """SASS of every function in a file (``sass.disassemble``) or of every cubin a build
     folder holds (``sass.build_sass``)."""
     if kind_of_file(path) == "build":
-        from nvstage.compiler.manifest.model import load_build
 
         return build_sass(load_build(path), toolkit, lineinfo=lineinfo)
     return disassemble(path, toolkit, lineinfo=lineinfo)
@@ -46,12 +46,9 @@ def kernel_records(artifact, toolkit=None, *, kernel: str | None = None) -> list
     """Every kernel of a ``Build`` or of an artifact (cubin, fatbin, object, executable, keep
     folder or stages.json), per arch; only those ``kernel`` names when given. A build's
     records join its ptxas report with cuobjdump's; a file's are cuobjdump's (no spills)."""
-    from nvstage.compiler.manifest.model import Build
-
     if isinstance(artifact, Build):
         rows = build_resources(artifact, toolkit)
     else:
-        from nvstage.compiler.toolkit.locate import find_toolkit
 
         rows = resources_of(artifact, toolkit or find_toolkit())
     return select(rows, kernel)

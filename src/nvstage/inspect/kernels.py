@@ -18,6 +18,7 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
+from nvstage.hw.gpus import parse_arch
 
 
 # -- names ----------------------------------------------------------------------------------
@@ -271,8 +272,6 @@ def for_arch(records: Iterable[KernelRecord], arch: str | None) -> KernelRecord:
     """Of one kernel's records, the one to use for ``arch``: that arch's, else the nearest
     older arch's, else the newest arch's (no arch: the newest); of that arch's, the
     ``preferred`` one."""
-    from nvstage.hw.gpus import parse_arch
-
     def version(r: KernelRecord) -> tuple[int, int]:
         return parse_arch(r.arch)[:2]
 

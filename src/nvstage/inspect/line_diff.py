@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from nvstage.errors import UsageError
 from nvstage.inspect import align as aligning
 from nvstage.inspect.mix import access_bits
+from nvstage.compiler.buildlog.log import find
+from nvstage.inspect.build_view import show_kernel
+from nvstage.inspect.pairs import parse
+from nvstage.inspect.view import show
 
 LOCAL = {"STL": "stores", "LDL": "loads"}
 SPILL_MARK = '"SpillRefill"'  # nvdisasm's annotation of an STL/LDL ptxas wrote to spill
@@ -193,15 +197,11 @@ class LinesDiff:
 
 def _lines(path, kernel: str, toolkit, attribute: str):
     """Every arch's line view of ``kernel`` in a build, build record or artifact."""
-    from nvstage.compiler.buildlog.log import find
-
     if find(path) is not None:
-        from nvstage.inspect.build_view import show_kernel
 
         shown = show_kernel(path, kernel, sections="lines", lineinfo=True, toolkit=toolkit,
                             attribute=attribute)
     else:
-        from nvstage.inspect.view import show
 
         shown = show(path, kernel=kernel, sections="lines", lineinfo=True, toolkit=toolkit,
                      attribute=attribute)
@@ -316,8 +316,6 @@ def diff_lines(a, b, pairs, toolkit, *, arch: str | None = None,
     kernels of builds ``a`` and ``b`` (the same path twice for two kernels of one build),
     line by line. ``arch`` picks one where a build has several; without it the highest arch
     both have."""
-    from nvstage.inspect.pairs import parse
-
     if isinstance(pairs, str):
         pairs = parse(kernel=pairs)
     out = []

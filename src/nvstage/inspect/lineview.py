@@ -40,6 +40,14 @@ from nvstage import proc
 from nvstage.errors import ArtifactError, ToolkitError, NvstageError, UsageError
 from nvstage.inspect.mix import Mix, classify, mix as mix_of
 from nvstage.inspect.ptx_lines import MAX_INLINED, PtxFunction, file_matcher, parse_ptx_lines
+from nvstage.artifacts import read_regular
+from nvstage.compiler.nvcc.cubin_figures import read_figures
+from nvstage.inspect.attribution import Attribution
+from nvstage.inspect.elf import _elf, read_cubin, refine_arch
+from nvstage.inspect.fatbin import read_bytes, image_bytes, kind_of_file
+from nvstage.inspect.live import parse_ranges, live_at
+from nvstage.inspect.names import demangle_all
+from nvstage.inspect.sass import source_reader
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _MARK = re.compile(r'^\s*//## File "(.*?)", line (\d+)(?: inlined at "(.*?)", line (\d+))?')
@@ -176,8 +184,6 @@ class KernelLines:
     def live_at(self, offset: int):
         """``inspect.live.LiveAt``: the values live at the instruction at ``offset``, by the
         line that wrote them; None where nvdisasm gave no life ranges."""
-        from nvstage.inspect.live import live_at
-
         if self.ranges is None or self.ranges.index(offset) is None:
             return None
         where = {}
@@ -308,8 +314,6 @@ def join(name: str, located: list[Located], live: dict[int, dict[str, int]], *, 
     ``ptx``: the function in the PTX the cubin was made from, counted per line too;
     ``attribution``: which frame of its chain each instruction counts to
     (``inspect.attribution``; none given: every file is the user's)."""
-    from nvstage.inspect.attribution import Attribution
-
     attribution = attribution or Attribution()
     # ptxas pads a function with NOPs to a 128-byte boundary after its last instruction:
     # never issued, so no line's work (``sass.SassKernel.padding``, the same rule).
@@ -418,9 +422,6 @@ def _run(argv: list[str], what: str) -> str:
 
 def _function_symbols(cubin: Path) -> list[int]:
     """The symbol indices of a cubin's functions, as nvdisasm's ``-fun`` takes them."""
-    from nvstage.inspect.elf import _elf
-    from nvstage.inspect.fatbin import read_bytes
-
     elf = _elf(read_bytes(cubin), cubin.name)
     table = elf.get_section_by_name(".symtab")
     if table is None:
@@ -488,12 +489,8 @@ def cubin_lines(cubin: str | os.PathLike, toolkit, *, arch: str = "", image: str
     """Every function of one cubin, joined line by line; ``ptx``: the PTX functions the build
     kept, of which the cubin's arch picks its own (``pick_ptx``); ``attribution``: whose
     lines the instructions count to (default: the user's, by ``toolkit``'s folders)."""
-    from nvstage.inspect.attribution import Attribution
-    from nvstage.inspect.names import demangle_all
-
     attribution = attribution or Attribution.of(toolkit)
 
-    from nvstage.inspect.live import parse_ranges
 
     cubin = Path(cubin)
     located, live_text = _listings(cubin, toolkit)
@@ -512,9 +509,6 @@ def cubin_lines(cubin: str | os.PathLike, toolkit, *, arch: str = "", image: str
 def _register_counts(cubin: Path) -> dict[str, int]:
     """Each kernel's register count as ptxas wrote it into the cubin (none where it cannot be
     read: the view does without)."""
-    from nvstage.compiler.nvcc.cubin_figures import read_figures
-    from nvstage.inspect.fatbin import read_bytes
-
     try:
         return {f.kernel: f.registers for f in read_figures(read_bytes(cubin), cubin.name)}
     except (NvstageError, OSError):
@@ -528,8 +522,6 @@ def lines_of(path: str | os.PathLike, toolkit, *, source_text=None,
     import hashlib
     import tempfile
 
-    from nvstage.inspect.elf import read_cubin, refine_arch
-    from nvstage.inspect.fatbin import image_bytes, kind_of_file, read_bytes
 
     kind = kind_of_file(path)
     if kind == "ptx":
@@ -573,11 +565,6 @@ def lines_of(path: str | os.PathLike, toolkit, *, source_text=None,
 def build_lines(build, toolkit=None, *, attribution=None) -> list[KernelLines]:
     """The line view of every cubin a build made, with the text of the source its manifest
     names and the PTX it kept."""
-    from nvstage.artifacts import read_regular
-    from nvstage.inspect.elf import read_cubin, refine_arch
-    from nvstage.inspect.fatbin import read_bytes
-    from nvstage.inspect.sass import source_reader
-
     toolkit = toolkit or build.toolkit
     text = source_reader(build.source, build.cwd, indent=True)
     kept = []

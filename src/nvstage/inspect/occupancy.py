@@ -10,6 +10,13 @@ from dataclasses import dataclass, field
 from nvstage.errors import UsageError
 from nvstage.hw.occupancy import Occupancy, Sweep, occupancy, sweep as sweep_sizes
 from nvstage.inspect.kernels import KernelRecord, for_arch, select
+from nvstage.compiler.manifest.model import load_build, partial_note
+from nvstage.compiler.manifest.triton_info import triton_info
+from nvstage.compiler.toolkit.locate import find_toolkit
+from nvstage.hw.gpus import parse_arch
+from nvstage.inspect.fatbin import kind_of_file
+from nvstage.inspect.gather import resources_of
+from nvstage.inspect.resources import build_resources
 
 GIVEN = "command line"  # the source of a kernel given by its numbers
 
@@ -99,12 +106,8 @@ def kernel_occupancy(artifact: str | os.PathLike | None = None, *, gpu=None,
 
 def _triton_launch(artifact) -> tuple[int, int] | None:
     """(threads, dynamic shared bytes) of a kept Triton build's launches; None otherwise."""
-    from nvstage.inspect.fatbin import kind_of_file
-
     if kind_of_file(artifact) != "build":
         return None
-    from nvstage.compiler.manifest.model import load_build
-    from nvstage.compiler.manifest.triton_info import triton_info
 
     info = triton_info(load_build(artifact))
     return (info.threads, info.shared) if info is not None else None
@@ -114,15 +117,8 @@ def _records(artifact, kernel: str | None, gpu, toolkit, nvcc, report: Occupancy
              ) -> list[tuple[KernelRecord, str]]:
     """(record, arch to compute for) per kernel: on ``gpu`` the record of its arch or the
     nearest older one (``kernels.for_arch``); without one, per kernel and arch."""
-    from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.hw.gpus import parse_arch
-    from nvstage.inspect.fatbin import kind_of_file
-    from nvstage.inspect.gather import resources_of
-    from nvstage.inspect.resources import build_resources
-
     toolkit = toolkit or find_toolkit(nvcc)
     if kind_of_file(artifact) == "build":
-        from nvstage.compiler.manifest.model import load_build, partial_note
 
         build = load_build(artifact)
         if note := partial_note(build):

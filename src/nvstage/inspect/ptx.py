@@ -8,6 +8,7 @@ import re
 from nvstage.errors import ArtifactError
 from nvstage.inspect.names import demangle_all
 from nvstage.inspect.records import PtxEntry, PtxModule, PtxParam
+from nvstage.artifacts import read_regular
 
 # Line-anchored patterns use [ \t], never \s: \s also matches newlines, and "^\s*" then
 # re-scanned every run of blank lines from each of its lines (quadratic: 20,000 empty lines
@@ -159,8 +160,6 @@ def read_ptx(path) -> PtxModule:
 
 def read_ptx_text(path) -> tuple[PtxModule, str]:
     """``read_ptx``'s module, and the text it was read from (read once)."""
-    from nvstage.artifacts import read_regular
-
     text = read_regular(path, what="PTX file").decode("utf-8", errors="replace")
     try:
         return parse_ptx(text), text

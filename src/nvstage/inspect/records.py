@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from nvstage.inspect.kernels import KernelNames
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,6 @@ class PtxModule:
 
     def entry(self, name: str) -> PtxEntry | None:
         """By mangled name, demangled signature, or bare name (``scale<float>``, ``scale``)."""
-        from nvstage.inspect.kernels import KernelNames
-
         return KernelNames(self.entries, lambda e: (e.name, e.demangled)).get(name)
 
     def to_json(self) -> dict:

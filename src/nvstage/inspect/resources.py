@@ -29,6 +29,11 @@ from nvstage.artifacts import read_regular
 from nvstage.errors import ArtifactError, ToolkitError
 from nvstage.inspect.names import demangle_all
 from nvstage.inspect.kernels import KernelRecord
+from nvstage.compiler.manifest.model import reading_toolkit
+from nvstage.compiler.nvcc.cubin_figures import SPILL, SOURCE
+from nvstage.compiler.nvcc.plan import StageKind
+from nvstage.inspect.elf import read_cubin, refine_arch
+from nvstage.inspect.fatbin import image_bytes, kind_of_file, read_bytes
 
 # Seen with CUDA 13.5 on sm_90, sm_100, sm_103, sm_110, sm_120 and sm_121, never on sm_75..sm_89.
 SM90_RESERVED_SHARED = 1024
@@ -173,8 +178,6 @@ def parse_res_usage(text: str, *, arch: str | None = None, final: bool = True,
 def res_usage_of_cubin(data: bytes, toolkit, *, arch: str, final: bool = True,
                        source: str = "cuobjdump -res-usage") -> list[KernelRecord]:
     """Run cuobjdump -res-usage on one cubin's bytes (from a file or a fatbin image)."""
-    from nvstage.inspect.elf import read_cubin
-
     cubin = read_cubin(data)
     with tempfile.TemporaryDirectory(prefix="nvstage-res-") as tmp:
         p = Path(tmp, f"image.{arch}.cubin")
@@ -197,9 +200,6 @@ def file_resources(path: str | os.PathLike, toolkit) -> list[KernelRecord]:
     show as unknown). In an executable only the images the driver loads are used; in an -rdc
     object the cubins are relocatable and their numbers are not final.
     """
-    from nvstage.inspect.elf import read_cubin, refine_arch
-    from nvstage.inspect.fatbin import image_bytes, kind_of_file, read_bytes
-
     kind = kind_of_file(path)
     if kind == "cubin":
         data = read_bytes(path)
@@ -252,7 +252,6 @@ def _spills(f, reported: KernelRecord | None) -> tuple[int, int, str]:
     subroutines apart (one from before did not: the SASS's count)."""
     if reported is not None and reported.spill_stores is not None:
         return reported.spill_stores, reported.spill_loads, SPILLS_FROM_REPORT
-    from nvstage.compiler.nvcc.cubin_figures import SPILL
 
     exact = f.spill_kind == SPILL and f.subroutine_spill_stores is not None
     return f.spill_stores, f.spill_loads, SPILLS_FROM_CUBIN if exact else SPILLS_COUNTED
@@ -263,9 +262,6 @@ def from_figures(figures, *, arch: str | None = None, report: str = "") -> list[
     record keeps them: no tool runs. ``arch``: the arch the stage was asked for (the ELF
     cannot say "f"). ``report``: the user's own ptxas -v report (kept in the manifest), for
     its compile times and spill figures."""
-    from nvstage.compiler.nvcc.cubin_figures import SOURCE
-    from nvstage.inspect.elf import refine_arch
-
     reported = {(r.kernel, r.arch): r
                 for r in parse_ptxas_verbose(report, arch=arch)} if report else {}
     names = demangle_all(f.kernel for f in figures)
@@ -312,17 +308,12 @@ def build_resources(build, toolkit=None) -> list[KernelRecord]:
     per-file rows (``final=False``) and, when the build went through the device link, the
     final rows from the linked cubin (``source`` names where each number came from).
     """
-    from nvstage.compiler.manifest.model import reading_toolkit
-
     toolkit = reading_toolkit(build, toolkit)
     return [r for run in build.runs for r in stage_resources(run, toolkit)]
 
 
 def stage_resources(run, toolkit) -> list[KernelRecord]:
     """The kernels one stage of a build compiled or linked (none for other stages)."""
-    from nvstage.compiler.nvcc.plan import StageKind
-    from nvstage.inspect.elf import read_cubin, refine_arch
-
     if not run.ok:
         return []
     rows: list[KernelRecord] = []

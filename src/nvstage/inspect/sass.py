@@ -21,6 +21,9 @@ from pathlib import Path
 from nvstage import proc
 from nvstage.errors import ArtifactError, ToolkitError, NvstageError
 from nvstage.inspect.names import demangle_all
+from nvstage.artifacts import read_regular
+from nvstage.inspect.elf import read_cubin, refine_arch
+from nvstage.inspect.fatbin import image_bytes, kind_of_file, read_bytes
 
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
 _OTHER_ENTRY = re.compile(r"^\s*\.other\s+([^,\s]+),\s*@\"[^\"]*STO_CUDA_ENTRY")
@@ -166,9 +169,6 @@ def disassemble(path: str | os.PathLike, toolkit, *, lineinfo: bool = False,
     there is simply no source to show). ``declared``: a cubin's arch as its build record
     names it (the "f" of sm_100f is not in the ELF).
     """
-    from nvstage.inspect.elf import read_cubin, refine_arch
-    from nvstage.inspect.fatbin import image_bytes, kind_of_file, read_bytes
-
     kind = kind_of_file(path)
     if kind == "cubin":
         arch = refine_arch(read_cubin(read_bytes(path), str(path)).arch, declared)
@@ -210,8 +210,6 @@ def source_lines(path: str | os.PathLike, *, indent: bool = False) -> list[str] 
     spaces, each cut to ``MAX_SOURCE_LINE``; ``indent``: the leading spaces kept, as the line
     view shows the code), or None where it cannot be read: gone, not a regular file (a FIFO
     is never opened), larger than ``MAX_SOURCE_BYTES``, no permission."""
-    from nvstage.artifacts import read_regular
-
     try:
         data = read_regular(path, limit=MAX_SOURCE_BYTES, limit_name="MAX_SOURCE_BYTES",
                             what="source file")

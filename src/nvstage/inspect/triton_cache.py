@@ -24,6 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage.errors import ArtifactError, UsageError, one_line
+from nvstage.compiler.manifest.triton_info import TritonInfo
+from nvstage.compiler.nvcc.cubin_figures import read_figures
+from nvstage.compiler.toolkit.locate import find_toolkit
+from nvstage.inspect.resources import from_figures
+from nvstage.inspect.triton_view import launch_occupancy
+from nvstage.inspect.view import LINES, Shown, collect_file, parse_sections
 
 MAX_ENTRIES = 10_000  # kernel folders in one cache (torch.compile's hold hundreds)
 MAX_FILES = 64  # files in one kernel's folder (Triton writes 8)
@@ -284,9 +290,6 @@ def _with_figures(k: CachedKernel, budget: list[int]) -> CachedKernel:
     """The kernel with its cubin's figures and its launch's occupancy."""
     from dataclasses import replace
 
-    from nvstage.compiler.nvcc.cubin_figures import read_figures
-    from nvstage.inspect.resources import from_figures
-    from nvstage.inspect.triton_view import launch_occupancy
 
     cubin = k.path("cubin")
     if cubin is None:
@@ -355,8 +358,6 @@ def find_kernel(cache: TritonCache, wanted: str) -> CachedKernel:
 def kernel_info(k: CachedKernel, ptx_version: str = ""):
     """A ``TritonInfo`` of what a cache's metadata says (no signature or ptxas: Triton's
     metadata holds neither)."""
-    from nvstage.compiler.manifest.triton_info import TritonInfo
-
     return TritonInfo(
         version=k.triton_version or "", kernel=k.name, name=k.name, signature=(),
         constexprs=(), arch=k.arch, warp_size=k.warp_size, num_warps=k.num_warps,
@@ -372,9 +373,6 @@ def show_kernel(folder, wanted: str, *, sections: str | None = None, lineinfo: b
     """``show CACHE --kernel NAME``: one kernel of the cache in detail, as ``show`` sets out a
     cubin (its PTX too), with Triton's metadata and its launch's occupancy (a ``view.Shown``).
     The source its line info names is not read: a cache names no source nvstage may open."""
-    from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.inspect.view import LINES, Shown, collect_file, parse_sections
-
     cache = read_cache(folder)
     k = find_kernel(cache, wanted)
     toolkit = toolkit or find_toolkit(nvcc)

@@ -5,14 +5,15 @@ threads, its metadata's dynamic shared memory), on the arch it was built for."""
 from __future__ import annotations
 
 from nvstage.inspect.kernels import KernelRecord
+from nvstage.compiler.manifest.triton_info import triton_info
+from nvstage.errors import NvstageError
+from nvstage.hw.occupancy import occupancy
+from nvstage.inspect.resources import build_resources
 
 
 def launch_occupancy(arch: str, threads: int, dynamic_shared: int, r: KernelRecord):
     """The ``hw.occupancy.Occupancy`` of ``r`` launched with ``threads`` and
     ``dynamic_shared``; None where it cannot be told (no registers, an arch without limits)."""
-    from nvstage.errors import NvstageError
-    from nvstage.hw.occupancy import occupancy
-
     if r.registers is None:
         return None
     try:
@@ -26,9 +27,6 @@ def launch_occupancy(arch: str, threads: int, dynamic_shared: int, r: KernelReco
 def triton_section(build, toolkit) -> dict | None:
     """``show``'s ``triton`` section of a Triton build: its metadata, and per kernel record
     the occupancy at its launch. None for other builds."""
-    from nvstage.compiler.manifest.triton_info import triton_info
-    from nvstage.inspect.resources import build_resources
-
     info = triton_info(build)
     if info is None:
         return None

@@ -8,6 +8,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nvstage.errors import NvstageError, UsageError, ArtifactError
+from nvstage.artifacts import read_regular
+from nvstage.compiler.manifest.model import load_build, partial_note, toolkit_note
+from nvstage.compiler.toolkit.locate import find_toolkit
+from nvstage.hw.gpus import resolve_gpu
+from nvstage.inspect import compat
+from nvstage.inspect.attribution import MODES, Attribution
+from nvstage.inspect.compat import parse_driver
+from nvstage.inspect.cudart import runtime_needed
+from nvstage.inspect.elf import read_cubin, refine_arch
+from nvstage.inspect.fatbin import inventory, image_bytes, kind_of_file
+from nvstage.inspect.kernels import matches, display_name
+from nvstage.inspect.lineview import lines_of, build_lines
+from nvstage.inspect.ptx import _COMMENT, _block_end, read_ptx_text, parse_ptx, read_ptx
+from nvstage.inspect.records import FatbinImage
+from nvstage.inspect.resources import file_resources, build_resources
+from nvstage.inspect.sass import disassemble, source_reader, build_sass
+from nvstage.inspect.triton_view import triton_section
 
 SECTIONS = ("ptx", "sass", "resources", "fatbin")
 # Asked for by name only (or by --lineinfo with --kernel): two more disassemblies per cubin.
@@ -77,8 +94,6 @@ def entry_spans(text: str) -> tuple[tuple[str, int, int], ...]:
     ``.entry`` line to the ``}`` that closes its body. Comments are blanked first (their
     length kept), so a brace or ``.entry`` inside one counts for nothing. Pure; an entry cut
     short (no body, not closed) runs to the end."""
-    from nvstage.inspect.ptx import _COMMENT, _block_end
-
     code = _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
     out, pos = [], 0
     while (m := _ENTRY_AT.search(code, pos)) is not None:
@@ -105,8 +120,6 @@ def _ptx_arch(target: str) -> str:
 
 def _filter(items, kernel, key=lambda x: (x.kernel, x.demangled)):
     """``--kernel``: the items ``inspect.kernels.matches`` finds for that name."""
-    from nvstage.inspect.kernels import matches
-
     return [x for x in items if matches(kernel, *key(x))]
 
 
@@ -116,11 +129,6 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
     """The records for each section, for a ptx/cubin/fatbin/object/executable file.
     ``source``: the one file a build record names as this file's source, whose lines the
     line view may show (relative names against ``cwd``)."""
-    from nvstage.inspect.fatbin import inventory
-    from nvstage.inspect.ptx import read_ptx_text
-    from nvstage.inspect.resources import file_resources
-    from nvstage.inspect.sass import disassemble
-
     out: dict = {}
     if "ptx" in sections:
         if kind != "ptx":
@@ -138,9 +146,7 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
     if "fatbin" in sections and kind in ("fatbin", "object", "executable"):
         out["fatbin"] = inventory(path, toolkit)
     if LINES in sections and kind != "ptx":
-        from nvstage.inspect.lineview import lines_of
 
-        from nvstage.inspect.sass import source_reader
 
         text = source_reader(source, cwd, indent=True)
         out[LINES] = _filter(lines_of(path, toolkit, source_text=text,
@@ -152,9 +158,6 @@ def collect_file(path: str | os.PathLike, kind: str, sections, toolkit, *,
 def _ptx_in(path, toolkit) -> tuple[list, list]:
     """The PTX images inside a fatbin/object/executable, each read as a module, and their
     text."""
-    from nvstage.inspect.fatbin import image_bytes
-    from nvstage.inspect.ptx import parse_ptx
-
     try:
         pairs = image_bytes(path, toolkit, "ptx")
     except Exception:  # a cubin has no PTX images; fatbin errors surface in other sections
@@ -187,11 +190,6 @@ def collect_build(build, sections, toolkit, *, kernel: str | None = None,
                   lineinfo: bool | None = None, attribute: str = "user", library=()) -> dict:
     """The same records for a finished ``Build`` (its kept artifacts must still exist for
     SASS and the fatbin; resources fall back to what the stages printed)."""
-    from nvstage.inspect.fatbin import inventory, kind_of_file
-    from nvstage.inspect.ptx import read_ptx_text
-    from nvstage.inspect.resources import build_resources
-    from nvstage.inspect.sass import build_sass
-
     out: dict = {}
     if "ptx" in sections:
         out["ptx"], out["ptx_text"] = [], []
@@ -213,7 +211,6 @@ def collect_build(build, sections, toolkit, *, kernel: str | None = None,
                 images += inventory(p, toolkit)
         out["fatbin"] = images
     if LINES in sections:
-        from nvstage.inspect.lineview import build_lines
 
         out[LINES] = _filter(build_lines(build, toolkit,
                                          attribution=_attribution(toolkit, attribute, library)),
@@ -225,8 +222,6 @@ def collect_build(build, sections, toolkit, *, kernel: str | None = None,
 def _attribution(toolkit, attribute: str, library=()):
     """The line view's attribution (``inspect.attribution``): ``user`` or ``innermost``;
     ``library``: more folders whose files count as a library's (a vendored CUB)."""
-    from nvstage.inspect.attribution import MODES, Attribution
-
     if attribute not in MODES:
         raise UsageError(f"--attribute {attribute}: not one of {', '.join(MODES)}",
                          hint="user (the default) rolls inlined library code up to your line; "
@@ -287,9 +282,6 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
     executable, keep folder or stages.json), only ``kernel``'s when one is named, and with
     ``gpu`` whether it would run there (``driver``: the CUDA version the driver supports).
     Read with ``toolkit``, else the toolkit of ``nvcc`` (else the pip wheels')."""
-    from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.inspect.fatbin import kind_of_file
-
     check_gpu(gpu, driver)  # before any work: a typo should not cost a disassembly
     _attribution(None, attribute)
     kind = kind_of_file(artifact)
@@ -302,7 +294,6 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
     shown = Shown(str(artifact), kind, {})
     build = None
     if kind == "build":
-        from nvstage.compiler.manifest.model import load_build, partial_note, toolkit_note
 
         build = load_build(artifact)
         if note := toolkit_note(build, toolkit):
@@ -319,14 +310,12 @@ def show(artifact: str | os.PathLike, *, sections: str | None = None, kernel: st
                                    lineinfo=lineinfo or None, attribute=attribute,
                                    library=library)
         if getattr(build, "via", None) == "triton":
-            from nvstage.inspect.triton_view import triton_section
 
             shown.triton = triton_section(build, toolkit)
     else:
         shown.data = collect_file(artifact, kind, wanted, toolkit, kernel=kernel,
                                   lineinfo=lineinfo, attribute=attribute, library=library)
     if kernel and not _any_kernel(shown.data):
-        from nvstage.inspect.kernels import display_name
 
         everything = (collect_build(build, ("resources",), toolkit) if build is not None
                       else collect_file(artifact, kind, ("resources",), toolkit))
@@ -348,9 +337,6 @@ def _any_kernel(data: dict) -> bool:
 
 def check_gpu(gpu: str | None, driver: str | None) -> None:
     """A GPU name and driver version that mean something, before any work."""
-    from nvstage.hw.gpus import resolve_gpu
-    from nvstage.inspect.compat import parse_driver
-
     if driver is not None and not gpu:
         raise UsageError("--driver says whether PTX can be JIT-compiled for a GPU: give --gpu "
                          "too", hint="e.g. --gpu b200 --driver 13.0")
@@ -365,8 +351,6 @@ def will_it_run(data: dict, kind: str, artifact, gpu: str, driver: str | None, *
     """The ``compat.Verdict`` for the images ``data`` lists (a bare cubin or PTX file is one
     image; a ``build`` that made no fatbin, its cubins and PTX). ``partial``: the status of a
     build that is not whole."""
-    from nvstage.inspect import compat
-
     images = data.get("fatbin")
     if images is None:
         images = _images_of_single(kind, Path(artifact))
@@ -385,10 +369,6 @@ def will_it_run(data: dict, kind: str, artifact, gpu: str, driver: str | None, *
 def _runtime_of(kind: str, artifact, build):
     """The CUDA runtime an executable needs (``cudart.RuntimeNeed``): the file shown, or a
     build's output when that is an executable; None for anything else."""
-    from nvstage.artifacts import read_regular
-    from nvstage.inspect.cudart import runtime_needed
-    from nvstage.inspect.fatbin import kind_of_file
-
     path = Path(artifact)
     if kind == "build":
         out = getattr(build, "output", None)
@@ -412,11 +392,6 @@ def _stopped(status: str) -> str:
 
 def _images_of_single(kind: str, artifact: Path, declared: str | None = None):
     """A bare cubin or PTX file is one image (``declared``: its arch as a build names it)."""
-    from nvstage.artifacts import read_regular
-    from nvstage.inspect.elf import read_cubin, refine_arch
-    from nvstage.inspect.ptx import read_ptx
-    from nvstage.inspect.records import FatbinImage
-
     if kind == "cubin":
         c = read_cubin(read_regular(artifact), str(artifact))
         return [FatbinImage("cubin", refine_arch(c.arch, declared), c.size, artifact.name,

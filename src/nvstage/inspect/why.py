@@ -24,6 +24,9 @@ import re
 from dataclasses import asdict, dataclass
 
 from nvstage.errors import NvstageError
+from nvstage.artifacts import read_regular
+from nvstage.compiler.nvcc.cubin_figures import read_figures
+from nvstage.inspect.elf import _elf
 
 NO_CAP = 255  # ptxas's cap when nothing limits it (EIATTR_MAXREG_COUNT reads 255)
 _ENTRY = re.compile(r"^[ \t]*(?:\.(?:visible|weak|extern)[ \t]+)*\.entry[ \t]+([\w$%.]+)", re.M)
@@ -100,10 +103,6 @@ def maxrregcount(options) -> int | None:
 def build_facts(build) -> dict[tuple[str, str, bool], Facts]:
     """(mangled kernel, arch number, final) -> its ``Facts``, from the cubins and PTX ``build`` kept
     (a file gone or unreadable gives none for its kernels)."""
-    from nvstage.artifacts import read_regular
-    from nvstage.compiler.nvcc.cubin_figures import read_figures
-    from nvstage.inspect.elf import _elf
-
     ptx: dict[tuple[str, str], dict] = {}
     for a in build.artifacts:
         if a.kind != "ptx" or not os.path.isfile(a.path):

@@ -24,6 +24,8 @@ from nvstage.model.estimate import (Estimate, Presets, _presets, estimate, fitte
                                     require_figures)
 from nvstage.model.bounds import count
 from nvstage.run.prepare import load_and_validate
+from nvstage.run.probe import probe
+from nvstage.run.session import run_prepared
 
 ESTIMATE_THRESHOLD = 0.10
 SAME_ESTIMATE = 0.01
@@ -271,13 +273,11 @@ def compare(a, b, gpu: GpuSpec, *, calibration=None, measure: bool = False, tool
 
 
 def _measure(cmp: Comparison, a, b, gpu: GpuSpec, toolkit, log) -> None:
-    from nvstage.run.probe import probe
 
     p = probe()
     if not p.available:
         cmp.measure_note = f"not measured: {p.reason}"
         return
-    from nvstage.run.session import run_prepared
 
     decs = {}
     for key, src in (("a", a), ("b", b)):

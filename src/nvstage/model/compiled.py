@@ -19,6 +19,9 @@ from nvstage.run.prepare import Prepared, prepare
 from nvstage.run.workload import Workload
 from nvstage.errors import ArtifactError, ToolkitError
 from nvstage.run.workload.validate import raise_on_errors, validate
+from nvstage.compiler.toolkit.locate import find_toolkit
+from nvstage.hw.occupancy import occupancy
+from nvstage.model.ptx_walk import parse_function
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,6 @@ def kernel_resources(w: Workload, arch: str, *, toolkit=None) -> dict[str, Kerne
 
 def kernel_facts(w: Workload, arch: str, resources: Mapping[str, KernelRecord]
                  ) -> list[LaunchFacts]:
-    from nvstage.hw.occupancy import occupancy
 
     values = w.param_values()
     out = []
@@ -127,7 +129,6 @@ def kernel_facts(w: Workload, arch: str, resources: Mapping[str, KernelRecord]
 def kernel_code(w: Workload, arch: str, *, toolkit=None) -> dict[str, KernelCode | None]:
     """Each launched kernel's SASS for ``arch`` (None where there is none: a PTX workload)."""
     if toolkit is None:
-        from nvstage.compiler.toolkit.locate import find_toolkit
 
         toolkit = find_toolkit()
 
@@ -151,8 +152,6 @@ def kernel_code(w: Workload, arch: str, *, toolkit=None) -> dict[str, KernelCode
 def kernel_ptx(w: Workload, arch: str, *, toolkit=None) -> dict:
     """Each launched kernel's PTX function (``model.ptx_walk``), None where there is none
     (packaged code without its PTX)."""
-    from nvstage.model.ptx_walk import parse_function
-
     entry = _entry(w, arch, toolkit)
     prep = entry[0]
     if len(entry) < 3:

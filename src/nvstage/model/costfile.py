@@ -35,6 +35,7 @@ from nvstage.run.workload import Workload
 from nvstage.run.workload.expr import MAX_INT_BITS, eval_int_expr, quote_expr
 from nvstage.run.workload.reader import read_toml
 from nvstage.run.workload.spec import DTYPES
+from nvstage.inspect.mix import CLASSES
 
 HOST_MEMORY = ("pinned", "pageable")
 _LAUNCH_KEYS = ("kernel", "reads", "writes", "flops", "trips", "instructions")
@@ -212,8 +213,6 @@ def _trips(v, values, err, where: str):
 
 def _instructions(v, values, err, where: str):
     """Instructions per thread per class, declared: {class = number or expression}."""
-    from nvstage.inspect.mix import CLASSES
-
     if v is None:
         return None
     if not isinstance(v, Mapping) or not v:

@@ -50,6 +50,8 @@ from nvstage.model.loop_table import loop_table
 from nvstage.model.presets import DEFAULT_PRESETS, Presets
 from nvstage.run.workload import Workload
 from nvstage.run.workload.spec import BufferArg, Scalar
+from nvstage.compiler.toolkit.locate import find_toolkit
+from nvstage.hw.pipes import sm_throughput
 
 LABEL = "estimate"
 
@@ -201,8 +203,6 @@ def require_figures(gpu: GpuSpec) -> None:
 
 def machine(gpu: GpuSpec, presets: Presets) -> Machine:
     """The GPU and the presets as the kernel bounds read them."""
-    from nvstage.hw.pipes import sm_throughput
-
     sm = sm_throughput(gpu.arch)
     eff = presets.compute_efficiency
     pipes = {c: sm.warp_instructions_per_clock(c) * eff for c in sm.results_per_clock}
@@ -219,8 +219,6 @@ def peaks(gpu: GpuSpec) -> dict:
     """Each pipe's peak FLOP/s on ``gpu``, with its source: FP32 and the tensor cores (dense
     BF16) from the datasheet; FP16 and FP64 from the guide's results per clock per SM x 2
     (an FMA) x SMs x the boost clock."""
-    from nvstage.hw.pipes import sm_throughput
-
     out = {"fp32": (gpu.fp32_flops, f"FP32 peak: {gpu.source('fp32_flops')}")}
     if gpu.bf16_flops:
         out["tensor"] = (gpu.bf16_flops, "tensor peak, dense BF16: "
@@ -295,7 +293,6 @@ def estimate(workload, gpu: GpuSpec, *, calibration=None, cost=None,
     else:
         w, cost = load_model_input(workload, cost)
     if toolkit is None and (resources is None or code is None):
-        from nvstage.compiler.toolkit.locate import find_toolkit
 
         toolkit = find_toolkit()
     calibration = fitted(calibration, gpu, toolkit)

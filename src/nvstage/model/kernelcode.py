@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from nvstage.inspect.inflight import InFlight, in_flight
 from nvstage.inspect.loops import Loop, enclosing, multiplicities, trip_list, find_loops
 from nvstage.inspect.mix import MEMORY, classify, flops, mix
+from nvstage.inspect.sass import disassemble
 
 # A kernel's SASS is read only up to these sizes (the walk costs instructions x loops): past
 # them the kernel is estimated without its code, and a note says so. Real kernels are far
@@ -195,7 +196,6 @@ def workload_code(image: bytes, kind: str, arch: str, toolkit) -> dict[str, Kern
     import os
     import tempfile
 
-    from nvstage.inspect.sass import disassemble
 
     if kind not in ("cubin", "fatbin"):
         return {}

@@ -14,6 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nvstage.errors import CalibrationError
+from nvstage.documents import load_json_doc
+from nvstage.hw.gpus import GPUS
+from nvstage.model.calibrate import fit_kernel_sum, calibrate
+from nvstage.model.estimate import estimate
+from nvstage.model.presets import DEFAULT_PRESETS
+from nvstage.run.document import load_run_report
 
 TERMS = ("launch", "kernel", "transfer", "total")
 _FITTED = ("launch_cost_s", "kernel_floor_s", "copy_latency_s", "pcie_pinned_efficiency")
@@ -32,8 +38,6 @@ class Measured:
 
     def gpu(self):
         """The GPU preset the device is (by name: "NVIDIA H200" is h200), else None."""
-        from nvstage.hw.gpus import GPUS
-
         said = (self.device or "").lower().replace(" ", "")
         return next((g for n, g in GPUS.items() if n in said), None)
 
@@ -50,8 +54,6 @@ def _positive(v, scale: float = 1.0) -> float | None:
 def load_frozen(path) -> tuple[dict[str, Measured], dict[str, float]]:
     """The frozen fixture: measured terms per workload, and the presets that session fitted on
     chain_unfused (its saved "fit" lines)."""
-    from nvstage.documents import load_json_doc
-
     doc = load_json_doc(path, "frozen measurement fixture", CalibrationError)
     if doc.get("schema") != "nvstage.measured-fixture/1":
         raise CalibrationError(f"{path}: not a frozen measurement fixture")
@@ -75,8 +77,6 @@ def load_frozen(path) -> tuple[dict[str, Measured], dict[str, float]]:
 def load_profiles(folder) -> dict[str, Measured]:
     """Every run report (``*.run.json``) under ``folder``, by the workload it measured (the
     newest file name last wins where two measured one workload)."""
-    from nvstage.run.document import load_run_report
-
     out = {}
     root = Path(folder).resolve()
     for p in sorted(Path(folder).rglob("*.run.json")):
@@ -110,9 +110,6 @@ def calibrated_on(e, m: Measured, fitted: Mapping[str, float], base=None):
     presets as its session fitted them (``fitted``), and the DRAM (or compute) efficiency fitted
     here to its kernel sum with this model (``calibrate.fit_kernel_sum``). ``e``: that
     workload's estimate with ``base``."""
-    from nvstage.model.calibrate import fit_kernel_sum
-    from nvstage.model.presets import DEFAULT_PRESETS
-
     base = base or DEFAULT_PRESETS
     sources = dict(base.sources)
     values = dict(fitted)
@@ -149,9 +146,6 @@ def validate(measured: Mapping[str, Measured], workloads: Mapping[str, Path], gp
     """Every measured workload estimated with the default presets, then with presets fitted on
     ``fit_on`` alone: from its run report where ``measured`` came from one (``calibrate``), else
     from its terms and the session's own ``fitted`` presets (``calibrated_on``)."""
-    from nvstage.model.calibrate import calibrate
-    from nvstage.model.estimate import estimate
-
     names = [n for n in measured if n in workloads]
     if fit_on not in names:
         raise CalibrationError(f"no measurement of {fit_on} to fit on",

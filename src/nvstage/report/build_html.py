@@ -24,6 +24,8 @@ from nvstage.report.stage_charts import STAGE_COLORS
 from nvstage.compiler.nvcc.step_kind import label
 from nvstage.report.units import fmt_known, fmt_parallel, fmt_share, fmt_time, plural
 from nvstage.errors import UsageError, WriteError, NvstageError
+from nvstage.artifacts import is_folder, write_atomic
+from nvstage.compiler.toolkit.locate import find_toolkit
 
 STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3",
                 "ran": "#e8e4f0"}
@@ -540,8 +542,6 @@ def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
     the record folder), and with ``build_trace`` the timeline as a Chrome trace there.
     ``code``: each kernel's source and SASS too, read from the objects the units wrote with
     ``toolkit`` (else ``nvcc``'s, else the pip wheels')."""
-    from nvstage.artifacts import is_folder, write_atomic
-
     view = record if isinstance(record, BuildView) else \
         load_build_view(record, block=block or DEFAULT_BLOCK)
     out = Path(output) if output is not None else Path(view.folder) / "report.html"
@@ -552,7 +552,6 @@ def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
                              if option == "-o" else f"give a file: {option} build-trace.json")
     views = None
     if code and view.kernels:
-        from nvstage.compiler.toolkit.locate import find_toolkit
         from nvstage.inspect.build_log_lines import record_lines
 
 

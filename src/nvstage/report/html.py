@@ -16,13 +16,25 @@ from pathlib import Path
 from nvstage import __version__
 from nvstage.artifacts import read_regular, is_folder, write_atomic
 from nvstage.errors import NvstageError, UsageError, WriteError
+from nvstage.inspect.fatbin import inventory
 from nvstage.inspect.kernels import display_name
+from nvstage.inspect.names import demangle_all
+from nvstage.inspect.resources import build_resources
 from nvstage.report.lines_html import CSS as LINES_CSS, JS as LINES_JS, kernel_view
 from nvstage.report.page import BASE_CSS, cards, clip, esc, page
 from nvstage.report.run_charts import decomposition_svg, run_report, trace_svg
 from nvstage.report.stage_charts import gantt_svg, restored, stage_graph_svg, wall_words
 from nvstage.report.units import fmt_bytes, fmt_time, fmt_us, plural
 from nvstage.run.document import RunReport
+from nvstage.compiler.manifest.model import (
+    reading_toolkit,
+    toolkit_note,
+    Build,
+    load_build,
+    manifest_path,
+)
+from nvstage.compiler.toolkit.locate import find_toolkit
+from nvstage.documents import load_run_doc, load_trace_doc
 
 # Long listings are cut so the page stays quick to open; the kept file has the rest.
 MAX_CODE_LINES = 3000
@@ -48,26 +60,18 @@ def gather(build, *, toolkit=None, run: RunReport | dict | None = None,
     """Read what the page needs from a build's kept files. A reader that fails leaves a note
     and an empty section instead of failing the whole report. ``run``: a ``RunReport`` or
     the run document's dict."""
-    from nvstage.compiler.manifest.model import reading_toolkit, toolkit_note
-
     toolkit = reading_toolkit(build, toolkit)
     inp = ReportInputs(build, run=run_report(run), trace=trace)
     note = toolkit_note(build, toolkit)
     if note:
         inp.notes.append(note)
     try:
-        from nvstage.inspect.resources import build_resources
-
         inp.resources = build_resources(build, toolkit)
     except (NvstageError, OSError) as e:
         inp.notes.append(f"resources: {getattr(e, 'message', e)}")
     for a in build.artifacts:
         if a.kind in ("fatbin", "object", "executable") and os.path.isfile(a.path):
             try:
-                from nvstage.inspect.fatbin import inventory
-
-                from nvstage.inspect.names import demangle_all
-
                 inp.fatbin = inventory(a.path, toolkit)
                 # As the resources table shows them (c++filt runs here: render is pure).
                 inp.names = demangle_all(k for im in inp.fatbin for k in im.kernels)
@@ -348,10 +352,6 @@ def write_report(build, output=None, *, toolkit=None, run=None, trace=None,
     trace, as paths or loaded. Read with ``toolkit``, else ``nvcc``'s, else the pip wheels':
     never the toolkit the manifest names (a document does not choose programs). ``code``:
     each kernel's source beside its SASS (two nvdisasm runs per cubin)."""
-    from nvstage.compiler.manifest.model import Build, load_build, manifest_path
-    from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.documents import load_run_doc, load_trace_doc
-
     b = build if isinstance(build, Build) else load_build(build)
     if output is None and isinstance(build, Build) and not b.keep_dir:
         raise UsageError("the build kept no folder to write report.html into: give output")

@@ -19,6 +19,8 @@ from __future__ import annotations
 import statistics
 import threading
 
+from nvstage.extras import CUPTI
+
 KINDS = ("CONCURRENT_KERNEL", "MEMCPY", "DRIVER")
 
 
@@ -36,8 +38,6 @@ class CuptiSession:
         try:
             from cupti import cupti  # noqa: PLC0415 - optional extra
         except Exception as e:
-            from nvstage.extras import CUPTI
-
             return None, f"cupti-python is not importable ({e}; {CUPTI})"
         s = cls(cupti)
         enabled = []

@@ -21,6 +21,8 @@ from nvstage.errors import ArtifactError
 from nvstage.run.prepare import Prepared
 from nvstage.run.results import SCHEMA, RunResult
 from nvstage.run.workload import Workload
+from nvstage.documents import load_run_doc
+from nvstage.run.probe import probe as get_probe
 
 TERMS = ("launch", "kernel", "transfer", "total", "wall", "overlap")
 
@@ -28,8 +30,6 @@ TERMS = ("launch", "kernel", "transfer", "total", "wall", "overlap")
 def run_document(result: RunResult | None, w: Workload, prep: Prepared, *, probe=None,
                  error: dict | None = None) -> dict:
     """The ``--json`` document: schema ``nvstage.run/1``."""
-    from nvstage.run.probe import probe as get_probe
-
     p = probe or get_probe()
     doc = {
         "schema": SCHEMA,
@@ -171,8 +171,6 @@ class RunReport:
 def load_run_report(path_or_doc, what: str = "run report", err=ArtifactError) -> RunReport:
     """A run document from a file (bounded, as every document reader) or an already loaded
     dict: ``err`` when it is not a run document (``documents.load_run_doc``)."""
-    from nvstage.documents import load_run_doc
-
     if isinstance(path_or_doc, RunReport):
         return path_or_doc
     return RunReport.from_json(load_run_doc(path_or_doc, what, err))

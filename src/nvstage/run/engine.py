@@ -47,6 +47,7 @@ from nvstage.run.decompose import NoiseFloor, OpSamples, decompose
 from nvstage.run.results import RunResult, Span, Timeline
 from nvstage.run.workload.data import initial_contents, run_check
 from nvstage.run.workload.spec import BufferArg, Launch, Workload
+from nvstage.run.cupti import CuptiSession
 
 # A released hold ends within microseconds of the issue call; the timeout is a safety net that
 # costs this much per sample if the host is ever held up, so it stays short.
@@ -572,8 +573,6 @@ class Engine:
     def _cupti_passes(self, ops: list[_Op], reps: int) -> dict | None:
         """CUPTI records from passes of their own, after the measured ones: its driver-API
         tracing adds host time to every call, which must not reach t_launch."""
-        from nvstage.run.cupti import CuptiSession
-
         cupti, why = CuptiSession.start()
         if cupti is None:
             self.result.notes.append(f"CUPTI requested but not available: {why}")

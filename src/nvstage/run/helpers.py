@@ -13,6 +13,9 @@ import functools
 
 import tempfile
 from pathlib import Path
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.pipeline.driver import compile as run_compile
+from nvstage.errors import StageFailed, ArtifactError
 
 HELPER_SOURCE = r"""
 extern "C" __global__ void nvstage_empty() {}
@@ -31,10 +34,6 @@ extern "C" __global__ void nvstage_hold(volatile unsigned int* flag,
 @functools.lru_cache(maxsize=4)  # compare --measure runs twice per arch: build it once
 def helper_cubin(arch: str, toolkit=None) -> bytes:
     """The helpers compiled for ``arch`` through the nvstage pipeline (no GPU needed)."""
-    from nvstage.errors import StageFailed
-    from nvstage.compiler.nvcc.options import CompileOptions
-    from nvstage.compiler.pipeline.driver import compile as run_compile
-
     with tempfile.TemporaryDirectory(prefix="nvstage-helpers-") as tmp:
         src = Path(tmp, "nvstage_helpers.cu")
         src.write_text(HELPER_SOURCE)
@@ -48,7 +47,6 @@ def helper_cubin(arch: str, toolkit=None) -> bytes:
             raise
         art = build.artifact("cubin")
         if art is None:
-            from nvstage.errors import ArtifactError
 
             raise ArtifactError(f"compiling nvstage's helper kernels for {arch} left no cubin")
         return Path(art.path).read_bytes()

@@ -16,6 +16,15 @@ from nvstage.run.workload.signatures import kernel_signatures, KernelSig, ParamS
 from nvstage.run.workload.spec import CodeSpec, Workload
 from nvstage.run.workload.validate import raise_on_errors, validate
 from nvstage.errors import StageFailed, ArtifactError, WorkloadError
+from nvstage.artifacts import read_regular
+from nvstage.compiler.manifest.model import load_build
+from nvstage.compiler.manifest.triton_info import c_type
+from nvstage.compiler.nvcc.options import CompileOptions
+from nvstage.compiler.pipeline.driver import compile as run_compile, without_temp_keep as hint_keep
+from nvstage.compiler.toolkit.locate import find_toolkit
+from nvstage.hw.gpus import parse_arch
+from nvstage.inspect.gather import resources_of
+from nvstage.inspect.resources import build_resources
 
 
 @dataclass
@@ -56,14 +65,11 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
     import tempfile
     import time
 
-    from nvstage.artifacts import read_regular
 
     code = w.code
     if code.kind == "triton":
         return prepare_triton(w, arch, toolkit=toolkit, resources=resources)
     if code.kind == "source":
-        from nvstage.compiler.nvcc.options import CompileOptions
-        from nvstage.compiler.pipeline.driver import compile as run_compile
 
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="nvstage-run-") as tmp:
@@ -86,7 +92,6 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
             ptx = read_regular(ptx_art.path).decode(errors="replace") if ptx_art else None
             rows = None
             if resources:  # from the build's own files: read before the folder goes
-                from nvstage.inspect.resources import build_resources
 
                 rows = build_resources(build, toolkit)
         summary = {"source": code.path, "options": opts.to_json(),
@@ -106,8 +111,6 @@ def prepare(w: Workload, arch: str, *, toolkit=None, resources: bool = False) ->
         ptx_text = read_regular(code.ptx, what="PTX file").decode(errors="replace")
     rows = None
     if resources:
-        from nvstage.compiler.toolkit.locate import find_toolkit
-        from nvstage.inspect.gather import resources_of
 
         rows = [r for r in resources_of(code.path, toolkit or find_toolkit()) if r.arch == arch]
     return Prepared(code.kind, image, arch,
@@ -120,10 +123,6 @@ def prepare_triton(w: Workload, arch: str, *, toolkit=None, resources: bool = Fa
     """Kept Triton builds: each one's cubin (a module of its own), its parameter list from
     its PTX with Triton's types (the appended scratch pointers left out: the engine adds
     them), and its figures from the build record. A cubin runs on its own SM only."""
-    from nvstage.artifacts import read_regular
-    from nvstage.compiler.manifest.triton_info import c_type
-    from nvstage.hw.gpus import parse_arch
-
     sigs, modules, rows, extra, texts = [], [], [], {}, []
     for k in w.code.triton:
         if parse_arch(k.arch)[:2] != parse_arch(arch)[:2]:
@@ -146,8 +145,6 @@ def prepare_triton(w: Workload, arch: str, *, toolkit=None, resources: bool = Fa
         modules.append(("cubin", read_regular(k.cubin, what="cubin"), (k.name,)))
         extra[k.name] = k.extra_args
         if resources:
-            from nvstage.compiler.manifest.model import load_build
-            from nvstage.inspect.resources import build_resources
 
             rows += build_resources(load_build(k.folder), toolkit)
     names = KernelNames(sigs, lambda s: (s.mangled, s.demangled))
@@ -160,8 +157,6 @@ def without_temp_keep(e, code: CodeSpec, arch: str):
     """A stage failed while compiling a workload's source: its keep folder was temporary and
     is deleted on the way out, so the error must not send the user there. Say instead how
     to compile the same thing with the files kept."""
-    from nvstage.compiler.pipeline.driver import without_temp_keep as hint_keep
-
     argv = ["nvstage", "compile", code.path, "--arch", arch, f"--{code.stop}"]
     argv += [f"-D{d}" for d in code.defines] + [f"-I{i}" for i in code.include_dirs]
     argv += list(code.flags)

@@ -18,6 +18,12 @@ from nvstage.run.results import RunResult
 from nvstage.run.workload import Workload
 from nvstage.errors import WorkloadError, UsageError, GpuRunFailed, NoDriver, CheckFailed
 from nvstage.run.workload.spec import MAX_REPS
+from nvstage.compiler.toolkit.locate import find_toolkit
+from nvstage.run.devices import device_facts, nvml_gpus
+from nvstage.run.document import run_document
+from nvstage.run.engine import Engine, Loaded
+from nvstage.run.helpers import helper_cubin
+from nvstage.run.workload.dry_run import dry_run_plan
 
 
 def run_prepared(w: Workload, prep: Prepared, *, mode: str = "serialized",
@@ -31,9 +37,6 @@ def run_prepared(w: Workload, prep: Prepared, *, mode: str = "serialized",
             raise WorkloadError(f"nvstage run cannot launch {k.name} as Triton does: {why}",
                                 where=w._where("kernel", "triton"))
     require()
-    from nvstage.run.devices import device_facts
-    from nvstage.run.engine import Engine, Loaded
-    from nvstage.run.helpers import helper_cubin
 
     loaded = Loaded(prep.kind, prep.image, prep.mangled(), helper_cubin(prep.arch, toolkit),
                     prep.modules, prep.extra_args)
@@ -60,7 +63,6 @@ def default_arch(p) -> tuple[str, str]:
     if p.available and getattr(p, "arch", None):
         return p.arch, ""
     if p.available:
-        from nvstage.run.devices import nvml_gpus
 
         gpus, _, _ = nvml_gpus()
         if gpus:
@@ -102,8 +104,6 @@ class Session:
 
     def plan(self) -> dict:
         """What one repetition would do (``--dry-run``), evaluated: ``nvstage.run-plan/1``."""
-        from nvstage.run.workload.dry_run import dry_run_plan
-
         return {"schema": "nvstage.run-plan/1", "arch": self.arch, **dry_run_plan(self.workload)}
 
     def run(self, *, profile: bool = True, use_cupti: bool = False, timeline: bool = False,
@@ -124,8 +124,6 @@ class Session:
 
     def document(self) -> dict:
         """The run document (``nvstage.run/1``), the failure in it when there was one."""
-        from nvstage.run.document import run_document
-
         return run_document(self.result, self.workload, self.prep, probe=self.probe,
                             error=self.failure.to_json() if self.failure else None)
 
@@ -146,8 +144,6 @@ def open_session(workload, *, arch: str | None = None, mode: str = "serialized",
     """Read, compile (for ``arch``; default: GPU 0's, else ``DEFAULT_ARCH``) and validate a
     workload file (or ``Workload``); nothing here needs a GPU. ``reps`` and ``warmup``
     replace the file's."""
-    from nvstage.compiler.toolkit.locate import find_toolkit
-
     if mode not in MODES:
         raise UsageError(f"unknown --mode {mode!r}", hint="choose serialized or pipelined")
     for name, v in (("--reps", reps), ("--warmup", warmup)):

@@ -10,6 +10,7 @@ from typing import Any
 from nvstage.errors import NvstageError, WorkloadError
 from nvstage.run.workload.expr import eval_array_expr, quote_expr
 from nvstage.run.workload.spec import Workload
+from nvstage.artifacts import open_regular, shown_path
 
 
 def initial_contents(w: Workload, values: Mapping[str, Any] | None = None) -> dict:
@@ -77,7 +78,6 @@ def _npy(path: str, dtype: str, n: int, where: str, *, convert: bool):
     error, never a silent conversion."""
     import numpy as np
 
-    from nvstage.artifacts import open_regular, shown_path
 
     try:
         with open_regular(path):  # a FIFO or device: refused unread

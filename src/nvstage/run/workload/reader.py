@@ -21,6 +21,8 @@ from nvstage.run.workload.flags import SAFE_FLAGS
 from nvstage.run.workload.spec import (CODE_KINDS, DTYPES, MAX_LAUNCH_ENTRIES, MAX_REPS,
                                        SCALARS, Arg, BufferArg, BufferSpec, CheckSpec,
                                        CodeSpec, Init, Launch, Scalar, Workload, locate)
+from nvstage.documents import load_toml_doc
+from nvstage.run.workload.triton import read_builds, launch_shape
 
 # Flags a workload cannot give: the run chooses the arch and compiles to a cubin or fatbin.
 _DECIDED = re.compile(r"^--?(?:arch|gpu-architecture|code|gpu-code|gencode|generate-code|rdc"
@@ -35,8 +37,6 @@ def read_toml(path: str | os.PathLike, what: str = "workload",
               error: type[WorkloadError] = WorkloadError) -> dict:
     """A TOML file as a dict: a missing file is ``InputNotFound``; a folder, a binary file or
     bad TOML is ``error``."""
-    from nvstage.documents import load_toml_doc
-
     return load_toml_doc(path, what, error)
 
 
@@ -167,8 +167,6 @@ class Reader:
 
     def triton(self, t: Mapping) -> CodeSpec:
         """Kept Triton builds (keep folders of nvstage compile --via triton), never Python."""
-        from nvstage.run.workload.triton import read_builds
-
         other = [k for k in t if k != "triton"]
         if other:
             raise self.err(f"kept Triton builds are the whole code: drop {other[0]}", "kernel",
@@ -332,7 +330,6 @@ class Reader:
                 repeat=self.positive_int(t.get("repeat", 1), table, "repeat"),
             )
             if triton:
-                from nvstage.run.workload.triton import launch_shape
 
                 launch = launch_shape(launch, t, triton, self.where(table))
             out.append(launch)

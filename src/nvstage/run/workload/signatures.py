@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from nvstage.inspect.kernels import KernelNames, bare, top_level
 from nvstage.errors import ArtifactError
+from nvstage.inspect.ptx import parse_ptx
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,6 @@ def kernel_signatures(ptx_text: str, path: str | None = None) -> KernelNames:
     as ``show --kernel`` does.
     ``path``: the file the PTX came from, named in the error when it cannot be read (the
     PTX parser knows no file name)."""
-    from nvstage.inspect.ptx import parse_ptx
-
     try:
         module = parse_ptx(ptx_text)
     except ArtifactError as e:

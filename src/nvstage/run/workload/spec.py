@@ -13,6 +13,7 @@ from typing import Any
 
 from nvstage.errors import ExprError, WorkloadError
 from nvstage.run.workload.expr import MAX_INT_BITS, eval_int_expr, quote_expr
+from nvstage.hw.gpus import ARCHS
 
 # dtype name -> (numpy name, bytes)
 DTYPES = {
@@ -126,7 +127,6 @@ class CheckSpec:
 
 
 def _max_shared_optin() -> int:
-    from nvstage.hw.gpus import ARCHS
 
     return max(a.shared_per_block_optin for a in ARCHS.values())
 

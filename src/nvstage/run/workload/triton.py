@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvstage.errors import NvstageError, WorkloadError
+from nvstage.compiler.manifest.model import load_build
+from nvstage.compiler.manifest.triton_info import triton_info, EXTRA_PARAMS
 
 MAX_BUILDS = 64  # keep folders one workload names
 
@@ -40,7 +42,6 @@ class TritonKernel:
 
     @property
     def extra_args(self) -> int:
-        from nvstage.compiler.manifest.triton_info import EXTRA_PARAMS
 
         return len(EXTRA_PARAMS)
 
@@ -77,8 +78,6 @@ def read_builds(value, base: Path, where: str) -> tuple[TritonKernel, ...]:
 
 
 def _read_one(given: str, base: Path, where: str) -> TritonKernel:
-    from nvstage.compiler.manifest.model import load_build
-    from nvstage.compiler.manifest.triton_info import triton_info
 
     p = base / given
     try:

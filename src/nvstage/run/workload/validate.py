@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from nvstage.errors import ValidationError
 from nvstage.run.workload.signatures import KernelSig, ParamSig
 from nvstage.run.workload.spec import BufferArg, Scalar, Workload
+from nvstage.run.workload.data import check_npys
 
 # Demangled C type -> (bytes, kind) where kind is "int" | "float" | "bool"
 _C_TYPES = {
@@ -45,8 +46,6 @@ def validate(w: Workload, sigs: Mapping[str, KernelSig] | None) -> list[Finding]
     ``sigs`` None means no PTX was available (a cubin without a ptx key): names and
     arguments are then checked after the module is loaded, from the driver's own lists.
     """
-    from nvstage.run.workload.data import check_npys
-
     findings: list[Finding] = []
     values = w.param_values()
     counts = {b.name: w.element_count(b, values) for b in w.buffers}
