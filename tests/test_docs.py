@@ -308,7 +308,7 @@ def _flat(line: str) -> str:
 
 
 def test_docs_lto_registers_are_what_diff_finds(toolkit, kernels):
-    from nvstage.inspect.compiler_paths import LTO, NVJITLINK, compare_paths
+    from nvstage.compiler_paths import LTO, NVJITLINK, compare_paths
 
     m = re.search(r"--lto` reports `lto_apply` at (\d+) registers when NVRTC's PTX is linked "
                   r"by nvJitLink and (\d+) with LTO", _page_flat("compile"))
@@ -381,7 +381,7 @@ def test_docs_nvrtc_sizes_are_what_compile_prints(cli, workdir, kernels):
 
 def test_docs_limits_are_the_codes_limits():
     """The bounds docs/documents.md lists are the constants the readers use."""
-    from nvstage import artifacts, documents
+    from nvstage import files as artifacts, documents
     from nvstage.compiler.buildlog import log as buildlog
     from nvstage.compiler.manifest import model as record
     from nvstage.inspect import fatbin

@@ -103,7 +103,7 @@ def test_show_refuses_dev_zero():
 
 
 def test_every_reader_refuses_special_files_unread(fifo, tmp_path):
-    from nvstage.artifacts import read_regular, sha256_file
+    from nvstage.files import read_regular, sha256_file
     from nvstage.hw.gpus import load_gpu_spec
     from nvstage.inspect.fatbin import kind_of_file, raw_images
     from nvstage.inspect.ptx import read_ptx
@@ -144,7 +144,7 @@ def test_sparse_2gib_file_is_rejected_fast_and_small(tmp_path):
 
 
 def test_cubin_padded_to_2gib_is_refused_by_its_size(built, tmp_path):
-    from nvstage.artifacts import MAX_ARTIFACT_BYTES
+    from nvstage.files import MAX_ARTIFACT_BYTES
     from nvstage.inspect.fatbin import kind_of_file, read_bytes
 
     p = tmp_path / "padded.cubin"
@@ -334,7 +334,7 @@ def _strict(text: str):
 
 
 def test_json_written_by_nvstage_is_standard(tmp_path):
-    from nvstage.artifacts import json_safe, write_json_atomic
+    from nvstage.files import json_safe, write_json_atomic
 
     doc = {"t": math.nan, "rows": [math.inf, -math.inf, 1.5], "n": (1, 2)}
     write_json_atomic(tmp_path / "d.json", doc)

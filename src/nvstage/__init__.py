@@ -44,7 +44,7 @@ _EXPORTS = {
     # inspect
     "KernelRecord": "inspect.kernels", "kernel_records": "inspect.gather",
     "show": "inspect.view", "diff_builds": "inspect.build_diff",
-    "compare_paths": "inspect.compiler_paths",
+    "compare_paths": "compiler_paths",
     # hardware
     "GpuSpec": "hw.gpus", "gpu": "hw.gpus:choose_gpu", "occupancy": "hw.occupancy",
     "kernel_occupancy": "inspect.occupancy",

@@ -28,7 +28,7 @@ def read_text_doc(path: str | os.PathLike, what: str, err: ErrorFactory = Artifa
     """The text of ``path``, a ``what``: InputNotFound when it is missing, ``err`` when it
     is a folder, a FIFO or device (refused unread: reading one could block forever), larger
     than ``MAX_DOCUMENT_BYTES``, unreadable or not UTF-8 text (a binary file by mistake)."""
-    from nvstage.artifacts import read_regular, shown_path
+    from nvstage.files import read_regular, shown_path
 
     p = Path(path)
     try:

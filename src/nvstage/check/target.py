@@ -23,7 +23,7 @@ from nvstage.check.budgets import Budgets, find_config, load_budgets
 from nvstage.check.gate import CheckResult, check, Violation, Unchecked
 from nvstage.compiler.manifest.model import Build, load_build
 from nvstage.errors import NvstageError, StageFailed, UsageError
-from nvstage.artifacts import is_folder, is_regular, read_regular
+from nvstage.files import is_folder, is_regular, read_regular
 from nvstage.check.metrics import Measurements
 from nvstage.compiler.toolkit.locate import find_toolkit
 from nvstage.check.compile_time import held, regressions

@@ -59,7 +59,7 @@ def handled(json_mode: bool = False) -> Iterator[None]:
         # traceback.
         if e.errno != errno.ENAMETOOLONG or isinstance(e, NvstageError):
             raise
-        from nvstage.artifacts import shown_path
+        from nvstage.files import shown_path
 
         err = UsageError(f"cannot use {shown_path(e.filename or '?')}: {e.strerror}",
                          hint="a file or folder name is at most 255 bytes")

@@ -91,7 +91,7 @@ def diff_cmd(
           nvstage diff softmax.triton sm.nvstage --block 256 \\
               --pair softmax_kernel=softmax_forward_kernel
     """
-    from nvstage.inspect import diffs
+    from nvstage import diffs
     from nvstage.inspect.pairs import parse
     from nvstage.report.terminal import diff as terminal
 

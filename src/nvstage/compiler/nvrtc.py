@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nvstage.artifacts import write_atomic
+from nvstage.files import write_atomic
 from nvstage.compiler.pipeline.observer import Observer
 from nvstage.compiler.nvcc.options import CompileOptions, render_flags
 from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind

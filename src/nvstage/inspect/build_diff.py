@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from nvstage.inspect.kernels import KernelRecord, matches
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 from nvstage.compiler.manifest.model import (
     Build,
     load_build,

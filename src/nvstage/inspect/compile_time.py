@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage.errors import ArtifactError, InputTooLarge, NvstageError
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 from nvstage.compiler.buildlog.log import find
 from nvstage.compiler.nvcc.time_trace import TRACES
 from nvstage.documents import parse_json_text

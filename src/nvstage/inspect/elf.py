@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from nvstage.errors import ArtifactError, InputTooLarge
-from nvstage.artifacts import MAX_ARTIFACT_BYTES, size_text
+from nvstage.files import MAX_ARTIFACT_BYTES, size_text
 
 EM_CUDA = 190
 ELF_MAGIC = b"\x7fELF"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage import proc
-from nvstage.artifacts import (
+from nvstage.files import (
     MAX_ARTIFACT_BYTES,
     open_regular,
     read_regular,

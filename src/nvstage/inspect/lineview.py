@@ -40,7 +40,7 @@ from nvstage import proc
 from nvstage.errors import ArtifactError, ToolkitError, NvstageError, UsageError
 from nvstage.inspect.mix import Mix, classify, mix as mix_of
 from nvstage.inspect.ptx_lines import MAX_INLINED, PtxFunction, file_matcher, parse_ptx_lines
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 from nvstage.compiler.nvcc.cubin_figures import read_figures
 from nvstage.inspect.attribution import Attribution
 from nvstage.inspect.elf import _elf, read_cubin, refine_arch

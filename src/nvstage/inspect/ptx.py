@@ -8,7 +8,7 @@ import re
 from nvstage.errors import ArtifactError
 from nvstage.inspect.names import demangle_all
 from nvstage.inspect.records import PtxEntry, PtxModule, PtxParam
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 
 # Line-anchored patterns use [ \t], never \s: \s also matches newlines, and "^\s*" then
 # re-scanned every run of blank lines from each of its lines (quadratic: 20,000 empty lines

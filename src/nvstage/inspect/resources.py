@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from nvstage import proc
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 from nvstage.errors import ArtifactError, ToolkitError
 from nvstage.inspect.names import demangle_all
 from nvstage.inspect.kernels import KernelRecord

@@ -21,7 +21,7 @@ from pathlib import Path
 from nvstage import proc
 from nvstage.errors import ArtifactError, ToolkitError, NvstageError
 from nvstage.inspect.names import demangle_all
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 from nvstage.inspect.elf import read_cubin, refine_arch
 from nvstage.inspect.fatbin import image_bytes, kind_of_file, read_bytes
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nvstage.errors import NvstageError, UsageError, ArtifactError
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 from nvstage.compiler.manifest.model import load_build, partial_note, toolkit_note
 from nvstage.compiler.toolkit.locate import find_toolkit
 from nvstage.hw.gpus import resolve_gpu

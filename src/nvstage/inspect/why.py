@@ -24,7 +24,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from nvstage.errors import NvstageError
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 from nvstage.compiler.nvcc.cubin_figures import read_figures
 from nvstage.inspect.elf import _elf
 

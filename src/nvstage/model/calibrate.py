@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from nvstage.artifacts import is_regular
+from nvstage.files import is_regular
 from nvstage.errors import CalibrationError
 from nvstage.hw.gpus import GpuSpec
 from nvstage.model.bounds import is_peak

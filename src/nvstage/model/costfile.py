@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nvstage.artifacts import is_regular
+from nvstage.files import is_regular
 from nvstage.errors import CostSpecError, ExprError, MissingCounts
 from nvstage.run.workload import Workload
 from nvstage.run.workload.expr import MAX_INT_BITS, eval_int_expr, quote_expr

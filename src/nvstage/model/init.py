@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 from nvstage.compiler.nvcc.options import CompileOptions
 from nvstage.compiler.pipeline.driver import compile as run_compile, without_temp_keep
 from nvstage.errors import StageFailed, UsageError

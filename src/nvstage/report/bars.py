@@ -83,7 +83,7 @@ _QUOTE = {'"': "&quot;"}
 def write_svg(path, bars: Sequence[Bar], *, title: str, subtitle: str = "") -> None:
     """Stacked bars to an SVG file, atomically; figures that cannot be drawn are one
     ``UsageError``, no traceback."""
-    from nvstage.artifacts import write_atomic
+    from nvstage.files import write_atomic
     from nvstage.errors import UsageError
 
     try:

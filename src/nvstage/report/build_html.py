@@ -24,7 +24,7 @@ from nvstage.report.stage_charts import STAGE_COLORS
 from nvstage.compiler.nvcc.step_kind import label
 from nvstage.report.units import fmt_known, fmt_parallel, fmt_share, fmt_time, plural
 from nvstage.errors import UsageError, WriteError, NvstageError
-from nvstage.artifacts import is_folder, write_atomic
+from nvstage.files import is_folder, write_atomic
 from nvstage.compiler.toolkit.locate import find_toolkit
 
 STATE_COLORS = {"ok": "#d9e2ef", "hit": "#cfe8cf", "fallback": "#f6e3b4", "failed": "#f4c7c3",

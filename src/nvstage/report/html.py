@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage import __version__
-from nvstage.artifacts import read_regular, is_folder, write_atomic
+from nvstage.files import read_regular, is_folder, write_atomic
 from nvstage.errors import NvstageError, UsageError, WriteError
 from nvstage.inspect.fatbin import inventory
 from nvstage.inspect.kernels import display_name

@@ -16,7 +16,7 @@ from nvstage.run.workload.signatures import kernel_signatures, KernelSig, ParamS
 from nvstage.run.workload.spec import CodeSpec, Workload
 from nvstage.run.workload.validate import raise_on_errors, validate
 from nvstage.errors import StageFailed, ArtifactError, WorkloadError
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 from nvstage.compiler.manifest.model import load_build
 from nvstage.compiler.manifest.triton_info import c_type
 from nvstage.compiler.nvcc.options import CompileOptions

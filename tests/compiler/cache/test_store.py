@@ -242,7 +242,7 @@ def test_warm_rebuild_starts_no_tool_and_gives_the_same_files(toolkit, workdir):
             mine = (workdir / "warm" / p.name).read_bytes()
             assert mine.replace(b"/warm/", b"/cold/") == p.read_bytes(), p.name
     assert {a.sha256 for a in warm.artifacts} == {
-        nvstage.artifacts.sha256_file(a.path) for a in warm.artifacts}
+        nvstage.files.sha256_file(a.path) for a in warm.artifacts}
 
 
 def test_editing_an_included_header_rebuilds_and_gives_the_new_result(toolkit, workdir):

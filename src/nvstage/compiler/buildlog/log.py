@@ -45,7 +45,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nvstage.artifacts import write_json_atomic, is_folder, is_regular, read_regular
+from nvstage.files import write_json_atomic, is_folder, is_regular, read_regular
 from nvstage.compiler.nvcc import step_kind as steps
 from nvstage.compiler.buildlog.current import (
     ENV,

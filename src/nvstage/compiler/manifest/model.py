@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from nvstage import __version__
-from nvstage.artifacts import (
+from nvstage.files import (
     MAX_ARTIFACT_BYTES,
     open_regular,
     sha256_file,

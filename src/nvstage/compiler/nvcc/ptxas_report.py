@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 from nvstage.compiler.nvcc.cubin_figures import read_figures
 from nvstage.compiler.nvcc.plan import Stage, StageKind
 from nvstage.errors import NvstageError

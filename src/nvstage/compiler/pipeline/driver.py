@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from nvstage import proc, fsio
-from nvstage.artifacts import kind_of_mode, shown_path, read_regular
+from nvstage.files import kind_of_mode, shown_path, read_regular
 from nvstage.compiler import dist
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.stage.lazy import Diverged

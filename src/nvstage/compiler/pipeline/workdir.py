@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from nvstage.artifacts import kind_of_mode, shown_path as _shown
+from nvstage.files import kind_of_mode, shown_path as _shown
 from nvstage.compiler.manifest.model import Build, save_build
 from nvstage.compiler.pipeline import leftovers
 from nvstage.errors import UsageError

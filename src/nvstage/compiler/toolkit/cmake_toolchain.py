@@ -161,7 +161,7 @@ def write_cmake_toolchain(path: str | os.PathLike, *, launcher: bool = False, to
                           nvcc: str | None = None) -> Toolchain:
     """Write the toolchain file for ``toolkit`` (else ``nvcc``'s, else the one nvstage finds)
     to ``path``; with ``launcher``, nvstage in front of every step too."""
-    from nvstage.artifacts import is_folder, write_atomic
+    from nvstage.files import is_folder, write_atomic
     from nvstage.compiler.toolkit.locate import find_toolkit
 
     if is_folder(path):

@@ -49,7 +49,7 @@ from nvstage.compiler.manifest.triton_info import TritonInfo, valid_type
 from nvstage.compiler.pipeline.workdir import finish, work_folder
 from nvstage.errors import InputNotFound, RuntimeCompileFailed, ToolkitError, UsageError
 from nvstage.extras import TRITON
-from nvstage.artifacts import write_atomic
+from nvstage.files import write_atomic
 from nvstage.compiler.nvcc.cubin_figures import read_figures
 from nvstage.compiler.nvcc.ptxas_report import split_ptxas_stderr
 

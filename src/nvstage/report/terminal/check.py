@@ -17,7 +17,7 @@ def render(result, fmt: str = "text", *, con=None, summary: Path | None = None,
     """A ``gate.CheckResult``: ``write_baseline`` (its JSON) and ``summary`` (Markdown,
     appended) written first, then ``fmt`` on stdout, then the notes and the verdict line on
     stderr."""
-    from nvstage.artifacts import append_text, write_json_atomic
+    from nvstage.files import append_text, write_json_atomic
     from nvstage.report.checks import github_annotations, markdown_summary, summary_line
 
     doc = result.to_json()
@@ -49,7 +49,7 @@ def _out(text: str) -> None:
 
 def _write(path: Path, option: str, write) -> None:
     """Run ``write``; a path that cannot be written becomes one message, not a traceback."""
-    from nvstage.artifacts import is_folder
+    from nvstage.files import is_folder
     from nvstage.errors import UsageError, WriteError
 
     if is_folder(path):

@@ -119,7 +119,7 @@ def emit_json(obj) -> None:
     (json.dumps would print NaN)."""
     import json
 
-    from nvstage.artifacts import json_safe
+    from nvstage.files import json_safe
 
     sys.stdout.write(json.dumps(json_safe(obj), indent=2, default=str, allow_nan=False) + "\n")
     sys.stdout.flush()

@@ -53,7 +53,7 @@ def _cell(r, m: str) -> str:
 def render_any(result, con, *, all_rows: bool = False) -> None:
     """Whichever comparison ``inspect.diffs.run`` made."""
     from nvstage.inspect.build_diff import BuildDiff
-    from nvstage.inspect.diffs import SeveralLines
+    from nvstage.diffs import SeveralLines
     from nvstage.inspect.line_diff import LinesDiff
     from nvstage.inspect.build_log_diff import RecordDiff
 

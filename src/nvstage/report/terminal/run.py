@@ -28,7 +28,7 @@ def present_plan(session, *, json_file=None, to_stdout: bool = False) -> None:
     if to_stdout:
         emit_json(session.plan())
     elif json_file is not None:
-        from nvstage.artifacts import write_json_atomic
+        from nvstage.files import write_json_atomic
 
         write_json_atomic(json_file, session.plan())
         say(f"wrote {json_file} (the plan: a dry run measures nothing)")
@@ -41,7 +41,7 @@ def present_run(session, *, json_file=None, trace_file=None, svg=None,
     """The tables, then each export asked for: the run document (``json_file``; "-" is
     stdout, and the document is appended to ``emitted`` once it is there), the trace, the
     SVG."""
-    from nvstage.artifacts import write_json_atomic
+    from nvstage.files import write_json_atomic
 
     result, w = session.result, session.workload
     to_stdout = json_file is not None and str(json_file) == "-"

@@ -10,7 +10,7 @@ from typing import Any
 from nvstage.errors import NvstageError, WorkloadError
 from nvstage.run.workload.expr import eval_array_expr, quote_expr
 from nvstage.run.workload.spec import Workload
-from nvstage.artifacts import open_regular, shown_path
+from nvstage.files import open_regular, shown_path
 
 
 def initial_contents(w: Workload, values: Mapping[str, Any] | None = None) -> dict:

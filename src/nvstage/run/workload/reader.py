@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nvstage.artifacts import kind_of_mode, shown_path
+from nvstage.files import kind_of_mode, shown_path
 from nvstage.errors import ExprError, WorkloadError
 from nvstage.run.workload.expr import parse_expr
 from nvstage.run.workload.flags import SAFE_FLAGS

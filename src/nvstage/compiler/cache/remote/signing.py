@@ -56,7 +56,7 @@ def message(kind: str, name: str, body: bytes) -> bytes:
 def _read_key_file(path: str, what: str) -> bytes:
     """A key file's bytes, read as every file nvstage is given is (a regular file within a
     bound: a FIFO or a device named by mistake is refused, not waited on)."""
-    from nvstage.artifacts import read_regular
+    from nvstage.files import read_regular
 
     try:
         return read_regular(path, limit=_MAX_KEY_FILE, limit_name="a key file's bound",

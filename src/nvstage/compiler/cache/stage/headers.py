@@ -268,7 +268,7 @@ def not_cacheable(paths: Iterable[str], *, assembles: bool = False) -> str | Non
     by their spelling in the files read: one built from pieces (``".inc" "bin"`` joined by the
     compiler) is not seen (README's limits). Files are read only if regular (a FIFO is not
     waited on) and within ``MAX_SCAN_BYTES``."""
-    from nvstage.artifacts import open_regular
+    from nvstage.files import open_regular
 
     for path in paths:
         try:

@@ -41,7 +41,7 @@ import re
 import stat
 from dataclasses import dataclass
 
-from nvstage.artifacts import open_regular
+from nvstage.files import open_regular
 from nvstage.fsio import json_digest
 from nvstage.compiler.cache.local.relocation import Work, cut, cut_digest, pieces_ok
 from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind

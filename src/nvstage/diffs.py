@@ -1,8 +1,9 @@
-"""``nvstage diff``'s one entry: which comparison a request asks for, and its result.
+"""``nvstage diff``'s one entry, above ``inspect/`` (its ``--via`` compiles): which comparison a
+request asks for, and its result.
 
 Four comparisons share the command: one source through the compiler paths (``--via``,
 ``compiler_paths``), pairs of kernels line by line (``--lineinfo``, ``line_diff``), two builds
-of build records (``record_diff``), and two builds kernel by kernel (``build_diff``). Every
+of build logs (``inspect/build_log_diff``), and two builds kernel by kernel (``build_diff``). Every
 one but ``--via`` takes explicit pairs (``inspect.pairs``); A and B may be one build, whose
 kernels the pairs name.
 """
@@ -16,7 +17,7 @@ from nvstage.errors import UsageError
 from nvstage.compiler.toolkit.locate import find_toolkit
 from nvstage.inspect import build_log_diff as record_diff
 from nvstage.inspect.build_diff import diff_builds
-from nvstage.inspect.compiler_paths import compare_paths
+from nvstage.compiler_paths import compare_paths
 from nvstage.inspect.line_diff import diff_lines
 
 

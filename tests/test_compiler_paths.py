@@ -7,8 +7,15 @@ import pytest
 from rich.console import Console
 
 from nvstage.errors import UsageError
-from nvstage.inspect.compiler_paths import (LTO, NVCC, NVJITLINK, NVRTC, PathResult, compare_paths,
-                                            compare_ptx)
+from nvstage.compiler_paths import (
+    LTO,
+    NVCC,
+    NVJITLINK,
+    NVRTC,
+    PathResult,
+    compare_paths,
+    compare_ptx,
+)
 from nvstage.report.terminal.diff import render_paths as render
 
 

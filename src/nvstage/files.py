@@ -1,4 +1,5 @@
-"""Files read within a bound (regular files only) and written atomically.
+"""The user's files (artifacts, reports, documents written out): read within a bound, regular
+files only, and written atomically. nvstage's own cache documents are ``fsio``'s.
 
 The record of what a stage produced, ``Artifact``, is in ``compiler/manifest/model.py``.
 """

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from nvstage import fsio
-from nvstage.artifacts import write_atomic, write_json_atomic
+from nvstage.files import write_atomic, write_json_atomic
 from nvstage.errors import UsageError, WriteError
 
 
@@ -42,7 +42,7 @@ import socket  # noqa: E402
 import stat  # noqa: E402
 import threading  # noqa: E402
 
-from nvstage.artifacts import append_text  # noqa: E402
+from nvstage.files import append_text  # noqa: E402
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
 

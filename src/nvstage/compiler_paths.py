@@ -1,4 +1,5 @@
-"""One kernel, several compiler paths: nvcc, NVRTC, NVRTC + nvJitLink, and NVRTC + LTO.
+"""One kernel, several compiler paths: nvcc, NVRTC, NVRTC + nvJitLink, and NVRTC + LTO (above
+``inspect/``: it compiles, then reads what each path made).
 
 ``compare_paths`` builds the same source(s) each way into a temporary folder (or ``keep``),
 then compares what came out: the PTX (identical or not, with a short diff), and per kernel the
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nvstage.artifacts import read_regular
+from nvstage.files import read_regular
 from nvstage.errors import NvstageError, UsageError
 from nvstage.compiler.nvcc.options import CompileOptions
 from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit
