@@ -64,3 +64,11 @@ def test_nvcc_choice_is_found_first():
     assert nvcc_choice(["--nvcc=/y/nvcc"], {}) == "/y/nvcc"
     assert nvcc_choice(["k.cu"], {"NVSTAGE_NVCC": "/z/nvcc"}) == "/z/nvcc"
     assert nvcc_choice(["k.cu", "--", "--nvcc", "/x"], {}) is None
+
+
+def test_time_trace_is_nvstages_spelling_of_nvccs_option(g):
+    # never --time, which is nvcc's own CSV of phase times
+    assert parse(["k.cu", "-c", "--time-trace"], g).options.extra == ("-fdevice-time-trace", "-")
+    assert parse(["k.cu", "--time-trace=t.json"], g).options.extra == \
+        ("-fdevice-time-trace", "t.json")
+    assert parse(["k.cu", "--time", "t.csv"], g).options.extra == ("--time", "t.csv")

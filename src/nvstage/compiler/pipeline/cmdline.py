@@ -61,6 +61,8 @@ nvstage options:
   --name-expr EXPR           --via nvrtc: a template kernel to instantiate, e.g. 'scale<float>'
   -j N, --jobs N             stages to run at once (default: one per core)
   --no-cache                 run every stage even when its inputs are unchanged
+  --time-trace[=FILE]        nvcc's -fdevice-time-trace: where the compile's time went, as a
+                             Chrome trace (OUT.json beside -o OUT; nvstage show FILE --time)
   --nvcc PATH                use this nvcc instead of the pip wheels' ($NVSTAGE_NVCC too)
   --json                     print the manifest (stages.json) to stdout; tables go to stderr
   -h, --help                 this help (nvcc --help lists nvcc's options)
@@ -162,6 +164,10 @@ def parse(argv: list[str], grammar: Grammar) -> CompileRequest:
             nvcc_words += argv[i + 1:]
             break
         name, eq, value = w.partition("=")
+        if name == "--time-trace":  # nvstage's spelling of nvcc's -fdevice-time-trace
+            nvcc_words += ["-fdevice-time-trace", value if eq else "-"]
+            i += 1
+            continue
         spec = _OWN.get(name) if w.startswith("-") else None
         if spec is None and w.startswith("-j") and w[2:].isdigit():
             spec, eq, value = _OWN["-j"], "=", w[2:]
