@@ -11,10 +11,10 @@ nvstage's at most nvcc's + 0.03. Units: kernels/templates.cu and
 tests/data/compile_time/cub_reduce.cu (cub::DeviceReduce and thrust::sort, about a minute a
 compile on 2 cores).
 
-Then whether tracing off costs the cold path anything: the launcher (``nvstage NVCC -c ...``
-with ``NVSTAGE_CACHE=0``: every stage run, nothing stored) with ``NVSTAGE_TIME_TRACE`` unset
-and ``0``, interleaved, on kernels/templates.cu. The load average before and after is printed:
-times on a shared machine move with it.
+Between the two units, whether tracing off costs the cold path anything: the launcher
+(``nvstage NVCC -c ...`` with ``NVSTAGE_CACHE=0``: every stage run, nothing stored) with
+``NVSTAGE_TIME_TRACE`` unset and ``0``, interleaved, on kernels/templates.cu. The load average
+before and after is printed: times on a shared machine move with it.
 """
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ def tracing_off(runs: int, nvcc: str, w: Path, env: dict) -> None:
             got[k].append(wall(argv, w, envs[k]))
     u, z = statistics.median(got["unset"]), statistics.median(got["0"])
     print(f"NVSTAGE_TIME_TRACE off, the launcher's cold path (NVSTAGE_CACHE=0, templates.cu, "
-          f"medians of {runs} interleaved): unset {u:.2f} s, 0 {z:.2f} s ({z / u:.3f}x)")
+          f"medians of {runs} interleaved): unset {u:.2f} s, 0 {z:.2f} s ({z / u:.3f}x; unset "
+          f"{min(got['unset']):.2f} to {max(got['unset']):.2f} s, 0 {min(got['0']):.2f} to "
+          f"{max(got['0']):.2f} s)")
 
 
 def _load() -> str:
@@ -121,10 +123,10 @@ def main(argv: list[str]) -> int:
         wall([str(BIN / "nvstage"), "compile", "templates.cu", "-c", "-arch=sm_90", "-o",
               "out/warm.o", "--no-cache"], w, env)  # .pyc and the tools' notes, once
         cost(ROOT / "kernels" / "templates.cu", a.runs, nvcc, w, env)
-        if not a.no_cub:
+        tracing_off(a.runs, nvcc, w, env)
+        if not a.no_cub:  # last: the long one, its rounds printed as they end
             cost(ROOT / "tests" / "data" / "compile_time" / "cub_reduce.cu", a.cub_runs, nvcc,
                  w, env)
-        tracing_off(a.runs, nvcc, w, env)
     print(f"load average after: {_load()}")
     return 0
 
