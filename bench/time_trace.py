@@ -8,8 +8,8 @@ untraced, and the same with ``-fdevice-time-trace -`` (every stage run; the legs
 each round, so no leg always follows the same one). A round's ratio is traced over untraced for
 each side; the figures are the medians of those ratios over the rounds, and the target is
 nvstage's at most nvcc's + 0.03. Units: kernels/templates.cu and
-tests/data/compile_time/cub_reduce.cu (cub::DeviceReduce and thrust::sort, about a minute a
-compile on 2 cores).
+tests/data/compile_time/cub_reduce.cu (cub::DeviceReduce and thrust::sort, 18 to 35 s a
+compile on 2 shared cores).
 
 Between the two units, whether tracing off costs the cold path anything: the launcher
 (``nvstage NVCC -c ...`` with ``NVSTAGE_CACHE=0``: every stage run, nothing stored) with
