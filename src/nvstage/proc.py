@@ -10,7 +10,7 @@ a group SIGKILL below the first level and ran on under a ^Z.)
 
 - ``run``'s (nvcc's stages, captured: stdin /dev/null, stdout and stderr piped) read no
   terminal. A stage that dies of the signal that came to nvstage's group is no failed stage:
-  nvstage ends the build by that signal (``_communicate``).
+  nvstage ends the build by that signal (``_wait``).
 - ``call``'s (the launcher's plain nvcc, with the user's streams) read a terminal as they would
   without nvstage, its foreground group being theirs.
 
@@ -80,6 +80,7 @@ def run(
     _check(scope)
     t0 = time.perf_counter()
     p = tmp = None
+    files: list = []
     try:
         # A $TMPDIR of its own, removed with the run: what an ended tool leaves there (cicc's
         # *.lgenfe.bc) goes too. No plan names it (nvcc plans in the build's work folder), and
@@ -91,17 +92,26 @@ def run(
                 tmp = leftovers.make("nvstage-tool-")  # its owner named: swept if killed
         if tmp is not None or tmpdir is not None:
             env = {**(os.environ if env is None else env), "TMPDIR": tmpdir or tmp}
+        # What the tool prints goes to unlinked files, not pipes (as ccache keeps a compiler's
+        # output): a process the tool leaves behind (a host compiler's background child) holds
+        # a pipe open, and reading one to its end would wait for it; the tool is waited for,
+        # as nvcc waits for its tools. Its standard input is the build's, as under plain nvcc
+        # (a closed one stays closed), unless nvstage gives it text.
+        files = [_memory_file() for _ in range(2)]
+        if input_text is not None:
+            files.append(_memory_file())
+            files[2].write(input_text.encode())
+            files[2].seek(0)
         try:
             p = subprocess.Popen(
                 argv, cwd=cwd, env=dict(env) if env is not None else None,
-                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors=errors,
-                encoding=sys.getfilesystemencoding() if errors == "surrogateescape" else None,
-                shell=False, preexec_fn=_dies_with_us())
+                stdin=files[2] if input_text is not None else None,
+                stdout=files[0], stderr=files[1], shell=False, preexec_fn=_dies_with_us())
         except OSError as e:  # not found, not executable, not a program (ENOEXEC), ...
             raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
         _track(p, scope)
-        out, err = _communicate(p, input_text, timeout, scope)
+        _wait(p, timeout, scope)
+        out, err = (_text(f, errors) for f in files[:2])
     except BaseException:
         if p is not None:
             _end(p)
@@ -109,26 +119,35 @@ def run(
     finally:
         if p is not None:
             _untrack(p, scope)
-            for f in (p.stdin, p.stdout, p.stderr):
-                if f is not None:
-                    with contextlib.suppress(OSError):
-                        f.close()
+        for f in files:
+            with contextlib.suppress(OSError):
+                f.close()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return Completed(tuple(argv), p.returncode, out, err, time.perf_counter() - t0)
 
 
-def _communicate(p: subprocess.Popen, input_text: str | None, timeout: float | None,
-                 scope: _Scope | None) -> tuple[str, str]:
+def _memory_file():
+    """A file in memory (no file system: nothing to leave behind, whatever $TMPDIR is)."""
+    return os.fdopen(os.memfd_create("nvstage-tool"), "w+b")
+
+
+def _text(f, errors: str) -> str:
+    """What a tool wrote into ``f``, as text the way a text pipe reads it: decoded (the file
+    system's encoding for names to be used again), "\r\n" and "\r" read as "\n"."""
+    f.seek(0)
+    encoding = sys.getfilesystemencoding() if errors == "surrogateescape" else "utf-8"
+    return f.read().decode(encoding, errors).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _wait(p: subprocess.Popen, timeout: float | None, scope: _Scope | None) -> None:
     """Wait for ``p`` in short steps, so that a signal or an ended scope is seen in time."""
     end = None if timeout is None else time.monotonic() + timeout
-    data = input_text
     while True:
         step = _POLL if end is None else min(_POLL, max(0.0, end - time.monotonic()))
         try:
-            out, err = p.communicate(data, timeout=step)
+            p.wait(timeout=step)
         except subprocess.TimeoutExpired:
-            data = None  # sent already: a retry carries on where the first call stopped
             _check(scope)
             if end is not None and time.monotonic() >= end:
                 raise ToolTimeout(f"{p.args[0]!r} did not finish within {timeout:g} s") from None
@@ -136,7 +155,7 @@ def _communicate(p: subprocess.Popen, input_text: str | None, timeout: float | N
         if p.returncode in _BY_SIGNAL and _installed:
             _await_signal()  # killed by the group's signal: nvstage's own is on its way
         _check(scope)  # ended by our SIGTERM: that is no answer from the tool
-        return out, err
+        return
 
 
 # A tool's deaths by a signal that a terminal or a build sends the whole group, nvstage too.

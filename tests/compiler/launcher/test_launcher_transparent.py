@@ -147,17 +147,20 @@ def test_nvcc_with_a_closed_stream_misses_and_hits_as_plain_nvcc_runs(build, too
     (build.root / "a.cu").write_text(SMALL)
     words = ["-c", "a.cu", "-o", "a.o", "-arch=sm_90"]
     plain = _run([build.nvcc, *words], build, closed=(fd,))
-    # (Plain nvcc 13 fails with stdin closed: the host compiler's first output file takes
-    # descriptor 0 and its probe says "Failed to preprocess host compiler properties". A
-    # staged stage reads /dev/null: nvstage's miss and hits pass; nothing else differs.)
+    # Plain nvcc 13 fails with stdin closed: the host compiler's first output file takes
+    # descriptor 0 and its probe says "Failed to preprocess host compiler properties". The
+    # stages find the build's stdin as nvcc's tools do, closed: nvstage fails the same way.
     assert plain.returncode == (1 if fd == 0 else 0)
+    if fd == 0:
+        assert b"Failed to preprocess host compiler properties" in plain.stderr
+        ours = _run([*_NVSTAGE, build.nvcc, *words], build, closed=(fd,))
+        assert ours.returncode == 1 and not (build.root / "a.o").exists()
+        assert b"Failed to preprocess host compiler properties" in ours.stderr, ours.stderr
+        return
     (build.root / "a.o").unlink(missing_ok=True)
     for front in (_NVSTAGE, _NVSTAGE, _BARE):  # a miss, then hits (bare.py's too)
         ours = _run([*front, build.nvcc, *words], build, closed=(fd,))
-        if fd == 0:
-            assert (ours.returncode, ours.stdout, ours.stderr) == (0, b"", b"")
-        else:  # the same bytes said (none), the same status
-            _same(plain, ours)
+        _same(plain, ours)  # the same bytes said (none), the same status
         assert (build.root / "a.o").stat().st_size > 0
         (build.root / "a.o").unlink()
     entries = buildlog.load_build_log(build.root / "record").entries
@@ -513,3 +516,19 @@ def test_a_tool_that_cannot_run_exits_as_a_shell_says(build, what):
     assert ours.stdout == b"" and ours.stderr.startswith(b"nvstage: cannot run ")
     (entry,) = buildlog.load_build_log(build.root / "record").entries
     assert entry.exit_code == shell.returncode
+
+
+def test_a_host_compiler_that_leaves_a_child_running_is_not_waited_for(build, toolkit):
+    # A -ccbin wrapper that leaves a background child holding its output: nvcc waits for the
+    # process, not for the end of its output; so does nvstage (it waited for the child, 40 s).
+    (build.root / "a.cu").write_text(SMALL)
+    folder = build.root / "bg"
+    folder.mkdir()
+    gcc = folder / "gcc"
+    gcc.write_text(f'#!/bin/sh\nsleep 60 &\nexec {shutil.which("gcc")} "$@"\n')
+    gcc.chmod(0o755)
+    words = ["-c", "a.cu", "-o", "a.o", "-arch=sm_90", "-ccbin", str(folder)]
+    t0 = time.monotonic()
+    ours = _run([*_NVSTAGE, build.nvcc, *words], build, timeout=50)
+    assert ours.returncode == 0 and (build.root / "a.o").stat().st_size > 0, ours.stderr
+    assert time.monotonic() - t0 < 45  # the children left running end with the fixture
