@@ -147,6 +147,19 @@ def test_restored_stages_say_so(toolkit, kernels, workdir):
     assert "CUDA C++ Front-End" not in spans
 
 
+def test_untraced_stages_never_answer_a_traced_build(toolkit, kernels, workdir):
+    # cicc under -fdevice-time-trace can write other code (CUB's merge sort): an untraced
+    # build's stages are not a traced build's, and the other way round.
+    shutil.copy(kernels / "templates.cu", workdir)
+    base = [*_launcher(), "compile", "-c", "templates.cu", "-arch=sm_90"]
+    assert proc.run([*base, "-o", "u.o"], cwd=workdir, timeout=600).returncode == 0
+    cp = proc.run([*base, "-o", "t.o", "-fdevice-time-trace", "-"], cwd=workdir, timeout=600)
+    assert cp.returncode == 0, cp.stderr
+    # cicc ran, traced (a restored stage brings no front end's events)
+    assert "CUDA C++ Front-End" in {e.get("name") for e in json.loads(
+        (workdir / "t.o.json").read_text())["traceEvents"]}
+
+
 def test_unwritable_trace_is_one_line(toolkit, kernels, workdir):
     shutil.copy(kernels / "templates.cu", workdir)
     cp = proc.run([*_launcher(), "compile", "-c", "templates.cu", "-arch=sm_90", "-o", "c.o",
@@ -218,6 +231,11 @@ def test_a_whole_build_traced_by_the_setting(toolkit, kernels, workdir, cli):
     assert proc.run([toolkit.nvcc, *words, "-o", "plain.o"], cwd=workdir).returncode == 0
     assert _mask((workdir / "k.o").read_bytes()) == _mask((workdir / "plain.o").read_bytes())
     assert sorted(p.name for p in workdir.iterdir() if p.suffix == ".json") == []
+    # Its entry answers the traced build's next command, never an untraced one (traced code).
+    verbose = {"NVSTAGE_LAUNCHER_VERBOSE": "1"}
+    cp = proc.run([*_launcher(), toolkit.nvcc, *words, "-o", "k.o"], cwd=workdir,
+                  env={**os.environ, **verbose}, timeout=600)
+    assert cp.returncode == 0 and "answered whole" not in cp.stderr, cp.stderr
     (trace,) = (workdir / ".nvstage-build" / "traces").iterdir()
     assert json.loads(trace.read_text())["otherData"]["inputFiles"] == ["templates.cu"]
     r = cli("show", workdir, "--time", "--json")

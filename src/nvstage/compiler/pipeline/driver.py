@@ -189,7 +189,8 @@ def _build(planned: Planned, request: Request, work: Path, store, callbacks: Cal
         tracer = Tracer(trace, str(work), plan.runnable)
     runner = run_stage if depfile is None and tracer is None else \
         functools.partial(run_stage, depfile=depfile, tracer=tracer)
-    stages = StageCache(plan, graph, Runner(runner, stage_env(plan), cwd, t_start), str(work),
+    stages = StageCache(plan, graph, Runner(runner, stage_env(plan), cwd, t_start,
+                                            traced=tracer is not None), str(work),
                         toolkit, store, keep=keep is not None, direct=direct)
     finish(build, work, t_start, running=True)
     runs: dict[int, StageRun] = {}
@@ -544,7 +545,8 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
             return StageRun(stage, time.perf_counter() - t, 1, "", f"rm: {e}", started=started)
         return StageRun(stage, time.perf_counter() - t, 0, started=started)
     # NVSTAGE_DIST: cicc and ptxas on a farm (compiler/dist); None: run here as always.
-    # -fdevice-time-trace: cicc's and ptxas's words, never part of the stage (its key).
+    # -fdevice-time-trace: cicc's and ptxas's words, not part of the stage (a traced build's
+    # keys say it was traced: Runner.traced).
     traced, more_env = tracer.words(stage, started) if tracer is not None else ((), {})
     if traced:
         extra_args, env = (*extra_args, *traced), {**env, **more_env}

@@ -157,6 +157,8 @@ def components(nvcc: str, args: list[str], cwd: str, env) -> list | str:
                  [[k, env[k]] for k in nvcc_env.env_names(real, env) if k in env]]
         parts.append([[t, st] for t in TOOLS
                       if (st := _stat_or_none(os.path.join(root, t))) is not None])
+        if env.get("NVSTAGE_TIME_TRACE") == "1":  # traced cicc can write other code
+            parts.append("traced")
         files = []
         opt_words: list[str] = []
         for i, a in enumerate(words):

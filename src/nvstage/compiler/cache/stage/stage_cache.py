@@ -195,6 +195,7 @@ class Runner:
     env: dict[str, str]
     cwd: str
     t0: float
+    traced: bool = False  # cicc and ptxas run under -fdevice-time-trace (it changes their code)
 
 
 class StageCache:
@@ -220,7 +221,7 @@ class StageCache:
         self._run_stage = run_stage
         self.counters = Counters()
         self._lock = threading.Lock()
-        self.keys = Keys(plan, cwd, work, toolkit, base_dir())
+        self.keys = Keys(plan, cwd, work, toolkit, base_dir(), traced=runner.traced)
         if cache is not None and not keep:
             # Headers' digests by identity, from earlier processes: only with a work folder
             # this process made under a random name (a remembered header cannot spell it);

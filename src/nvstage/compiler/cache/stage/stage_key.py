@@ -355,7 +355,7 @@ class Keys:
     """The keys of one build's stages: its work folder, current folder and environment."""
 
     def __init__(self, plan: Plan, cwd: str, work: str, toolkit: Toolkit,
-                 base: str | None = None):
+                 base: str | None = None, *, traced: bool = False):
         self.work = os.path.abspath(work)
         self.cwd, self.toolkit = cwd, toolkit
         self.hasher = FileHasher(work)
@@ -369,6 +369,11 @@ class Keys:
         # folder, relative to it: the stages then get relative paths (``Place``).
         self.env_part = [self.place.cwd_part(), sorted(plan.variables.items()),
                          sorted(host_env.items())]
+        # cicc under -fdevice-time-trace can write other code (seen: CUB's merge sort): a
+        # traced build's stages and an untraced one's never answer each other. Untraced keys
+        # are as they were.
+        if traced:
+            self.env_part.append("traced")
         # Every key is bound to this folder when a tool may write its path escaped, or when
         # what keys keep whole (the current folder, the environment) holds it: an output may
         # then hold the path where it did not come from the path.
