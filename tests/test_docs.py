@@ -401,9 +401,10 @@ def test_docs_limits_are_the_codes_limits():
             f"operations per repetition and {spec.MAX_TOTAL_OPERATIONS:,} in all",
             f"unpack at most {fatbin.MAX_UNPACKED:,} images and "
             f"{fatbin.MAX_UNPACKED_BYTES // gib} GiB",
-            f"a build record at most {buildlog.MAX_ENTRIES:,} entries of "
-            f"{buildlog.MAX_ENTRY_BYTES // mib} MiB and {buildlog.MAX_RECORD_BYTES // mib} MiB "
-            "in all",
+            f"a build log at most {buildlog.MAX_ENTRIES:,} entries of "
+            f"{buildlog.MAX_ENTRY_BYTES // mib} MiB, {buildlog.MAX_RECORD_BYTES // mib} MiB "
+            f"and {buildlog.MAX_RECORD_WORDS:,} command words in all",
+            f"an entry of more than {buildlog.MAX_ENTRY_VALUES:,} JSON values skipped unparsed",
             f"The record keeps the last {buildlog.KEEP_BUILDS} builds whole",
             f"told apart by pauses of {buildlog.GAP_SECONDS:g} s or more"):
         assert shown in text, shown

@@ -68,7 +68,7 @@ _MODULE_ID = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{2,}_[A-Za-z0-9_]+?_[0-9a-f]{8}|
 _TMP = "<T>"
 # nvcc's plan records PATH: the same one on every machine (gcc is in /usr/bin).
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_TEMP_NAMES = re.compile(re.escape(_TMP) + r"/(nvstage|tmp)[-\w]*")
+_TEMP_NAMES = re.compile(re.escape(_TMP) + r"/(nvstage|tmp)[-.\w]*")
 
 
 def normalise(obj, subs: list[tuple[str, str]]):
