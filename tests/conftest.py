@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import sys
@@ -302,36 +303,20 @@ def fresh_tiers(monkeypatch):
 # What a full hit may import: the standard library, and of nvstage the entry point, the base
 # (fsio, paths) and the hit path's modules (tests/test_imports.py names them). Nothing else
 # of nvstage, no third-party module.
+def _hit_path() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    # The hit path's modules and packages as tests/test_imports.py names them: one list.
+    spec = importlib.util.spec_from_file_location("_nvstage_hit_path",
+                                                  Path(__file__).parent / "test_imports.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.HIT_PATH, module.HIT_PACKAGES
+
+
 WARM_MODULES = frozenset({"nvstage", "nvstage.cli", "nvstage.cli.main", "nvstage.cli.launcher",
-                          "nvstage.fsio", "nvstage.paths",
-                          "nvstage.compiler.store.zstd",
-                          "nvstage.compiler.store.presence",
-                          "nvstage.compiler.store.layout",
-                          "nvstage.compiler.nvcc.environment",
-                          "nvstage.compiler.nvcc.host_flags",
-                          "nvstage.compiler.toolkit.nvcc_lookup",
-                          "nvstage.compiler.buildlog.current",
-                          "nvstage.compiler.cache.command.command_key",
-                          "nvstage.compiler.cache.command.entry",
-                          "nvstage.compiler.cache.command.answer",
-                          "nvstage.compiler.cache.command.compile_answer",
-                          "nvstage.compiler.pipeline.leftovers",
-                          "nvstage.compiler.launcher.resident.ask",
-                          "nvstage.compiler.launcher.resident.handover",
+                          "nvstage.fsio", "nvstage.paths", *(m for ms in _hit_path() for m in ms),
                           # the launcher's flow: a hit runs its first steps alone (what
                           # the rest needs is imported where it is run)
                           "nvstage.compiler.launcher.flow",
-                          "nvstage.compiler",
-                          "nvstage.compiler.buildlog",
-                          "nvstage.compiler.cache",
-                          "nvstage.compiler.cache.command",
-                          "nvstage.compiler.launcher",
-                          "nvstage.compiler.launcher.resident",
-                          "nvstage.compiler.nvcc",
-                          "nvstage.compiler.pipeline",
-                          "nvstage.compiler.store",
-                          "nvstage.compiler.toolkit",
-
                           # zstd's extension alone, its package's __init__ not run
                           # (``compiler/store/zstd.py``); Python 3.14's is standard
                           "backports.zstd._zstd"})
