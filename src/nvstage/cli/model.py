@@ -24,7 +24,8 @@ def model_cmd(
     json_out: json_option("Print the estimate as JSON.") = False,
     init: Annotated[bool, typer.Option("--init",
         help="Write a commented workload and cost file to fill in for a kernel of WORKLOAD, "
-             "here a .cu file (no GPU named).")] = False,
+             "here a .cu file, a Triton .py file (with --signature) or a kept Triton build "
+             "(no GPU named).")] = False,
     kernel: Annotated[Optional[str], typer.Option("--kernel",
         help="With --init: the kernel (needed when the file has several).")] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output",
@@ -36,6 +37,11 @@ def model_cmd(
     flag: Annotated[Optional[list[str]], typer.Option("--flag",
         help="With --init: an nvcc flag the code is built with, e.g. --flag=--use_fast_math "
              "(repeatable; the flags a workload accepts; kept in the workload).")] = None,
+    signature: Annotated[Optional[str], typer.Option("--signature",
+        help="With --init FILE.py: each parameter's Triton type, as nvstage compile --via "
+             "triton takes it: 'x:*fp32,n:i32' (the file is read, never run).")] = None,
+    constexpr: Annotated[Optional[list[str]], typer.Option("--constexpr",
+        help="With --init FILE.py: a tl.constexpr's value, NAME=VALUE (repeatable).")] = None,
 ) -> None:
     """Estimate T = sum launch + sum kernel + sum transfer for a workload, with no GPU.
 
@@ -54,6 +60,8 @@ def model_cmd(
           nvstage model examples/model/reduce.toml --calibrate run.json --svg reduce.svg
 
           nvstage model --init layernorm.cu --kernel layernorm_forward_kernel1 -o ln
+
+          nvstage model --init fusion_chain.py --kernel fused --signature 'x:*fp32,n:i32'
     """
     from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.hw.gpus import choose_gpu
@@ -62,12 +70,24 @@ def model_cmd(
 
     if init:
         from nvstage.model.init import checked_flags, write_skeleton
+        from nvstage.model.init_triton import is_triton_input, write_triton_skeleton
 
         with handled(False):
-            for p in write_skeleton(workload, find_toolkit(nvcc), kernel=kernel,
-                                    output=output, flags=checked_flags(flag or ()),
-                                    include_dirs=tuple(include_dir or ())):
+            then = None
+            if is_triton_input(workload):
+                written, then = write_triton_skeleton(
+                    workload, kernel=kernel, output=output, signature=signature,
+                    constexprs=tuple(constexpr or ()), nvcc_words=[*(flag or ()),
+                                                                   *(include_dir or ())])
+            else:
+                written = write_skeleton(workload, find_toolkit(nvcc), kernel=kernel,
+                                         output=output, flags=checked_flags(flag or ()),
+                                         include_dirs=tuple(include_dir or ()),
+                                         triton_words=(signature, *(constexpr or ())))
+            for p in written:
                 say(f"wrote {p}")
+            if then:
+                say(then, soft_wrap=True)  # a command to paste: one line
         return
     with handled(json_out):
         e = estimate(workload, choose_gpu(gpu, gpu_spec), cost=cost, calibration=calibrate,

@@ -138,11 +138,11 @@ def skeleton(path: Path, kernel: str, params: list[Param], out_dir: Path,
          f"# each {FILL}, then check it with nvstage run THIS.toml --dry-run (the kernel's",
          "# parameters against the arguments below) and estimate it with nvstage model.",
          "[kernel]", f'source = "{rel}"']
-    w.append(f"flags = {_toml_list(flags)}" if flags else
+    w.append(f"flags = {toml_list(flags)}" if flags else
              '# flags = ["--use_fast_math"]  # nvcc flags the code is built with')
     if include_dirs:
         dirs = [os.path.relpath(Path(d).resolve(), out_dir.resolve()) for d in include_dirs]
-        w.append(f"include_dirs = {_toml_list(dirs)}")
+        w.append(f"include_dirs = {toml_list(dirs)}")
     w += ["", "[params]",
           "# one per integer argument, by its name in the source; later ones may use earlier"]
     for p in scalars:
@@ -158,26 +158,32 @@ def skeleton(path: Path, kernel: str, params: list[Param], out_dir: Path,
                  else "# init: zeros (an output); { random = ... } if the kernel reads it too")
     reads = [p.name for p in buffers if p.readonly]
     writes = [p.name for p in buffers if not p.readonly]
-    w += ["", "[transfer]", f"to_device = {_toml_list(reads)}  # const: the buffers it reads",
-          f"from_device = {_toml_list(writes)}  # not const: the buffers it may write", "",
+    w += ["", "[transfer]", f"to_device = {toml_list(reads)}  # const: the buffers it reads",
+          f"from_device = {toml_list(writes)}  # not const: the buffers it may write", "",
           "[[launch]]",
           f'kernel = "{kernel}"', f'grid = "{FILL}"  # blocks, e.g. "cdiv(n, 256)"',
           f'block = "{FILL}"  # threads per block, e.g. 256',
           "# An integer passed with buffers is read as the count of their elements (checked",
           "# against each buffer's count) unless counts names the buffers it counts:",
           '# counts = ["x"] for some, counts = [] for a size that counts none.',
-          "args = [" + ", ".join(_arg(p) for p in params) + "]"]
+          "args = [" + ", ".join(arg_text(p) for p in params) + "]"]
+    return "\n".join(w) + "\n", cost_text(kernel, reads, writes)
+
+
+def cost_text(kernel: str, reads: list[str], writes: list[str]) -> str:
+    """The cost file's text for one launch of ``kernel``: its bytes named, its FLOPs a FILL."""
     c = ["# What each launch of the workload beside this file moves and computes, for nvstage",
          "# model: fill in each FILL. Loop trip counts are derived from the code; where one",
          "# cannot be, nvstage model names its line and asks for trips = [...] here.",
          "host_memory = \"pinned\"", "", "[[launch]]", f'kernel = "{kernel}"',
-         f"reads = {_toml_list(reads)}  # read once in full, or {{ name = \"elements\" }}",
-         f"writes = {_toml_list(writes)}  # written",
+         f"reads = {toml_list(reads)}  # read once in full, or {{ name = \"elements\" }}",
+         f"writes = {toml_list(writes)}  # written",
          f'flops = "{FILL}"  # floating-point operations of one launch (an FMA is 2)']
-    return "\n".join(w) + "\n", "\n".join(c) + "\n"
+    return "\n".join(c) + "\n"
 
 
-def _arg(p: Param) -> str:
+def arg_text(p: Param) -> str:
+    """``p`` as one of a launch's ``args``: a buffer's name or a typed scalar."""
     if p.pointer:
         return f'"{p.name}"'
     tag = _TAGS.get(p.dtype or "")
@@ -188,7 +194,8 @@ def _arg(p: Param) -> str:
     return f'{{ {tag} = "{p.name}", counts = [] }}'
 
 
-def _toml_list(items) -> str:
+def toml_list(items) -> str:
+    """``["a", "b"]``: names as a TOML list of strings."""
     return "[" + ", ".join(f'"{i}"' for i in items) + "]"
 
 
@@ -200,13 +207,17 @@ def checked_flags(flags) -> tuple[str, ...]:
 
 def write_skeleton(path: Path, toolkit, *, kernel: str | None = None,
                    output: str | None = None, flags: tuple[str, ...] = (),
-                   include_dirs: tuple[str, ...] = ()) -> list[Path]:
+                   include_dirs: tuple[str, ...] = (), triton_words=()) -> list[Path]:
     """Write NAME.toml and NAME.cost.toml for ``kernel`` of ``path`` (the only kernel when
-    not named); never over an existing file. Returns the two paths."""
+    not named); never over an existing file. Returns the two paths. ``triton_words``
+    (--signature, --constexpr) are refused: they are a Triton file's."""
+    if any(triton_words):
+        raise UsageError(f"{path}: --signature and --constexpr are for a Triton file",
+                         hint="a CUDA kernel's parameters come from its declaration")
     if path.suffix == ".py":
-        raise UsageError(f"{path}: a Triton file: model --init reads CUDA sources only",
-                         hint="build it with nvstage compile --via triton --keep-dir DIR and "
-                              "name DIR in a workload's [kernel] triton")
+        raise UsageError(f"{path}: a Triton file: write_skeleton reads CUDA sources only",
+                         hint="init_triton.write_triton_skeleton reads Triton files and "
+                              "kept Triton builds")
     found = kernels_of(path, toolkit, flags=flags, include_dirs=include_dirs)
     if not found:
         raise UsageError(f"{path} defines no __global__ kernel")

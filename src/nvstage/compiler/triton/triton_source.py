@@ -66,6 +66,12 @@ def jit_function_names(path: Path) -> list[str]:
     return sorted(_jit_functions(_parse(path)[0]))
 
 
+def jit_functions(path: Path) -> dict[str, ast.FunctionDef]:
+    """The ``@triton.jit`` functions a file defines at its top level, by name, as its AST
+    holds them (nothing run: ``model --init`` reads a kernel's parameters from them)."""
+    return _jit_functions(_parse(path)[0])
+
+
 def _parse(path: Path) -> tuple[ast.Module, str]:
     try:
         text = path.read_text(encoding="utf-8")
