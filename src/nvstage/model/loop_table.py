@@ -15,11 +15,13 @@ body's work outside the loop, are its remainder.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from nvstage.inspect.mix import MEMORY, classify
 from nvstage.model.ptx_walk import Insn, PtxFunction, Thread, trip_expression, walk
 from nvstage.model.sass_walk import walk as walk_sass
+from nvstage.run.workload.expr import ExprError, eval_int_expr
 
 # What counts as the work of a loop body when telling copies apart: memory and arithmetic
 # on data, not the loop's own index arithmetic.
@@ -137,11 +139,9 @@ def _period(seq: list) -> int:
     return 1
 
 
-def shapes(fn: PtxFunction) -> list[tuple]:
-    """How each PTX loop was shaped (``fn.loops()`` order): (words,), or ("remainder of loop",
-    PTX loop) or ("unrolled by", N, its remainder's PTX loop)."""
-    spans = fn.loops()
-    parents = _parents(spans)
+def _own_work(fn: PtxFunction, spans, parents) -> tuple[dict, list, list[list]]:
+    """(body index -> its innermost PTX loop, every work instruction, each loop's own work
+    as (op, line) pairs: outside the loops nested in it and their remainder copies)."""
     inner = [[j for j, p in enumerate(parents) if p == k] for k in range(len(spans))]
     innermost = {}
     for k, (h, t, _) in enumerate(spans):  # by head: an inner loop overwrites its span
@@ -157,6 +157,15 @@ def shapes(fn: PtxFunction) -> list[tuple]:
     for k in range(len(spans)):
         mine = {ln for j in inner[k] for _, ln in body_work[j]}
         body_work[k] = [w for w in body_work[k] if w[1] not in mine]
+    return innermost, work, body_work
+
+
+def shapes(fn: PtxFunction) -> list[tuple]:
+    """How each PTX loop was shaped (``fn.loops()`` order): (words,), or ("remainder of loop",
+    PTX loop) or ("unrolled by", N, its remainder's PTX loop)."""
+    spans = fn.loops()
+    parents = _parents(spans)
+    innermost, work, body_work = _own_work(fn, spans, parents)
     lines = [fn.body[t].line if isinstance(fn.body[t], Insn) else None for _, t, _ in spans]
     out = []
     for k, (h, t, _) in enumerate(spans):
@@ -309,6 +318,9 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid,
                       and not any(h.startswith("followed for") for h in s_how) else ([], []))
     ptx_shape = shapes(fn)
     shape_of = ptx_shape.__getitem__
+    fixed = fixed_dims(block, grid)
+    ptx_work = _own_work(fn, spans, _parents(spans))[2]
+    sass_work = _sass_work(code)
     by_sass = sass_shapes(code, [ptx_lines[paired[k]] if paired[k] is not None
                                  and ptx_lines[paired[k]] is not None else sass_lines[k]
                                  for k in range(len(loops))])
@@ -332,9 +344,59 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid,
         if t is not None and not math.isfinite(t):
             t = None
         shape = by_sass[k] or (said(shape_of(j)) if j is not None else "as written")
-        # The PTX loop's expression, where the SASS loop runs as often as it does.
-        expr = (trip_expression(fn, spans[j], names or {}) if j is not None and t is not None
-                and p_trips and p_trips[j] == t else None)
+        # The PTX loop's expression, where the SASS loop runs as often as it does (or, a loop
+        # ptxas unrolled by U with its remainder outside it, a U-th as often) and the
+        # expression, evaluated for the threads followed, gives the count they ran.
+        expr, unroll = None, 1
+        if j is not None and t is not None and p_trips and p_trips[j] is not None:
+            if p_trips[j] != t and by_sass[k] is None and ptx_work[j] and \
+                    sass_work[k] % len(ptx_work[j]) == 0:
+                unroll = sass_work[k] // len(ptx_work[j])
+            if (p_trips[j] == t or unroll > 1) and \
+                    _holds(fn, spans[j], args, fixed, (block, grid), (t, unroll)):
+                expr = trip_expression(fn, spans[j], {**(names or {}), **fixed})
+                if unroll > 1:
+                    expr = f"{expr} // {unroll}"
+                    shape = (f"{shape}; then by {unroll} by ptxas" if shape != "as written"
+                             else f"unrolled by {unroll} by ptxas, remainder outside it")
         rows.append(LoopRow(k + 1, lp.head, lp.tail, lp.depth, line, shape, t,
                             how.removesuffix(f" (line {line})"), expr))
     return rows
+
+
+def fixed_dims(block, grid) -> dict:
+    """The launch's dimensions of size 1, as values for the counts' expressions: their
+    index is 0, so an expression reads ``threadIdx.x``, not a 3-D block's linear index."""
+    out: dict = {}
+    for size, index, dims in (("%ntid", "%tid", block), ("%nctaid", "%ctaid", grid)):
+        for d, n in zip("xyz", dims):
+            if n == 1:
+                out[f"{size}.{d}"], out[f"{index}.{d}"] = 1, 0
+    return out
+
+
+_DIM = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)\.([xyz])\b")
+
+
+def _holds(fn: PtxFunction, span, args: list, fixed: dict, launch: tuple, want: tuple
+           ) -> bool:
+    """Whether the loop's expression, with the launch's values and floor-divided by the
+    unroll (``want``: (trips, unroll)), gives the trips for the longest of the threads
+    followed: an expression is shown only where it is the count."""
+    values = {p: v for p, v in zip(fn.params, args) if isinstance(v, int)}
+    text = trip_expression(fn, span, {**values, **fixed})
+    if text is None:
+        return False
+    trips, unroll = want
+    text = f"({text}) // {unroll}"
+    longest = 0
+    for th in threads(*launch):
+        env = {f"{name}_{d}": dims[i] for name, dims in (
+            ("threadIdx", th.tid), ("blockDim", th.ntid), ("blockIdx", th.ctaid),
+            ("gridDim", th.nctaid)) for i, d in enumerate("xyz")}
+        try:
+            got = eval_int_expr(_DIM.sub(r"\1_\2", text), env)
+        except ExprError:
+            return False
+        longest = max(longest, got)
+    return longest == trips

@@ -432,7 +432,15 @@ def _symbolic(fn: PtxFunction, reg: str, before: int, names: dict, depth: int = 
             return None
     special = reg.split(".")
     if special[0] in _NAMES and len(special) == 2:
-        return {(f"{_NAMES[special[0]]}.{special[1]}",): 1}
+        fixed = names.get(reg)  # a dimension of 1 in this launch: its index is 0
+        return {(): fixed} if isinstance(fixed, int) else \
+            {(f"{_NAMES[special[0]]}.{special[1]}",): 1}
+    if reg == "%laneid":  # the thread's linear index in its block, modulo the warp's 32
+        t = [_symbolic(fn, f"%tid.{d}", 0, names) for d in "xyz"]
+        n = [_symbolic(fn, f"%ntid.{d}", 0, names) for d in "xy"]
+        linear = _poly_add(_poly_add(t[0], _poly_mul(n[0], t[1])),
+                           _poly_mul(_poly_mul(n[0], n[1]), t[2]))  # at most 3 names a term
+        return _atom(linear, "%", 32)
     for j in range(before - 1, -1, -1):
         ins = fn.body[j]
         if isinstance(ins, str) or not ins.args or ins.args[0] != reg:
@@ -445,6 +453,8 @@ def _symbolic(fn: PtxFunction, reg: str, before: int, names: dict, depth: int = 
             return _symbolic(fn, x, j, names, depth + 1)
         if ins.base == "ld" and "param" in ins.mods:
             name = names.get(a[1].strip("[]"))
+            if isinstance(name, int):  # a value, not a name: for checking an expression
+                return {(): name}
             return {(name,): 1} if name else None
         if ins.base in ("mov", "cvt"):
             return sym(a[-1])
@@ -464,8 +474,45 @@ def _symbolic(fn: PtxFunction, reg: str, before: int, names: dict, depth: int = 
             if x is None or y is None or set(y) - {()}:
                 return None
             return _poly_mul(x, {(): 1 << y.get((), 0)})
+        if ins.base in ("and", "rem", "shr", "div") and len(a) == 3:
+            return _by_constant(ins, sym(a[1]), sym(a[2]))
         return None
     return None
+
+
+def _by_constant(ins: Insn, x: dict | None, y: dict | None) -> dict | None:
+    """``x & (2^k - 1)``, ``x % c``, ``x >> k`` or ``x / c`` with ``c`` a constant, as a
+    term of its own (``threadIdx.x % 32``: a warp-stride loop's lane); only where ``x`` is
+    a sum of the launch's names with positive factors (sizes and indices, never negative),
+    so the modulo and the floor division are C's unsigned ones."""
+    if x is None or y is None or set(y) - {()}:
+        return None
+    c = y.get((), 0)
+    if ins.base == "and":
+        if c <= 0 or c & (c + 1):  # a mask of low bits only
+            return None
+        return _atom(x, "%", c + 1)
+    if ins.base == "shr":
+        if c == ins.bits - 1 and all(v >= 0 for v in x.values()):
+            return {}  # the sign of a size or an index (C's x / 4 rounds it toward 0): 0
+        return _atom(x, "//", 1 << c) if 0 <= c < ins.bits else None
+    if c <= 0 or ins.kind != "u":  # C's signed / and % truncate: not Python's
+        return None
+    return _atom(x, "%" if ins.base == "rem" else "//", c)
+
+
+def _atom(x: dict | None, op: str, c: int) -> dict | None:
+    """``x op c`` (``%`` or ``//``) as a polynomial: a number where ``x`` is one, else one
+    term named by its text; None where ``x`` may be negative."""
+    if x is None or any(v < 0 for v in x.values()) or c <= 0:
+        return None
+    if set(x) <= {()}:
+        v = x.get((), 0)
+        return {(): v % c if op == "%" else v // c}
+    text = _poly_text(x)
+    if not re.fullmatch(r"[\w.]+", text):
+        text = f"({text})"
+    return {(f"{text} {op} {c}",): 1}
 
 
 def trip_expression(fn: PtxFunction, span: tuple[int, int, str], names: dict) -> str | None:
