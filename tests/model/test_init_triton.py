@@ -97,6 +97,10 @@ def test_init_a_triton_file_build_fill_in_and_estimate(cli, triton_kit, tmp_path
     assert r.exit_code == 0, r.stderr
     (x,) = json.loads(r.stdout)["per_launch"]
     assert x["kernel"] == "softmax_kernel" and x["t_kernel_s"] > 0
+    # its tl.range over rows is a grid-stride loop: 4096 rows over 264 programs, 16 for the
+    # first (LLVM's PTX comments its labels: "$L__BB0_2:  // =>This Inner Loop Header")
+    (loop,) = x["code"]["loops"]
+    assert (loop["trips"], loop["expression"]) == (16, "cdiv(n_rows - blockIdx.x, gridDim.x)")
     # two reads of 4096 x 781 floats at least: never below the memory's physics
     assert x["t_kernel_s"] >= 2 * 4096 * 781 * 4 / 3.35e12
 

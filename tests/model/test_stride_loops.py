@@ -13,6 +13,7 @@ import pytest
 
 from nvstage.hw.gpus import GPUS
 from nvstage.model.estimate import estimate
+from nvstage.model.ptx_walk import parse_function, trip_expression
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -138,3 +139,25 @@ def test_block_stride_loops(loops):
     assert tree.trips == 7  # stride halves from 64 to 1: a count, not a counted loop
     (r,) = loops["rows_sum_vec4"]
     assert (r.trips, r.expression) == (3, "cdiv(C // 4 - threadIdx.x, blockDim.x)")
+
+
+def test_a_label_llvm_commented_still_closes_its_loop():
+    """LLVM's NVPTX back end (Triton's PTX) writes a comment after a loop's label: the label
+    is still the loop's head, and the branch back to it a branch, not the function's end."""
+    ptx = """.visible .entry k(
+	.param .u32 k_param_0
+)
+{
+	ld.param.u32 	%r2, [k_param_0];
+	mov.u32 	%r1, %ctaid.x;
+	mov.u32 	%r3, %nctaid.x;
+$L__BB0_2:                              // =>This Inner Loop Header: Depth=1
+	add.s32 	%r1, %r1, %r3;
+	setp.lt.s32 	%p1, %r1, %r2;
+	@%p1 bra 	$L__BB0_2;
+	ret;
+}
+"""
+    fn = parse_function(ptx, "k")
+    (span,) = fn.loops()
+    assert trip_expression(fn, span, {"k_param_0": "rows"}) == "cdiv(rows - blockIdx.x, gridDim.x)"

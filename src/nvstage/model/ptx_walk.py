@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 _ENTRY = re.compile(r"^[ \t]*(?:\.(?:visible|weak|extern)\s+)*\.entry\s+([A-Za-z_$%][\w$%.]*)")
-_LABEL = re.compile(r"^[ \t]*([\w$]+):[ \t]*$")
+_LABEL = re.compile(r"^[ \t]*([\w$]+):[ \t]*(?://.*)?$")  # LLVM's (Triton's) add a comment
 _LOC = re.compile(r"^[ \t]*\.loc[ \t]+\d+[ \t]+(\d+)[ \t]+\d+(.*)$")
 _INLINED = re.compile(r"inlined_at[ \t]+\d+[ \t]+(\d+)")
 _INSN = re.compile(r"^[ \t]*(@!?%\w+[ \t]+)?([a-z][\w.]*)[ \t]*(.*?);")
