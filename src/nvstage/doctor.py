@@ -8,6 +8,7 @@ from importlib import metadata
 from pathlib import Path
 
 from nvstage import proc
+from nvstage.compiler.toolkit.nvcc_lookup import is_elf
 from nvstage.errors import NvstageError, ToolMissing
 from nvstage.run.devices import GpuFacts, nvml_gpus
 from nvstage.run.probe import DriverProbe, probe
@@ -44,8 +45,6 @@ def path_nvcc(tk: Toolkit | None) -> PathNvcc | None:
     """The nvcc on PATH, told apart from ``tk``'s; None where PATH has none."""
     import os
     import shutil
-
-    from nvstage.compiler.toolkit.nvcc_lookup import is_elf
 
     found = shutil.which("nvcc")
     if found is None:

@@ -98,3 +98,35 @@ def refused_without_folder(what: str, json_out: bool) -> int:
                          f"{what} build runs in a folder", hint=_CD)
         error_out(err, json_out)
         return err.exit_code
+
+
+def nothing_left() -> bool:
+    """Whether nothing is left for the interpreter's exit to do: no thread but daemons still
+    running (a pool's workers are joined at exit) and no finalizer due at exit (a temporary
+    folder not yet removed). Then the exit may skip the teardown; otherwise it runs it."""
+    import threading
+
+    if any(t is not threading.main_thread() and not t.daemon and t.is_alive()
+           for t in threading.enumerate()):
+        return False
+    import weakref
+
+    try:
+        due = any(getattr(info, "atexit", False)
+                  for info in list(weakref.finalize._registry.values()))
+    except Exception:  # a Python that keeps them otherwise: exit the usual way
+        return False
+    if due:
+        return False
+    import atexit
+
+    # Handlers registered at exit by a library we loaded: the usual way, but for logging's
+    # own (registered on its import, by concurrent.futures), which only flushes handlers,
+    # and the finalizers' own, with none due.
+    logging = sys.modules.get("logging")
+    ours = (logging is not None) + bool(getattr(weakref.finalize, "_registered_with_atexit",
+                                                False))
+    if logging is not None and any(ref() not in (None, logging.lastResort)
+                                   for ref in getattr(logging, "_handlerList", [list])):
+        return False
+    return getattr(atexit, "_ncallbacks", lambda: ours + 1)() == ours

@@ -221,3 +221,30 @@ def test_old_entries_without_nvcc_from_still_read():
     assert e.nvcc_from == "PATH" and e.to_json()["nvcc_from"] == "PATH"
     with pytest.raises(Exception):
         buildlog.Entry.from_json({**doc, "nvcc_from": 3}, "bad")
+
+
+def test_the_wheels_nvcc_is_the_one_cuda_pathfinder_finds(toolkit, tmp_path, monkeypatch):
+    # locate.find_toolkit looks in the wheels itself (importing cuda-pathfinder costs 40 to
+    # 50 ms and an `ldconfig -p` before nvcc's first process): the same nvcc, in its order.
+    from cuda import pathfinder
+
+    found = nvcc_lookup.wheel_nvcc()
+    assert found is not None and found == pathfinder.find_nvidia_binary_utility("nvcc")
+    # A site-packages folder with CUDA 12's per-component folder only: still pathfinder's
+    # order (cu13 in any folder first, then cuda_nvcc), and nothing where neither is.
+    import site
+
+    real = list(site.getsitepackages())
+    other = tmp_path / "site-packages"
+    (other / "nvidia" / "cuda_nvcc" / "bin").mkdir(parents=True)
+    fake = other / "nvidia" / "cuda_nvcc" / "bin" / "nvcc"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(other), *real])
+    assert nvcc_lookup.wheel_nvcc() == found
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(other)])
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", False)
+    assert nvcc_lookup.wheel_nvcc() == str(fake)
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(tmp_path)])
+    assert nvcc_lookup.wheel_nvcc() is None
+

@@ -84,13 +84,18 @@ def compile(  # noqa: A001 - the verb users expect
         raise UsageError(f"-j {jobs}: at least one stage must be allowed to run")
     jobs = jobs or default_jobs()
     toolkit = toolkit or find_toolkit()
-    check_archs(options, toolkit.nvcc)
     store = open_cache(cache)
 
     with work_folder(keep, cwd) as work:
-        plan, dryrun_argv, plan_seconds = make_plan(os.fspath(source), options, toolkit, work,
-                                                    cwd, remember=store is not None,
-                                                    kept=keep is not None)
+        try:
+            plan, dryrun_argv, plan_seconds = make_plan(os.fspath(source), options, toolkit,
+                                                        work, cwd, remember=store is not None,
+                                                        kept=keep is not None)
+        except PlanError:
+            # nvcc refused the plan: an arch it does not know is said in nvstage's words,
+            # with the ones it does (asked only now: two nvcc processes a build would pay).
+            check_archs(options, toolkit.nvcc)
+            raise
         trace = _trace_request([*options.nvcc_args(), os.fspath(source)], options.output,
                                toolkit)
         depfile = _depfile_spec(options.nvcc_args(), os.fspath(source), toolkit) \

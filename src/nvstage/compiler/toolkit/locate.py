@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage import proc
+from nvstage.compiler.toolkit import nvcc_lookup
 from nvstage.errors import ToolkitError, ToolMissing
 from nvstage.extras import NVSTAGE
 
@@ -133,9 +134,13 @@ def _candidates(explicit: str | None) -> list[tuple[str, str]]:
     if os.environ.get(ENV_NVCC):
         return [("$" + ENV_NVCC, os.environ[ENV_NVCC])]
     try:
-        from cuda import pathfinder
+        # cuda-pathfinder's first place, looked at without it: importing it costs 40 to 50 ms
+        # and an `ldconfig -p` (bench/floor.py), before nvcc's first process.
+        found = nvcc_lookup.wheel_nvcc()
+        if found is None:
+            from cuda import pathfinder
 
-        found = pathfinder.find_nvidia_binary_utility("nvcc")
+            found = pathfinder.find_nvidia_binary_utility("nvcc")
         if found:
             out.append(("pip wheels" if "site-packages" in found else "cuda-pathfinder", found))
     except Exception:  # pathfinder missing or confused: fall through to PATH

@@ -105,3 +105,25 @@ def site_folders() -> list[str]:
     ``site.getsitepackages()`` names; under ``cli/bare.py``, the virtual environment's that it
     puts there)."""
     return [p for p in sys.path if p.rstrip("/").rsplit("/", 1)[-1] in _SITE_DIRS]
+
+
+def wheel_nvcc() -> str | None:
+    """The nvcc cuda-pathfinder finds first, in the pip wheels, without importing it: its
+    folders (``WHEEL_BINS``, each over every site-packages folder) in its order, the
+    site-packages folders in its order (``site.getsitepackages()``, the user's folder second
+    in a virtual environment and first outside one), resolved as it resolves them. None where
+    no wheel has one: cuda-pathfinder's later places (conda, ``CUDA_PATH``, the loader's
+    libcudart) are its own to look in."""
+    import site
+
+    parents = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        user = site.getusersitepackages()
+        if user:
+            parents.insert(1 if sys.prefix != sys.base_prefix else 0, user)
+    for sub in WHEEL_BINS:
+        for parent in parents:
+            p = os.path.join(parent, sub, "nvcc")
+            if os.path.isdir(os.path.dirname(p)) and executable(p):
+                return os.path.realpath(p)
+    return None

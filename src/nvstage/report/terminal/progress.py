@@ -7,6 +7,7 @@ import sys
 from nvstage.compiler.pipeline.observer import Observer
 from nvstage.compiler.manifest.model import StageRun
 from nvstage.compiler.nvcc.plan import Plan, Stage
+from nvstage.report.terminal.console import stderr, warm_up
 
 
 class LiveStages(Observer):
@@ -16,6 +17,7 @@ class LiveStages(Observer):
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self._progress = None
         self._task = None
+        self._warming = False
 
     def __enter__(self):
         return self
@@ -29,8 +31,6 @@ class LiveStages(Observer):
         if not self.enabled:
             return
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        from nvstage.report.terminal.console import stderr
 
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                   TextColumn("{task.completed}/{task.total}"),
@@ -46,3 +46,6 @@ class LiveStages(Observer):
     def on_stage_end(self, run: StageRun) -> None:
         if self._progress is not None:
             self._progress.advance(self._task)
+        elif not self._warming:  # after the first stage: a core is free of preprocessing
+            self._warming = True
+            warm_up()
