@@ -18,7 +18,7 @@ says so, and what it is summed over (arch passes, units). They sit beside
 from __future__ import annotations
 
 from dataclasses import dataclass
-from nvstage.inspect.compile_time import summarize, trace_paths
+from nvstage.inspect.compile_time import summarize_path
 from nvstage.inspect.compile_time_diff import compare, work_change
 from nvstage.inspect.names import demangle_all
 
@@ -118,7 +118,7 @@ def held(limits: dict, traces) -> tuple[list[Over], int, str | None]:
     import os
 
 
-    summary = summarize(trace_paths(traces)) \
+    summary = summarize_path(traces) \
         if traces is not None and os.path.exists(traces) else None
     if summary is None or not summary.units:
         return [], 0, ("compile-time budgets not checked: no nvcc time trace "
@@ -140,7 +140,7 @@ def regressions(baseline, traces) -> tuple[list[Over], int, str | None]:
 
     if traces is None or not os.path.exists(traces):
         return [], 0, "compile-time baseline not compared: no nvcc time trace of this build"
-    base, now = summarize(trace_paths(baseline)), summarize(trace_paths(traces))
+    base, now = summarize_path(baseline), summarize_path(traces)
     if not base.units:
         return [], 0, f"compile-time baseline not compared: no nvcc time trace under {baseline}"
     d = compare(base, now, str(baseline), str(traces))

@@ -8,7 +8,7 @@ def show_time(path, top: int, json_out: bool, other=None) -> None:
     """``other``: any of show's other options given (they are one artifact's, not traces')."""
     from nvstage.cli.common import emit_json
     from nvstage.errors import ArtifactError, UsageError
-    from nvstage.inspect.compile_time import summarize, trace_paths
+    from nvstage.inspect.compile_time import summarize_path
     from nvstage.inspect.names import demangle_all
     from nvstage.report.terminal.compile_time import render_compile_time
     from nvstage.report.terminal.console import data_console
@@ -18,7 +18,7 @@ def show_time(path, top: int, json_out: bool, other=None) -> None:
                          hint=f"nvstage show {path} --time")
     if top < 1:
         raise UsageError(f"--top {top}: show at least one row of each table")
-    summary = summarize(trace_paths(path))
+    summary = summarize_path(path)
     if not summary.units:
         raise ArtifactError(f"{path}: no nvcc time trace in it",
                             hint="build with -fdevice-time-trace - (nvcc writes OUT.json beside "

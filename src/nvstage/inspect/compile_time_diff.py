@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nvstage.inspect.compile_time import CompileTime, summarize, trace_paths
+from nvstage.inspect.compile_time import CompileTime, summarize_path
 
 MIN_UNCHANGED = 2  # units with unchanged work needed to measure the noise
 TOO_SMALL = 0.01  # a row below this share of the front end is not judged by its time
@@ -71,7 +71,7 @@ class TimeDiff:
 def diff_time(a, b) -> TimeDiff:
     """Compare the traces of ``a`` and ``b`` (trace files or folders, build folders with
     their build log's own traces)."""
-    sa, sb = summarize(trace_paths(a)), summarize(trace_paths(b))
+    sa, sb = summarize_path(a), summarize_path(b)
     return compare(sa, sb, str(a), str(b))
 
 

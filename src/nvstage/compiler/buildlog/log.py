@@ -47,6 +47,7 @@ from pathlib import Path
 
 from nvstage.files import write_json_atomic, is_folder, is_regular, read_regular
 from nvstage.compiler.nvcc import step_kind as steps
+from nvstage.compiler.buildlog.traces import TraceFile, prune_traces, summary_of, trace_file_of
 from nvstage.compiler.buildlog.current import (
     ENV,
     FOLDER,
@@ -323,6 +324,20 @@ class Entry:
                 run.figures = [replace(f, kernel=printable(f.kernel)) for f in run.figures]
         return build
 
+    @property
+    def trace_file(self) -> TraceFile | None:
+        """The trace the command wrote, or None (``buildlog/traces.trace_file_of``)."""
+        kept = self.__dict__.get("_kept")
+        doc = self.build if kept is None else {"time_trace": kept.slim.get("trace")}
+        return trace_file_of(doc.get("time_trace") if isinstance(doc, dict) else None)
+
+    def time_summary(self) -> dict | None:
+        """The unit's bounded compile-time summary (None: not traced); one ``ArtifactError``
+        line for a damaged one."""
+        doc = self.build if self.trace_file is not None else None  # read once
+        return None if doc is None else summary_of(
+            doc.get("time_trace"), printable(self.file or "a build-record entry"))
+
 
 def _get_build(self: Entry) -> dict | None:
     kept = self.__dict__.get("_kept")
@@ -369,6 +384,9 @@ def _keep_in_file(entry: Entry, path: Path, data: bytes) -> None:
         return
     slim = {k: v if isinstance(v := build.get(k), str) and len(v) <= MAX_PATH else None
             for k in ("output", "source")}  # (what is no path is not held)
+    rec = build.get("time_trace")  # a traced command's trace, without its summary
+    if trace_file_of(rec) is not None:
+        slim["trace"] = {k: rec.get(k) for k in ("file", "in", "bytes", "crc32")}
     entry.__dict__["_kept"] = _Kept(path, len(data), zlib.crc32(data), slim)
     entry.__dict__["_build"] = None
 
@@ -544,6 +562,8 @@ def prune(folder: str | os.PathLike, keep: int = KEEP_BUILDS) -> int:
                 gone += 1
             except OSError:
                 pass
+    prune_traces(Path(rec.folder), [e.trace_file for e in rec.entries if id(e) in kept],
+                 runs[-keep].started)
     left = {re.sub(r"[^\w.-]", "_", e.build_id)[:200] for e in rec.entries
             if id(e) in kept and e.build_id}
     marks = Path(rec.folder) / "builds"

@@ -220,9 +220,10 @@ class Build:
     # A build read back (``load_build``): the artifacts its manifest names that are gone or
     # were rewritten since, left out of ``runs``. Not written: it is the reader's finding.
     stale: list[str] = field(default_factory=list)
-    # The -fdevice-time-trace file the build wrote where nvcc writes it (None: not traced):
-    # one of the command's outputs (``cache/command/entry.outputs_of``).
+    # The -fdevice-time-trace file written where nvcc writes it (an output: ``cache/command/
+    # entry.outputs_of``), and what the manifest keeps of it (``Tracer.record``); None: untraced.
     time_trace: str | None = None
+    time_trace_record: dict | None = None
 
     @property
     def artifacts(self) -> list[Artifact]:
@@ -262,6 +263,7 @@ class Build:
             "keep_dir": self.keep_dir,
             "output": self.output,
             "artifacts": [a.to_json() for a in self.artifacts],
+            **({"time_trace": self.time_trace_record} if self.time_trace_record else {}),
         }
 
 

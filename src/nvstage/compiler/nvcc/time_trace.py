@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from dataclasses import dataclass, field
 
 OPTION = "--fdevice-time-trace"
@@ -211,16 +212,40 @@ class Tracer:
                  "splitCompile": self.request.split_compile, "isNVRTC": 0}
         return {"otherData": other, "traceEvents": events}
 
-    def write(self, runs, cwd: str) -> str:
-        """Write the merged trace where nvcc writes it; returns its path. An OSError when it
-        cannot be written (nvcc: "Failed to open trace file")."""
+    def write(self, runs, cwd: str) -> Written:
+        """Write the merged trace where nvcc writes it. An OSError when it cannot be written
+        (nvcc: "Failed to open trace file")."""
         path = os.path.join(cwd, self.request.path)
         doc = self.merged(runs)
+        data = json.dumps(doc, separators=(",", ":")).encode("utf-8", "surrogateescape")
         if self.request.own:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(doc, f, separators=(",", ":"))
-        return path
+        with open(path, "wb") as f:
+            f.write(data)
+        return Written(path, doc, len(data), zlib.crc32(data))
+
+    def record(self, written: Written) -> dict:
+        """What the build's manifest keeps of its trace (``"time_trace"``): the file (nvstage's
+        own by its name in the build log's ``traces/``, ``"in": "build-log"``; the user's as
+        nvcc names it, from the command's folder, ``"in": "cwd"``), its size and CRC-32 (a
+        file replaced since is not this build's), and the unit's bounded summary
+        (``trace_summary.unit_summary``)."""
+        from nvstage.compiler.nvcc.trace_summary import unit_summary
+
+        own = self.request.own
+        file = f"{TRACES}/{os.path.basename(written.path)}" if own else self.request.path
+        return {"file": file, "in": "build-log" if own else "cwd", "bytes": written.size,
+                "crc32": written.crc32, "summary": unit_summary(written.doc, written.path)}
+
+
+@dataclass(frozen=True)
+class Written:
+    """A trace as written: where, its document, its size and CRC-32."""
+
+    path: str
+    doc: dict
+    size: int
+    crc32: int
 
 
 def _pids(stages) -> dict[int, int]:

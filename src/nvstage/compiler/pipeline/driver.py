@@ -239,10 +239,12 @@ def _build(planned: Planned, request: Request, work: Path, store, callbacks: Cal
         finish(build, work, t_start)
         raise err
     if tracer is not None and not trace.own:
-        build.time_trace = _write_trace(tracer, build, cwd)
+        written = _write_trace(tracer, build, cwd)
+        build.time_trace = written.path
+        build.time_trace_record = _trace_record(tracer, written)
     elif tracer is not None:  # nvstage's own: bookkeeping, never a failed build
         with contextlib.suppress(OSError):
-            tracer.write(build.runs, cwd)
+            build.time_trace_record = _trace_record(tracer, tracer.write(build.runs, cwd))
     finish(build, work, t_start)
     # Bookkeeping after the answer reads the outputs as they are now: the build tool may
     # consume one first (Ninja removes a -MF dependency file once it has read it).
@@ -589,9 +591,9 @@ def _trace_request(words: list[str], output: str | None, toolkit: Toolkit, *,
     return asked
 
 
-def _write_trace(tracer, build: Build, cwd: str) -> str:
-    """Write the build's trace where nvcc would; its path. A file that cannot be written
-    fails the build as it fails nvcc's."""
+def _write_trace(tracer, build: Build, cwd: str):
+    """Write the build's trace where nvcc would (``time_trace.Written``). A file that cannot
+    be written fails the build as it fails nvcc's."""
     try:
         return tracer.write(build.runs, cwd)
     except OSError as e:
@@ -599,6 +601,15 @@ def _write_trace(tracer, build: Build, cwd: str) -> str:
                          f"{e.strerror or e}",
                          hint="nvcc fails too (\"Failed to open trace file\"): check the "
                               "folder -fdevice-time-trace names") from None
+
+
+def _trace_record(tracer, written) -> dict | None:
+    """What the manifest keeps of the trace (``Tracer.record``: its file and the unit's
+    summary); None when it cannot be made: bookkeeping never fails a build."""
+    try:
+        return tracer.record(written)
+    except Exception:
+        return None
 
 
 def _final_output(plan: Plan, cwd: str) -> str | None:

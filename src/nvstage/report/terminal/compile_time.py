@@ -87,6 +87,11 @@ def render_compile_time(doc: dict, con, *, top: int) -> None:
     if doc["skipped"]:
         say(f"note: {plural(len(doc['skipped']), 'file')} ending .json that are no nvcc trace "
             "left out")
+    if doc.get("from_summaries"):
+        say(f"note: {plural(doc['from_summaries'], 'unit')} read from the summary its build log "
+            "entry keeps (its trace gone or replaced since): its top rows, its work whole")
+    for n in doc.get("notes", ()):
+        say(f"note: {n}")
 
 
 def render_time_diff(diff, con, *, all_rows: bool = False, names=None) -> None:
