@@ -116,8 +116,13 @@ def test_grid_stride_loops(loops):
     (r,) = loops["scale_grid"]
     assert (r.trips, r.expression) == (
         66, "cdiv(n - blockDim.x * blockIdx.x - threadIdx.x, blockDim.x * gridDim.x)")
-    # 64-bit indices: NVVM unrolled it by 4 with a remainder loop ahead; 66 = 2 + 4 x 16
-    assert [r.trips for r in loops["saxpy_wide"]] == [2, 16]
+    # 64-bit indices: NVVM unrolled it by 4 after a remainder loop, counting the passes as
+    # (n - i - 1) / stride + 1 first; 66 = 2 + 4 x 16
+    rest, main = loops["saxpy_wide"]
+    passes = "cdiv(n - blockDim.x * blockIdx.x - threadIdx.x, blockDim.x * gridDim.x)"
+    assert (rest.trips, rest.expression) == (2, f"{passes} % 4")
+    assert (main.trips, main.expression) == (16, f"{passes} // 4")
+    assert main.shape == "unrolled by 4 (its body 4 of loop 1's)"
 
 
 def test_a_warp_stride_loop_ptxas_unrolled(loops):

@@ -19,7 +19,8 @@ import re
 from dataclasses import dataclass
 
 from nvstage.inspect.mix import MEMORY, classify
-from nvstage.model.ptx_walk import Insn, PtxFunction, Thread, trip_expression, walk
+from nvstage.model.ptx_walk import (Insn, PtxFunction, Thread, single_term, trip_expression,
+                                    walk)
 from nvstage.model.sass_walk import walk as walk_sass
 from nvstage.run.workload.expr import ExprError, eval_int_expr
 
@@ -319,6 +320,7 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid,
     ptx_shape = shapes(fn)
     shape_of = ptx_shape.__getitem__
     fixed = fixed_dims(block, grid)
+    values = {p: v for p, v in zip(fn.params, args) if isinstance(v, int)}
     ptx_work = _own_work(fn, spans, _parents(spans))[2]
     sass_work = _sass_work(code)
     by_sass = sass_shapes(code, [ptx_lines[paired[k]] if paired[k] is not None
@@ -352,9 +354,10 @@ def loop_table(code, fn: PtxFunction | None, args: list | None, block, grid,
             if p_trips[j] != t and by_sass[k] is None and ptx_work[j] and \
                     sass_work[k] % len(ptx_work[j]) == 0:
                 unroll = sass_work[k] // len(ptx_work[j])
+            count = _counted(fn, spans, j, ptx_shape, ptx_work)
             if (p_trips[j] == t or unroll > 1) and \
-                    _holds(fn, spans[j], args, fixed, (block, grid), (t, unroll)):
-                expr = trip_expression(fn, spans[j], {**(names or {}), **fixed})
+                    _holds(count, values, fixed, (block, grid), (t, unroll)):
+                expr = count({**(names or {}), **fixed})
                 if unroll > 1:
                     expr = f"{expr} // {unroll}"
                     shape = (f"{shape}; then by {unroll} by ptxas" if shape != "as written"
@@ -378,13 +381,30 @@ def fixed_dims(block, grid) -> dict:
 _DIM = re.compile(r"\b(threadIdx|blockIdx|blockDim|gridDim)\.([xyz])\b")
 
 
-def _holds(fn: PtxFunction, span, args: list, fixed: dict, launch: tuple, want: tuple
-           ) -> bool:
-    """Whether the loop's expression, with the launch's values and floor-divided by the
-    unroll (``want``: (trips, unroll)), gives the trips for the longest of the threads
-    followed: an expression is shown only where it is the count."""
-    values = {p: v for p, v in zip(fn.params, args) if isinstance(v, int)}
-    text = trip_expression(fn, span, {**values, **fixed})
+def _counted(fn: PtxFunction, spans, j: int, ptx_shape: list, work: list):
+    """PTX loop ``j``'s count as a function of the names to write it in: its own counted
+    loop's, or, a loop LLVM unrolled by N (its work over its remainder loop's) after a
+    remainder loop counting down from ``P % N`` (the source loop's P passes), ``P // N``."""
+    rem = next((r for r, s in enumerate(ptx_shape) if s == ("remainder of loop", j)), None)
+    n = len(work[j]) // len(work[rem]) if rem is not None and work[rem] and \
+        len(work[j]) % len(work[rem]) == 0 else 0
+
+    def count(names: dict) -> str | None:
+        text = trip_expression(fn, spans[j], names)
+        if text is None and n > 1:
+            rest, tail = trip_expression(fn, spans[rem], names), f" % {n}"
+            if rest and rest.endswith(tail) and single_term(rest.removesuffix(tail)):
+                text = f"{rest.removesuffix(tail)} // {n}"
+        return text
+    return count
+
+
+def _holds(count, values: dict, fixed: dict, launch: tuple, want: tuple) -> bool:
+    """Whether the loop's expression (``count``: its text for given names), with the launch's
+    values (``values``: PTX parameter -> value) and floor-divided by the unroll (``want``:
+    (trips, unroll)), gives the trips for the longest of the threads followed: an expression
+    is shown only where it is the count."""
+    text = count({**values, **fixed})
     if text is None:
         return False
     trips, unroll = want

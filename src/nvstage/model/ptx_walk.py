@@ -474,10 +474,28 @@ def _symbolic(fn: PtxFunction, reg: str, before: int, names: dict, depth: int = 
             if x is None or y is None or set(y) - {()}:
                 return None
             return _poly_mul(x, {(): 1 << y.get((), 0)})
+        if ins.base == "not":  # two's complement: ~x = -x - 1 (LLVM's n - i - 1)
+            x = sym(a[1])
+            return None if x is None else _poly_add({(): -1}, x, -1)
         if ins.base in ("and", "rem", "shr", "div") and len(a) == 3:
-            return _by_constant(ins, sym(a[1]), sym(a[2]))
+            x, y = sym(a[1]), sym(a[2])
+            if ins.base == "div" and y is not None and set(y) - {()}:
+                return _divided(ins, x, y)
+            return _by_constant(ins, x, y)
         return None
     return None
+
+
+def _divided(ins: Insn, x: dict | None, y: dict) -> dict | None:
+    """``x / y`` (unsigned) with ``y`` a sum of the launch's names: a loop's count as LLVM
+    computes it before unrolling, ``(n - i - 1) / stride + 1``; ``(a - 1) // b`` is written
+    ``cdiv(a, b) - 1`` (equal for integers and b > 0), so the ``+ 1`` after it cancels."""
+    if x is None or ins.kind != "u" or any(v < 0 for v in y.values()):
+        return None
+    if x.get((), 0) == -1:
+        a = _poly_add(x, {(): 1})
+        return {(f"cdiv({_poly_text(a)}, {_poly_text(y)})",): 1, (): -1}
+    return {(f"({_poly_text(x)}) // ({_poly_text(y)})",): 1}
 
 
 def _by_constant(ins: Insn, x: dict | None, y: dict | None) -> dict | None:
@@ -510,9 +528,25 @@ def _atom(x: dict | None, op: str, c: int) -> dict | None:
         v = x.get((), 0)
         return {(): v % c if op == "%" else v // c}
     text = _poly_text(x)
-    if not re.fullmatch(r"[\w.]+", text):
+    if not single_term(text):
         text = f"({text})"
     return {(f"{text} {op} {c}",): 1}
+
+
+def single_term(text: str) -> bool:
+    """A name, a number, or one call or bracket closed at the end (``cdiv(a, b)``): what
+    needs no brackets before ``%`` or ``//``."""
+    if re.fullmatch(r"[\w.]+", text):
+        return True
+    m = re.match(r"\w*\(", text)
+    if m is None:
+        return False
+    depth = 0
+    for i in range(m.end() - 1, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i == len(text) - 1
+    return False
 
 
 def trip_expression(fn: PtxFunction, span: tuple[int, int, str], names: dict) -> str | None:
