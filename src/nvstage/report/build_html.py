@@ -18,8 +18,10 @@ from pathlib import Path
 from nvstage import __version__
 from nvstage.inspect.build_view import BuildView, TranslationUnit, DEFAULT_BLOCK, load_build_view
 from nvstage.report.build_trace import stage_rows, chrome_build_trace
+from nvstage.report.build_time_html import compile_time_section, read_compile_time
 from nvstage.report.lines_html import CSS as LINES_CSS, JS as LINES_JS, kernel_view, missing_view
 from nvstage.report.page import BASE_CSS, cards, clip, esc, page
+from nvstage.report.page import cell as _cell, table as _table
 from nvstage.report.stage_charts import STAGE_COLORS
 from nvstage.compiler.nvcc.step_kind import label
 from nvstage.report.units import fmt_known, fmt_parallel, fmt_share, fmt_time, plural
@@ -177,27 +179,6 @@ def _legend(view: BuildView) -> str:
 
 
 # -- tables ------------------------------------------------------------------------------
-
-def _cell(value, *, num: bool = False, sort=None, cls: str = "", raw: bool = False) -> str:
-    """A cell; ``sort``: the value the column sorts by (numbers sort as numbers)."""
-    classes = " ".join(c for c in ("num" if num else "", cls) if c)
-    attr = f' class="{classes}"' if classes else ""
-    if sort is not None:
-        attr += f' data-v="{esc(sort)}"'
-    return f"<td{attr}>{value if raw else esc(value)}</td>"
-
-
-def _table(table_id: str, head: list[tuple[str, bool]], rows: list[str], *,
-           sortable: bool = True, caption: str = "") -> str:
-    """``head``: (title, numeric) per column; ``rows``: ``<tr>`` strings."""
-    cls = ' class="sortable"' if sortable else ""
-    sort_attr = ' tabindex="0" title="sort"' if sortable else ""
-    ths = "".join(f'<th{" class=num" if num else ""}{sort_attr}>{esc(h)}</th>'
-                  for h, num in head)
-    cap = f'<caption>{esc(caption)}</caption>' if caption else ""
-    return (f'<div class="table-frame"><table id="{table_id}"{cls}>{cap}<thead><tr>{ths}'
-            f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
-
 
 def _unit_link(u: TranslationUnit) -> str:
     return f'<a href="#unit-{u.index}" title="{esc(u.source or u.output or "")}">' \
@@ -441,10 +422,11 @@ def _code_views(view: BuildView, views: dict) -> str:
 
 
 def render_build(view: BuildView, *, title: str | None = None,
-                 views: dict | None = None, changes=None) -> str:
+                 views: dict | None = None, changes=None, time: dict | None = None) -> str:
     """The whole page as one string. Pure: everything comes from ``view``, ``views``
-    (``inspect.build_log_lines``: each kernel row's code, or why there is none) and ``changes``
-    (``record_diff.since_previous``: what the last build changed)."""
+    (``inspect.build_log_lines``: each kernel row's code, or why there is none), ``changes``
+    (``record_diff.since_previous``: what the last build changed) and ``time``
+    (``build_time_html.read_compile_time``: where compile time went, None: nothing traced)."""
     from nvstage.report.build_history import builds_table, since_section
     from nvstage.report.terminal.build_log import not_seen_note
 
@@ -469,6 +451,7 @@ def render_build(view: BuildView, *, title: str | None = None,
                  + (("timeline", "timeline"), ("slowest", "slowest"), ("kinds", "stage kinds"),
                     ("builds-section", "builds"), ("units-section", "units and steps"),
                     ("kernels-section", "kernels"))
+                 + ((("compile-time", "compile time"),) if time else ())
                  + ((("code-section", "kernel code"),) if views is not None and view.kernels
                     else ())
                  + ((("notes", "notes"),) if notes else ())) + "</nav>"]
@@ -502,6 +485,9 @@ def render_build(view: BuildView, *, title: str | None = None,
     parts.append('<section id="kernels-section"><h2>Kernels</h2>'
                  + (_kernels_table(view, linked=views is not None) if view.kernels else
                     '<p class="note">no kernel figures in this record</p>') + "</section>")
+    if time:
+        parts.append('<section id="compile-time"><h2>Compile time: where it went</h2>'
+                     + compile_time_section(time) + "</section>")
     if views is not None and view.kernels:
         parts.append('<section id="code-section"><h2>Kernel code</h2>'
                      '<p class="note">each kernel\'s source beside its SASS, read from the '
@@ -562,9 +548,12 @@ def write_build_report(record: str | os.PathLike | BuildView, output=None, *,
     from nvstage.inspect.build_log_diff import since_previous
 
     changes = since_previous(view)
+    time, note = read_compile_time(view)
+    if note:
+        view.notes.append(note)
     try:
-        write_atomic(out, render_build(view, title=title, views=views, changes=changes),
-                     in_document_folder=output is None)
+        write_atomic(out, render_build(view, title=title, views=views, changes=changes,
+                                       time=time), in_document_folder=output is None)
         if build_trace is not None:
             # Compact: a big build's trace is megabytes, and only tools read it.
             write_atomic(build_trace, json.dumps(chrome_build_trace(view), allow_nan=False,

@@ -95,3 +95,24 @@ svg text{font:12px system-ui,sans-serif;fill:var(--fg)}
 svg .axis{fill:var(--dim);font-size:11px} svg .grid{stroke:#e5e5ea;stroke-width:1}
 section{scroll-margin-top:12px}
 """
+
+
+def cell(value, *, num: bool = False, sort=None, cls: str = "", raw: bool = False) -> str:
+    """A cell; ``sort``: the value the column sorts by (numbers sort as numbers)."""
+    classes = " ".join(c for c in ("num" if num else "", cls) if c)
+    attr = f' class="{classes}"' if classes else ""
+    if sort is not None:
+        attr += f' data-v="{esc(sort)}"'
+    return f"<td{attr}>{value if raw else esc(value)}</td>"
+
+
+def table(table_id: str, head: list[tuple[str, bool]], rows: list[str], *,
+          sortable: bool = True, caption: str = "") -> str:
+    """``head``: (title, numeric) per column; ``rows``: ``<tr>`` strings."""
+    cls = ' class="sortable"' if sortable else ""
+    sort_attr = ' tabindex="0" title="sort"' if sortable else ""
+    ths = "".join(f'<th{" class=num" if num else ""}{sort_attr}>{esc(h)}</th>'
+                  for h, num in head)
+    cap = f'<caption>{esc(caption)}</caption>' if caption else ""
+    return (f'<div class="table-frame"><table id="{table_id}"{cls}>{cap}<thead><tr>{ths}'
+            f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
