@@ -148,3 +148,29 @@ def test_init_keeps_nvcc_words_and_triton_words_apart(cli, tmp_path, monkeypatch
     r = cli("model", "--init", "k.cu", "--signature", "y:*fp32")
     assert r.exit_code == 2 and "--signature and --constexpr are for a Triton file" in r.stderr
     assert not list(tmp_path.glob("*.toml"))
+
+
+def test_init_an_autotuned_kernel_says_what_the_build_needs(cli, tmp_path, monkeypatch):
+    """The matmul tutorial's shape (@triton.autotune over configs a function returns, a
+    constexpr with no default): the build command leaves the constexpr to fill in and the
+    workload says the tuner's options are the build's to give; an atomic reads and writes."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mm.py").write_text(
+        "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+        "def configs():\n    return [triton.Config({'BLOCK': 64}, num_warps=8)]\n\n\n"
+        "@triton.autotune(configs=configs(), key=['M'])\n@triton.jit\n"
+        "def hist(counts_ptr, idx_ptr, M, BLOCK: tl.constexpr):\n"
+        "    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    bins = tl.load(idx_ptr + i, mask=i < M)\n"
+        "    tl.atomic_add(counts_ptr + bins, 1, mask=i < M)\n\n\n"
+        f"raise SystemExit({RAN!r})\n")
+    r = cli("model", "--init", "mm.py", "--signature", "counts_ptr:*i32,idx_ptr:*i32,M:i32")
+    assert r.exit_code == 0, r.stderr
+    text = (tmp_path / "hist.toml").read_text()
+    assert "--constexpr BLOCK=FILL --arch sm_90 --keep-dir hist.triton" in text
+    assert "# hist is under @triton.autotune, which the build leaves out" in text
+    w = tomllib.loads(text)
+    assert w["params"] == {"M": "FILL", "BLOCK": "FILL"}
+    assert w["transfer"] == {"to_device": ["counts_ptr", "idx_ptr"],
+                             "from_device": ["counts_ptr"]}
+    assert w["buffers"]["counts_ptr"]["dtype"] == "int32"

@@ -166,3 +166,31 @@ $L__BB0_2:                              // =>This Inner Loop Header: Depth=1
     fn = parse_function(ptx, "k")
     (span,) = fn.loops()
     assert trip_expression(fn, span, {"k_param_0": "rows"}) == "cdiv(rows - blockIdx.x, gridDim.x)"
+
+
+def test_a_loop_counting_down_past_a_barrier():
+    """Triton's pipelined matmul loop (the matmul tutorial's ``for k in range(0,
+    tl.cdiv(K, BLOCK_SIZE_K))``, num_stages 3): a count from cdiv(K, 64) down to 0 with
+    ``bar.sync 0`` and ``wgmma.wait_group 0`` in the loop, whose 0s are no register's value."""
+    ptx = """.visible .entry k(
+	.param .u32 k_param_0
+)
+{
+	ld.param.b32 	%r594, [k_param_0];
+	add.s32 	%r45, %r594, 63;
+	shr.s32 	%r47, %r45, 31;
+	shr.u32 	%r48, %r47, 26;
+	add.s32 	%r49, %r45, %r48;
+	shr.s32 	%r595, %r49, 6;
+$L__BB0_2:                              // =>This Inner Loop Header: Depth=1
+	wgmma.wait_group.sync.aligned 0;
+	bar.sync 	0;
+	add.s32 	%r595, %r595, -1;
+	setp.ne.b32 	%p68, %r595, 0;
+	@%p68 bra 	$L__BB0_2;
+	ret;
+}
+"""
+    fn = parse_function(ptx, "k")
+    (span,) = fn.loops()
+    assert trip_expression(fn, span, {"k_param_0": "K"}) == "cdiv(K, 64)"

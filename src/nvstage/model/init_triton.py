@@ -54,6 +54,7 @@ class TritonKernelSpec:
     build: Path | None  # a kept build, or None: the workload names the one to make
     arch: str
     threads: int | None = None  # num_warps x 32, from a build
+    tuned: tuple[str, ...] = ()  # its @triton.autotune / @triton.heuristics, left out
 
 
 def is_triton_input(path: Path) -> bool:
@@ -127,9 +128,7 @@ def buffer_use(fn: ast.FunctionDef, pointers: list[str]) -> tuple[set[str], set[
     for n in ast.walk(fn):
         if not isinstance(n, ast.Call):
             continue
-        f = n.func
-        op = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) \
-            else None
+        f, op = n.func, _op(n.func)
         if op not in ("load", "store") and not (op or "").startswith("atomic_"):
             continue
         on_descriptor = isinstance(f, ast.Attribute) and bool(_roots(f.value, derived))
@@ -146,11 +145,22 @@ def buffer_use(fn: ast.FunctionDef, pointers: list[str]) -> tuple[set[str], set[
 
 
 def _roots(node: ast.AST, derived: dict[str, set[str]]) -> set[str]:
+    """The pointer parameters ``node``'s value is built from; a value loaded through one is
+    data, not that pointer (``tl.load(idx_ptr + i)`` used as an offset)."""
     out: set[str] = set()
-    for n in ast.walk(node):
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Call) and _op(n.func) == "load":
+            continue
         if isinstance(n, ast.Name):
             out |= derived.get(n.id, set())
+        todo.extend(ast.iter_child_nodes(n))
     return out
+
+
+def _op(f: ast.expr) -> str | None:
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
 
 
 def from_source(path: Path, kernel: str | None, signature: str | None,
@@ -190,7 +200,15 @@ def from_source(path: Path, kernel: str | None, signature: str | None,
                                                        "(constexprs go in --constexpr)")
     params = tuple(TritonParam(n, "constexpr", given.get(n, consts[n])) if n in consts
                    else TritonParam(n, types[n]) for n in names)
-    return TritonKernelSpec(kernel, kernel, params, path, None, DEFAULT_ARCH), fn
+    tuned = tuple(name for d in fn.decorator_list
+                  if (name := _decorator_name(d)) in ("autotune", "heuristics"))
+    return TritonKernelSpec(kernel, kernel, params, path, None, DEFAULT_ARCH,
+                            tuned=tuned), fn
+
+
+def _decorator_name(d: ast.expr) -> str | None:
+    target = d.func if isinstance(d, ast.Call) else d
+    return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
 
 
 def _which_kernel(path: Path, jits: dict, kernel: str | None) -> str:
@@ -269,7 +287,12 @@ def skeleton(spec: TritonKernelSpec, fn: ast.FunctionDef | None, out_dir: Path,
     if spec.build is None:
         w += ["# It names a kept build of the kernel, never the Python file: build it first",
               "# (for the arch of the GPU you model; each constexpr as in [params]):",
-              f"#   {command}", "[kernel]", f'triton = "{keep}"']
+              f"#   {command}"]
+        for t in spec.tuned:
+            w += [f"# {spec.kernel} is under @triton.{t}, which the build leaves out: give "
+                  "one config's", "# constexprs, and its num_warps and num_stages as "
+                  "--num-warps and --num-stages."]
+        w += ["[kernel]", f'triton = "{keep}"']
     else:
         rel = os.path.relpath(spec.build.resolve(), out_dir.resolve())
         w += [f"# It names the kept build {spec.build.name}: {spec.symbol} for {spec.arch}, "

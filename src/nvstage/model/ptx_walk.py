@@ -527,6 +527,8 @@ def _atom(x: dict | None, op: str, c: int) -> dict | None:
     if set(x) <= {()}:
         v = x.get((), 0)
         return {(): v % c if op == "%" else v // c}
+    if op == "//" and c > 1 and x.get((), 0) == c - 1:  # (K + 63) // 64: Triton's cdiv
+        return {(f"cdiv({_poly_text(_poly_add(x, {(): 1 - c}))}, {c})",): 1}
     text = _poly_text(x)
     if not single_term(text):
         text = f"({text})"
@@ -564,7 +566,9 @@ def trip_expression(fn: PtxFunction, span: tuple[int, int, str], names: dict) ->
     if setp is None or setp.base != "setp" or setp.mods[0] not in ("lt", "le", "gt", "ge",
                                                                    "ne"):
         return None
-    defined = {i.args[0]: i for i in fn.body[head:tail] if isinstance(i, Insn) and i.args}
+    # Registers the loop writes (not a `bar.sync 0`'s or `wgmma.wait_group 0`'s operand).
+    defined = {i.args[0]: i for i in fn.body[head:tail] if isinstance(i, Insn) and i.args
+               and i.args[0][:1] == "%"}
     iv, bound, flip = setp.args[1], setp.args[2], False
     if iv not in defined:
         iv, bound, flip = bound, iv, True
