@@ -416,7 +416,7 @@ def _holds(count, values: dict, fixed: dict, launch: tuple, want: tuple) -> bool
             ("gridDim", th.nctaid)) for i, d in enumerate("xyz")}
         try:
             got = eval_int_expr(_DIM.sub(r"\1_\2", text), env)
-        except ExprError:
+        except (ExprError, ZeroDivisionError, OverflowError):
             return False
         longest = max(longest, got)
     return longest == trips
