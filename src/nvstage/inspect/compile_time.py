@@ -25,6 +25,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nvstage import fsio
 from nvstage.errors import ArtifactError, InputTooLarge, NvstageError
 from nvstage.files import read_regular
 from nvstage.compiler.buildlog.log import current, find, load_build_log
@@ -141,21 +142,28 @@ def summarize(paths, *, into: CompileTime | None = None, leave=frozenset()) -> C
 def summarize_path(path) -> CompileTime:
     """What ``show``, ``diff`` and ``check`` read at ``path`` (``--time``): its traces
     (``trace_paths``) and, for a build folder, its build log's project view: a unit whose
-    latest entry was traced but whose trace is gone, or (nvstage's own) was replaced since,
-    counts by the summary its entry keeps (``trace_summary``: its top rows, its work whole),
-    and the replaced file is not read. A user's trace rewritten since (by a build outside
-    nvstage) is newer than the entry: it is read as it is."""
+    latest entry was traced but whose trace is gone, was replaced since (nvstage's own), or
+    lies outside the folders read (a user's ``-fdevice-time-trace /elsewhere/t.json``) counts
+    by the summary its entry keeps (``trace_summary``: its top rows, its work whole), and a
+    replaced file is not read. A user's trace rewritten since (by a build outside nvstage) is
+    newer than the entry: it is read as it is. No file an entry names is read but those the
+    folders read hold."""
     record = find(path)
     out = CompileTime()
     leave: set[Path] = set()
+    paths = trace_paths(path)
     if record is not None:
+        roots = [Path(p).resolve() for p in paths]
         latest, _ = current(load_build_log(record).entries)
         for e in latest:
             f = e.trace_file
-            file = f.where(record, e.cwd) if f is not None else None
-            if file is None or _intact(file, f) or not f.in_log and file.exists():
+            if f is None:
                 continue
-            if f.in_log:
+            file = f.where(record, e.cwd)
+            walked = any(file.resolve().is_relative_to(r) for r in roots)
+            if walked and (_intact(file, f) or not f.in_log and file.exists()):
+                continue  # read with the rest
+            if walked:
                 leave.add(file.resolve())
             try:
                 summary = e.time_summary()
@@ -164,18 +172,17 @@ def summarize_path(path) -> CompileTime:
                 continue
             if summary is not None:
                 add_summary(out, summary, str(record / "tu" / e.file))
-    return summarize(trace_paths(path), into=out, leave=leave)
+    return summarize(paths, into=out, leave=leave)
 
 
 def _intact(file: Path, f) -> bool:
-    """``file`` is the trace an entry names as it was written (``TraceFile``: size, CRC-32)."""
+    """``file`` is the trace an entry names as it was written (``TraceFile``: size, CRC-32):
+    a regular file, never a link."""
     try:
-        if not file.is_file() or file.stat().st_size != f.size:
-            return False
-        data = read_regular(file, limit=MAX_TRACE_BYTES, what="nvcc time trace")
-    except (OSError, NvstageError):
+        data = fsio.read_bounded(file, MAX_TRACE_BYTES)
+    except OSError:
         return False
-    return zlib.crc32(data) == f.crc32
+    return len(data) == f.size and zlib.crc32(data) == f.crc32
 
 
 def _trace_files(paths, out: CompileTime) -> list[Path]:

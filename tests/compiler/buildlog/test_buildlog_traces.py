@@ -152,3 +152,26 @@ def test_a_damaged_summary_is_a_note_and_the_others_still_count(tmp_path, cli):
     assert "the time summary's template_sets seconds must be a number" in doc["notes"][0]
     assert "its time trace has no summary" in doc["notes"][1]
     assert "note: " in r.stderr
+
+
+def test_no_file_outside_the_folders_read_is_read_for_an_entry(tmp_path):
+    """A user's trace outside the build folder (-fdevice-time-trace /elsewhere/t.json), and an
+    own trace that is a link: counted by the entry's summary, the file never read."""
+    rec = _record(tmp_path / "build")
+    data = CAPTURED.read_bytes()
+    summary = unit_summary(json.loads(data), str(CAPTURED))
+    other = json.loads(data)
+    other["otherData"]["inputFiles"] = ["outside.cu"]
+    outside = tmp_path / "elsewhere" / "t.json"
+    outside.parent.mkdir()
+    outside.write_text(json.dumps(other))
+    out_bytes = outside.read_bytes()
+    _add(rec, 0, OLD, "ninja:1:1", "k.o", _trace_record(str(outside), "cwd", out_bytes,
+                                                         summary))
+    name = "a" * 20 + ".json"
+    (rec / "traces" / name).symlink_to(outside)
+    _add(rec, 1, OLD + 1, "ninja:1:1", "l.o", _trace_record(f"traces/{name}",
+                                                             data=out_bytes, summary=summary))
+    doc = summarize_path(tmp_path / "build").to_json(10)
+    assert [u["unit"] for u in doc["units"]] == ["templates.cu", "templates.cu"]
+    assert doc["from_summaries"] == 2

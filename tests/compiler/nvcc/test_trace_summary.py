@@ -135,3 +135,21 @@ def test_a_hostile_summary_is_one_line(change):
         read_summary(doc, "tu/entry.json")
     assert e.value.message.startswith("tu/entry.json: the time summary's ")
     assert "\n" not in e.value.message and len(e.value.message) < 200
+
+
+def test_an_own_trace_past_the_bound_is_not_kept_its_summary_is(tmp_path, monkeypatch):
+    from nvstage.compiler.nvcc import time_trace
+    from nvstage.compiler.nvcc.time_trace import Tracer, TraceRequest
+
+    traces = tmp_path / "log" / time_trace.TRACES
+    traces.mkdir(parents=True)
+    (traces / "ab.json").write_text("{}")  # the unit's trace of an earlier build
+    tracer = Tracer(TraceRequest(str(traces / "ab.json"), own=True), str(tmp_path), [])
+    monkeypatch.setattr(time_trace, "MAX_OWN_BYTES", 10)
+    written = tracer.write([], str(tmp_path))
+    assert written.size > 10 and not (traces / "ab.json").exists()
+    record = tracer.record(written)
+    assert record["file"] == "traces/ab.json" and record["in"] == "build-log"
+    assert read_summary(record["summary"], "entry")["events"] == 0
+    monkeypatch.setattr(time_trace, "MAX_OWN_BYTES", 1 << 20)
+    assert tracer.write([], str(tmp_path)).size == (traces / "ab.json").stat().st_size

@@ -26,6 +26,7 @@ cache ran no tool and wrote no part; its span says ``restored, not traced``. Pur
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zlib
@@ -220,6 +221,10 @@ class Tracer:
         data = json.dumps(doc, separators=(",", ":")).encode("utf-8", "surrogateescape")
         if self.request.own:
             os.makedirs(os.path.dirname(path), exist_ok=True)
+            if len(data) > MAX_OWN_BYTES:  # no reader would read it: its summary stands in
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)  # the unit's trace of an earlier build is not this one
+                return Written(path, doc, len(data), zlib.crc32(data))
         with open(path, "wb") as f:
             f.write(data)
         return Written(path, doc, len(data), zlib.crc32(data))
@@ -302,8 +307,9 @@ def _pids(stages) -> dict[int, int]:
     return out
 
 
-# A part is the tool's own document: bounded as every trace is.
-MAX_PART_BYTES = 256 << 20
+# A part is the tool's own document: bounded as every trace is (the readers' MAX_TRACE_BYTES,
+# inspect/compile_time.py). nvstage's own trace past it is not kept: the entry's summary is.
+MAX_PART_BYTES = MAX_OWN_BYTES = 256 << 20
 
 
 def read_part(path: str) -> list[dict]:
