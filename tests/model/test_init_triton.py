@@ -174,3 +174,8 @@ def test_init_an_autotuned_kernel_says_what_the_build_needs(cli, tmp_path, monke
     assert w["transfer"] == {"to_device": ["counts_ptr", "idx_ptr"],
                              "from_device": ["counts_ptr"]}
     assert w["buffers"]["counts_ptr"]["dtype"] == "int32"
+    # the GPU named: its arch is the build's
+    r = cli("model", "--init", "mm.py", "--signature", "counts_ptr:*i32,idx_ptr:*i32,M:i32",
+            "--gpu", "a100", "-o", "on_a100")
+    assert r.exit_code == 0, r.stderr
+    assert "--arch sm_80 --keep-dir on_a100.triton" in (tmp_path / "on_a100.toml").read_text()

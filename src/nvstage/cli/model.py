@@ -78,7 +78,8 @@ def model_cmd(
                 written, then = write_triton_skeleton(
                     workload, kernel=kernel, output=output, signature=signature,
                     constexprs=tuple(constexpr or ()), nvcc_words=[*(flag or ()),
-                                                                   *(include_dir or ())])
+                                                                   *(include_dir or ())],
+                    arch=choose_gpu(gpu, gpu_spec).arch if gpu or gpu_spec else None)
             else:
                 written = write_skeleton(workload, find_toolkit(nvcc), kernel=kernel,
                                          output=output, flags=checked_flags(flag or ()),

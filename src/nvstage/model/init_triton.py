@@ -164,8 +164,10 @@ def _op(f: ast.expr) -> str | None:
 
 
 def from_source(path: Path, kernel: str | None, signature: str | None,
-                constexprs: tuple[str, ...] = ()) -> tuple[TritonKernelSpec, ast.FunctionDef]:
-    """The kernel of a Python file as its AST and ``--signature`` give it (nothing run)."""
+                constexprs: tuple[str, ...] = (), arch: str | None = None
+                ) -> tuple[TritonKernelSpec, ast.FunctionDef]:
+    """The kernel of a Python file as its AST and ``--signature`` give it (nothing run);
+    ``arch``: what its build command builds for (the H100's and H200's when None)."""
     jits = jit_functions(path)
     kernel = _which_kernel(path, jits, kernel)
     fn = jits[kernel]
@@ -202,7 +204,7 @@ def from_source(path: Path, kernel: str | None, signature: str | None,
                    else TritonParam(n, types[n]) for n in names)
     tuned = tuple(name for d in fn.decorator_list
                   if (name := _decorator_name(d)) in ("autotune", "heuristics"))
-    return TritonKernelSpec(kernel, kernel, params, path, None, DEFAULT_ARCH,
+    return TritonKernelSpec(kernel, kernel, params, path, None, arch or DEFAULT_ARCH,
                             tuned=tuned), fn
 
 
@@ -345,12 +347,13 @@ def _as_param(p: TritonParam) -> Param:
 
 def write_triton_skeleton(path: Path, *, kernel: str | None = None, output: str | None = None,
                           signature: str | None = None, constexprs: tuple[str, ...] = (),
-                          nvcc_words: list[str] | tuple[str, ...] = ()
-                          ) -> tuple[list[Path], str | None]:
+                          nvcc_words: list[str] | tuple[str, ...] = (),
+                          arch: str | None = None) -> tuple[list[Path], str | None]:
     """Write NAME.toml and NAME.cost.toml for a Triton kernel of ``path`` (a Python file,
     with ``signature``) or of a kept build (a folder); never over an existing file. Returns
     the two paths and, for a Python file, the command that keeps the build they name.
-    ``nvcc_words`` (-I, --flag) are refused: Triton builds take none."""
+    ``nvcc_words`` (-I, --flag) are refused: Triton builds take none. ``arch``: the GPU's
+    (``--gpu``), for the build command."""
     if nvcc_words:
         raise UsageError(f"{path}: -I and --flag are nvcc's, and a Triton kernel is not built "
                          "by nvcc", hint="leave them out (--signature and --constexpr are "
@@ -361,7 +364,7 @@ def write_triton_skeleton(path: Path, *, kernel: str | None = None, output: str 
                              "its own", hint="leave out --signature and --constexpr")
         spec, fn = from_build(path, kernel)
     else:
-        spec, fn = from_source(path, kernel, signature, constexprs)
+        spec, fn = from_source(path, kernel, signature, constexprs, arch)
     stem = output or spec.kernel
     target = Path(stem).with_suffix(".toml") if not stem.endswith(".toml") else Path(stem)
     cost = target.with_name(target.stem + ".cost.toml")
