@@ -110,8 +110,6 @@ def buffer_use(fn: ast.FunctionDef, pointers: list[str]) -> tuple[set[str], set[
         for n in ast.walk(fn):
             if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value:
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-                    targets = [n.target]
                 roots = _roots(n.value, derived)
                 for t in targets:
                     for name in (x.id for x in ast.walk(t) if isinstance(x, ast.Name)):
