@@ -65,14 +65,22 @@ subprocess.Popen._execute_child, subprocess.Popen._handle_exitstatus = start, re
 sys.argv = ["nvstage", *sys.argv[1:]]
 out = sys.argv.pop(1)
 code = 0
+def save():
+    with open(out, "w") as f:
+        f.write(__import__("json").dumps({"t0": T0, "marks": marks, "end": time.time()}))
+import posix
+_fast = posix._exit
+def fast_exit(c):  # nvstage's own fast exit (cli/main.py): the marks first
+    save()
+    _fast(c)
+posix._exit = fast_exit
 try:
     from nvstage.cli.main import main
     main()
 except SystemExit as e:
     code = e.code
 finally:
-    with open(out, "w") as f:
-        f.write(__import__("json").dumps({"t0": T0, "marks": marks, "end": time.time()}))
+    save()
 if __import__("os").environ.get("FLOOR_HARD_EXIT"):  # what interpreter teardown costs
     sys.stdout.flush(); sys.stderr.flush()
     __import__("os")._exit(code if isinstance(code, int) else 1)

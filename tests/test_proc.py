@@ -126,3 +126,22 @@ def test_each_tool_gets_a_private_tmpdir_removed_after_it(tmp_path, monkeypatch)
     used = Path(proc.run([str(script)], env={"PATH": os.environ["PATH"]}).stdout.strip())
     assert used.parent == tmp_path and used.name.startswith("nvstage-tool-")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tmpuser.sh"]
+
+
+def test_a_tools_end_is_seen_when_it_happens():
+    # Popen.wait(timeout) sleeps up to 50 ms between looks: a stage's end was seen 17 to 48 ms
+    # late. The wait is woken by the process's descriptor instead, and reaps it.
+    import subprocess
+
+    p = subprocess.Popen(["sleep", "0.3"])
+    with proc._Ended(p) as ended:
+        assert ended.fd is not None  # Linux 5.3 and later: this machine's
+        assert not ended.within(0) and p.returncode is None
+        t = time.monotonic()
+        assert ended.within(30.0)
+        assert time.monotonic() - t < 10 and p.returncode == 0
+        assert ended.within(0)  # ended stays ended
+    q = subprocess.Popen(["sh", "-c", "exit 7"])
+    q.wait()  # reaped before the wait: its end is still its end
+    with proc._Ended(q) as ended:
+        assert ended.within(0) and q.returncode == 7
