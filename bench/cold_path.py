@@ -15,7 +15,7 @@ compiles it: -MD, one --generate-code, the source in another folder), each figur
   up to the answer and after it (the whole-command entry, the build record);
 - Python's imports of the miss path (``python -c 'import ...'`` against ``python -c pass``);
 - the toolkit's headers hashed (``FileHasher``) with and without the digests earlier processes
-  kept (``cache/local/hash_memo.py``).
+  kept (``store/hash_memo.py``).
 Nothing here is a target: the targets are in warm_path.py and many_units.py.
 """
 
@@ -173,7 +173,8 @@ def main(argv: list[str]) -> int:
         hashing = r"""
 import os, sys, time
 from nvstage.compiler.cache.stage.stage_key import FileHasher
-from nvstage.compiler.cache.local import Cache, hash_memo
+from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.store import hash_memo
 files = sys.argv[1:]
 c = Cache().open()
 t = time.perf_counter(); h = FileHasher("/nonexistent-work"); [h.look(f) for f in files]
