@@ -20,9 +20,9 @@ sm_90. Each round builds every way in a fresh copy with an empty cache of its ow
   tools, included), nvstage's against nvcc's. Each build starts on a quiet machine.
 
 nvstage is the launcher the toolchain file of ``nvstage doctor --cmake-toolchain FILE
---launcher`` names (Python without ``site`` on ``cli/bare.py``), with its resident server on
-(``NVSTAGE_SERVER=1``, ``compiler/launcher/resident/server.py``: it answers hits too), started by the first
-command and stopped after each round. Medians over rounds, and the spread of each
+--launcher`` names (Python without ``site`` on ``cli/bare.py``), by default without its resident server
+(``--server 1``: ``NVSTAGE_SERVER=1``, ``compiler/launcher/resident/server.py``, which answers
+hits too, started by the first command and stopped after each round). Medians over rounds, and the spread of each
 anchor (the noise of this machine). ccache comes from the ``bench`` extra.
 """
 
@@ -109,14 +109,14 @@ def _run(argv, cwd, env) -> float:
 
 
 def one(way: str, launcher: list[str] | None, nvcc: str, work: Path, units: int,
-        jobs: int) -> dict[str, float]:
+        jobs: int, server: str = "0") -> dict[str, float]:
     src, build, cache = work / "src", work / "build", work / "cache"
     make_project(src, units)
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", NVSTAGE_CACHE_DIR=str(cache),
                CCACHE_DIR=str(cache), XDG_CONFIG_HOME=str(work / "config"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a real install has its .pyc files
     env.pop("NVSTAGE_BUILD_RECORD", None)
-    env["NVSTAGE_SERVER"] = "1"  # the resident nvstage (opt-in), as measured
+    env["NVSTAGE_SERVER"] = server  # the resident nvstage: 0, the default; 1, opt-in
     cfg = ["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja",
            f"-DCMAKE_CUDA_COMPILER={nvcc}"]
     if launcher:
@@ -152,6 +152,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--units", type=int, default=32)
     ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--server", choices=("0", "1"), default="0",
+                    help="NVSTAGE_SERVER for nvstage's builds: 0 (the default) or 1")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
     from nvstage.compiler.toolkit.cmake_toolchain import nvstage_command
@@ -165,7 +167,7 @@ def main(argv: list[str]) -> int:
     for r in range(a.rounds):
         for way, launcher in ways.items():
             with tempfile.TemporaryDirectory(prefix=f"nvstage-many-{way}-") as tmp:
-                res = one(way, launcher, nvcc, Path(tmp), a.units, a.jobs)
+                res = one(way, launcher, nvcc, Path(tmp), a.units, a.jobs, a.server)
             for k, v in res.items():
                 got[way].setdefault(k, []).append(v)
             print(f"round {r + 1}: {way:8} " + ", ".join(
@@ -178,7 +180,7 @@ def main(argv: list[str]) -> int:
         return f"{min(v):.2f} to {max(v):.2f} s" if k != "bytes" else ""
 
     print(f"{a.units} units sharing one header, CMake + Ninja -j{a.jobs}, sm_90, "
-          f"medians of {a.rounds} interleaved round(s)")
+          f"medians of {a.rounds} interleaved round(s), NVSTAGE_SERVER={a.server}")
     n, s, c = med["nvcc"], med["nvstage"], med["ccache"]
     rows = [
         ("cold: plain nvcc (anchor)", n["cold"], None, None, spread("nvcc", "cold")),
