@@ -78,7 +78,6 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
     from nvstage.compiler.nvcc.grammar import grammar_for
     from nvstage.compiler.toolkit.locate import find_toolkit
     from nvstage.errors import UsageError
-    from nvstage.report.terminal.build import render_build, whole_view
     from nvstage.report.terminal.console import data_console
 
     started_ns = time.time_ns()
@@ -110,6 +109,8 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
                                     on_built=remember.on_built if remember else None)
         else:
             raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc, nvrtc or triton")
+        from nvstage.report.terminal.build import render_build, whole_view  # progress.warm_up
+
         con = data_console(req.json)
         temporary = keep is not None and req.keep_folder is None  # --show's, gone after it
         render_build(build, con, kept=not temporary)
@@ -143,7 +144,6 @@ def _compile_nvrtc(req, toolkit, keep, cwd: str):
 
 def _same_file(a: str, b: str) -> bool:
     import os
-
     try:
         return os.path.samefile(a, b)
     except (OSError, ValueError):

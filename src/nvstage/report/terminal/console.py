@@ -96,17 +96,9 @@ def _console_kind():
     return Uncropped, Trim()
 
 
-def warm_up() -> None:
-    """Import what drawing a table needs (rich, 35 to 45 ms) in a thread of its own, while the
-    stages' tools run: the table is drawn after the last one, on the critical path."""
-    import threading
-
-    def load():
-        with suppress(Exception):  # the drawing imports them again, and says what failed
-            _console_kind()
-            import nvstage.report.terminal.table  # noqa: F401
-
-    threading.Thread(target=load, name="nvstage-warm-up", daemon=True).start()
+def load() -> None:
+    """Import what a console needs (rich), ahead of the first one (``progress.warm_up``)."""
+    _console_kind()
 
 
 def stdout():
