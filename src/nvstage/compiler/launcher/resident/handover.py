@@ -10,7 +10,7 @@ goes where this process's would, and nothing is copied. Its exit status is this 
 Signals that end this process (SIGINT, SIGTERM, SIGHUP) are passed on to the child, which ends
 its tools as the launcher does.
 
-Opt-in (``NVSTAGE_SERVER=1``) while its gain is not shown (README, Benchmarks), and never required:
+Opt-in (``NVSTAGE_SERVER=1``; docs/launcher.md says why, from measurements), and never required:
 no server, a server that refuses, one of another user or another nvstage, and this process runs the
 command itself (and starts a server for the next ones, ``resident``). One server per user, cache
 folder, Python and nvstage (its files' times: an upgraded or edited nvstage gets a server of its
