@@ -187,7 +187,7 @@ class _Ended:
         poller = select.poll()
         poller.register(self.fd, select.POLLIN)
         if not poller.poll(max(0, int(seconds * 1000))):
-            return self.p.poll() is not None  # reaped elsewhere (a signal's ending of it)
+            return self.p.poll() is not None  # ended just as the poll timed out
         self.p.wait()  # ended: the wait returns at once
         return True
 
@@ -475,8 +475,8 @@ def call(argv: Sequence[str], *, cwd: str | os.PathLike | None = None,
     except OSError as e:
         raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
     p.nvstage_stop = stop  # before it is listed: a signal handler may end it from then on
-    _track(p, scope)
     try:
+        _track(p, scope)  # inside: a signal seen here ends the started nvcc too
         with _Ended(p) as ended:
             while not ended.within(_POLL):
                 _check(scope)

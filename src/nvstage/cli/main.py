@@ -113,6 +113,8 @@ _compiled: list[bool] = []
 
 
 def main() -> None:
+    _answered.clear()  # this command's, not an earlier run()'s in the same process
+    _compiled.clear()
     if sys.stdin is None or sys.stdout is None or sys.stderr is None:  # cmd >&-
         from nvstage.cli.transparent import hold_closed_streams
 

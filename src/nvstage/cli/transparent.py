@@ -104,6 +104,10 @@ def nothing_left() -> bool:
     """Whether nothing is left for the interpreter's exit to do: no thread but daemons still
     running (a pool's workers are joined at exit) and no finalizer due at exit (a temporary
     folder not yet removed). Then the exit may skip the teardown; otherwise it runs it."""
+    if sys.getprofile() is not None or sys.gettrace() is not None or "triton" in sys.modules:
+        # A profiler or tracer writes its results after main() returns (cProfile -o); a
+        # Triton file ran the user's module, whose native code's exit is its own.
+        return False
     import threading
 
     if any(t is not threading.main_thread() and not t.daemon and t.is_alive()

@@ -75,3 +75,23 @@ def test_repeated_arch_builds_each(toolkit, kernels, tmp_path):
                 cwd=tmp_path, cache=False)
     assert sorted(r.stage.arch for r in b.runs if r.stage.kind.value == "ptxas") == [
         "sm_80", "sm_90"]
+
+
+def test_lto_targets_are_left_to_nvcc(toolkit, kernels, tmp_path):
+    # nvcc's lists name no lto_NN, though it builds them: with compute_NN known, nvcc judges,
+    # and its own refusal (lto without -rdc=true) is said in its words, not "unsupported".
+    from nvstage.compiler.nvcc.options import CompileOptions, check_archs
+    from nvstage.compiler.pipeline.driver import compile
+    from nvstage.errors import PlanError
+
+    check_archs(CompileOptions(archs=("lto_90",)), toolkit.nvcc)  # no error
+    with pytest.raises(UnknownArch):
+        check_archs(CompileOptions(archs=("lto_52",)), toolkit.nvcc)
+    with pytest.raises(PlanError, match="unless '-rdc=true'"):
+        compile(kernels / "vadd.cu",
+                CompileOptions(extra=("-gencode", "arch=compute_90,code=lto_90", "-c")),
+                toolkit=toolkit, cwd=tmp_path, cache=False)
+    # With -dc it builds, as with nvcc.
+    build = compile(kernels / "vadd.cu", CompileOptions(extra=("-arch=lto_90", "-dc")),
+                    toolkit=toolkit, cwd=tmp_path, cache=False)
+    assert build.status == "ok"

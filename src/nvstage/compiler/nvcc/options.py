@@ -152,6 +152,10 @@ def check_archs(opts: CompileOptions, nvcc: str) -> None:
         m = _ARCH.match(name)
         if name not in known and m and m.group(3) and f"{m.group(1)}_{m.group(2)}" in known:
             continue
+        # Nor LTO targets (lto_90): one whose compute_NN it lists is nvcc's to judge (its
+        # refusal of one without -rdc=true is then said in its own words).
+        if name not in known and m and m.group(1) == "lto" and f"compute_{m.group(2)}" in known:
+            continue
         if name not in known:
             sms = sorted((k for k in known if k.startswith("sm_")),
                          key=lambda k: int(_ARCH.match(k).group(2)))
