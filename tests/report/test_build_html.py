@@ -6,6 +6,7 @@ it renders, the kernel table sorts, and nothing scrolls sideways at 1400 px."""
 from __future__ import annotations
 
 import json
+import contextlib
 import os
 import re
 import shutil
@@ -115,6 +116,25 @@ def _chromium():
     return sync_api, CHROMIUM if os.path.isfile(CHROMIUM) else shutil.which("chromium")
 
 
+@contextlib.contextmanager
+def opened(path, errors: list, requests: list):
+    """A page open in headless Chromium at 1400 x 1000 and ready (``data-ready``): its console
+    errors and page errors into ``errors``, every URL it asks for into ``requests``."""
+    sync_api, chromium = _chromium()
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
+        try:
+            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            tab.on("pageerror", lambda e: errors.append(str(e)))
+            tab.on("request", lambda r: requests.append(r.url))
+            tab.goto(Path(path).as_uri(), wait_until="load")
+            tab.wait_for_selector("body[data-ready='1']", timeout=10_000)
+            yield tab
+        finally:
+            browser.close()
+
+
 def _column(page, table: str, header: str) -> list[str]:
     return page.evaluate(
         """([table, header]) => {
@@ -126,48 +146,37 @@ def _column(page, table: str, header: str) -> list[str]:
 
 
 def test_the_page_in_chromium(page, tmp_path):
-    sync_api, chromium = _chromium()
     errors, requests = [], []
     view = page.view
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
-        try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
-            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            tab.on("pageerror", lambda e: errors.append(str(e)))
-            tab.on("request", lambda r: requests.append(r.url))
-            tab.goto(Path(page.path).as_uri(), wait_until="load")
-            tab.wait_for_selector("body[data-ready='1']", timeout=10_000)
-            assert tab.get_attribute("body", "data-units") == "12"
-            box = tab.locator("svg#build-timeline").bounding_box()
-            assert box and box["width"] > 600 and box["height"] > 40
-            assert tab.locator("svg#build-timeline rect.unit-bar").count() == 4
-            assert tab.locator("svg#build-timeline rect.stage-bar").count() == \
-                sum(len(u.stages) for u in view.last_units)
-            assert tab.locator("table#kernels tbody tr").count() == len(view.kernels)
-            # Sorting: registers, largest first, then smallest first; names A to Z.
-            regs = sorted((k.record.registers for k in view.kernels), reverse=True)
-            tab.locator("table#kernels th", has_text="regs").click()
-            assert [int(v) for v in _column(tab, "kernels", "regs")] == regs
-            tab.locator("table#kernels th", has_text="regs").click()
-            assert [int(v) for v in _column(tab, "kernels", "regs")] == regs[::-1]
-            tab.locator("table#kernels th", has_text="kernel").first.click()
-            names = _column(tab, "kernels", "kernel")
-            assert names == sorted(names, key=str.lower)
-            # A unit opens on click and shows its stages.
-            first = tab.locator("details.unit-stages").first
-            first.locator("summary").click()
-            assert first.locator("table.stages tbody tr").count() == len(view.units[0].stages)
-            # Nothing scrolls sideways at 1400 px: not the page, not the kernel table.
-            widths = tab.evaluate("""() => {
-                const f = document.getElementById('kernels').parentElement;
-                return [document.documentElement.scrollWidth, window.innerWidth,
-                        f.scrollWidth, f.clientWidth]; }""")
-            assert widths[0] <= widths[1] and widths[2] <= widths[3] + 1, widths
-            shot = tmp_path / "build.png"
-            tab.screenshot(path=str(shot), full_page=True)
-        finally:
-            browser.close()
+    with opened(page.path, errors, requests) as tab:
+        assert tab.get_attribute("body", "data-units") == "12"
+        box = tab.locator("svg#build-timeline").bounding_box()
+        assert box and box["width"] > 600 and box["height"] > 40
+        assert tab.locator("svg#build-timeline rect.unit-bar").count() == 4
+        assert tab.locator("svg#build-timeline rect.stage-bar").count() == \
+            sum(len(u.stages) for u in view.last_units)
+        assert tab.locator("table#kernels tbody tr").count() == len(view.kernels)
+        # Sorting: registers, largest first, then smallest first; names A to Z.
+        regs = sorted((k.record.registers for k in view.kernels), reverse=True)
+        tab.locator("table#kernels th", has_text="regs").click()
+        assert [int(v) for v in _column(tab, "kernels", "regs")] == regs
+        tab.locator("table#kernels th", has_text="regs").click()
+        assert [int(v) for v in _column(tab, "kernels", "regs")] == regs[::-1]
+        tab.locator("table#kernels th", has_text="kernel").first.click()
+        names = _column(tab, "kernels", "kernel")
+        assert names == sorted(names, key=str.lower)
+        # A unit opens on click and shows its stages.
+        first = tab.locator("details.unit-stages").first
+        first.locator("summary").click()
+        assert first.locator("table.stages tbody tr").count() == len(view.units[0].stages)
+        # Nothing scrolls sideways at 1400 px: not the page, not the kernel table.
+        widths = tab.evaluate("""() => {
+            const f = document.getElementById('kernels').parentElement;
+            return [document.documentElement.scrollWidth, window.innerWidth,
+                    f.scrollWidth, f.clientWidth]; }""")
+        assert widths[0] <= widths[1] and widths[2] <= widths[3] + 1, widths
+        shot = tmp_path / "build.png"
+        tab.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
     assert errors == []
     assert all(u.startswith(("file:", "data:", "about:")) for u in requests), requests

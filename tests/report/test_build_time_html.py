@@ -22,7 +22,7 @@ from nvstage.report.build_html import write_build_report
 from nvstage.report.build_time_html import compile_time_section, read_compile_time
 
 from tests.compiler.launcher.test_launcher_bytes import _launcher
-from tests.report.test_build_html import ARGS, _chromium, _column
+from tests.report.test_build_html import _column, opened
 
 WORDS = ["-c", "templates.cu", "-arch=sm_90"]
 TABLES = ("time-tools", "time-units", "time-headers", "time-template-sets", "time-templates",
@@ -121,29 +121,18 @@ def test_strings_from_traces_are_escaped():
 
 
 def test_the_section_in_chromium(traced, tmp_path):
-    sync_api, chromium = _chromium()
     report = write_build_report(traced, tmp_path / "b.html", code=False)
     errors, requests = [], []
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
-        try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
-            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            tab.on("pageerror", lambda e: errors.append(str(e)))
-            tab.on("request", lambda r: requests.append(r.url))
-            tab.goto(Path(report.path).as_uri(), wait_until="load")
-            tab.wait_for_selector("body[data-ready='1']", timeout=10_000)
-            assert tab.locator("section#compile-time table").count() == len(TABLES)
-            incl = [float(v) for v in _column(tab, "time-headers", "incl")]
-            assert incl == sorted(incl, reverse=True) and len(incl) == 10
-            tab.locator("table#time-headers th", has_text=re.compile("^incl$")).click()
-            tab.locator("table#time-headers th", has_text=re.compile("^incl$")).click()
-            assert [float(v) for v in _column(tab, "time-headers", "incl")] == sorted(incl)
-            widths = tab.evaluate("""() => [document.documentElement.scrollWidth,
-                                            window.innerWidth]""")
-            assert widths[0] <= widths[1], widths
-            tab.locator("section#compile-time").screenshot(path=str(tmp_path / "time.png"))
-        finally:
-            browser.close()
+    with opened(report.path, errors, requests) as tab:
+        assert tab.locator("section#compile-time table").count() == len(TABLES)
+        incl = [float(v) for v in _column(tab, "time-headers", "incl")]
+        assert incl == sorted(incl, reverse=True) and len(incl) == 10
+        tab.locator("table#time-headers th", has_text=re.compile("^incl$")).click()
+        tab.locator("table#time-headers th", has_text=re.compile("^incl$")).click()
+        assert [float(v) for v in _column(tab, "time-headers", "incl")] == sorted(incl)
+        widths = tab.evaluate("""() => [document.documentElement.scrollWidth,
+                                        window.innerWidth]""")
+        assert widths[0] <= widths[1], widths
+        tab.locator("section#compile-time").screenshot(path=str(tmp_path / "time.png"))
     assert errors == []
     assert all(u.startswith(("file:", "data:", "about:")) for u in requests), requests

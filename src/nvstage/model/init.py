@@ -205,6 +205,18 @@ def checked_flags(flags) -> tuple[str, ...]:
     return reader.flags(list(flags))
 
 
+def new_files(stem: str) -> tuple[Path, Path]:
+    """The workload and cost file ``--init`` writes for ``stem`` (NAME or NAME.toml), neither
+    there yet: it writes new files only."""
+    target = Path(stem).with_suffix(".toml") if not stem.endswith(".toml") else Path(stem)
+    cost = target.with_name(target.stem + ".cost.toml")
+    for p in (target, cost):
+        if p.exists():
+            raise UsageError(f"{p} exists: model --init writes new files only",
+                             hint="name others with -o NAME")
+    return target, cost
+
+
 def write_skeleton(path: Path, toolkit, *, kernel: str | None = None,
                    output: str | None = None, flags: tuple[str, ...] = (),
                    include_dirs: tuple[str, ...] = (), triton_words=()) -> list[Path]:
@@ -228,13 +240,8 @@ def write_skeleton(path: Path, toolkit, *, kernel: str | None = None,
         kernel = next(iter(found))
     if kernel not in found:
         raise UsageError(f"{path} has no kernel {kernel}", hint="kernels: " + ", ".join(found))
-    stem = output or (path.stem if len(found) == 1 else re.sub(r"\W", "_", kernel))
-    target = Path(stem).with_suffix(".toml") if not stem.endswith(".toml") else Path(stem)
-    cost = target.with_name(target.stem + ".cost.toml")
-    for p in (target, cost):
-        if p.exists():
-            raise UsageError(f"{p} exists: model --init writes new files only",
-                             hint="name others with -o NAME")
+    target, cost = new_files(output or (path.stem if len(found) == 1
+                                        else re.sub(r"\W", "_", kernel)))
     text, cost_text = skeleton(path, kernel, found[kernel], target.parent or Path("."),
                                flags, include_dirs)
     target.write_text(text)

@@ -25,7 +25,7 @@ from nvstage.compiler.manifest.triton_info import triton_info
 from nvstage.compiler.triton.stages import parse_constexpr, parse_signature
 from nvstage.compiler.triton.triton_source import jit_functions
 from nvstage.errors import NvstageError, UsageError
-from nvstage.model.init import FILL, Param, arg_text, cost_text, toml_list
+from nvstage.model.init import FILL, Param, arg_text, cost_text, new_files, toml_list
 
 # Triton's types -> the workload's dtypes (bf16, fp8 and i1 have none: left to fill in).
 _DTYPES = {"fp16": "float16", "fp32": "float32", "fp64": "float64", "i8": "int8",
@@ -363,13 +363,7 @@ def write_triton_skeleton(path: Path, *, kernel: str | None = None, output: str 
         spec, fn = from_build(path, kernel)
     else:
         spec, fn = from_source(path, kernel, signature, constexprs, arch)
-    stem = output or spec.kernel
-    target = Path(stem).with_suffix(".toml") if not stem.endswith(".toml") else Path(stem)
-    cost = target.with_name(target.stem + ".cost.toml")
-    for p in (target, cost):
-        if p.exists():
-            raise UsageError(f"{p} exists: model --init writes new files only",
-                             hint="name others with -o NAME")
+    target, cost = new_files(output or spec.kernel)
     keep, command = f"{target.stem}.triton", None
     if spec.build is None:
         command = build_command(spec, str(path), str(target.parent / keep))

@@ -70,12 +70,9 @@ def toolkit_nvcc(env, folders: list[str] | None = None) -> tuple[str, str] | Non
     given = env.get(ENV_NVCC)
     if given:  # named: that one or none, as compiler/toolkit/locate.py has it
         return (given, "$" + ENV_NVCC) if executable(given) else None
-    folders = site_folders() if folders is None else folders
-    for sub in WHEEL_BINS:
-        for folder in folders:
-            p = os.path.join(folder, sub, "nvcc")
-            if executable(p):
-                return p, WHEELS
+    found = _in_wheels(site_folders() if folders is None else folders)
+    if found is not None:
+        return found, WHEELS
     for var, sub in (("CONDA_PREFIX", "bin"), ("CUDA_PATH", "bin"), ("CUDA_HOME", "bin")):
         root = env.get(var)
         if root:
@@ -121,9 +118,16 @@ def wheel_nvcc() -> str | None:
         user = site.getusersitepackages()
         if user:
             parents.insert(1 if sys.prefix != sys.base_prefix else 0, user)
+    found = _in_wheels(parents)
+    return os.path.realpath(found) if found is not None else None
+
+
+def _in_wheels(folders: list[str]) -> str | None:
+    """The first executable nvcc in the wheels' folders under ``folders``, in
+    cuda-pathfinder's order: each of ``WHEEL_BINS`` over every folder."""
     for sub in WHEEL_BINS:
-        for parent in parents:
-            p = os.path.join(parent, sub, "nvcc")
-            if os.path.isdir(os.path.dirname(p)) and executable(p):
-                return os.path.realpath(p)
+        for folder in folders:
+            p = os.path.join(folder, sub, "nvcc")
+            if executable(p):
+                return p
     return None
