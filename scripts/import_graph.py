@@ -137,17 +137,27 @@ def _module_of(paths: dict, name: str) -> str | None:
     return name or None
 
 
+def _typing_only(stmt: ast.stmt) -> bool:
+    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``) with no ``else``: for annotations."""
+    if not isinstance(stmt, ast.If) or stmt.orelse:
+        return False
+    test = stmt.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def eager_graph(src: Path) -> dict[str, set[str]]:
     """Module -> the modules of the package its top-level statements import: what importing
     it loads (a module's package ``__init__`` files run too). Imports inside a function or a
-    class body are left out."""
+    class body are left out, and so are those under ``if TYPE_CHECKING:`` (never run)."""
     paths = {module_name(src, p): p for p in src.rglob("*.py")}
     top = src.name
     graph = {}
     for mod, path in paths.items():
         found = set()
         for stmt in ast.parse(path.read_text(), str(path)).body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or \
+                    _typing_only(stmt):
                 continue
             for node in ast.walk(stmt):
                 if isinstance(node, ast.Import):

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,6 +212,69 @@ def test_a_lazy_import_defers_a_load():
     # the module does not (a start-up path, an optional feature): a lazy import of a module
     # that is loaded anyway defers nothing and hides what the module uses.
     assert _graph.needless_lazy_imports(SRC) == []
+
+
+def test_an_import_for_annotations_only_loads_nothing(tmp_path):
+    # ``if TYPE_CHECKING:`` never runs: what it names is no load, and a lazy import of it
+    # elsewhere defers one (``pipeline/request.py`` names ``time_trace.TraceRequest`` so).
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "heavy.py").write_text("X = 1\n")
+    (pkg / "typed.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                  "    from pkg.heavy import X\n")
+    (pkg / "user.py").write_text("import pkg.typed\n\n\ndef f():\n    from pkg.heavy import X\n"
+                                 "    return X\n")
+    assert _graph.eager_graph(pkg)["pkg.typed"] == {"pkg"}
+    assert _graph.needless_lazy_imports(pkg) == []
+
+
+# What a cold command (a launcher's miss) loads only for a feature it was asked for: the remote
+# tiers (NVSTAGE_REMOTE_CACHE: all of cache/remote/ but its __init__, which says whether one is
+# named) and the time trace (-fdevice-time-trace, NVSTAGE_TIME_TRACE=1). Together 13 ms.
+FEATURE_ONLY = ("nvstage.compiler.cache.remote.", "nvstage.compiler.nvcc.time_trace",
+                "nvstage.compiler.nvcc.trace_summary", "nvstage.compiler.buildlog.traces")
+_FEATURES = ("NVSTAGE_REMOTE_CACHE", "NVSTAGE_TIME_TRACE", "NVSTAGE_DIST", "NVSTAGE_SERVER",
+             "NVSTAGE_BUILD_RECORD")
+
+
+def _cold_miss(folder: Path, kernels: Path, nvcc: str, **env: str) -> list[str]:
+    """The modules ``nvstage NVCC -c vadd.cu`` loads on an empty cache, run as a build's
+    launcher runs it (``cli/bare.py``, ``python -S -P``): ``-X importtime`` names each."""
+    shutil.copy(kernels / "vadd.cu", folder)
+    plain = {k: v for k, v in os.environ.items() if k not in _FEATURES}
+    cp = subprocess.run([sys.executable, "-X", "importtime", "-S", "-P",
+                         str(SRC / "cli" / "bare.py"), nvcc, "-c", "vadd.cu", "-o", "vadd.o",
+                         "-arch=sm_90"], cwd=folder, capture_output=True, text=True,
+                        timeout=300, env={**plain, "NVSTAGE_CACHE_DIR": str(folder / "cache"),
+                                          **env})
+    assert cp.returncode == 0 and (folder / "vadd.o").is_file(), cp.stderr[-3000:]
+    return [line.rpartition("|")[2].strip() for line in cp.stderr.splitlines()
+            if line.startswith("import time:")]
+
+
+def _tier_stats(folder: Path) -> dict:
+    return json.loads((folder / "cache" / "tiers.json").read_text())["stats"]
+
+
+def test_a_cold_miss_loads_no_feature_it_was_not_asked_for(tmp_path, kernels, toolkit):
+    loaded = _cold_miss(tmp_path, kernels, toolkit.nvcc)
+    assert "nvstage.compiler.pipeline.driver" in loaded  # staged: a miss, not a hit
+    assert [m for m in loaded if m.startswith(FEATURE_ONLY)] == []
+    # The local folder's figures are kept all the same (``nvstage cache``).
+    stats = _tier_stats(tmp_path)
+    assert list(stats) == ["local"] and stats["local"]["builds"] == 1
+    assert stats["local"]["misses"] > 0 and stats["local"]["stored"] > 0
+
+
+def test_a_cold_miss_asked_for_a_tier_and_a_trace_loads_them(tmp_path, kernels, toolkit):
+    # A tier nothing listens on (loopback's port 1: refused at once) and nvstage's own trace.
+    loaded = _cold_miss(tmp_path, kernels, toolkit.nvcc, NVSTAGE_TIME_TRACE="1",
+                        NVSTAGE_REMOTE_CACHE="redis://127.0.0.1:1|connect-timeout=200")
+    assert {"nvstage.compiler.cache.remote.tiers", "nvstage.compiler.nvcc.time_trace"} <= \
+        set(loaded)
+    assert set(_tier_stats(tmp_path)) == {"local", "redis://127.0.0.1:1/0"}
+    assert [p.suffix for p in (tmp_path / ".nvstage-build" / "traces").iterdir()] == [".json"]
 
 
 # Off every start-up path and off the compile's: these packages' modules import nvstage's own

@@ -173,9 +173,7 @@ def test_a_slow_tier_is_cut_at_its_budget_and_skipped_by_the_builds_next_command
     assert len(fresh_tiers) == 1 and "too slow: 1.0 s waiting" in fresh_tiers[0], fresh_tiers
     row = tiers.to_json()[1]
     assert "too slow" in row["off"] and row["errors"] == 0
-    from nvstage.compiler.cache.remote.tiers import record
-
-    record(cache, tiers)
+    tiers.record()
     # The build's next command (a new process) skips it without asking, and says nothing.
     reset()
     again = open_tiers(cache)
@@ -190,8 +188,6 @@ def test_a_tier_slower_than_the_work_it_stands_for_goes_off_within_the_build_bud
     own allowance (1 s + its work), and the build's (5 s + its work) ends it."""
     monkeypatch.setenv("NVSTAGE_REMOTE_CACHE", slow_url(0.3))
     cache = Cache(tmp_path / "local").open()
-    from nvstage.compiler.cache.remote.tiers import record
-
     waited, commands = 0.0, 0
     while not fresh_tiers and commands < 30:
         reset()  # a new command, in a new process
@@ -200,7 +196,7 @@ def test_a_tier_slower_than_the_work_it_stands_for_goes_off_within_the_build_bud
             tiers.fetch_entry([KEY])
             tiers.missed(0.05)
         waited += tiers.budgets[tiers.remotes[0].label].waited
-        record(cache, tiers)
+        tiers.record()
         commands += 1
     assert len(fresh_tiers) == 1 and "too slow" in fresh_tiers[0], (commands, fresh_tiers)
     assert 3 <= commands <= 10, commands
@@ -210,15 +206,13 @@ def test_a_tier_slower_than_the_work_it_stands_for_goes_off_within_the_build_bud
 def test_a_quick_tier_is_never_off(slow_url, tmp_path, monkeypatch, fresh_tiers):
     monkeypatch.setenv("NVSTAGE_REMOTE_CACHE", slow_url(0.0))
     cache = Cache(tmp_path / "local").open()
-    from nvstage.compiler.cache.remote.tiers import record
-
     for _ in range(10):
         reset()
         tiers = open_tiers(cache)
         for _ in range(20):
             assert tiers.fetch_entry([KEY]) is None
             tiers.missed(0.01)
-        record(cache, tiers)
+        tiers.record()
     assert not fresh_tiers
 
 

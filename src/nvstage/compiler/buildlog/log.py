@@ -13,16 +13,15 @@ command runs in: CMake runs every compile and link from the build folder, so ``n
 BUILD`` finds it there. ``load_build_log`` is the one typed reader; an entry is a document
 like any other (bounded, checked, never trusted to name a program or a place to write).
 
-A command is an nvcc command (staged, answered from the cache, or run by plain nvcc) or
-another step (``compiler/launcher/tool_step``: C++ compiles, links, archives; status ``ran``); its
-kind is read from its words (``compiler/nvcc/step_kind``). Each entry names the run of the build tool
-it was part of (``build_id``: the tool's process and start); ``builds_of`` groups entries
-into builds (by time, where no build tool was named: old records, scripts). The record keeps
-the last ``KEEP_BUILDS`` builds whole and, of older ones, the latest entry of each unit:
-``prune`` runs when a staged command sees a new build. ``current`` keeps the latest entry of
-each unit (its output file names it), which is what the project is now.
-``Entry.manifest_build`` reads an entry's manifest as the ``Build`` a keep folder gives,
-without touching a file unless asked to.
+A command is an nvcc command (staged, answered from the cache, or run by plain nvcc) or another
+step (``compiler/launcher/tool_step``: C++ compiles, links, archives; status ``ran``); its kind
+is read from its words (``compiler/nvcc/step_kind``). Each entry names the run of the build tool
+it was part of (``build_id``: the tool's process and start); ``builds_of`` groups entries into
+builds (by time, where no build tool was named: old records, scripts). The record keeps the last
+``KEEP_BUILDS`` builds whole and, of older ones, the latest entry of each unit: ``prune`` runs
+when a staged command sees a new build. ``current`` keeps the latest entry of each unit (its
+output file names it), which is what the project is now. ``Entry.manifest_build`` reads an
+entry's manifest as the ``Build`` a keep folder gives, without touching a file unless asked to.
 
 Reading is bounded in memory as well as time: ``load_build_log`` keeps of each entry's
 manifest only what every reader asks of every entry (its output and source) and reads the
@@ -32,6 +31,7 @@ what its units' figures cost, not what its JSON would as Python objects (5 GB at
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import heapq
@@ -44,10 +44,10 @@ import time
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nvstage.files import write_json_atomic, is_folder, is_regular, read_regular
 from nvstage.compiler.nvcc import step_kind as steps
-from nvstage.compiler.buildlog.traces import TraceFile, prune_traces, summary_of, trace_file_of
 from nvstage.compiler.buildlog.current import (
     ENV,
     FOLDER,
@@ -58,6 +58,9 @@ from nvstage.compiler.buildlog.current import (
     log_folder,
 )
 from nvstage.errors import ArtifactError, UsageError, printable
+
+if TYPE_CHECKING:
+    from nvstage.compiler.buildlog.traces import TraceFile
 
 # What is read of one record, the newest entries first (the older ones are left unread, and
 # said so): what a CI runner's reader survives. A view holds about 16 KB for each entry with a
@@ -87,14 +90,11 @@ STATUSES = ("ok", "fallback", "failed", "ran")
 _ENTRY_NAME = re.compile(r"^\d{17}-\d+-\w+\.json$")
 
 
-# What is shown of an entry passes ``printable`` (errors'): a crafted entry's escape sequences
-# would reach the terminal (colours, a title, the clipboard through OSC 52) wherever its text is
-# printed.
-
-
 @dataclass
 class Entry:
-    """One command: what it was, how it went, and (when staged) its build manifest."""
+    """One command: what it was, how it went, and (when staged) its build manifest. What is
+    shown of it passes ``printable`` (errors'): a crafted entry's escape sequences would reach
+    the terminal (colours, a title, the clipboard through OSC 52) wherever its text is shown."""
 
     argv: list[str]  # the command as the build system gave it (the tool first)
     cwd: str
@@ -161,9 +161,8 @@ class Entry:
             reason = f"{reason[:MAX_REASON]}... ({len(reason) - MAX_REASON:,} more characters)"
         # What is shown of an entry is shown as text (``printable``); it is never run.
         words = argv if "".join(argv).isprintable() else [printable(a) for a in argv]
-        return cls(words, printable(cwd), float(started),
-                   float(seconds), status, int(need("exit_code", int)),
-                   int(need("pid", int, optional=True) or 0),
+        return cls(words, printable(cwd), float(started), float(seconds), status,
+                   int(need("exit_code", int)), int(need("pid", int, optional=True) or 0),
                    None if reason is None else printable(reason), build, d.get("hit") is True,
                    None if build_id is None else printable(build_id),
                    None if nvcc_from is None else printable(nvcc_from))
@@ -328,15 +327,22 @@ class Entry:
     def trace_file(self) -> TraceFile | None:
         """The trace the command wrote, or None (``buildlog/traces.trace_file_of``)."""
         kept = self.__dict__.get("_kept")
-        doc = self.build if kept is None else {"time_trace": kept.slim.get("trace")}
-        return trace_file_of(doc.get("time_trace") if isinstance(doc, dict) else None)
+        rec = (self.build or {}).get("time_trace") if kept is None else kept.slim.get("trace")
+        return None if rec is None else _traces().trace_file_of(rec)
 
     def time_summary(self) -> dict | None:
         """The unit's bounded compile-time summary (None: not traced); one ``ArtifactError``
         line for a damaged one."""
         doc = self.build if self.trace_file is not None else None  # read once
-        return None if doc is None else summary_of(
+        return None if doc is None else _traces().summary_of(
             doc.get("time_trace"), printable(self.file or "a build-record entry"))
+
+
+def _traces():
+    """``traces.py`` and nvcc's trace modules (6 ms of a cold command): for a trace, a prune."""
+    from nvstage.compiler.buildlog import traces
+
+    return traces
 
 
 def _get_build(self: Entry) -> dict | None:
@@ -366,7 +372,6 @@ class _Kept:
     slim: dict
 
     def load(self) -> dict | None:
-
         try:
             data = read_regular(self.path, limit=MAX_ENTRY_BYTES, what="entry")
             doc = json.loads(data) if len(data) == self.size and \
@@ -385,14 +390,13 @@ def _keep_in_file(entry: Entry, path: Path, data: bytes) -> None:
     slim = {k: v if isinstance(v := build.get(k), str) and len(v) <= MAX_PATH else None
             for k in ("output", "source")}  # (what is no path is not held)
     rec = build.get("time_trace")  # a traced command's trace, without its summary
-    if trace_file_of(rec) is not None:
+    if rec is not None and _traces().trace_file_of(rec) is not None:
         slim["trace"] = {k: rec.get(k) for k in ("file", "in", "bytes", "crc32")}
     entry.__dict__["_kept"] = _Kept(path, len(data), zlib.crc32(data), slim)
     entry.__dict__["_build"] = None
 
 
-# A path or file name longer than this is no real one (PATH_MAX is 4096).
-MAX_PATH = 4096
+MAX_PATH = 4096  # a path or file name longer than this is no real one (PATH_MAX)
 MAX_RECORDED = 10_000  # artifacts (or fatbinary words) read from one manifest
 # A folder no build writes into: where a manifest read from an entry "looks beside itself".
 _NOWHERE = "/nonexistent/nvstage-build-record-entry"
@@ -562,17 +566,15 @@ def prune(folder: str | os.PathLike, keep: int = KEEP_BUILDS) -> int:
                 gone += 1
             except OSError:
                 pass
-    prune_traces(Path(rec.folder), [e.trace_file for e in rec.entries if id(e) in kept],
-                 runs[-keep].started)
+    _traces().prune_traces(Path(rec.folder), [e.trace_file for e in rec.entries
+                                              if id(e) in kept], runs[-keep].started)
     left = {re.sub(r"[^\w.-]", "_", e.build_id)[:200] for e in rec.entries
             if id(e) in kept and e.build_id}
     marks = Path(rec.folder) / "builds"
     for name in os.listdir(marks) if marks.is_dir() else ():
         if name not in left and re.match(r"^[\w.-]+$", name):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(marks / name)
-            except OSError:
-                pass
     return gone
 
 

@@ -1,5 +1,6 @@
 """The small documents a cache folder keeps beside its entries: the header sets of the
-direct mode, the notes about tools, and the remote tiers' figures.
+direct mode, the notes about tools, and the tiers' figures (``TierStats``: the local folder's,
+kept by every build, and each remote tier's, where one is configured).
 
 Header sets and notes are sealed like entries (``fsio.seal``): one that fails its seal reads
 as missing and is made again. The tiers' document is not: it decides nothing but whether a
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from nvstage import fsio
@@ -46,6 +48,41 @@ def header_set(d) -> tuple[list[str], str, str] | None:
         except ValueError:
             return None
     return names, digest, shadow
+
+
+@dataclass
+class TierStats:
+    """What one build (or, persisted, every build using a local folder) asked of a tier: the
+    local folder, or a remote tier (``remote/tiers.py``)."""
+
+    hits: int = 0
+    misses: int = 0
+    errors: int = 0  # faults: the tier went off
+    rejected: int = 0  # objects that were no acceptable entry (garbage, signatures)
+    stored: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    seconds: float = 0.0
+
+    def add(self, other: dict) -> None:
+        for k, v in other.items():
+            if k in self.__dataclass_fields__ and isinstance(v, (int, float)):
+                setattr(self, k, getattr(self, k) + v)
+
+    def to_json(self) -> dict:
+        d = dict(self.__dict__)
+        d["seconds"] = round(d["seconds"], 6)
+        return d
+
+
+def recorded_stats(old) -> tuple[TierStats, int]:
+    """A tier's figures as the cache folder keeps them, and the builds they cover (what is
+    malformed counts as nothing)."""
+    total = TierStats()
+    if not isinstance(old, dict):
+        return total, 0
+    total.add(old)
+    return total, old["builds"] if isinstance(old.get("builds"), int) else 0
 
 
 class Notes(CacheFolder):
@@ -100,9 +137,9 @@ class Notes(CacheFolder):
                      self._seal({"note": key, "value": value}), self._tmp())
 
     def tier_doc(self) -> dict:
-        """What ``remote/tiers.py`` keeps here: each tier's figures over all builds using this
-        folder ("stats": label -> figures) and tiers found down ("down": label -> until,
-        why).
+        """The tiers' document: each tier's figures over all builds using this folder
+        ("stats": label -> figures, ``add_tier_stats``) and, from ``remote/tiers.py``, remote
+        tiers found down ("down": label -> until, why) and their budgets ("budget").
         Unsealed: it decides nothing but whether a later build skips a tier for a while.
         {} when missing or unreadable."""
         try:
@@ -117,3 +154,21 @@ class Notes(CacheFolder):
             doc = self.tier_doc()
             change(doc)
             write_atomic(self.root / "tiers.json", json.dumps(doc).encode(), self._tmp())
+
+    def add_tier_stats(self, rows: Sequence[dict],
+                       also: Callable[[dict], None] | None = None) -> None:
+        """One build's figures, tier by tier (``{"tier": label, **TierStats.to_json()}``, the
+        local folder's first), added to those this folder keeps over every build ("stats":
+        label -> figures and builds, for ``nvstage cache``); ``also(doc)``, a remote tier's
+        own marks, under the same lock."""
+        def change(doc):
+            stats = doc.setdefault("stats", {})
+            if not isinstance(stats, dict):
+                stats = doc["stats"] = {}
+            for row in rows:
+                total, builds = recorded_stats(stats.get(row["tier"]))
+                total.add({k: v for k, v in row.items() if k != "tier"})
+                stats[row["tier"]] = {**total.to_json(), "builds": builds + 1}
+            if also is not None:
+                also(doc)
+        self.update_tier_doc(change)

@@ -16,9 +16,10 @@ import os
 import threading
 from dataclasses import dataclass
 
+from nvstage.compiler.cache.remote import named
 from nvstage.compiler.cache.remote.spec import (_ENV, DEFAULT_BACKOFF_S, ENV_BACKOFF, ENV_READ_ONLY,
-                                                ENV_REMOTE, ENV_REQUIRE_SIGNATURE,
-                                                ENV_SIGNING_KEY, ENV_VERIFY_KEY, parse_specs)
+                                                ENV_REQUIRE_SIGNATURE, ENV_SIGNING_KEY,
+                                                ENV_VERIFY_KEY, parse_specs)
 from nvstage.compiler.cache.remote.tier import RemoteTier, notice
 from nvstage.errors import RemoteCacheError
 
@@ -42,7 +43,7 @@ def configured(environ=None) -> Config | None:
     process for the same settings. Problems are collected, never raised: a tier that cannot
     be used is left out (or made read-only), and the build goes on."""
     environ = os.environ if environ is None else environ
-    value = environ.get(ENV_REMOTE, "").strip()
+    value = named(environ)
     if not value:
         return None
     ident = tuple(environ.get(k) for k in _ENV)

@@ -6,10 +6,10 @@ import os
 import time
 
 from nvstage.compiler.cache.local import Cache
+from nvstage.compiler.cache.local.notes import TierStats, recorded_stats
+from nvstage.compiler.cache.remote import named
 from nvstage.compiler.cache.remote.config import configure
-from nvstage.compiler.cache.remote.spec import ENV_REMOTE
-from nvstage.compiler.cache.remote.tier import TierStats
-from nvstage.compiler.cache.remote.tiers import down_now, recorded_stats
+from nvstage.compiler.cache.remote.tiers import down_now
 from nvstage.paths import base_dir, base_dir_problem
 
 def describe(cache: Cache, environ=None) -> list[dict] | None:
@@ -23,8 +23,9 @@ def describe(cache: Cache, environ=None) -> list[dict] | None:
     down = doc.get("down") if isinstance(doc.get("down"), dict) else {}
     config = None
     problems: list[str] = []
-    if environ.get(ENV_REMOTE, "").strip():
-        config = configure(environ[ENV_REMOTE].strip(), environ)
+    value = named(environ)
+    if value:
+        config = configure(value, environ)
         problems = config.problems
     labels = [t.label for t in config.tiers] if config else []
     recorded = [k for k in stats if k != "local" and k not in labels]

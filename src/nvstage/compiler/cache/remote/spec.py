@@ -21,9 +21,9 @@ import os
 import urllib.parse
 from dataclasses import dataclass, field
 
+from nvstage.compiler.cache.remote import ENV_REMOTE
 from nvstage.errors import RemoteCacheError
 
-ENV_REMOTE = "NVSTAGE_REMOTE_CACHE"  # the tiers (the backends are imported only when set)
 ENV_USER = "NVSTAGE_REMOTE_USER"  # a server's credentials
 ENV_PASSWORD = "NVSTAGE_REMOTE_PASSWORD"
 ENV_TOKEN = "NVSTAGE_REMOTE_TOKEN"

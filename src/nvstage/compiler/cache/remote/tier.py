@@ -1,12 +1,13 @@
 """One remote tier, for the whole process: its backend (opened on first use), whether it is on,
-whether it may be written, and how its entries are signed and checked; and its figures.
+whether it may be written, and how its entries are signed and checked; its figures are counted
+in the caller's ``TierStats`` (``cache/local/notes.py``).
 
 Faults never fail a build. Each operation is bounded (``deadline.py``); a fault (down, killed,
 stopped, not the protocol) turns the tier off for the rest of the invocation, with one line
 (``notice``), and so does waiting on it past its budget (``budget.py``); a server that refuses
-writes (full) keeps serving reads, and the build stops writing to it. An object that is not an entry of ours (garbage in a key, a bad signature) is a
-rejected miss: the tier stays on, and a writer's fresh result replaces it. The backends are
-imported only when a tier is first used.
+writes (full) keeps serving reads, and the build stops writing to it. An object that is not an
+entry of ours (garbage in a key, a bad signature) is a rejected miss: the tier stays on, and a
+writer's fresh result replaces it. The backends are imported only when a tier is first used.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nvstage.compiler.cache.remote.protocol import Backend, Fault, Refused
@@ -24,6 +24,7 @@ from nvstage.compiler.cache.remote.objects import Rejected, object_name, pack, u
 from nvstage.errors import RemoteCacheError
 
 if TYPE_CHECKING:
+    from nvstage.compiler.cache.local.notes import TierStats
     from nvstage.compiler.cache.remote.spec import Spec
 
 
@@ -57,30 +58,6 @@ def notice(line: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
-
-
-@dataclass
-class TierStats:
-    """What one build (or, persisted, every build using a local folder) asked of a tier."""
-
-    hits: int = 0
-    misses: int = 0
-    errors: int = 0  # faults: the tier went off
-    rejected: int = 0  # objects that were no acceptable entry (garbage, signatures)
-    stored: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    seconds: float = 0.0
-
-    def add(self, other: dict) -> None:
-        for k, v in other.items():
-            if k in self.__dataclass_fields__ and isinstance(v, (int, float)):
-                setattr(self, k, getattr(self, k) + v)
-
-    def to_json(self) -> dict:
-        d = dict(self.__dict__)
-        d["seconds"] = round(d["seconds"], 6)
-        return d
 
 
 class RemoteTier:

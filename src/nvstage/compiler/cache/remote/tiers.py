@@ -17,12 +17,13 @@ from collections.abc import Sequence
 
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.store.folder import MAX_DOC_BYTES
-from nvstage.compiler.cache.local.notes import header_set
+from nvstage.compiler.cache.local.notes import TierStats, header_set
 from nvstage.compiler.cache.remote.budget import GAP_SECONDS, Budget
 from nvstage.compiler.cache.remote.config import Config, backoff_seconds, configured
 from nvstage.compiler.cache.remote.objects import MAX_OBJECT
-from nvstage.compiler.cache.remote.tier import RemoteTier, TierStats, notice
+from nvstage.compiler.cache.remote.tier import RemoteTier, notice
 from nvstage.compiler.buildlog.current import build_identity
+from nvstage.errors import CacheError
 
 _MAX_SETS = 8
 
@@ -211,6 +212,11 @@ class Tiers:
             spent[label] = {"build": self.build, "waited": round(waited + budget.waited, 6),
                             "stake": round(stake + budget.stake, 6), "last": now}
 
+    def record(self) -> None:
+        """Add this build's figures, and what each tier cost it, to those the local folder
+        keeps (``nvstage cache``)."""
+        self.cache.add_tier_stats(self.to_json(), self.add_spent)
+
     def to_json(self) -> list[dict]:
         """This build's figures, tier by tier (the local folder first)."""
         out = [{"tier": "local", **self.local.to_json()}]
@@ -247,41 +253,17 @@ def _sets(doc: dict) -> list[tuple[list[str], str, str]]:
 
 
 def open_tiers(cache: Cache | None) -> Tiers | None:
-    """One build's tiers behind ``cache`` (None without a local cache or a remote one)."""
+    """One build's tiers behind ``cache`` (None without a local cache or a remote one, or
+    when they cannot be opened: a remote tier never fails a build)."""
     if cache is None:
         return None
     config = configured()
     if config is None or not config.tiers:
         return None
-    return Tiers(cache, config)
-
-
-def record(cache: Cache, tiers: Tiers | None, local: TierStats | None = None) -> None:
-    """Add one build's figures to those the local folder keeps (``nvstage cache``)."""
-    rows = tiers.to_json() if tiers is not None else \
-        [{"tier": "local", **(local or TierStats()).to_json()}]
-
-    def change(doc):
-        stats = doc.setdefault("stats", {})
-        if not isinstance(stats, dict):
-            stats = doc["stats"] = {}
-        for row in rows:
-            total, builds = recorded_stats(stats.get(row["tier"]))
-            total.add({k: v for k, v in row.items() if k != "tier"})
-            stats[row["tier"]] = {**total.to_json(), "builds": builds + 1}
-        if tiers is not None:
-            tiers.add_spent(doc)
-    cache.update_tier_doc(change)
-
-
-def recorded_stats(old) -> tuple[TierStats, int]:
-    """A tier's figures as the cache folder keeps them, and the builds they cover (what is
-    malformed counts as nothing)."""
-    total = TierStats()
-    if not isinstance(old, dict):
-        return total, 0
-    total.add(old)
-    return total, old["builds"] if isinstance(old.get("builds"), int) else 0
+    try:
+        return Tiers(cache, config)
+    except (OSError, CacheError):
+        return None
 
 
 def down_now(mark, now: float) -> bool:

@@ -23,7 +23,8 @@ stage that assembles a file mentioning it is not stored (``headers.not_cacheable
 Tiers (``remote/tiers.py``). Behind the local folder, remote tiers (``NVSTAGE_REMOTE_CACHE``): a
 stage that misses locally is looked up there under the same keys, and a hit is written into the
 local folder and restored from it like a local one; a header set missing locally is looked up
-there too. A stage that ran is stored locally, then pushed to the tiers that take writes.
+there too. A stage that ran is stored locally, then pushed to the tiers that take writes. None
+named, nothing of ``remote/`` is imported (the local folder's ``TierStats`` are kept as ever).
 
 A base folder (``NVSTAGE_BASE_DIR``, ``keys.Place``): the stages' arguments get the paths under
 it relative to the current folder, whether or not the cache is on, so that a build's outputs
@@ -59,9 +60,8 @@ from nvstage.compiler.cache.local.entries import Binding, Printed
 from nvstage.compiler.store import hash_memo
 from nvstage.compiler.cache.local.eviction import Counters
 from nvstage.compiler.store.folder import MAX_DOC_BYTES, Scratch, read_file
-from nvstage.compiler.cache.local.notes import headers_digest
-from nvstage.compiler.cache.remote.tier import TierStats
-from nvstage.compiler.cache.remote.tiers import Tiers, open_tiers, record as record_tiers
+from nvstage.compiler.cache.local.notes import TierStats, headers_digest
+from nvstage.compiler.cache import remote
 from nvstage.compiler.nvcc.depfile import marked_files
 from nvstage.compiler.nvcc.graph import Graph
 from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind
@@ -237,11 +237,11 @@ class StageCache:
         self._places_of: dict[tuple, tuple[list[str], list]] = {}  # and its places, layout
         self._presence = Presence()
         self.local = TierStats()  # the local folder's figures for this build
-        self.tiers: Tiers | None = None
-        try:
-            self.tiers = open_tiers(cache)
-        except (OSError, CacheError):
-            self.tiers = None  # a remote tier never fails a build
+        self.tiers = None  # remote/tiers.Tiers, where a remote tier is named
+        if cache is not None and remote.named():  # else nothing of remote/ is imported
+            from nvstage.compiler.cache.remote.tiers import open_tiers
+
+            self.tiers = open_tiers(cache)  # None where they fail: never a build's failure
         if self.tiers is not None:
             self.tiers.local = self.local
         self._reads: dict[int, list[str]] = {}  # host-compiler stage -> the files it read
@@ -295,7 +295,10 @@ class StageCache:
             try:
                 if self.counters.hits or self.counters.misses:
                     self.cache.record(self.counters)
-                    record_tiers(self.cache, self.tiers, self.local)
+                    if self.tiers is not None:  # the local folder's figures among theirs
+                        self.tiers.record()
+                    else:
+                        self.cache.add_tier_stats([{"tier": "local", **self.local.to_json()}])
                 if self.counters.stored:
                     self.cache.evict()
                 if self.keys.hasher.kept is not None:
