@@ -53,7 +53,7 @@ def timed(mod, name, label):
             marks.append((label, s - t0, time.perf_counter() - s))
     setattr(mod, name, g)
 timed(D, "run_stage", "stage")
-timed(D, "_plan_words", "plan")
+timed(D, "plan_words", "plan")
 answered = []
 hooks = L.Hooks(answered=lambda code: answered.append(time.perf_counter() - t0))
 t0 = time.perf_counter()

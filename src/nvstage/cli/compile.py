@@ -96,17 +96,24 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
         if req.via == "nvrtc":
             build = _compile_nvrtc(req, toolkit, keep, cwd)
         elif req.via == "nvcc":
-            from nvstage.compiler.pipeline.driver import compile as run_compile
-            from nvstage.compiler.cache.command.compile_answer import Remember, whole_ok
-            from nvstage.report.terminal.progress import LiveStages
+            from nvstage.compiler.pipeline.planning import ask_ahead, words_for
 
-            if cwd != GONE and whole_ok(argv, os.environ, terminal=_terminal()):
-                remember = Remember(argv, nvcc, toolkit.nvcc, toolkit.source, started_ns,
-                                    cwd, os.environ)
-            with LiveStages() as live:
-                build = run_compile(req.source, req.options, toolkit=toolkit, keep=keep, cwd=cwd,
-                                    observer=live, jobs=req.jobs, cache=not req.no_cache,
-                                    on_built=remember.on_built if remember else None)
+            # nvcc plans while the pipeline below is imported (``planning``).
+            with ask_ahead(toolkit.nvcc, words_for(os.fspath(req.source), req.options),
+                           os.path.abspath(cwd), remember=not req.no_cache,
+                           kept=keep is not None) as ahead:
+                from nvstage.compiler.pipeline.driver import compile as run_compile
+                from nvstage.compiler.cache.command.compile_answer import Remember, whole_ok
+                from nvstage.report.terminal.progress import LiveStages
+
+                if cwd != GONE and whole_ok(argv, os.environ, terminal=_terminal()):
+                    remember = Remember(argv, nvcc, toolkit.nvcc, toolkit.source, started_ns,
+                                        cwd, os.environ)
+                with LiveStages() as live:
+                    build = run_compile(req.source, req.options, toolkit=toolkit, keep=keep,
+                                        cwd=cwd, observer=live, jobs=req.jobs,
+                                        cache=not req.no_cache, ahead=ahead,
+                                        on_built=remember.on_built if remember else None)
         else:
             raise UsageError(f"unknown --via {req.via!r}", hint="choose nvcc, nvrtc or triton")
         from nvstage.report.terminal.build import render_build, whole_view  # progress.warm_up
@@ -128,23 +135,7 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
 
 
 def _compile_nvrtc(req, toolkit, keep, cwd: str):
-    from pathlib import Path
-
-    from nvstage.compiler.pipeline.driver import check_source
     from nvstage.compiler.nvrtc import compile_nvrtc
-    from nvstage.errors import UsageError
 
-    check_source(Path(req.source), req.source)
-    if req.options.output and _same_file(req.options.output, req.source):
-        raise UsageError(f"-o {req.options.output} is the source: the build would overwrite "
-                         "it", hint="give -o another name")
     return compile_nvrtc(req.source, req.options, toolkit=toolkit, keep=keep, cwd=cwd,
                          name_expressions=req.name_exprs)
-
-
-def _same_file(a: str, b: str) -> bool:
-    import os
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):
-        return False

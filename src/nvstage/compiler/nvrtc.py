@@ -32,8 +32,9 @@ from nvstage.compiler.nvcc.options import CompileOptions, render_flags
 from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind
 from nvstage.compiler.manifest.model import Artifact, Build, StageRun
 from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit
+from nvstage.compiler.pipeline.driver import check_source
 from nvstage.compiler.pipeline.workdir import finish, work_folder
-from nvstage.errors import InputNotFound, NvstageError, RuntimeCompileFailed, UsageError
+from nvstage.errors import NvstageError, RuntimeCompileFailed, UsageError
 
 DEFAULT_ARCH = "sm_75"  # nvcc 13's default; NVRTC's own default (compute_75) gives PTX only
 _REAL = re.compile(r"^sm_(\d+)([af]?)$")
@@ -329,10 +330,12 @@ def compile_nvrtc(
     if not given:
         raise UsageError("no source to compile")
     srcs = [Path(cwd, s).resolve() for s in given]
+    out = Path(cwd, options.output) if options.output else None
     for s, g in zip(srcs, given):
-        if not s.is_file():
-            raise InputNotFound(f"no such file: {g}",
-                                hint="check the path; it is taken relative to the current folder")
+        check_source(s, g)
+        if out is not None and _same_file(out, s):
+            raise UsageError(f"-o {options.output} is the source: the build would overwrite it",
+                             hint="give -o another name")
     stems = [s.name.rsplit(".", 1)[0] for s in srcs]
     if len(set(stems)) != len(stems):
         raise UsageError(f"two sources share a name ({', '.join(map(str, given))}): their "
@@ -537,3 +540,10 @@ def source_excerpt(log: str, texts: dict[str, str], context: int = 1, limit: int
             prev = n
         chunks.append("\n".join(out[: limit + 1]))
     return "\n".join(chunks)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False

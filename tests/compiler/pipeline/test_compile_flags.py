@@ -100,7 +100,7 @@ def test_native_with_no_gpu_says_which_arch_nvcc_chose(cli, toolkit, tree, monke
 
 
 def test_xcompiler_value_with_a_space_stays_one_word(toolkit, tree):
-    from nvstage.compiler.pipeline.driver import make_plan
+    from nvstage.compiler.pipeline.planning import make_plan
 
     opts = CompileOptions(include_dirs=(INC,), extra=("-Xcompiler", "-Wl,-rpath,/a b"))
     plan, _, _ = make_plan(SRC, opts, toolkit, tree / "out dir", str(tree))
@@ -109,7 +109,7 @@ def test_xcompiler_value_with_a_space_stays_one_word(toolkit, tree):
 
 
 def test_an_extra_input_file_with_a_space(toolkit, tree):
-    from nvstage.compiler.pipeline.driver import make_plan
+    from nvstage.compiler.pipeline.planning import make_plan
 
     (tree / "src dir/b.cu").write_text("__global__ void b() {}\n")
     opts = CompileOptions(include_dirs=(INC,), compile_only=True, extra=("src dir/b.cu",))
@@ -118,7 +118,7 @@ def test_an_extra_input_file_with_a_space(toolkit, tree):
 
 def test_a_path_nvcc_opens_itself_with_a_blank_is_refused_clearly(toolkit, tree):
     from nvstage.errors import UsageError
-    from nvstage.compiler.pipeline.driver import make_plan
+    from nvstage.compiler.pipeline.planning import make_plan
 
     opts = CompileOptions(include_dirs=(INC,), extra=("-ccbin", "/my cc/g++"))
     with pytest.raises(UsageError, match="nvcc reads '/my cc/g\\+\\+' itself"):

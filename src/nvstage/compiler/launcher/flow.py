@@ -503,49 +503,53 @@ def remove_nvcc_temps(pid: int, started_ns: int) -> None:
 
 def _staged(nvcc: str, args: list[str], cwd: str, entry, after: list) -> int | None:
     """The command through nvstage's pipeline; None when plain nvcc must run it instead."""
-    from nvstage.compiler.pipeline.driver import compile_command
-    from nvstage.compiler.pipeline.request import Callbacks
-    from nvstage.compiler.pipeline.jobserver import JobServer, jobs_in_build
     from nvstage.compiler.nvcc.grammar import grammar_for
+    from nvstage.compiler.pipeline.planning import ask_ahead
     from nvstage.compiler.toolkit.locate import find_toolkit
-    from nvstage.errors import StageFailed
 
     toolkit = find_toolkit(nvcc)
     staged = understand(args, grammar_for(toolkit.nvcc), cwd, dict(os.environ))
     if isinstance(staged, Fallback):
         entry.reason = staged.reason
         return None
-    # Inside a build: one stage at a time on the slot the build gave this command, more only
-    # on tokens from its jobserver, or as $NVSTAGE_JOBS says.
-    from nvstage.compiler.pipeline.scheduler import default_jobs
+    cache = os.environ.get("NVSTAGE_CACHE", "1") != "0"
+    # nvcc plans while the pipeline below is imported (``planning``).
+    with ask_ahead(toolkit.nvcc, list(args), cwd, remember=cache) as ahead:
+        from nvstage.compiler.pipeline.driver import compile_command
+        from nvstage.compiler.pipeline.request import Callbacks
+        from nvstage.compiler.pipeline.jobserver import JobServer, jobs_in_build
+        from nvstage.compiler.pipeline.scheduler import default_jobs
+        from nvstage.errors import StageFailed
 
-    jobs = jobs_in_build()
-    slots = JobServer.from_env() if jobs is None else None
-    started_ns = time.time_ns()
+        # Inside a build: one stage at a time on the slot the build gave this command, more
+        # only on tokens from its jobserver, or as $NVSTAGE_JOBS says.
+        jobs = jobs_in_build()
+        slots = JobServer.from_env() if jobs is None else None
+        started_ns = time.time_ns()
 
-    def remember(build, work, seen):  # what a later identical command is answered from
-        from nvstage.compiler.cache.command.entry import CommandLine, outputs_of, record
+        def remember(build, work, seen):  # what a later identical command is answered from
+            from nvstage.compiler.cache.command.entry import CommandLine, outputs_of, record
 
-        out = "".join(r.stdout for r in build.runs)
-        err = said_while_planning(build) + "".join(r.stderr for r in build.runs)
-        record(CommandLine(nvcc, args, cwd, dict(os.environ)), build, work,
-               outputs_of(build, cwd, work), out, err, started_ns, seen=seen,
-               build_doc=entry.build)
+            out = "".join(r.stdout for r in build.runs)
+            err = said_while_planning(build) + "".join(r.stderr for r in build.runs)
+            record(CommandLine(nvcc, args, cwd, dict(os.environ)), build, work,
+                   outputs_of(build, cwd, work), out, err, started_ns, seen=seen,
+                   build_doc=entry.build)
 
-    try:
-        build = compile_command(args, toolkit=toolkit, cwd=cwd, source=staged.source,
-                                jobs=jobs or (default_jobs() if slots else 1), slots=slots,
-                                depfile=staged.depfile,
-                                cache=os.environ.get("NVSTAGE_CACHE", "1") != "0",
-                                callbacks=Callbacks(on_built=remember, later=after))
-    except StageFailed as e:
-        # nvcc's own diagnostics and exit status, exactly: it runs the command again.
-        entry.status, entry.reason = "failed", f"stage {e.stage_index} ({e.stage_kind}) failed"
-        entry.build = e.build_doc if hasattr(e, "build_doc") else None
-        return _plain(nvcc, args, cwd)
-    finally:
-        if slots is not None:
-            slots.close()
+        try:
+            build = compile_command(args, toolkit=toolkit, cwd=cwd, source=staged.source,
+                                    jobs=jobs or (default_jobs() if slots else 1), slots=slots,
+                                    depfile=staged.depfile, cache=cache, ahead=ahead,
+                                    callbacks=Callbacks(on_built=remember, later=after))
+        except StageFailed as e:
+            # nvcc's own diagnostics and exit status, exactly: it runs the command again.
+            entry.status = "failed"
+            entry.reason = f"stage {e.stage_index} ({e.stage_kind}) failed"
+            entry.build = e.build_doc if hasattr(e, "build_doc") else None
+            return _plain(nvcc, args, cwd)
+        finally:
+            if slots is not None:
+                slots.close()
     _replay_output(build)
     entry.status = "ok"
     entry.build = build.to_json()  # what the cache stores is stored after the answer

@@ -16,8 +16,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import re
-import shutil
 import stat
 import sys
 import time
@@ -31,21 +29,19 @@ from nvstage.compiler.cache.stage.lazy import Diverged
 from nvstage.compiler.cache.stage.stage_cache import Runner, StageCache, open_cache
 from nvstage.compiler.nvcc.graph import build_graph
 from nvstage.compiler.pipeline.observer import Observer
+from nvstage.compiler.pipeline.planning import Ahead, make_plan, plan_words
 from nvstage.compiler.pipeline.request import Callbacks, Planned, Request
 from nvstage.compiler.nvcc.options import CompileOptions, check_archs
-from nvstage.compiler.nvcc.placeholders import Placeholders
-from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind, parse_dryrun
+from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind
 from nvstage.compiler.nvcc.ptxas_report import with_figures
 from nvstage.compiler.manifest.model import MANIFEST, Artifact, Build, StageRun, stage_arch
 from nvstage.compiler.pipeline.scheduler import default_jobs, schedule
 from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit, missing_header_hint
 from nvstage.compiler.pipeline.workdir import clear_planted, finish, finish_interrupted, work_folder
-from nvstage.errors import (InputNotFound, NvstageError, PlanError, StageFailed, ToolkitError,
-                            ToolMissing, UsageError, WriteError)
+from nvstage.errors import (InputNotFound, NvstageError, PlanError, StageFailed, ToolMissing, UsageError, WriteError)
 from nvstage.compiler.buildlog.current import log_folder
 from nvstage.compiler.nvcc.depfile import depfile_options, marked_files, render_marked
 from nvstage.compiler.nvcc.grammar import grammar_for, last_value
-from nvstage.compiler.nvcc.time_trace import Tracer, GRANULARITY, own_request, request_from_args
 
 
 def compile(  # noqa: A001 - the verb users expect
@@ -59,6 +55,7 @@ def compile(  # noqa: A001 - the verb users expect
     jobs: int | None = None,
     cache: bool | str | os.PathLike | Cache = True,
     on_built=None,
+    ahead: Ahead | None = None,
 ) -> Build:
     """Compile ``source`` as nvcc would, one stage at a time.
 
@@ -67,7 +64,8 @@ def compile(  # noqa: A001 - the verb users expect
     manifest is written first when ``keep`` is given). ``jobs``: how many stages may run at
     once (None: one per core available); ``cache``: reuse stages whose inputs are unchanged
     (True: the user cache folder, ``$NVSTAGE_CACHE_DIR`` or ``~/.cache/nvstage``; a path or a
-    ``Cache``: that one; False: off). ``on_built``: as ``compile_command``'s.
+    ``Cache``: that one; False: off). ``on_built``: as ``compile_command``'s. ``ahead``: the
+    plan asked before this was called (``planning.ask_ahead``), taken if it is this build's.
     """
     t_start = time.perf_counter()
     options = options or CompileOptions()
@@ -90,7 +88,7 @@ def compile(  # noqa: A001 - the verb users expect
         try:
             plan, dryrun_argv, plan_seconds = make_plan(os.fspath(source), options, toolkit,
                                                         work, cwd, remember=store is not None,
-                                                        kept=keep is not None)
+                                                        kept=keep is not None, ahead=ahead)
         except PlanError:
             # nvcc refused the plan: an arch it does not know is said in nvstage's words,
             # with the ones it does (asked only now: two nvcc processes a build would pay).
@@ -117,6 +115,7 @@ def compile_command(
     slots=None,
     cache: bool | str | os.PathLike | Cache = True,
     callbacks: Callbacks | None = None,
+    ahead: Ahead | None = None,
 ) -> Build:
     """Run an nvcc command line (``args``, as a build system gave it, without nvcc) stage by
     stage: the launcher's build. nvcc plans it with its words unchanged (and ``--dryrun``, its
@@ -125,7 +124,7 @@ def compile_command(
     ``slots``: job slots lent by the build (``jobserver.JobServer``), up to ``jobs``.
     ``callbacks`` (``request.Callbacks``): ``on_built`` is where the launcher records what a
     later hit needs; with ``later`` the resident server's child answers its client first
-    (``compiler/launcher/resident/server.py``)."""
+    (``compiler/launcher/resident/server.py``). ``ahead``: as ``compile``'s."""
     t_start = time.perf_counter()
     callbacks = callbacks or Callbacks()
     later = callbacks.later
@@ -137,8 +136,9 @@ def compile_command(
     folder = work_folder(None, cwd)
     work = folder.__enter__()
     try:
-        plan, dryrun_argv, plan_seconds = _plan_words(list(args), toolkit, work, cwd,
-                                                      remember=store is not None, kept=False)
+        plan, dryrun_argv, plan_seconds = plan_words(list(args), toolkit, work, cwd,
+                                                     remember=store is not None, kept=False,
+                                                     ahead=ahead)
         mine: list = []
         request = Request(str(Path(cwd, source)), CompileOptions(extra=tuple(args)), toolkit,
                           cwd, jobs=jobs, depfile=depfile,
@@ -189,7 +189,8 @@ def _build(planned: Planned, request: Request, work: Path, store, callbacks: Cal
     # The cache runs stages through run_stage without importing the driver (and a test
     # may stand in for it).
     tracer = None
-    if trace is not None:
+    if trace is not None:  # a traced build only: the trace's modules stay off the cold path
+        from nvstage.compiler.nvcc.time_trace import Tracer
 
         tracer = Tracer(trace, str(work), plan.runnable)
     runner = run_stage if depfile is None and tracer is None else \
@@ -367,116 +368,6 @@ def check_outputs(plan: Plan, cwd: str) -> None:
                                  hint="give -o another name (nvcc would overwrite the input)")
 
 
-def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path,
-              cwd: str, *, remember: bool = False,
-              kept: bool = True) -> tuple[Plan, list[str], float]:
-    """Ask nvcc for its plan with the same flags, and parse it.
-
-    ``source`` is passed as the user wrote it (relative stays relative): nvcc derives
-    ``__FILE__`` and its diagnostics from it, and what we build must be what nvcc builds.
-    """
-    # A name that starts with '-' is spelt ./-dash.cu, or nvcc (and its tools) read it as an
-    # option; the CLI's path type drops the "./" the user wrote. nvcc still derives -dash.o
-    # from it. nvcc's own check of the PTX it wrote (ptxas -arch=compute_90 -dash.ptx) fails
-    # on the derived name, plain nvcc too: that name is given as ./-dash.ptx instead.
-    output = options.output
-    if not output and options.stop == "ptx" and os.path.basename(source).startswith("-"):
-        output = os.path.splitext(os.path.basename(source))[0] + ".ptx"
-    source, output = (os.path.join(os.curdir, p) if p and p.startswith("-") else p
-                      for p in (source, output))
-    words = [*options.nvcc_args(), source, *(["-o", output] if output else [])]
-    return _plan_words(words, toolkit, work, cwd, remember=remember, kept=kept)
-
-
-def _plan_words(words: list[str], toolkit: Toolkit, work: Path, cwd: str, *,
-                remember: bool = False, kept: bool = True) -> tuple[Plan, list[str], float]:
-    """nvcc's plan for ``words`` (its arguments, in order), in ``work``; with ``remember``,
-    from the plan memo when nvcc printed it before (``plan_memo``).
-
-    ``kept``: the intermediates are named as ``nvcc --keep`` names them (``vadd.cudafe1.cpp``),
-    for a folder people read. Otherwise as a plain nvcc run names them, with its $TMPDIR the
-    work folder and its pid a fixed ``00000000`` (``tmpxft_00000000_00000000-6_vadd.cudafe1.cpp``):
-    gcc writes the name into the object's file symbol, and ptxas, with ``-G``, into the cubin,
-    so an object is plain nvcc's byte for byte only with plain nvcc's names (and its plan: no
-    ``--keep`` means no standalone .fatbin, and a cleanup stage)."""
-    from nvstage.compiler.pipeline import plan_memo
-
-    ph = Placeholders()
-    shown_work = ph.sub(str(work))
-    kept = kept or shown_work != str(work)  # $TMPDIR cannot be a placeholder
-    argv = [toolkit.nvcc, "--dryrun", *(["--keep", "--keep-dir", shown_work] if kept else [])]
-    argv += ph.sub_words(words)
-    k = plan_memo.key(toolkit.nvcc, ["keep" if kept else "tmpxft", *words], cwd,
-                      os.environ) if remember else None
-    t0 = time.perf_counter()
-    text = plan_memo.lookup(k, shown_work, os.environ)
-    if text is None:
-        try:
-            # The plan's names must come back as the bytes they are: "replace" made a name
-            # with a byte that is not UTF-8 another file's name (U+FFFD), which was then
-            # compiled.
-            cp = proc.run(argv, cwd=cwd, timeout=120, errors="surrogateescape",
-                          tmpdir=None if kept else str(work))
-        except ToolMissing as e:
-            raise ToolkitError(str(e), hint="check --nvcc / $NVSTAGE_NVCC") from e
-        if cp.returncode != 0:
-            msg = "\n".join(line for line in (cp.stderr + cp.stdout).splitlines()
-                            if not line.startswith("#$ ")).strip()
-            said = ph.restore(msg) or f"exit {cp.returncode}"
-            raise PlanError(f"nvcc rejected the build: {said}",
-                            hint="check the flags; nvcc's own message is above")
-        text = cp.stderr if kept else _fixed_pid(cp.stderr)
-        if k is not None:
-            plan_memo.store(k, text, shown_work, os.environ)
-        seconds = cp.seconds
-    else:
-        seconds = time.perf_counter() - t0
-    plan = ph.restore_plan(parse_dryrun(text))
-    _resolve_tools(plan)
-    _check_fatbinary_names(plan)
-    shown = [ph.restore(a) for a in argv]
-    return plan, shown if kept else ["env", f"TMPDIR={work}", *shown], seconds
-
-
-# nvcc's temporary names: tmpxft_<its pid>_<a count>-<a number per kind>_<the input's name>.
-_TMPXFT = re.compile(r"(?<![\w.-])tmpxft_([0-9a-f]{8})_[0-9a-f]{8}-\d+_")
-
-
-def _fixed_pid(text: str) -> str:
-    """The plan with nvcc's pid in its temporary names made ``00000000``: the same names each
-    time (stage cache keys and the plan cache see them), as long as plain nvcc's."""
-    pids = set(_TMPXFT.findall(text))
-    if len(pids) != 1:
-        return text
-    return text.replace(f"tmpxft_{pids.pop()}_", "tmpxft_00000000_")
-
-
-def _resolve_tools(plan: Plan) -> None:
-    """Name each stage's program by its full path, found on the PATH nvcc's plan sets.
-
-    The manifest then says exactly which binary ran, and a reproduction needs no PATH.
-    """
-    search = plan.variables.get("PATH", os.environ.get("PATH", ""))
-    for s in plan.runnable:
-        if os.sep not in s.argv[0]:
-            found = shutil.which(s.argv[0], path=search)
-            if found:
-                s.argv[0] = os.path.normpath(found)
-
-
-def _check_fatbinary_names(plan: Plan) -> None:
-    # fatbinary splits --image3=kind=..,file=PATH on commas and drops double quotes itself, so
-    # such names fail there (plain nvcc fails too); say so before any stage runs.
-    for s in plan.runnable:
-        if s.kind in (StageKind.FATBINARY, StageKind.DLINK_FATBINARY):
-            for p in s.inputs:
-                if '"' in p or "," in p:
-                    raise UsageError(
-                        f"fatbinary cannot take a file name containing a double quote or a "
-                        f"comma: {p}",
-                        hint="rename the file (or the --keep-dir folder); nvcc fails on it too")
-
-
 def stage_env(plan: Plan) -> dict[str, str]:
     """The environment nvcc gives its tools: ours, overlaid with the plan's NAME=value lines."""
     env = dict(os.environ)
@@ -581,6 +472,7 @@ def _trace_request(words: list[str], output: str | None, toolkit: Toolkit, *,
     own = cwd is not None and os.environ.get("NVSTAGE_TIME_TRACE") == "1"
     if not own and not any("time-trace" in w for w in words):
         return None  # no grammar read for the common case
+    from nvstage.compiler.nvcc.time_trace import GRANULARITY, own_request, request_from_args
 
     grammar = grammar_for(toolkit.nvcc)
     args = grammar.parse(words)
