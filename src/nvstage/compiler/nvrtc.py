@@ -32,7 +32,6 @@ from nvstage.compiler.nvcc.options import CompileOptions, render_flags
 from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind
 from nvstage.compiler.manifest.model import Artifact, Build, StageRun
 from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit
-from nvstage.compiler.pipeline.driver import check_source
 from nvstage.compiler.pipeline.workdir import finish, work_folder
 from nvstage.errors import NvstageError, RuntimeCompileFailed, UsageError
 
@@ -331,6 +330,8 @@ def compile_nvrtc(
         raise UsageError("no source to compile")
     srcs = [Path(cwd, s).resolve() for s in given]
     out = Path(cwd, options.output) if options.output else None
+    from nvstage.compiler.pipeline.driver import check_source  # the pipeline: where compiled
+
     for s, g in zip(srcs, given):
         check_source(s, g)
         if out is not None and _same_file(out, s):

@@ -77,7 +77,7 @@ def test_a_plan_in_the_memo_is_not_asked_again(toolkit, src, monkeypatch, tmp_pa
         assert ahead.scratch is not None
 
 
-def test_a_cache_folder_not_yet_made_is_not_asked(toolkit, src, monkeypatch, tmp_path):
+def test_a_cache_folder_not_yet_made_is_not_looked_up(toolkit, src, monkeypatch, tmp_path):
     # Its key would remember nvcc's names in this process before the folder holds their
     # note: the next hit, in a process of its own, would read nvcc's 35 MB to find them.
     from nvstage.compiler.nvcc import environment
@@ -87,6 +87,29 @@ def test_a_cache_folder_not_yet_made_is_not_asked(toolkit, src, monkeypatch, tmp
     with ask_ahead(toolkit.nvcc, words_for("vadd.cu", OPTS), str(src), remember=True) as ahead:
         assert ahead.scratch is not None
     assert environment._memo == {}
+
+
+def test_a_build_that_failed_waits_for_no_plan_and_leaves_no_folder(toolkit, src):
+    # nvcc's answer for a build that raised is never taken: the error is said without it.
+    from nvstage.errors import InputNotFound
+
+    with pytest.raises(InputNotFound):
+        with ask_ahead(toolkit.nvcc, words_for("vadd.cu", OPTS), str(src),
+                       remember=False) as ahead:
+            scratch = ahead.scratch
+            nvs_compile("gone.cu", OPTS, toolkit=toolkit, cwd=src, cache=False, ahead=ahead)
+    assert not os.path.exists(scratch)
+    ahead._thread.join()  # nvcc, in a folder gone, finishes all the same
+    assert not os.path.exists(scratch)
+
+
+def test_words_the_build_will_refuse_are_not_asked_ahead(toolkit, src, monkeypatch):
+    def refuse(self, words):
+        raise planning.UsageError("a name that cannot be given to nvcc")
+
+    monkeypatch.setattr(planning.Placeholders, "sub_words", refuse)
+    with ask_ahead(toolkit.nvcc, words_for("vadd.cu", OPTS), str(src), remember=False) as ahead:
+        assert ahead.scratch is None
 
 
 def test_nvcc_that_cannot_start_is_said_where_the_plan_is_taken(toolkit, src, tmp_path):

@@ -63,16 +63,24 @@ class Ahead:
             raise got
         if got is None:  # taken already
             return None
+        real = os.path.realpath(self.scratch)
+        if real != self.scratch and real in got.stderr + got.stdout:
+            return None  # the folder under another name: not this text's to rewrite
         return proc.Completed(got.argv, got.returncode, work.join(got.stdout.split(self.scratch)),
                               work.join(got.stderr.split(self.scratch)), got.seconds)
 
     def __enter__(self) -> Ahead:
         return self
 
-    def __exit__(self, *exc) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            shutil.rmtree(self.scratch, ignore_errors=True)
+    def __exit__(self, kind, *exc) -> None:
+        # A build that failed does not wait for an answer it will not take: nvcc, on a daemon
+        # thread, ends with this process (``proc``'s children do) or finishes in a folder gone.
+        try:
+            if self._thread is not None and kind is None:
+                self._thread.join()
+        finally:
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def ask_ahead(nvcc: str, words: list[str], cwd: str, *, remember: bool,
@@ -84,17 +92,25 @@ def ask_ahead(nvcc: str, words: list[str], cwd: str, *, remember: bool,
     from nvstage.compiler.pipeline import leftovers
 
     ph = Placeholders()
-    if kept or ph.sub_words(words) != list(words) or any(c in cwd for c in '"`\\') or \
+    try:
+        plain = ph.sub_words(words) == list(words)
+    except UsageError:  # said by the build itself, in its own order
+        plain = False
+    if kept or not plain or any(c in cwd for c in '"`\\') or \
             remember and _in_memo(nvcc, words, cwd):
         return Ahead(nvcc, words, cwd, None)
     try:
         scratch = leftovers.make("nvstage-")
     except OSError:
         return Ahead(nvcc, words, cwd, None)
-    if ph.sub(scratch) != scratch:
+    try:
+        if ph.sub(scratch) != scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+            return Ahead(nvcc, words, cwd, None)
+        return Ahead(nvcc, words, cwd, scratch)
+    except BaseException:  # the thread not started (a signal, no threads left)
         shutil.rmtree(scratch, ignore_errors=True)
-        return Ahead(nvcc, words, cwd, None)
-    return Ahead(nvcc, words, cwd, scratch)
+        raise
 
 
 def _in_memo(nvcc: str, words: list[str], cwd: str) -> bool:
