@@ -61,7 +61,7 @@ from nvstage.compiler.store import hash_memo
 from nvstage.compiler.cache.local.eviction import Counters
 from nvstage.compiler.store.folder import MAX_DOC_BYTES, Scratch, read_file
 from nvstage.compiler.cache.local.notes import TierStats, headers_digest
-from nvstage.compiler.cache import remote
+from nvstage.compiler.cache.remote import named as remote_named
 from nvstage.compiler.nvcc.depfile import marked_files
 from nvstage.compiler.nvcc.graph import Graph
 from nvstage.compiler.nvcc.plan import Plan, Stage, StageKind
@@ -238,7 +238,7 @@ class StageCache:
         self._presence = Presence()
         self.local = TierStats()  # the local folder's figures for this build
         self.tiers = None  # remote/tiers.Tiers, where a remote tier is named
-        if cache is not None and remote.named():  # else nothing of remote/ is imported
+        if cache is not None and remote_named():  # else nothing of remote/ is imported
             from nvstage.compiler.cache.remote.tiers import open_tiers
 
             self.tiers = open_tiers(cache)  # None where they fail: never a build's failure
