@@ -178,6 +178,30 @@ def test_the_size_ledger_spares_builds_a_count_until_the_limit_is_passed(tmp_pat
     assert counted
 
 
+def test_a_ledger_just_written_is_believed(tmp_path, monkeypatch):
+    # Its time is rounded down: rounded to the nearest millisecond, a count written 0.4 ms
+    # before a millisecond's end read as from the future, and was counted again.
+    import time as real_time
+
+    from nvstage.compiler.cache.local import eviction
+
+    c = Cache(tmp_path / "c", max_bytes=3500)
+    (tmp_path / "f").write_bytes(b"x")
+    c.put("00" * 32, [tmp_path / "f"])
+    now_ns = 1_700_000_000_999_600_000
+
+    class Clock:
+        def __getattr__(self, name):
+            return getattr(real_time, name)
+
+        time_ns = staticmethod(lambda: now_ns)
+        time = staticmethod(lambda: now_ns / 1e9)
+
+    monkeypatch.setattr(eviction, "time", Clock())
+    c.evict()
+    assert c._ledger() is not None
+
+
 def test_header_sets_and_plans_count_against_the_limit(tmp_path):
     # One header-set file per source and one plan per command: small each, unbounded together.
     c = Cache(tmp_path / "c", max_bytes=12_000)

@@ -272,8 +272,11 @@ class Eviction(CacheFolder):
                     remove(d, self.root)
                 total -= n
                 removed += 1
+        # The time rounded down: rounded to the nearest millisecond it could lie ahead of the
+        # clock, and a ledger from the future is not believed (counted again at once).
         with contextlib.suppress(OSError):
-            write_atomic(self.root / LEDGER, b"= %d %.3f\n" % (total, time.time()), self._tmp())
+            write_atomic(self.root / LEDGER, b"= %d %d.%03d\n" % (total, *divmod(
+                time.time_ns() // 1_000_000, 1000)), self._tmp())
         return removed
 
     def _ledger(self) -> int | None:
