@@ -38,7 +38,8 @@ from nvstage.compiler.manifest.model import MANIFEST, Artifact, Build, StageRun,
 from nvstage.compiler.pipeline.scheduler import default_jobs, schedule
 from nvstage.compiler.toolkit.locate import Toolkit, find_toolkit, missing_header_hint
 from nvstage.compiler.pipeline.workdir import clear_planted, finish, finish_interrupted, work_folder
-from nvstage.errors import (InputNotFound, NvstageError, PlanError, StageFailed, ToolMissing, UsageError, WriteError)
+from nvstage.errors import (InputNotFound, NvstageError, PlanError, StageFailed, ToolMissing,
+                            UsageError, WriteError)
 from nvstage.compiler.buildlog.current import log_folder
 from nvstage.compiler.nvcc.depfile import depfile_options, marked_files, render_marked
 from nvstage.compiler.nvcc.grammar import grammar_for, last_value

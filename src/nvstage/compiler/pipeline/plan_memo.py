@@ -29,6 +29,19 @@ def key(nvcc: str, words: list[str], cwd: str, env) -> str | None:
     return command_key(nvcc, [SCHEMA, *words], cwd, env)
 
 
+def holds(nvcc: str, words: list[str], cwd: str, env) -> bool:
+    """Whether a plan is stored for these words (``key``'s), its file not read: what
+    ``planning.ask_ahead`` asks before it starts nvcc. No key is worked out before the cache
+    folder is nvstage's: a key remembers in this process the names nvcc reads
+    (``nvcc/environment.env_names``), and their note, which a later hit reads, is written only
+    into an opened folder."""
+    root = folder.cache_root(env)
+    if root is None or folder.secret(env) is None:
+        return False
+    k = key(nvcc, words, cwd, env)
+    return k is not None and os.path.isfile(_path(root, k))
+
+
 def lookup(k: str | None, work: str, env) -> str | None:
     """The plan text stored under ``k``, with ``work`` where its work folder was."""
     root = folder.cache_root(env) if k is not None else None

@@ -89,7 +89,7 @@ def ask_ahead(nvcc: str, words: list[str], cwd: str, *, remember: bool,
     then nothing is asked) will ask for (``words``: nvcc's arguments, in order, in ``cwd``),
     unless the plan memo holds it (``remember``: the cache is on) or a name needs
     placeholders."""
-    from nvstage.compiler.pipeline import leftovers
+    from nvstage.compiler.pipeline import leftovers, plan_memo
 
     ph = Placeholders()
     try:
@@ -97,33 +97,20 @@ def ask_ahead(nvcc: str, words: list[str], cwd: str, *, remember: bool,
     except UsageError:  # said by the build itself, in its own order
         plain = False
     if kept or not plain or any(c in cwd for c in '"`\\') or \
-            remember and _in_memo(nvcc, words, cwd):
+            remember and plan_memo.holds(nvcc, ["tmpxft", *words], cwd, os.environ):
         return Ahead(nvcc, words, cwd, None)
     try:
         scratch = leftovers.make("nvstage-")
     except OSError:
         return Ahead(nvcc, words, cwd, None)
     try:
-        if ph.sub(scratch) != scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
-            return Ahead(nvcc, words, cwd, None)
-        return Ahead(nvcc, words, cwd, scratch)
+        if ph.sub(scratch) == scratch:
+            return Ahead(nvcc, words, cwd, scratch)
     except BaseException:  # the thread not started (a signal, no threads left)
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-
-
-def _in_memo(nvcc: str, words: list[str], cwd: str) -> bool:
-    from nvstage.compiler.pipeline import plan_memo
-    from nvstage.compiler.store import layout
-
-    # No key before the cache folder is opened: working one out remembers, in this process,
-    # the names nvcc reads, and the note a later hit reads them from is written only where
-    # the folder is opened (``nvcc/environment.env_names``).
-    if layout.opened(os.environ) is None:
-        return False
-    k = plan_memo.key(nvcc, ["tmpxft", *words], cwd, os.environ)
-    return plan_memo.lookup(k, "", os.environ) is not None
+    shutil.rmtree(scratch, ignore_errors=True)  # a name nvcc could not be given as it is
+    return Ahead(nvcc, words, cwd, None)
 
 
 def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path,
