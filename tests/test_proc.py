@@ -145,3 +145,54 @@ def test_a_tools_end_is_seen_when_it_happens():
     q.wait()  # reaped before the wait: its end is still its end
     with proc._Ended(q) as ended:
         assert ended.within(0) and q.returncode == 7
+
+
+# --- A tool dies with nvstage: setpriv asks for it where it can (Python then vforks).
+
+DIES = """
+import sys
+from nvstage import proc
+proc.run([sys.argv[1], sys.argv[2]], tmpdir=sys.argv[3])  # killed: nothing of its own left
+"""
+
+
+def test_a_tool_dies_when_nvstage_is_killed_alone(tmp_path):
+    script, pidfile = _tree(tmp_path)
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", DIES, script, str(pidfile), str(tmp_path)])
+    tool, _ = _pids(pidfile)
+    p.kill()  # nvstage alone, by a signal it cannot catch
+    p.wait()
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        try:
+            os.kill(tool, 0)
+        except ProcessLookupError:
+            break
+        # a zombie until its parent (init, a subreaper) reaps it: dead all the same
+        if Path(f"/proc/{tool}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.02)
+    else:
+        raise AssertionError("the tool outlived nvstage")
+
+
+def test_tools_start_behind_setpriv_only_where_it_stands_for_the_preexec(tmp_path):
+    if proc._find_setpriv() is None:
+        pytest.skip("no setpriv that knows --pdeathsig here: tools start as before")
+    assert proc._behind_setpriv(["sleep", "1"], None)[1:4] == ["--pdeathsig", "KILL", "--"]
+    script, _ = _tree(tmp_path)
+    assert proc._behind_setpriv([script], None)[-1] == script
+    rel = proc._behind_setpriv(["./tree.sh"], None, cwd=tmp_path)  # the child's folder
+    assert rel is not None and rel[-1] == "./tree.sh"
+    junk = tmp_path / "junk"  # no ELF, no #!: execvp would hand it to a shell
+    junk.write_bytes(b"echo hi\n")
+    junk.chmod(0o755)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for argv in (["no-such-tool-anywhere"], [str(junk)], [str(fifo)], [str(tmp_path)]):
+        assert proc._behind_setpriv(argv, None) is None, argv
+    with pytest.raises(ToolMissing, match="cannot start"):
+        proc.run([str(junk)])

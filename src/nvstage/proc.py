@@ -29,6 +29,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -103,11 +104,14 @@ def run(
             files.append(_memory_file())
             files[2].write(input_text.encode())
             files[2].seek(0)
+        env = dict(env) if env is not None else None
+        spawn = _behind_setpriv(argv, env, cwd)
         try:
             p = subprocess.Popen(
-                argv, cwd=cwd, env=dict(env) if env is not None else None,
+                spawn or argv, cwd=cwd, env=env,
                 stdin=files[2] if input_text is not None else None,
-                stdout=files[0], stderr=files[1], shell=False, preexec_fn=_dies_with_us())
+                stdout=files[0], stderr=files[1], shell=False,
+                preexec_fn=None if spawn else _dies_with_us())
         except OSError as e:  # not found, not executable, not a program (ENOEXEC), ...
             raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
         _track(p, scope)
@@ -246,6 +250,68 @@ def _untrack(p: subprocess.Popen, scope: _Scope | None) -> None:
 
 _PR_SET_PDEATHSIG = 1
 _prctl: list = []  # libc's prctl, loaded once in the parent (a child must not import)
+# util-linux's setpriv, at its fixed places (never from PATH), once it is seen to know
+# --pdeathsig (2.33 and later; RHEL 8's 2.32 does not).
+_SETPRIV = ("/usr/bin/setpriv", "/bin/setpriv")
+_setpriv: list = []
+
+
+def _behind_setpriv(argv: list[str], env: Mapping[str, str] | None,
+                    cwd: str | os.PathLike | None = None) -> list[str] | None:
+    """``argv`` started by ``setpriv --pdeathsig KILL``, which asks for the same death
+    signal ``_dies_with_us`` does and then execs the tool (same pid, same argv). Without a
+    ``preexec_fn`` Python starts the child with vfork: forking this process, threads and
+    heap, to run prctl in Python cost 3 to 4 ms of wall and about 1.5 ms of CPU a tool here,
+    where setpriv's own start costs about 1 ms (docs/benchmarks.md). None, so the caller
+    forks as before, where setpriv is missing or too old, off Linux, or where the tool is not
+    found as an ELF or ``#!`` program: Popen's own error (ToolMissing) is then the one said,
+    and no shell runs what execvp would hand it.
+
+    setpriv does not look whether nvstage died before it made its request, as
+    ``_dies_with_us`` does: a kill in that millisecond leaves the tool to finish alone."""
+    if not _setpriv:
+        _setpriv.append(_find_setpriv())
+    setpriv = _setpriv[0]
+    if setpriv is None or not argv:
+        return None
+    tool = argv[0]
+    if "/" not in tool:
+        tool = shutil.which(tool, path=os.pathsep.join(os.get_exec_path(env))) or ""
+    elif cwd is not None:  # the child runs a relative name from its own folder
+        tool = os.path.join(os.fspath(cwd), tool)
+    try:  # O_NONBLOCK: a FIFO named as the tool is refused, not waited on
+        fd = os.open(tool, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        ok = stat.S_ISREG(os.fstat(fd).st_mode) and os.access(tool, os.X_OK)
+        head = os.read(fd, 4) if ok else b""
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not (head == b"\x7fELF" or head[:2] == b"#!"):
+        return None
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
+
+
+def _find_setpriv() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    for path in _SETPRIV:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode) and os.access(path, os.X_OK) and \
+                    b"pdeathsig" in os.read(fd, 1 << 20):  # its option table and help
+                return path
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return None
 
 
 def _dies_with_us() -> Callable[[], None] | None:
