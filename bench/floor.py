@@ -175,6 +175,14 @@ def case(title, runs, anchor, nvstage_argv, w, env, cores, target) -> dict:
     return {"anchor": a, "nvstage": b, "floor": floor, "cp": cp}
 
 
+def _tool_words(argv: list[str]) -> list[str]:
+    """The tool's own words: a tool started behind ``setpriv --pdeathsig KILL --`` (proc.py)
+    is named by what setpriv runs."""
+    if argv and Path(argv[0]).name == "setpriv" and "--" in argv:
+        return argv[argv.index("--") + 1:]
+    return argv
+
+
 def phases(runs, argv, w, env) -> None:
     """Where nvstage's own time goes in one run: tool processes timed inside the process."""
     rows: list[dict] = []
@@ -191,8 +199,8 @@ def phases(runs, argv, w, env) -> None:
         ms = sorted(d["marks"], key=lambda m: m[1])
         dry = next((i for i, m in enumerate(ms) if "--dryrun" in m[0]), None)
         pre, tools = (ms[:dry + 1], ms[dry + 1:]) if dry is not None else ([], ms)
-        pre_names = [" ".join([Path(m[0][0]).name, *(x for x in m[0][1:] if x.startswith("-"))][:3])
-                     for m in pre]
+        pre_names = [" ".join([Path(a[0]).name, *(x for x in a[1:] if x.startswith("-"))][:3])
+                     for a in (_tool_words(m[0]) for m in pre)]
         gaps, edge = 0.0, tools[0][1]  # idle time between the first and last tool
         for _, s, e in tools:
             gaps += max(0.0, s - edge)

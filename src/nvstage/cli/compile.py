@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
 
     if via_triton(argv):  # a Python file: Triton's grammar, not nvcc's
         return refused_without_folder("Triton", "--json" in argv) or triton_main(argv)
-    from nvstage.cli.common import handled
+    from nvstage.cli.common import handled, without_collector
     from nvstage.compiler.pipeline.cmdline import COMPILE_HELP, nvcc_choice, wants_help
 
     if wants_help(argv):
@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
         return 0
     json_out = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
     try:
-        with handled(json_out):
+        with handled(json_out), without_collector():
             _compile(argv, nvcc_choice(argv))
     except SystemExit as e:
         return int(e.code or 0)

@@ -49,15 +49,8 @@ from typing import TYPE_CHECKING
 from nvstage import fsio
 from nvstage.files import is_folder, is_regular, json_safe, read_regular
 from nvstage.compiler.nvcc import step_kind as steps
-from nvstage.compiler.buildlog.current import (
-    ENV,
-    FOLDER,
-    MARK,
-    SCHEMA,
-    build_identity,
-    ready_log,
-    log_folder,
-)
+from nvstage.compiler.buildlog.current import (ENV, FOLDER, MARK, SCHEMA, build_identity,
+                                                ready_log, log_folder)
 from nvstage.errors import ArtifactError, UsageError, printable
 
 if TYPE_CHECKING:
@@ -588,8 +581,8 @@ def ready(cwd: str, environ: dict[str, str] | None = None) -> Path | None:
 
 
 def add(entry: Entry, cwd: str, environ: dict[str, str] | None = None) -> Path | None:
-    """Write one entry (its ``build_id`` this process's build's, when it has none); a build
-    record that cannot be written never fails the build. The first staged command of a new
+    """Write one entry, compact (its ``build_id`` this process's build's, when it has none);
+    a record that cannot be written never fails the build. The first staged command of a new
     build prunes the record when it holds more than ``KEEP_BUILDS + PRUNE_AFTER`` builds."""
     folder = ready(cwd, environ)
     if folder is None:
@@ -597,12 +590,9 @@ def add(entry: Entry, cwd: str, environ: dict[str, str] | None = None) -> Path |
     if entry.build_id is None:
         entry.build_id = build_identity()
     name = f"{int(entry.started * 1e6):017d}-{os.getpid()}-{next(_counter)}.json"
-    # Compact (the C encoder: an indented dump is Python's, a few ms a command) and not
-    # flushed to the disk before the rename (7 ms of a miss's wall here): an entry a crash
-    # left empty is one the reader skips with its reason, and the build is not slowed for it.
-    raw = json.dumps(json_safe(entry.to_json()), allow_nan=False, separators=(",", ":"))
-    try:
-        fsio.replace(folder / "tu" / name, (raw + "\n").encode())
+    doc = json.dumps(json_safe(entry.to_json()), allow_nan=False, separators=(",", ":"))
+    try:  # unflushed (7 ms of a miss): an entry a crash emptied is skipped, its reason said
+        fsio.replace(folder / "tu" / name, doc.encode())
     except (OSError, ValueError):
         return None
     if _mark_build(folder, entry.build_id) and \

@@ -29,6 +29,7 @@ from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.stage.lazy import Diverged
 from nvstage.compiler.cache.stage.stage_cache import Runner, StageCache, open_cache
 from nvstage.compiler.nvcc.graph import build_graph
+from nvstage.compiler.pipeline import leftovers
 from nvstage.compiler.pipeline.observer import Observer
 from nvstage.compiler.pipeline.planning import Ahead, make_plan, plan_words
 from nvstage.compiler.pipeline.request import Callbacks, Planned, Request
@@ -423,8 +424,6 @@ def _write_depfile(stage: Stage, cwd: str, spec: tuple[str, bool, bool],
 def _tools_folder() -> str | None:
     """A new marked folder for the build's tools' $TMPDIR (swept if the build is killed), or
     None where $TMPDIR cannot hold one: each tool then asks for its own (``proc.run``)."""
-    from nvstage.compiler.pipeline import leftovers
-
     try:
         return leftovers.make("nvstage-tool-")
     except OSError:
