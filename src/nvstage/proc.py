@@ -15,7 +15,8 @@ a group SIGKILL below the first level and ran on under a ^Z.)
   without nvstage, its foreground group being theirs.
 
 Both ask the kernel to SIGKILL them when nvstage dies (PR_SET_PDEATHSIG): a kill nvstage
-cannot catch, sent to it alone, ends them too. nvstage ends a tool with every process it
+cannot catch, sent to it alone, ends them too (``run``'s through setpriv where it can,
+``_behind_setpriv``; otherwise, and ``call``'s, in the forked child). nvstage ends a tool with every process it
 started (read from /proc, since the group is the build's and shared): on a timeout, when the
 code waiting for it is interrupted, when a ``tool_scope`` exits with an exception, and, inside
 ``handle_signals``, on SIGINT, SIGTERM and SIGHUP.
