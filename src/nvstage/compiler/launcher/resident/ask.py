@@ -152,21 +152,41 @@ def _take_claim(mine) -> bytes | None:
         return None
 
 
-def claimed(sock, mine, server: int, bound: float = CLAIM_S) -> bytes | None:
+def claimed(sock, mine, server: int, bound: float = CLAIM_S, *,
+            woken: bool = False) -> bytes | None:
     """Wait for the server's claim on ``mine`` (returned) or for ``sock`` to be readable
     (b"": an answer or the server's end came first). A server still unclaimed that is
     stopped (SIGSTOP, a debugger; looked at every TICK_S) or after ``bound`` seconds: the
-    request is revoked, None (unless the claim came meanwhile)."""
+    request is revoked, None (unless the claim came meanwhile).
+
+    ``woken``: the claim wakes this process as ``sock`` does (``select``). A hand-over's
+    child waits for this process's streams once it has claimed, so a claim seen only at the
+    tick's end cost each miss handed over about TICK_S of a slot's time (``bench/many_units.py
+    --server 1``); a hit's answer follows its claim on ``sock``, and the hit path stays
+    without ``select``."""
     import _socket
 
     waited = 0.0
     while True:
-        sock.settimeout(TICK_S)
-        try:
-            sock.recv(1, _socket.MSG_PEEK)
-            return b""
-        except TimeoutError:
-            pass
+        if woken:
+            import select
+
+            ready = select.select([sock, mine], [], [], TICK_S)[0]
+            if sock in ready:
+                return b""
+            if mine in ready:
+                got = _take_claim(mine)
+                if got is not None:
+                    return got
+                woken = False  # its other end closed unclaimed: looked at each tick from now
+                continue
+        else:
+            sock.settimeout(TICK_S)
+            try:
+                sock.recv(1, _socket.MSG_PEEK)
+                return b""
+            except TimeoutError:
+                pass
         got = _take_claim(mine)
         if got is not None:
             return got

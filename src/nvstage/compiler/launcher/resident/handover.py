@@ -213,7 +213,7 @@ def delegate(argv: list[str], cwd: str, env, root: str) -> int | None:
         if sent < len(data):
             s.sendall(data[sent:])  # the claim's end went with the first part
         theirs.close()
-        pid = ask.claimed(s, mine, server)
+        pid = ask.claimed(s, mine, server, woken=True)
         if pid == b"":  # the server's end (it refused): claimed before, or never
             pid = ask.revoke(mine)
         if pid is None:  # unclaimed: a server stopped, stuck or refusing writes nothing
