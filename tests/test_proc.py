@@ -179,20 +179,41 @@ def test_a_tool_dies_when_nvstage_is_killed_alone(tmp_path):
         raise AssertionError("the tool outlived nvstage")
 
 
-def test_tools_start_behind_setpriv_only_where_it_stands_for_the_preexec(tmp_path):
+def test_tools_start_behind_setpriv_only_where_the_kernel_runs_them_as_they_are(tmp_path):
+    # setpriv's execvp hands a file the kernel refuses (ENOEXEC) to /bin/sh: only a program
+    # the kernel runs here goes behind it; anything else is forked as before.
     if proc._find_setpriv() is None:
         pytest.skip("no setpriv that knows --pdeathsig here: tools start as before")
-    assert proc._behind_setpriv(["sleep", "1"], None)[1:4] == ["--pdeathsig", "KILL", "--"]
-    script, _ = _tree(tmp_path)
-    assert proc._behind_setpriv([script], None)[-1] == script
-    rel = proc._behind_setpriv(["./tree.sh"], None, cwd=tmp_path)  # the child's folder
-    assert rel is not None and rel[-1] == "./tree.sh"
-    junk = tmp_path / "junk"  # no ELF, no #!: execvp would hand it to a shell
+    import shutil
+
+    true = shutil.which("true")
+    assert proc._behind_setpriv(["true"], None)[1:] == ["--pdeathsig", "KILL", "--", "true"]
+    copy = tmp_path / "true"
+    shutil.copy(true, copy)
+    assert proc._behind_setpriv(["./true"], None, cwd=tmp_path)[-1] == "./true"  # its folder
+    script, _ = _tree(tmp_path)  # a #! script: its interpreter line is the kernel's to read
+    junk = tmp_path / "junk"  # neither ELF nor #!: execvp would hand it to a shell
     junk.write_bytes(b"echo hi\n")
-    junk.chmod(0o755)
+    fake = tmp_path / "fake-elf"  # an ELF header followed by shell text
+    fake.write_bytes(b"\x7fELF" + b"\n" * 60 + b"echo hijacked\n")
+    data = bytearray(copy.read_bytes())
+    data[18:20] = (183 if data[18:20] != (183).to_bytes(2, "little") else 62).to_bytes(2, "little")
+    foreign = tmp_path / "foreign"  # another machine's program (AArch64, or x86-64 there)
+    foreign.write_bytes(bytes(data))
+    for f in (junk, fake, foreign):
+        f.chmod(0o755)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    for argv in (["no-such-tool-anywhere"], [str(junk)], [str(fifo)], [str(tmp_path)]):
+    for argv in (["no-such-tool-anywhere"], [script], [str(junk)], [str(fake)], [str(foreign)],
+                 [str(fifo)], [str(tmp_path)], [b"true"]):
         assert proc._behind_setpriv(argv, None) is None, argv
-    with pytest.raises(ToolMissing, match="cannot start"):
-        proc.run([str(junk)])
+    # A relative folder on PATH is searched from the child's folder: not looked at here.
+    assert proc._behind_setpriv(["true"], {"PATH": f":{os.path.dirname(true)}"}) is None
+    for f in (junk, fake, foreign):
+        with pytest.raises(ToolMissing, match="cannot start"):
+            proc.run([str(f)])
+
+
+def test_a_tool_s_timeout_names_the_tool():
+    with pytest.raises(ToolTimeout, match="^'sleep' did not finish"):
+        proc.run(["sleep", "5"], timeout=0.2)

@@ -16,10 +16,10 @@ a group SIGKILL below the first level and ran on under a ^Z.)
 
 Both ask the kernel to SIGKILL them when nvstage dies (PR_SET_PDEATHSIG): a kill nvstage
 cannot catch, sent to it alone, ends them too (``run``'s through setpriv where it can,
-``_behind_setpriv``; otherwise, and ``call``'s, in the forked child). nvstage ends a tool with every process it
-started (read from /proc, since the group is the build's and shared): on a timeout, when the
-code waiting for it is interrupted, when a ``tool_scope`` exits with an exception, and, inside
-``handle_signals``, on SIGINT, SIGTERM and SIGHUP.
+``_behind_setpriv``; otherwise, and ``call``'s, in the forked child). nvstage ends a tool
+with every process it started (read from /proc, since the group is the build's and shared):
+on a timeout, when the code waiting for it is interrupted, when a ``tool_scope`` exits with an
+exception, and, inside ``handle_signals``, on SIGINT, SIGTERM and SIGHUP.
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ def run(
                 preexec_fn=None if spawn else _dies_with_us())
         except OSError as e:  # not found, not executable, not a program (ENOEXEC), ...
             raise ToolMissing(f"cannot start {argv[0]!r}: {e.strerror or e}") from e
+        p.args = argv  # the tool's words, not setpriv's, in what is said of it
         _track(p, scope)
         _wait(p, timeout, scope)
         out, err = (_text(f, errors) for f in files[:2])
@@ -263,37 +264,94 @@ def _behind_setpriv(argv: list[str], env: Mapping[str, str] | None,
     signal ``_dies_with_us`` does and then execs the tool (same pid, same argv). Without a
     ``preexec_fn`` Python starts the child with vfork: forking this process, threads and
     heap, to run prctl in Python cost 3 to 4 ms of wall and about 1.5 ms of CPU a tool here,
-    where setpriv's own start costs about 1 ms (docs/benchmarks.md). None, so the caller
-    forks as before, where setpriv is missing or too old, off Linux, or where the tool is not
-    found as an ELF or ``#!`` program: Popen's own error (ToolMissing) is then the one said,
-    and no shell runs what execvp would hand it.
+    where setpriv's own start costs about 1 ms (docs/benchmarks.md).
+
+    Only for a tool the kernel runs as it is, so that setpriv's execvp, which hands a file the
+    kernel refuses (ENOEXEC) to /bin/sh, has nothing to hand: an ELF program of this Python's
+    own class, byte order and machine whose loader, if it names one, is there (``_runs_here``),
+    found where the child will look (a bare name on a ``PATH`` of absolute folders only: a
+    relative one is searched from the child's folder). Anything else (a ``#!`` script, another
+    machine's binary, a missing loader or tool, no setpriv that knows the option, off Linux)
+    gets None, and the caller forks as before: Popen's own error (ToolMissing) is then said.
 
     setpriv does not look whether nvstage died before it made its request, as
-    ``_dies_with_us`` does: a kill in that millisecond leaves the tool to finish alone."""
+    ``_dies_with_us`` does: a SIGKILL to nvstage alone in that millisecond of a tool's start
+    leaves the tool to finish alone (a signal to the build's group still reaches it)."""
     if not _setpriv:
         _setpriv.append(_find_setpriv())
     setpriv = _setpriv[0]
-    if setpriv is None or not argv:
+    if setpriv is None or not argv or not all(isinstance(a, str) for a in argv):
         return None
     tool = argv[0]
     if "/" not in tool:
-        tool = shutil.which(tool, path=os.pathsep.join(os.get_exec_path(env))) or ""
+        folders = os.get_exec_path(env)
+        if not all(f.startswith("/") for f in folders):
+            return None
+        tool = shutil.which(tool, path=os.pathsep.join(folders)) or ""
     elif cwd is not None:  # the child runs a relative name from its own folder
         tool = os.path.join(os.fspath(cwd), tool)
-    try:  # O_NONBLOCK: a FIFO named as the tool is refused, not waited on
-        fd = os.open(tool, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not tool or not _runs_here(tool):
+        return None
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
+
+
+def _elf_head(path: str, size: int = 4096) -> bytes | None:
+    """The first ``size`` bytes of the regular, executable file ``path``; None otherwise.
+    O_NONBLOCK and O_NOCTTY: a FIFO or a terminal named as a tool is neither waited on nor
+    taken as this process's terminal."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
-        ok = stat.S_ISREG(os.fstat(fd).st_mode) and os.access(tool, os.X_OK)
-        head = os.read(fd, 4) if ok else b""
+        if not (stat.S_ISREG(os.fstat(fd).st_mode) and os.access(path, os.X_OK)):
+            return None
+        return os.read(fd, size)
     except OSError:
         return None
     finally:
         os.close(fd)
-    if not (head == b"\x7fELF" or head[:2] == b"#!"):
-        return None
-    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
+
+
+def _runs_here(path: str) -> bool:
+    """Whether the kernel runs ``path`` as an ELF program here: this Python's own class, byte
+    order and machine, an executable or shared object, and its loader (PT_INTERP), if it
+    names one, an ELF file that is there. Read from its first 4 KiB, where linkers put the
+    program headers; a table beyond them is not looked for (False)."""
+    if not _elf_ident:
+        head = _elf_head("/proc/self/exe", 20)
+        _elf_ident.append(head[4:6] + head[18:20] if head and head[:4] == b"\x7fELF" else None)
+    ours, head = _elf_ident[0], _elf_head(path)
+    if ours is None or head is None or len(head) < 64 or head[:4] != b"\x7fELF" or \
+            head[4:6] + head[18:20] != ours:
+        return False
+    order = "little" if head[5] == 1 else "big"
+
+    def num(at: int, n: int) -> int:
+        return int.from_bytes(head[at:at + n], order)
+
+    if num(16, 2) not in (2, 3):  # ET_EXEC, ET_DYN
+        return False
+    wide = head[4] == 2
+    phoff, entsize, count = (num(32, 8), num(54, 2), num(56, 2)) if wide else \
+        (num(28, 4), num(42, 2), num(44, 2))
+    if not count or entsize < (56 if wide else 32) or phoff + entsize * count > len(head):
+        return False
+    for k in range(count):
+        at = phoff + k * entsize
+        if num(at, 4) != 3:  # PT_INTERP
+            continue
+        off, size = (num(at + 8, 8), num(at + 32, 8)) if wide else \
+            (num(at + 4, 4), num(at + 16, 4))
+        if not 1 < size <= 4096 or off + size > len(head):
+            return False
+        loader = head[off:off + size].split(b"\0", 1)[0]
+        got = _elf_head(os.fsdecode(loader), 4) if loader.startswith(b"/") else None
+        return got == b"\x7fELF"
+    return True
+
+
+_elf_ident: list = []  # this Python's ELF class, byte order and machine, read once
 
 
 def _find_setpriv() -> str | None:

@@ -201,10 +201,15 @@ def _build(planned: Planned, request: Request, work: Path, store, callbacks: Cal
     # leaves there goes with the folder, once every tool of the build was waited for.
     tools_tmp = _tools_folder()
     runner = functools.partial(run_stage, depfile=depfile, tracer=tracer, tmpdir=tools_tmp)
-    stages = StageCache(plan, graph, Runner(runner, stage_env(plan), cwd, t_start,
-                                            traced=tracer is not None), str(work),
-                        toolkit, store, keep=keep is not None, direct=direct)
-    finish(build, work, t_start, running=True)
+    try:
+        stages = StageCache(plan, graph, Runner(runner, stage_env(plan), cwd, t_start,
+                                                traced=tracer is not None), str(work),
+                            toolkit, store, keep=keep is not None, direct=direct)
+        finish(build, work, t_start, running=True)
+    except BaseException:
+        if tools_tmp is not None:
+            shutil.rmtree(tools_tmp, ignore_errors=True)
+        raise
     runs: dict[int, StageRun] = {}
     try:
         failed = schedule(graph, lambda stage: with_figures(stages.run(stage)), jobs,
@@ -471,7 +476,10 @@ def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
     remote, where = (None, None) if traced else \
         dist.run_distributed(stage, env, cwd, extra_args)
     try:
-        cp = remote or proc.run([*stage.argv, *extra_args], cwd=cwd, env=env, tmpdir=tmpdir)
+        # A stage run again after its build (a hit's marks replayed in the tail) finds the
+        # build's tools folder gone: it gets one of its own.
+        cp = remote or proc.run([*stage.argv, *extra_args], cwd=cwd, env=env,
+                                tmpdir=tmpdir if tmpdir and os.path.isdir(tmpdir) else None)
     except ToolMissing as e:
         return StageRun(stage, 0.0, 127, "", str(e), started=started)
     placed = remote.where if remote else where

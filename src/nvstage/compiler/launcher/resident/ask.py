@@ -159,11 +159,11 @@ def claimed(sock, mine, server: int, bound: float = CLAIM_S, *,
     stopped (SIGSTOP, a debugger; looked at every TICK_S) or after ``bound`` seconds: the
     request is revoked, None (unless the claim came meanwhile).
 
-    ``woken``: the claim wakes this process as ``sock`` does (``select``). A hand-over's
+    ``woken``: the claim wakes this process as ``sock`` does (``poll``). A hand-over's
     child waits for this process's streams once it has claimed, so a claim seen only at the
     tick's end cost each miss handed over about TICK_S of a slot's time (``bench/many_units.py
     --server 1``); a hit's answer follows its claim on ``sock``, and the hit path stays
-    without ``select``."""
+    without ``select``'s import."""
     import _socket
 
     waited = 0.0
@@ -171,10 +171,13 @@ def claimed(sock, mine, server: int, bound: float = CLAIM_S, *,
         if woken:
             import select
 
-            ready = select.select([sock, mine], [], [], TICK_S)[0]
-            if sock in ready:
+            poll = select.poll()  # not select.select: a descriptor past 1023 is refused there
+            poll.register(sock, select.POLLIN)
+            poll.register(mine, select.POLLIN)
+            ready = {fd for fd, _ in poll.poll(TICK_S * 1000)}
+            if sock.fileno() in ready:
                 return b""
-            if mine in ready:
+            if mine.fileno() in ready:
                 got = _take_claim(mine)
                 if got is not None:
                     return got
