@@ -89,10 +89,7 @@ def run(
         # *.lgenfe.bc) goes too. No plan names it (nvcc plans in the build's work folder), and
         # no cache key includes it.
         if tmpdir is None:
-            from nvstage.compiler.pipeline import leftovers
-
-            with contextlib.suppress(OSError):  # unwritable $TMPDIR: the tool may not need one
-                tmp = leftovers.make("nvstage-tool-")  # its owner named: swept if killed
+            tmp = _new_tool_folder()
         if tmp is not None or tmpdir is not None:
             env = {**(os.environ if env is None else env), "TMPDIR": tmpdir or tmp}
         # What the tool prints goes to unlinked files, not pipes (as ccache keeps a compiler's
@@ -132,6 +129,29 @@ def run(
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return Completed(tuple(argv), p.returncode, out, err, time.perf_counter() - t0)
+
+
+def _new_tool_folder() -> str | None:
+    """A new $TMPDIR for tools, its owner named (``leftovers.make``: swept if nvstage is
+    killed); None where $TMPDIR cannot hold one (the tool may not need one)."""
+    from nvstage.compiler.pipeline import leftovers
+
+    try:
+        return leftovers.make("nvstage-tool-")
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def tool_folder() -> Iterator[str | None]:
+    """One $TMPDIR for several tools (a build's, as nvcc gives its tools one): a folder
+    ``_new_tool_folder`` made, removed with what the tools left in it when the block ends."""
+    tmp = _new_tool_folder()
+    try:
+        yield tmp
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _memory_file():
@@ -358,18 +378,9 @@ def _find_setpriv() -> str | None:
     if not sys.platform.startswith("linux"):
         return None
     for path in _SETPRIV:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            if stat.S_ISREG(os.fstat(fd).st_mode) and os.access(path, os.X_OK) and \
-                    b"pdeathsig" in os.read(fd, 1 << 20):  # its option table and help
-                return path
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        head = _elf_head(path, 1 << 20)
+        if head is not None and b"pdeathsig" in head:  # its option table and help name it
+            return path
     return None
 
 

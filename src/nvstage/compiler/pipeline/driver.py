@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import shutil
 import stat
 import sys
 import time
@@ -29,7 +28,6 @@ from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.stage.lazy import Diverged
 from nvstage.compiler.cache.stage.stage_cache import Runner, StageCache, open_cache
 from nvstage.compiler.nvcc.graph import build_graph
-from nvstage.compiler.pipeline import leftovers
 from nvstage.compiler.pipeline.observer import Observer
 from nvstage.compiler.pipeline.planning import Ahead, make_plan, plan_words
 from nvstage.compiler.pipeline.request import Callbacks, Planned, Request
@@ -199,40 +197,33 @@ def _build(planned: Planned, request: Request, work: Path, store, callbacks: Cal
     # One $TMPDIR for the build's tools, as nvcc gives its tools one, not one each: a folder
     # made, marked and removed per tool was about 0.8 ms of CPU a tool. What an ended tool
     # leaves there goes with the folder, once every tool of the build was waited for.
-    tools_tmp = _tools_folder()
-    runner = functools.partial(run_stage, depfile=depfile, tracer=tracer, tmpdir=tools_tmp)
-    try:
+    with proc.tool_folder() as tools_tmp:
+        runner = functools.partial(run_stage, depfile=depfile, tracer=tracer, tmpdir=tools_tmp)
         stages = StageCache(plan, graph, Runner(runner, stage_env(plan), cwd, t_start,
                                                 traced=tracer is not None), str(work),
                             toolkit, store, keep=keep is not None, direct=direct)
         finish(build, work, t_start, running=True)
-    except BaseException:
-        if tools_tmp is not None:
-            shutil.rmtree(tools_tmp, ignore_errors=True)
-        raise
-    runs: dict[int, StageRun] = {}
-    try:
-        failed = schedule(graph, lambda stage: with_figures(stages.run(stage)), jobs,
-                          observer, runs, slots=slots, remote=dist.remote_lane(stages.env, cwd))
-        if later is None or failed:
-            stages.settle()
-    except KeyboardInterrupt as e:  # Ctrl-C, or a signal under proc.handle_signals
-        stages.close()
-        build.runs = [runs[i] for i in sorted(runs)]
-        finish_interrupted(build, work, t_start, e)
-        raise
-    except Diverged:
-        # A file made again was not the one its entry recorded: the cached results may not
-        # fit together. The build runs again, all of it, without the cache.
-        stages.close()
-        return _build(planned, request, work, None, callbacks, t_start=t_start, slots=slots,
-                      direct=direct)
-    except BaseException:
-        stages.close()
-        raise
-    finally:
-        if tools_tmp is not None:
-            shutil.rmtree(tools_tmp, ignore_errors=True)
+        runs: dict[int, StageRun] = {}
+        try:
+            failed = schedule(graph, lambda stage: with_figures(stages.run(stage)), jobs,
+                              observer, runs, slots=slots,
+                              remote=dist.remote_lane(stages.env, cwd))
+            if later is None or failed:
+                stages.settle()
+        except KeyboardInterrupt as e:  # Ctrl-C, or a signal under proc.handle_signals
+            stages.close()
+            build.runs = [runs[i] for i in sorted(runs)]
+            finish_interrupted(build, work, t_start, e)
+            raise
+        except Diverged:
+            # A file made again was not the one its entry recorded: the cached results may
+            # not fit together. The build runs again, all of it, without the cache.
+            stages.close()
+            return _build(planned, request, work, None, callbacks, t_start=t_start,
+                          slots=slots, direct=direct)
+        except BaseException:
+            stages.close()
+            raise
     if later is None or failed:
         stages.close()
     build.runs = [runs[i] for i in sorted(runs)]
@@ -424,15 +415,6 @@ def _write_depfile(stage: Stage, cwd: str, spec: tuple[str, bool, bool],
     except (OSError, NvstageError) as e:
         return 1, f"nvstage: cannot write the dependency file: {getattr(e, 'message', e)}"
     return 0, ""
-
-
-def _tools_folder() -> str | None:
-    """A new marked folder for the build's tools' $TMPDIR (swept if the build is killed), or
-    None where $TMPDIR cannot hold one: each tool then asks for its own (``proc.run``)."""
-    try:
-        return leftovers.make("nvstage-tool-")
-    except OSError:
-        return None
 
 
 def run_stage(stage: Stage, env: dict[str, str], cwd: str, t0: float,
