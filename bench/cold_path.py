@@ -8,8 +8,9 @@ compiles it: -MD, one --generate-code, the source in another folder), each figur
 - wall and CPU time per miss, plain nvcc against the launcher with the resident nvstage and
   without it, in interleaved rounds; CPU is the whole machine's (``/proc/stat``, the resident's
   child included), so in a build that keeps every core busy it is what a miss costs. Each run
-  compiles a new source under a new name, as every unit of a cold build is (nvcc's plan is not
-  remembered for it); ``same line`` repeats one command line with new contents (it is);
+  compiles a new source under a new name, as every unit of a cold build is (its plan comes from
+  its shape, once two units proved it: ``plan_memo.Shape``); ``same line`` repeats one command
+  line with new contents (the plan remembered for those words);
 - one miss run in a process whose imports are done, its phases timed: before the first tool
   (the plan: ``nvcc --dryrun`` on a new command line), between tools, and after the last tool
   up to the answer and after it (the whole-command entry, the build record);

@@ -96,12 +96,13 @@ def _compile(argv: list[str], nvcc: str | None) -> None:
         if req.via == "nvrtc":
             build = _compile_nvrtc(req, toolkit, keep, cwd)
         elif req.via == "nvcc":
-            from nvstage.compiler.pipeline.planning import ask_ahead, words_for
+            from nvstage.compiler.pipeline.planning import ask_ahead, source_word, words_for
 
             # nvcc plans while the pipeline below is imported (``planning``).
-            with ask_ahead(toolkit.nvcc, words_for(os.fspath(req.source), req.options),
-                           os.path.abspath(cwd), remember=not req.no_cache,
-                           kept=keep is not None) as ahead:
+            words = words_for(os.fspath(req.source), req.options)
+            with ask_ahead(toolkit.nvcc, words, os.path.abspath(cwd), remember=not req.no_cache,
+                           kept=keep is not None,
+                           source=source_word(words, req.options)) as ahead:
                 from nvstage.compiler.pipeline.driver import compile as run_compile
                 from nvstage.compiler.cache.command.compile_answer import Remember, whole_ok
                 from nvstage.report.terminal.progress import LiveStages

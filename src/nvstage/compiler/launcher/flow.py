@@ -514,7 +514,8 @@ def _staged(nvcc: str, args: list[str], cwd: str, entry, after: list) -> int | N
         return None
     cache = os.environ.get("NVSTAGE_CACHE", "1") != "0"
     # nvcc plans while the pipeline below is imported (``planning``).
-    with ask_ahead(toolkit.nvcc, list(args), cwd, remember=cache) as ahead:
+    with ask_ahead(toolkit.nvcc, list(args), cwd, remember=cache,
+                   source=staged.source) as ahead:
         from nvstage.compiler.pipeline.driver import compile_command
         from nvstage.compiler.pipeline.request import Callbacks
         from nvstage.compiler.pipeline.jobserver import JobServer, jobs_in_build

@@ -139,7 +139,7 @@ def compile_command(
     try:
         plan, dryrun_argv, plan_seconds = plan_words(list(args), toolkit, work, cwd,
                                                      remember=store is not None, kept=False,
-                                                     ahead=ahead)
+                                                     ahead=ahead, source=source)
         mine: list = []
         request = Request(str(Path(cwd, source)), CompileOptions(extra=tuple(args)), toolkit,
                           cwd, jobs=jobs, depfile=depfile,

@@ -6,19 +6,33 @@ nvstage asks nvcc (the user's, before the work folder is added). nvcc prints the
 in every intermediate's name; it is cut out where it occurs and the next build's pasted in, so
 the text comes back as nvcc would print it for that folder. Sealed like every cache document
 (HMAC under the user's key), in the marked cache folder under ``plans/``.
+
+A cold build compiles each unit once, under words no earlier command used, so the plan is also
+remembered by its shape (``Shape``): the words with the source's stem cut out, where nvcc
+only echoes a name (the source, ``-o``, ``-MF``, ``-MT``). nvcc prints names as text, so the
+next unit's plan is the same text with its own stem pasted in. A shape is trusted only once
+the plan one unit taught gave another unit's plan exactly, as nvcc printed it; until then
+nvcc plans as before.
 """
 
 from __future__ import annotations
 
 import marshal
 import os
+import re
 
 from nvstage import fsio
 from nvstage.compiler.store import layout as folder, zstd
 from nvstage.compiler.cache.command.command_key import key as command_key
 
 SCHEMA = "nvstage.plan/2"  # /2: the text's pieces marshalled, in a zstd frame
+SHAPE = "nvstage.plan-shape/1"
 _MAX = 16 << 20
+# A stem that nvcc writes into names as it is (no quoting, no leading dash).
+_STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+# The options whose value nvcc only echoes (into the plan's names and outputs).
+_ECHOED = frozenset({"-o", "--output-file", "-MF", "--dependency-output", "-MT",
+                     "--dependency-target-name"})
 
 
 def _path(root: str, k: str) -> str:
@@ -48,16 +62,22 @@ def lookup(k: str | None, work: str, env) -> str | None:
     secret = folder.secret(env) if root is not None else None
     if secret is None:
         return None
-    doc = fsio.read_sealed(_path(root, k), secret, _MAX)
-    try:
-        if doc.get("schema") != SCHEMA:
-            return None
-        pieces = marshal.loads(zstd.decompress(doc["z"], _MAX))
-        if not isinstance(pieces, list) or not all(isinstance(p, str) for p in pieces):
-            return None
-    except (TypeError, KeyError, AttributeError, ValueError, EOFError, ImportError):
+    got = _read(root, k, secret, SCHEMA)
+    pieces = got[1] if got is not None else None
+    if not isinstance(pieces, list) or not all(isinstance(p, str) for p in pieces):
         return None
     return work.join(pieces)
+
+
+def _read(root: str, k: str, secret: bytes, schema: str) -> tuple[dict, object] | None:
+    """(the document, its unpacked pieces) stored under ``k``, if it is a ``schema`` one."""
+    doc = fsio.read_sealed(_path(root, k), secret, _MAX)
+    try:
+        if doc.get("schema") != schema:
+            return None
+        return doc, marshal.loads(zstd.decompress(doc["z"], _MAX))
+    except (TypeError, KeyError, AttributeError, ValueError, EOFError, ImportError):
+        return None
 
 
 def store(k: str | None, text: str, work: str, env) -> None:
@@ -72,3 +92,66 @@ def store(k: str | None, text: str, work: str, env) -> None:
     except ImportError:
         return
     fsio.write_sealed(_path(root, k), secret, {"schema": SCHEMA, "z": packed})
+
+
+class Shape:
+    """Where the plan of a command's shape is remembered: ``of`` gives it for a command whose
+    source's stem nvcc only echoes, else None. ``seen``: the key of a plan one unit taught;
+    ``sure``: of one that gave another unit's plan exactly (only that one is ever used)."""
+
+    __slots__ = ("stem", "root", "secret", "seen", "sure")
+
+    def __init__(self, stem: str, root: str, secret: bytes, seen: str, sure: str):
+        self.stem, self.root, self.secret, self.seen, self.sure = stem, root, secret, seen, sure
+
+    @classmethod
+    def of(cls, nvcc: str, words: list[str], source: str | None, cwd: str, env) -> Shape | None:
+        """``words``' shape (nvcc's arguments, led by the plan's kind as ``key``'s are), its
+        source the word ``source``; None when the stem shows where nvcc may do more than echo
+        it, or no cache folder is nvstage's (as ``holds``)."""
+        stem = os.path.basename(source or "").rpartition(".")[0]
+        if not _STEM.fullmatch(stem):
+            return None
+        shaped, echoed = [], False
+        for w in words:
+            if stem in w and not echoed and w != source:
+                return None
+            shaped.append(w.replace(stem, "\0"))
+            echoed = w in _ECHOED
+        root = folder.cache_root(env)
+        secret = folder.secret(env) if root is not None else None
+        if secret is None:
+            return None
+        k = key(nvcc, ["shape", *shaped], cwd, env)
+        if k is None:
+            return None
+        return cls(stem, root, secret, k + "-seen", k)
+
+    def holds(self) -> bool:
+        return os.path.isfile(_path(self.root, self.sure))
+
+    def lookup(self, work: str) -> str | None:
+        """The plan for this command, in ``work``, from a shape that proved itself."""
+        got = _read(self.root, self.sure, self.secret, SHAPE)
+        return None if got is None else self._paste(got[1], work)
+
+    def learn(self, text: str, work: str) -> None:
+        """Take the plan nvcc printed in ``work`` for this command: it proves the shape
+        another unit taught when it is that one's plan with this stem pasted in; else it is
+        the one taught, for the next unit to prove."""
+        pieces = [p.split(self.stem) for p in text.split(work)]
+        taught = _read(self.root, self.seen, self.secret, SHAPE)
+        proved = taught is not None and taught[0].get("stem") != self.stem and \
+            self._paste(taught[1], work) == text
+        try:
+            packed = zstd.compress(marshal.dumps(pieces))
+        except ImportError:
+            return
+        fsio.write_sealed(_path(self.root, self.sure if proved else self.seen), self.secret,
+                          {"schema": SHAPE, "z": packed, "stem": self.stem})
+
+    def _paste(self, pieces, work: str) -> str | None:
+        if not isinstance(pieces, list) or not all(
+                isinstance(p, list) and all(isinstance(q, str) for q in p) for p in pieces):
+            return None
+        return work.join(self.stem.join(p) for p in pieces)

@@ -84,11 +84,11 @@ class Ahead:
 
 
 def ask_ahead(nvcc: str, words: list[str], cwd: str, *, remember: bool,
-              kept: bool = False) -> Ahead:
+              kept: bool = False, source: str | None = None) -> Ahead:
     """Start asking nvcc for the plan a build without a keep folder (``kept``: with one, and
-    then nothing is asked) will ask for (``words``: nvcc's arguments, in order, in ``cwd``),
-    unless the plan memo holds it (``remember``: the cache is on) or a name needs
-    placeholders."""
+    then nothing is asked) will ask for (``words``: nvcc's arguments, in order, in ``cwd``;
+    ``source``: the word naming the source, as ``plan_words``'), unless the plan memo holds
+    it (``remember``: the cache is on) or a name needs placeholders."""
     from nvstage.compiler.pipeline import leftovers, plan_memo
 
     ph = Placeholders()
@@ -96,8 +96,9 @@ def ask_ahead(nvcc: str, words: list[str], cwd: str, *, remember: bool,
         plain = ph.sub_words(words) == list(words)
     except UsageError:  # said by the build itself, in its own order
         plain = False
-    if kept or not plain or any(c in cwd for c in '"`\\') or \
-            remember and plan_memo.holds(nvcc, ["tmpxft", *words], cwd, os.environ):
+    if kept or not plain or any(c in cwd for c in '"`\\') or remember and (
+            plan_memo.holds(nvcc, ["tmpxft", *words], cwd, os.environ)
+            or _held_by_shape(nvcc, ["tmpxft", *words], source, cwd)):
         return Ahead(nvcc, words, cwd, None)
     try:
         scratch = leftovers.make("nvstage-")
@@ -117,8 +118,9 @@ def make_plan(source: str, options: CompileOptions, toolkit: Toolkit, work: Path
               cwd: str, *, remember: bool = False, kept: bool = True,
               ahead: Ahead | None = None) -> tuple[Plan, list[str], float]:
     """Ask nvcc for its plan with the same flags (``words_for``), and parse it."""
-    return plan_words(words_for(source, options), toolkit, work, cwd, remember=remember,
-                      kept=kept, ahead=ahead)
+    words = words_for(source, options)
+    return plan_words(words, toolkit, work, cwd, remember=remember, kept=kept, ahead=ahead,
+                      source=source_word(words, options))
 
 
 def words_for(source: str, options: CompileOptions) -> list[str]:
@@ -139,12 +141,25 @@ def words_for(source: str, options: CompileOptions) -> list[str]:
     return [*options.nvcc_args(), source, *(["-o", output] if output else [])]
 
 
+def _held_by_shape(nvcc: str, words: list[str], source: str | None, cwd: str) -> bool:
+    from nvstage.compiler.pipeline.plan_memo import Shape
+
+    shape = Shape.of(nvcc, words, source, cwd, os.environ)
+    return shape is not None and shape.holds()
+
+
+def source_word(words: list[str], options: CompileOptions) -> str:
+    """The word of ``words_for``'s that names the source."""
+    return words[len(options.nvcc_args())]
+
+
 def plan_words(words: list[str], toolkit: Toolkit, work: Path, cwd: str, *,
-               remember: bool = False, kept: bool = True,
-               ahead: Ahead | None = None) -> tuple[Plan, list[str], float]:
+               remember: bool = False, kept: bool = True, ahead: Ahead | None = None,
+               source: str | None = None) -> tuple[Plan, list[str], float]:
     """nvcc's plan for ``words`` (its arguments, in order), in ``work``; with ``remember``,
-    from the plan memo when nvcc printed it before (``plan_memo``); else ``ahead``'s when it
-    asked for the same (``ask_ahead``).
+    from the plan memo when nvcc printed it before for these words or, ``source`` the word
+    that names the source, for another unit of the same shape (``plan_memo``); else
+    ``ahead``'s when it asked for the same (``ask_ahead``).
 
     ``kept``: the intermediates are named as ``nvcc --keep`` names them (``vadd.cudafe1.cpp``),
     for a folder people read. Otherwise as a plain nvcc run names them, with its $TMPDIR the
@@ -158,11 +173,16 @@ def plan_words(words: list[str], toolkit: Toolkit, work: Path, cwd: str, *,
     shown_work = ph.sub(str(work))
     kept = kept or shown_work != str(work)  # $TMPDIR cannot be a placeholder
     argv = [toolkit.nvcc, "--dryrun", *(["--keep", "--keep-dir", shown_work] if kept else [])]
-    argv += ph.sub_words(words)
-    k = plan_memo.key(toolkit.nvcc, ["keep" if kept else "tmpxft", *words], cwd,
-                      os.environ) if remember else None
+    shown_words = ph.sub_words(words)
+    argv += shown_words
+    kind = ["keep" if kept else "tmpxft"]
+    k = plan_memo.key(toolkit.nvcc, [*kind, *words], cwd, os.environ) if remember else None
+    shape = plan_memo.Shape.of(toolkit.nvcc, [*kind, *words], source, cwd, os.environ) \
+        if k is not None and shown_words == list(words) else None
     t0 = time.perf_counter()
     text = plan_memo.lookup(k, shown_work, os.environ)
+    if text is None and shape is not None:
+        text = shape.lookup(shown_work)
     if text is None:
         try:
             # The plan's names must come back as the bytes they are: "replace" made a name
@@ -182,6 +202,8 @@ def plan_words(words: list[str], toolkit: Toolkit, work: Path, cwd: str, *,
         text = cp.stderr if kept else _fixed_pid(cp.stderr)
         if k is not None:
             plan_memo.store(k, text, shown_work, os.environ)
+        if shape is not None:
+            shape.learn(text, shown_work)
         seconds = cp.seconds
     else:
         seconds = time.perf_counter() - t0
