@@ -12,8 +12,10 @@ Per run: wall time, the tools' CPU (user+sys of the process's waited-for childre
 process's user+sys); for nvcc, its whole CPU. The plan's critical path is the longest chain of
 stage times through nvcc's plan as a graph (``compiler/nvcc/graph.py``), from the manifest of
 an extra ``--json -j 1`` run each round (stage times without a sibling stage on the other
-core). The floor is max(critical path, (tools' CPU + nvstage's own CPU) / cores): no schedule
-finishes sooner; a target below it cannot be met by nvstage's own changes alone.
+core). The floor is max(critical path, (tools' CPU + nvstage's own CPU) / cores, waits), where
+waits is, over the stages, the longest of (the seconds of every stage it waits for) / cores +
+the chain from it to the end: no schedule finishes sooner; a target below it cannot be met by
+nvstage's own changes alone.
 
 Then, for the one-arch case: where nvstage's own time goes (each tool process's start and
 reap timed inside the process, the rest between them), the imports (``python -X importtime``),
@@ -110,21 +112,45 @@ class Run:
         return self.own + self.tools
 
 
-def critical_path(doc: dict) -> tuple[list[int], float]:
-    """The plan's longest chain of stage times in a manifest (``stages.json``'s document): the
-    graph ``compiler/nvcc/graph.py`` builds from the stages' files, weighted by their seconds."""
+def _graph(doc: dict):
+    """(the graph ``compiler/nvcc/graph.py`` builds from a manifest's stages and files, each
+    stage's seconds)."""
     from nvstage.compiler.nvcc.graph import build_graph
     from nvstage.compiler.nvcc.plan import Plan, Stage
 
     keys = ("index", "kind", "tool", "argv", "arch", "inputs", "outputs")
     stages = [Stage.from_json({k: s[k] for k in keys}) for s in doc["stages"]]
     seconds = {s["index"]: float(s["seconds"]) for s in doc["stages"]}
-    return build_graph(Plan({}, stages)).critical_path(seconds)
+    return build_graph(Plan({}, stages)), seconds
 
 
-def floor_of(critical: float, tools_cpu: float, own_cpu: float, cores: int) -> float:
-    """No schedule ends before its longest chain, nor before the cores did all the work."""
-    return max(critical, (tools_cpu + own_cpu) / cores)
+def critical_path(doc: dict) -> tuple[list[int], float]:
+    """The plan's longest chain of stage times in a manifest (``stages.json``'s document)."""
+    graph, seconds = _graph(doc)
+    return graph.critical_path(seconds)
+
+
+def waits_floor(doc: dict, cores: int) -> tuple[int, float]:
+    """(the stage that bounds it, the bound): no stage starts before every stage it waits for,
+    at any depth, has run (their seconds over the cores at best), and what follows it is a
+    chain. Tighter than either alone where a long stage ends the plan: the host compile waits
+    for fatbinary, which waits for every ptxas, and then runs alone."""
+    graph, seconds = _graph(doc)
+    if not graph.stages:
+        return 0, 0.0
+    chain = graph.bottom_levels(seconds)
+    before: dict[int, set[int]] = {}
+    for i in graph.order:  # a stage waits only for earlier ones
+        before[i] = set().union(*(before[d] | {d} for d in graph.deps[i]))
+    return max(((i, sum(seconds[d] for d in before[i]) / cores + chain[i])
+                for i in graph.order), key=lambda x: (x[1], -x[0]))
+
+
+def floor_of(critical: float, tools_cpu: float, own_cpu: float, cores: int,
+             waits: float = 0.0) -> float:
+    """No schedule ends before its longest chain, before the cores did all the work, nor
+    before ``waits_floor``."""
+    return max(critical, (tools_cpu + own_cpu) / cores, waits)
 
 
 def _med(xs) -> float:
@@ -144,14 +170,16 @@ def case(title, runs, anchor, nvstage_argv, w, env, cores, target) -> dict:
         with open(w / "m.json", "wb") as out:
             Run([*nvstage_argv, "--json", "-j", "1"], w, env, stdout=out)
         doc = json.loads((w / "m.json").read_text())
-        cps.append((*critical_path(doc), sum(float(x["seconds"]) for x in doc["stages"])))
+        cps.append((*critical_path(doc), sum(float(x["seconds"]) for x in doc["stages"]),
+                    *waits_floor(doc, cores)))
     nv, st = _med(x.wall for x in a), _med(x.wall for x in b)
     tools, own = _med(x.tools for x in b), _med(x.own for x in b)
-    cp = _med(c[1] for c in cps)
-    floor = floor_of(cp, tools, own, cores)
+    cp, waits = _med(c[1] for c in cps), _med(c[4] for c in cps)
+    floor = floor_of(cp, tools, own, cores, waits)
     ratios = sorted(y.wall / x.wall for x, y in zip(a, b))
     # Each round's own floor against its own anchor: load from elsewhere falls on both.
-    per = sorted(floor_of(c[1], y.tools, y.own, cores) / x.wall for x, y, c in zip(a, b, cps))
+    per = sorted(floor_of(c[1], y.tools, y.own, cores, c[4]) / x.wall
+                 for x, y, c in zip(a, b, cps))
     goal = target * nv
     print(f"{title} (medians of {runs} interleaved rounds, {cores} cores)")
     print(f"  anchor  {' '.join(Path(x).name for x in anchor[:1])} {' '.join(anchor[1:])}")
@@ -165,7 +193,10 @@ def case(title, runs, anchor, nvstage_argv, w, env, cores, target) -> dict:
           f" their sum, serial: {_med(c[2] for c in cps) * 1000:.0f} ms)")
     print(f"  (tools' + own CPU) / {cores} {_ms((tools + own) / cores)};   tools alone / {cores} "
           f"{_ms(tools / cores)}")
-    print(f"  floor = max(critical path, CPU / cores) {_ms(floor)} = {floor / nv:.2f}x the anchor"
+    print(f"  waits: stage {cps[0][3]} (what it waits for / {cores} + the chain from it) "
+          f"{_ms(waits)}")
+    print(f"  floor = max(critical path, CPU / cores, waits) {_ms(floor)} = {floor / nv:.2f}x "
+          f"the anchor"
           f" (each round's floor / its anchor: {per[0]:.2f} to {per[-1]:.2f}, median "
           f"{_med(per):.2f})")
     print(f"  target {target:.2f}x = {_ms(goal)}: "

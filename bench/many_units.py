@@ -20,10 +20,11 @@ sm_90. Each round builds every way in a fresh copy with an empty cache of its ow
   tools, included), nvstage's against nvcc's. Each build starts on a quiet machine.
 
 nvstage is the launcher the toolchain file of ``nvstage doctor --cmake-toolchain FILE
---launcher`` names (Python without ``site`` on ``cli/bare.py``), by default without its resident server
-(``--server 1``: ``NVSTAGE_SERVER=1``, ``compiler/launcher/resident/server.py``, which answers
-hits too, started by the first command and stopped after each round). Medians over rounds, and the spread of each
-anchor (the noise of this machine). ccache comes from the ``bench`` extra.
+--launcher`` names (Python without ``site`` on ``cli/bare.py``), with its resident server as by
+default (``compiler/launcher/resident/server.py``, which answers hits too, started by the first
+command and stopped after each round; ``--server 0``: ``NVSTAGE_SERVER=0``, without it).
+Medians over rounds, and the spread of each anchor (the noise of this machine). ccache comes
+from the ``bench`` extra.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def one(way: str, launcher: list[str] | None, nvcc: str, work: Path, units: int,
                CCACHE_DIR=str(cache), XDG_CONFIG_HOME=str(work / "config"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a real install has its .pyc files
     env.pop("NVSTAGE_BUILD_RECORD", None)
-    env["NVSTAGE_SERVER"] = server  # the resident nvstage: 0, the default; 1, opt-in
+    env["NVSTAGE_SERVER"] = server  # the resident nvstage: 1, the default; 0, refused
     cfg = ["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja",
            f"-DCMAKE_CUDA_COMPILER={nvcc}"]
     if launcher:
@@ -152,8 +153,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--units", type=int, default=32)
     ap.add_argument("-j", "--jobs", type=int, default=2)
-    ap.add_argument("--server", choices=("0", "1"), default="0",
-                    help="NVSTAGE_SERVER for nvstage's builds: 0 (the default) or 1")
+    ap.add_argument("--server", choices=("0", "1"), default="1",
+                    help="NVSTAGE_SERVER for nvstage's builds: 1 (nvstage's default) or 0")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
     from nvstage.compiler.toolkit.cmake_toolchain import nvstage_command

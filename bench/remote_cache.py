@@ -13,7 +13,7 @@ the builds so that load from elsewhere falls on all of them alike.
 
     python bench/remote_cache.py [--rounds 3] [--servers redis,webdav] [--resident 0|1]
 
-The resident nvstage (``NVSTAGE_SERVER``, opt-in) is on by default, as the other benchmarks
+The resident nvstage (``NVSTAGE_SERVER``) is on, nvstage's default, as the other benchmarks
 measure it (``--resident 0``: every command in a process of its own); each runner's server is
 stopped after its build.
 

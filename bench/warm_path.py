@@ -19,9 +19,9 @@ anchor's own spread printed (the noise of this machine):
 - four gencodes cold through ``nvstage compile`` (its default -j) against ``nvcc --threads 2``
   (target <= 1.0).
 Bytecode is written (PYTHONDONTWRITEBYTECODE is dropped): a real install has its .pyc files.
-The resident nvstage is on (``NVSTAGE_SERVER=1``, opt-in), as measured; the servers started
-here are stopped at the end. Each command writes its output into ``out/``, as a CMake build
-puts objects in a folder of their own: a folder that holds the source and that other compiles
+The resident nvstage is on (nvstage's default; ``NVSTAGE_SERVER=1`` set all the same), as
+measured; the servers started here are stopped at the end. Each command writes its output into
+``out/``, as a CMake build puts objects in a folder of their own: a folder that holds the source and that other compiles
 write into has every hit look at the places a header could hide.
 """
 

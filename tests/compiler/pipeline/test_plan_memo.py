@@ -91,5 +91,56 @@ def test_a_stem_in_a_word_nvcc_reads_has_no_shape(toolkit, units):
         words, source = _unit(src, stem)
         assert Shape.of(toolkit.nvcc, ["tmpxft", *words, *extra], source, str(build),
                         os.environ) is None, stem
+    # Where it is not a file's name: an extension (which kind of file -o writes), a suffix.
+    for stem, out in (("ptx", "k.ptx"), ("k0", "objk0.cu.o"), ("k0", "k0k0.o")):
+        words, source = _unit(src, stem)
+        words[words.index("-o") + 1] = out
+        assert Shape.of(toolkit.nvcc, ["tmpxft", *words], source, str(build),
+                        os.environ) is None, out
     words, source = _unit(src, "k0")
     assert Shape.of(toolkit.nvcc, ["tmpxft", *words], source, str(build), os.environ)
+
+
+def test_a_prover_whose_stem_nvcc_also_prints_keeps_the_teachers_holes(toolkit, units):
+    # cuda proves k0's plan; what is kept is k0's, not cuda's, which would have a hole in
+    # cuda_runtime.h that k2 would fill (k2_runtime.h).
+    assert _plans(toolkit, units, ["k0", "cuda", "k2", "k3"]) == [1, 1, 0, 0]
+
+
+def test_a_stem_in_the_environment_s_flags_stays_nvcc_s(toolkit, units, monkeypatch):
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", "-DWHICH=k2")
+    assert _plans(toolkit, units, ["k0", "k2", "k3"]) == [1, 1, 0]
+
+
+def test_a_folder_named_as_a_unit_proves_nothing_it_should_not(toolkit, tmp_path, monkeypatch):
+    from nvstage.compiler.cache.stage.stage_cache import open_cache
+
+    monkeypatch.setenv("NVSTAGE_CACHE_DIR", str(tmp_path / "cache"))
+    open_cache(True)
+    here = tmp_path / "saxpy"
+    (here / "work").mkdir(parents=True)
+    for stem in ("util", "saxpy", "main"):
+        (here / f"{stem}.cu").write_text("__global__ void f() {}\n")
+        words = ["-c", f"{stem}.cu", "-o", f"{stem}.o", "-arch=sm_90"]
+        got, _, _ = plan_words(words, toolkit, here / "work", str(here), remember=True,
+                               kept=False, source=f"{stem}.cu")
+        nvcc, _, _ = plan_words(words, toolkit, here / "work", str(here), kept=False)
+        assert [s.argv for s in got.stages] == [s.argv for s in nvcc.stages], stem
+
+
+def test_a_document_that_stands_for_a_huge_plan_is_not_pasted(toolkit, units):
+    import marshal
+
+    from nvstage import fsio
+    from nvstage.compiler.pipeline import plan_memo
+    from nvstage.compiler.store import zstd
+
+    src, build, _ = units
+    words, source = _unit(src, "k0")
+    shape = Shape.of(toolkit.nvcc, ["tmpxft", *words], source, str(build), os.environ)
+    inner = [""] * 10**6
+    big = marshal.dumps([inner] * 10**6)  # one list shared: 10**12 holes in a few MB
+    fsio.write_sealed(plan_memo._path(shape.root, shape.sure), shape.secret,
+                      {"schema": plan_memo.SHAPE, "z": zstd.compress(big), "stem": "k1"})
+    assert shape.holds() and shape.lookup(str(build / "work")) is None
+    assert plan_memo._joined(["a"] * 10**7, "/work") is None

@@ -8,8 +8,8 @@ A launcher command is a ``Command`` (its argv, folder, environment, umask, stand
 and what was asked of the resident nvstage already); ``launch`` takes it through four steps,
 cheapest first, and an ``Outcome`` comes back:
 
-1. a resident hit: the whole command answered by the resident nvstage (``resident/ask.py``,
-   with ``NVSTAGE_SERVER=1``), unless ``cli/bare.py`` asked before anything was imported;
+1. a resident hit: the whole command answered by the resident nvstage (``resident/ask.py``;
+   on unless ``NVSTAGE_SERVER=0``), unless ``cli/bare.py`` asked before anything was imported;
 2. a hit here: answered by this process from the command cache (``cache/command/answer.py``);
 3. a hand-over: the miss run by a child of the resident nvstage (``resident/handover.py``);
 4. a staged run here (``run_staged``), which starts a resident nvstage for the next commands.
@@ -176,7 +176,7 @@ def hand_over(cmd: Command) -> int | None:
 
 
 def start_resident(cmd: Command) -> None:
-    """A resident nvstage for the next commands, where it is on (``NVSTAGE_SERVER=1``) and
+    """A resident nvstage for the next commands, where it is on (not ``NVSTAGE_SERVER=0``) and
     none runs: after a miss run here, and after a hit answered here because no server was
     there to ask (else a build whose every command hits would never have one)."""
     from nvstage.compiler.launcher.resident import handover

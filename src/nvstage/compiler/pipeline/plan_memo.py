@@ -63,10 +63,28 @@ def lookup(k: str | None, work: str, env) -> str | None:
     if secret is None:
         return None
     got = _read(root, k, secret, SCHEMA)
-    pieces = got[1] if got is not None else None
-    if not isinstance(pieces, list) or not all(isinstance(p, str) for p in pieces):
+    return None if got is None else _joined(got[1], work)
+
+
+def _joined(pieces, sep: str, inner: str | None = None) -> str | None:
+    """``sep`` between the pieces (each a str, or with ``inner`` a list of str with ``inner``
+    between them); None unless that is what they are, or when the text would pass ``_MAX``:
+    marshal shares one object many times, so a small document can stand for a huge text."""
+    if not isinstance(pieces, list):
         return None
-    return work.join(pieces)
+    left = _MAX
+    for p in pieces:
+        parts = [p] if inner is None else p
+        if not isinstance(parts, list):
+            return None
+        left -= len(sep) + 1  # at least a character of budget a piece, an empty one too
+        for q in parts:
+            if not isinstance(q, str):
+                return None
+            left -= len(q) + len(inner or "") + 1
+            if left < 0:
+                return None
+    return sep.join(p if inner is None else inner.join(p) for p in pieces)
 
 
 def _read(root: str, k: str, secret: bytes, schema: str) -> tuple[dict, object] | None:
@@ -114,7 +132,10 @@ class Shape:
             return None
         shaped, echoed = [], False
         for w in words:
-            if stem in w and not echoed and w != source:
+            # Only as a file's name: at the start or after a folder, before its extension
+            # (``-o k.ptx`` from ptx.cu would say which kind of file nvcc writes).
+            if stem in w and (not echoed and w != source or w.count(stem) != w.count(
+                    f"/{stem}.") + w.startswith(f"{stem}.")):
                 return None
             shaped.append(w.replace(stem, "\0"))
             echoed = w in _ECHOED
@@ -133,25 +154,21 @@ class Shape:
     def lookup(self, work: str) -> str | None:
         """The plan for this command, in ``work``, from a shape that proved itself."""
         got = _read(self.root, self.sure, self.secret, SHAPE)
-        return None if got is None else self._paste(got[1], work)
+        return None if got is None else _joined(got[1], work, self.stem)
 
     def learn(self, text: str, work: str) -> None:
         """Take the plan nvcc printed in ``work`` for this command: it proves the shape
         another unit taught when it is that one's plan with this stem pasted in; else it is
         the one taught, for the next unit to prove."""
-        pieces = [p.split(self.stem) for p in text.split(work)]
         taught = _read(self.root, self.seen, self.secret, SHAPE)
         proved = taught is not None and taught[0].get("stem") != self.stem and \
-            self._paste(taught[1], work) == text
+            _joined(taught[1], work, self.stem) == text
+        # What is proved is the template taught, holes where its stem was: this stem may
+        # also stand where nvcc prints a word of its own (``cuda`` in cuda_runtime.h).
+        pieces = taught[1] if proved else [p.split(self.stem) for p in text.split(work)]
         try:
             packed = zstd.compress(marshal.dumps(pieces))
         except ImportError:
             return
         fsio.write_sealed(_path(self.root, self.sure if proved else self.seen), self.secret,
                           {"schema": SHAPE, "z": packed, "stem": self.stem})
-
-    def _paste(self, pieces, work: str) -> str | None:
-        if not isinstance(pieces, list) or not all(
-                isinstance(p, list) and all(isinstance(q, str) for q in p) for p in pieces):
-            return None
-        return work.join(self.stem.join(p) for p in pieces)

@@ -1,5 +1,6 @@
-"""The resident nvstage (NVSTAGE_SERVER=1, opt-in): a command it runs gives plain nvcc's object,
-and --stop ends it leaving neither its socket nor its lock behind."""
+"""The resident nvstage (on by default, NVSTAGE_SERVER=0 refuses it): a command it runs gives plain
+nvcc's object, it holds none of a build's streams, and --stop ends it leaving neither its socket
+nor its lock behind."""
 
 from __future__ import annotations
 
@@ -96,6 +97,41 @@ def _served(toolkit, kernels, tmp_path: Path, run: Path) -> None:
         stopped = proc.run(stop, cwd=tmp_path, env=env, timeout=60)
     assert stopped.returncode == 0  # a server ran
     assert _server_files(run) == []  # its socket and its lock are gone with it
+
+
+def test_by_default_a_server_starts_and_holds_none_of_the_builds_streams(toolkit, kernels,
+                                                                          tmp_path):
+    # A build piped to tee, or run by subprocess.run(capture_output=True), ends when its last
+    # command does: the server (600 s idle) and its children keep none of their pipes open.
+    run = Path(tempfile.mkdtemp(prefix="nvs-", dir="/tmp"))
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k != "NVSTAGE_SERVER"}
+    env.update(NVSTAGE_CACHE_DIR=str(cache), XDG_RUNTIME_DIR=str(run))
+    src = tmp_path / "vadd.cu"
+    shutil.copy(kernels / "vadd.cu", src)
+    nvcc = [*_launcher(), toolkit.nvcc, "-c", "-arch=sm_90", "vadd.cu"]
+    try:
+        refused = subprocess.run([*nvcc, "-o", "r.o"], cwd=tmp_path, capture_output=True,
+                                 env=dict(env, NVSTAGE_SERVER="0"), timeout=120)
+        assert refused.returncode == 0, refused.stderr
+        time.sleep(1)
+        assert _residents(cache) == [] and _server_files(run) == []
+        first = subprocess.run([*nvcc, "-o", "a.o"], cwd=tmp_path, env=env,
+                               capture_output=True, timeout=120)
+        assert first.returncode == 0, first.stderr
+        _until(lambda: any(f.endswith(".sock") for f in _server_files(run)))
+        assert _residents(cache)
+        # A miss the server's child runs, piped as `nvstage nvcc ... | cat` is.
+        src.write_text(src.read_text() + "\n__device__ int resident_default_marker;\n")
+        piped = subprocess.run(["sh", "-c", '"$@" 2>&1 | cat', "sh", *nvcc, "-o", "b.o",
+                                "-Xptxas", "-v"], cwd=tmp_path, env=env,
+                               capture_output=True, timeout=120)
+        assert piped.returncode == 0 and b"registers" in piped.stdout, piped.stdout
+        assert (tmp_path / "b.o").is_file()
+    finally:
+        subprocess.run([sys.executable, "-m", "nvstage.compiler.launcher.resident.server",
+                        "--stop", str(cache)], env=env, capture_output=True, timeout=60)
+        shutil.rmtree(run, ignore_errors=True)
 
 
 def _until(what, seconds: float = 60.0) -> None:

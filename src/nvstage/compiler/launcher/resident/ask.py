@@ -10,10 +10,10 @@ process prints what the tools printed and exits. A miss, no server, a server of 
 any error before the request is sent: this process goes on as if it had not asked.
 
 Built-in modules only (no ``os``: 1 ms a start without ``site``), so that ``cli/bare.py`` can ask
-first. Opt-in with the resident nvstage (``NVSTAGE_SERVER=1``). The socket is named by what
-picks the server: the user, nvstage's folder, Python's version, the variables that name the
-cache folder and the locale (``name``); the server checks the rest (the cache folder, its own
-code unchanged).
+first. The resident nvstage is on unless ``NVSTAGE_SERVER=0`` refuses it (``resident_on``). The
+socket is named by what picks the server: the user, nvstage's folder, Python's version, the
+variables that name the cache folder and the locale (``name``); the server checks the rest (the
+cache folder, its own code unchanged).
 """
 
 import marshal
@@ -27,6 +27,12 @@ NAMED_BY = ("NVSTAGE_CACHE_DIR", "XDG_CACHE_HOME", "HOME", "LANG", "LC_ALL", "LC
             "PYTHONIOENCODING", "PYTHONUTF8")
 MAX_MESSAGE = 64 << 20
 _S_IFMT, _S_IFDIR = 0o170000, 0o040000
+
+
+def resident_on(env) -> bool:
+    """Whether commands use the resident nvstage: by default, as sccache's server; not with
+    ``NVSTAGE_SERVER=0``, nor without the cache (``NVSTAGE_CACHE=0``), which it serves."""
+    return env.get("NVSTAGE_SERVER") != "0" and env.get("NVSTAGE_CACHE", "1") != "0"
 
 
 def _package() -> str:
@@ -302,7 +308,7 @@ def ask(argv: list[str]) -> bool | _Missed | None:
     to ask. Either way but True, this process runs the command as if it had not asked."""
     enc, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
     env = {k.decode(enc, errors): v.decode(enc, errors) for k, v in posix.environ.items()}
-    if env.get("NVSTAGE_SERVER", "0") != "1" or env.get("NVSTAGE_CACHE", "1") == "0":
+    if not resident_on(env):
         return False
     path = name(env)
     if not _own_folder(path.rsplit("/", 1)[0]):

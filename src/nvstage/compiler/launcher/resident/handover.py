@@ -10,9 +10,9 @@ goes where this process's would, and nothing is copied. Its exit status is this 
 Signals that end this process (SIGINT, SIGTERM, SIGHUP) are passed on to the child, which ends
 its tools as the launcher does.
 
-Opt-in (``NVSTAGE_SERVER=1``; docs/launcher.md says why, from measurements), and never required:
-no server, a server that refuses, one of another user or another nvstage, and this process runs the
-command itself (and starts a server for the next ones, ``resident``). One server per user, cache
+On by default (``NVSTAGE_SERVER=0`` refuses it; docs/launcher.md says why, from measurements),
+and never required: no server, a server that refuses, one of another user or another nvstage,
+and this process runs the command itself (and starts a server for the next ones, ``resident``). One server per user, cache
 folder, Python and nvstage (its files' times: an upgraded or edited nvstage gets a server of its
 own) and locale; its socket in a folder only the user can enter (``$XDG_RUNTIME_DIR``, else
 ``/tmp/nvstage-UID``), and each side checks that the other runs as the same user (``SO_PEERCRED``).
@@ -32,7 +32,9 @@ _MAX_REPLY = 64
 
 
 def enabled(env) -> bool:
-    return env.get(ENV, "0") == "1" and env.get("NVSTAGE_CACHE", "1") != "0"
+    from nvstage.compiler.launcher.resident.ask import resident_on
+
+    return resident_on(env)
 
 
 def _code_stamp() -> list:

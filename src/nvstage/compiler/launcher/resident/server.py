@@ -5,7 +5,7 @@ per command a launcher hands it (``launcher/resident/handover.py`` is the client
     python -m nvstage.compiler.launcher.resident.server --stop CACHE_FOLDER   (ends it)
 
 Started on demand: a launcher that ran a command itself starts one for the next commands
-(``start.ensure``) when ``NVSTAGE_SERVER=1``. One per user, cache folder and nvstage (a
+(``start.ensure``) unless ``NVSTAGE_SERVER=0``. One per user, cache folder and nvstage (a
 lock beside its socket); it leaves after ``NVSTAGE_SERVER_IDLE`` seconds (600) without a
 command, and removes its socket. Only single-threaded between commands, so that a fork
 copies no held lock. A child (``child.py``) takes the client's place (folder, environment,

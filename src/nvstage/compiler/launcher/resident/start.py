@@ -1,7 +1,7 @@
 """Starting the resident nvstage (``server.py``) for the next commands: a launcher that ran a
 command itself, or answered a hit with no server to ask, starts one where it is on
-(``NVSTAGE_SERVER=1``) and none runs. Apart from the server, which imports the launcher's flow
-(that calls this): no module imports another that imports it back.
+(unless ``NVSTAGE_SERVER=0``) and none runs. Apart from the server, which imports the
+launcher's flow (that calls this): no module imports another that imports it back.
 """
 
 from __future__ import annotations
