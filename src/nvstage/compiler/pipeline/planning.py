@@ -98,7 +98,8 @@ def ask_ahead(nvcc: str, words: list[str], cwd: str, *, remember: bool,
         plain = False
     if kept or not plain or any(c in cwd for c in '"`\\') or remember and (
             plan_memo.holds(nvcc, ["tmpxft", *words], cwd, os.environ)
-            or _held_by_shape(nvcc, ["tmpxft", *words], source, cwd)):
+            or (shape := plan_memo.Shape.of(nvcc, ["tmpxft", *words], source, cwd,
+                                            os.environ)) is not None and shape.holds()):
         return Ahead(nvcc, words, cwd, None)
     try:
         scratch = leftovers.make("nvstage-")
@@ -139,13 +140,6 @@ def words_for(source: str, options: CompileOptions) -> list[str]:
     source, output = (os.path.join(os.curdir, p) if p and p.startswith("-") else p
                       for p in (source, output))
     return [*options.nvcc_args(), source, *(["-o", output] if output else [])]
-
-
-def _held_by_shape(nvcc: str, words: list[str], source: str | None, cwd: str) -> bool:
-    from nvstage.compiler.pipeline.plan_memo import Shape
-
-    shape = Shape.of(nvcc, words, source, cwd, os.environ)
-    return shape is not None and shape.holds()
 
 
 def source_word(words: list[str], options: CompileOptions) -> str:

@@ -12,11 +12,11 @@ its tools as the launcher does.
 
 On by default (``NVSTAGE_SERVER=0`` refuses it; docs/launcher.md says why, from measurements),
 and never required: no server, a server that refuses, one of another user or another nvstage,
-and this process runs the command itself (and starts a server for the next ones, ``resident``). One server per user, cache
-folder, Python and nvstage (its files' times: an upgraded or edited nvstage gets a server of its
-own) and locale; its socket in a folder only the user can enter (``$XDG_RUNTIME_DIR``, else
-``/tmp/nvstage-UID``), and each side checks that the other runs as the same user (``SO_PEERCRED``).
-Standard library only.
+and this process runs the command itself (and starts a server for the next ones,
+``resident``). One server per user, cache folder, Python and nvstage (its files' times: an
+upgraded or edited nvstage gets a server of its own) and locale; its socket in a folder only
+the user can enter (``$XDG_RUNTIME_DIR``, else ``/tmp/nvstage-UID``), and each side checks that
+the other runs as the same user (``SO_PEERCRED``). Standard library only.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import stat
 import sys
 import nvstage
 
-ENV = "NVSTAGE_SERVER"
 _LOCALE = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8")
 _MAX_REPLY = 64
 
