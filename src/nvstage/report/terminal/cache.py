@@ -33,7 +33,7 @@ def server_lines(servers: list[dict] | None) -> list[str]:
     if servers is None:
         return []
     if not servers:
-        return ["server    none running (the launcher starts one; NVSTAGE_SERVER=0 refuses it)"]
+        return ["server    none running (the launcher starts one)"]
     out = []
     for s in servers:
         idle = "-" if s["idle_s"] is None else fmt_time(s["idle_s"], "s", digits=0)
