@@ -169,9 +169,10 @@ def hit_here(cmd: Command) -> bool:
 def hand_over(cmd: Command) -> int | None:
     """Step 3: the exit status the resident's child gave; None when none took the command."""
     from nvstage.compiler.launcher.resident import handover
+    from nvstage.compiler.launcher.resident.ask import resident_on
     from nvstage.compiler.store.layout import cache_root
 
-    root = cache_root(cmd.env) if handover.enabled(cmd.env) else None
+    root = cache_root(cmd.env) if resident_on(cmd.env) else None
     return None if root is None else handover.delegate(cmd.argv, cmd.cwd, cmd.env, root)
 
 
@@ -179,10 +180,10 @@ def start_resident(cmd: Command) -> None:
     """A resident nvstage for the next commands, where it is on (not ``NVSTAGE_SERVER=0``) and
     none runs: after a miss run here, and after a hit answered here because no server was
     there to ask (else a build whose every command hits would never have one)."""
-    from nvstage.compiler.launcher.resident import handover
+    from nvstage.compiler.launcher.resident.ask import resident_on
     from nvstage.compiler.store.layout import cache_root
 
-    root = cache_root(cmd.env) if handover.enabled(cmd.env) else None
+    root = cache_root(cmd.env) if resident_on(cmd.env) else None
     if root is not None:
         with_site()  # sys.prefix (which names its socket) as a server sees it
         from nvstage.compiler.launcher.resident.start import ensure

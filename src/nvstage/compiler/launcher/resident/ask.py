@@ -173,13 +173,14 @@ def claimed(sock, mine, server: int, bound: float = CLAIM_S, *,
     import _socket
 
     waited = 0.0
+    if woken:
+        import select
+
+        poll = select.poll()  # not select.select: a descriptor past 1023 is refused there
+        poll.register(sock, select.POLLIN)
+        poll.register(mine, select.POLLIN)
     while True:
         if woken:
-            import select
-
-            poll = select.poll()  # not select.select: a descriptor past 1023 is refused there
-            poll.register(sock, select.POLLIN)
-            poll.register(mine, select.POLLIN)
             ready = {fd for fd, _ in poll.poll(TICK_S * 1000)}
             if sock.fileno() in ready:
                 return b""

@@ -30,12 +30,6 @@ _LOCALE = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8")
 _MAX_REPLY = 64
 
 
-def enabled(env) -> bool:
-    from nvstage.compiler.launcher.resident.ask import resident_on
-
-    return resident_on(env)
-
-
 def _code_stamp() -> list:
     """nvstage's files as they are now (names, sizes and times): another server for other
     code."""

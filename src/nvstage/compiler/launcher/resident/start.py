@@ -14,9 +14,8 @@ from nvstage.compiler.launcher.resident import handover as client
 
 
 def ensure(root: str, env) -> None:
-    """Start a server for the cache folder ``root`` unless one runs (never an error)."""
-    if not client.enabled(env):
-        return
+    """Start a server for the cache folder ``root`` unless one runs (never an error); the
+    caller (``flow.start_resident``) asked whether the resident is on."""
     path = client.socket_path(root, env)
     if not client.own_folder(os.path.dirname(path), make=True):
         return
