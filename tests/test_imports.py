@@ -240,14 +240,15 @@ _FEATURES = ("NVSTAGE_REMOTE_CACHE", "NVSTAGE_TIME_TRACE", "NVSTAGE_DIST", "NVST
 
 def _cold_miss(folder: Path, kernels: Path, nvcc: str, **env: str) -> list[str]:
     """The modules ``nvstage NVCC -c vadd.cu`` loads on an empty cache, run as a build's
-    launcher runs it (``cli/bare.py``, ``python -S -P``): ``-X importtime`` names each."""
+    launcher runs it (``cli/bare.py``, ``python -S -P``): ``-X importtime`` names each. In
+    its own process, the resident nvstage refused: none is started to outlive the test."""
     shutil.copy(kernels / "vadd.cu", folder)
     plain = {k: v for k, v in os.environ.items() if k not in _FEATURES}
     cp = subprocess.run([sys.executable, "-X", "importtime", "-S", "-P",
                          str(SRC / "cli" / "bare.py"), nvcc, "-c", "vadd.cu", "-o", "vadd.o",
                          "-arch=sm_90"], cwd=folder, capture_output=True, text=True,
                         timeout=300, env={**plain, "NVSTAGE_CACHE_DIR": str(folder / "cache"),
-                                          **env})
+                                          "NVSTAGE_SERVER": "0", **env})
     assert cp.returncode == 0 and (folder / "vadd.o").is_file(), cp.stderr[-3000:]
     return [line.rpartition("|")[2].strip() for line in cp.stderr.splitlines()
             if line.startswith("import time:")]
