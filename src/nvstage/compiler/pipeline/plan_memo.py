@@ -49,11 +49,19 @@ def holds(nvcc: str, words: list[str], cwd: str, env) -> bool:
     folder is nvstage's: a key remembers in this process the names nvcc reads
     (``nvcc/environment.env_names``), and their note, which a later hit reads, is written only
     into an opened folder."""
-    root = folder.cache_root(env)
-    if root is None or folder.secret(env) is None:
+    if not kept_any(env):
         return False
     k = key(nvcc, words, cwd, env)
-    return k is not None and os.path.isfile(_path(root, k))
+    return k is not None and os.path.isfile(_path(folder.cache_root(env), k))
+
+
+def kept_any(env) -> bool:
+    """Whether the cache folder is nvstage's and holds any plan: in a new folder nothing is
+    asked of the memo, and the key (which reads nvcc's 35 MB the first time) is worked out
+    while nvcc plans."""
+    root = folder.cache_root(env)
+    return root is not None and os.path.isdir(os.path.join(root, "plans")) and \
+        folder.secret(env) is not None
 
 
 def lookup(k: str | None, work: str, env) -> str | None:

@@ -45,14 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvstage import fsio
-from nvstage.compiler.cache.stage.headers import (
-    Trees,
-    builtin_dirs,
-    include_search,
-    not_cacheable,
-    search_layout,
-    shadow_candidates,
-)
+from nvstage.compiler.cache.stage.headers import (Trees, builtin_dirs, include_search,
+                                                  not_cacheable, search_layout,
+                                                  shadow_candidates)
 from nvstage.compiler.cache.stage.stage_key import HOST_COMPILER, Keys, parse_depfile
 from nvstage.compiler.cache.stage.lazy import Lazy, held, written_at_once
 from nvstage.compiler.cache.local import Cache
@@ -396,12 +391,9 @@ class StageCache:
         """A host-compiler stage: found through the headers it read last time, or run with
         ``-MD`` and stored under the headers it reads now (ccache's direct mode). A header set
         matches only while no new file would hide one of its headers (``headers.py``)."""
-        builtin = builtin_dirs(stage.argv, self.env, self.cache)
-        search = include_search(stage.argv, self.cwd, self.env, builtin)
-        fixed = [*builtin, self.toolkit.root]
-        if self.keys.hasher.kept is not None:
-            self.keys.hasher.kept.trust(builtin)
         local_sets = self.cache.header_sets(dkey)
+        # Where gcc searches, only with a set to match: a new unit works it out after its run
+        search, fixed = self._search(stage) if local_sets or self.tiers else (None, None)
         hit = self._match_sets(stage, dkey, local_sets, search, fixed, started, t)
         if hit is not None:
             return hit
@@ -422,11 +414,13 @@ class StageCache:
         return run
 
     def _record_direct(self, stage: Stage, dkey: str, depfile: str, reads: list[str],
-                       since: int, search: list[str], fixed: list[str], run: StageRun,
-                       held: list) -> None:
+                       since: int, search: list[str] | None, fixed: list[str] | None,
+                       run: StageRun, held: list) -> None:
         """A direct-mode stage that ran: stored under the headers its dependency list names,
         with the state of the places where a file would hide one of them."""
         paths, hasher = self.keys.paths, self.keys.hasher
+        if search is None:
+            search, fixed = self._search(stage)
         try:
             names = parse_depfile(  # names round-trip, as the plan's do
                 read_file(depfile, MAX_DOC_BYTES).decode(errors="surrogateescape"))
@@ -466,6 +460,15 @@ class StageCache:
         if self.tiers is not None:
             both = [mine, *self.cache.header_sets(dkey), *held]
             self.tiers.push_sets(dkey, [s for n, s in enumerate(both) if s not in both[:n]])
+
+    def _search(self, stage: Stage) -> tuple[list[str], list[str]]:
+        """gcc's search folders for this host-compiler stage, and the fixed ones (its own,
+        the toolkit's) whose files' digests the hash memo may keep."""
+        builtin = builtin_dirs(stage.argv, self.env, self.cache)
+        if self.keys.hasher.kept is not None:
+            self.keys.hasher.kept.trust(builtin)
+        return include_search(stage.argv, self.cwd, self.env, builtin), \
+            [*builtin, self.toolkit.root]
 
     def _match_sets(self, stage: Stage, dkey: str, sets: list, search: list[str],
                     fixed: list[str], started: float, t: float,
