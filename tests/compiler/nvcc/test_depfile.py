@@ -15,9 +15,8 @@ def test_markers_in_order_with_system_flags_and_escapes():
 
 
 def test_a_name_seen_before_is_skipped_only_where_the_line_would_be_skipped_anyway():
-    # The fast path takes a line's name between its first and last quote: lines that look
-    # like markers but are not (text after the name, no number) never add a name, and a
-    # name first seen on such a line is still taken from a real marker later.
+    # Lines that look like markers but are not (text after the name, no number) never add a
+    # name, and a name first seen on such a line is still taken from a real marker later.
     text = (b'# 1 "a.cu"\n# 2 "x.h" junk\n# "y.h"\n#  3 "z.h"\n# 4 "x.h" 1 3\n'
             b'# 5 "a.cu" 2\n# 6 "q\\"r.h" 1\n# 7 "q\\"r.h" 2\n# 8 "y.h" 1\n')
     assert marked_files(text) == [("a.cu", False), ("x.h", True), ('q"r.h', False),

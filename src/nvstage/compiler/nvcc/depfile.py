@@ -24,9 +24,10 @@ import re
 
 from nvstage.compiler.nvcc.grammar import Arg, last_value
 
-# gcc's line markers: # LINE "FILE" FLAGS; the file name escapes backslash and double quote.
-# (Unrolled, not (?:[^"\\]|\\.)*: an alternation per character is slow in Python's re.)
-_MARKER = re.compile(rb'# \d+ "([^"\\]*(?:\\.[^"\\]*)*)"((?: \d+)*)\s*$')
+# gcc's line markers: # LINE "FILE" FLAGS, at a line's start; the file name escapes backslash
+# and double quote. One scan for the literal newline-hash-blank that leads every marker (unrolled,
+# not (?:[^"\\]|\\.)*: an alternation per character is slow in Python's re).
+_MARKER = re.compile(rb'\n# \d+ "([^"\\\n]*(?:\\.[^"\\\n]*)*)"((?: \d+)*)[ \t\r\f\v]*(?=\n|$)')
 
 
 # The last few outputs read, by their bytes (a dict compares them whole on a hash match): the
@@ -48,30 +49,16 @@ def marked_files(text: bytes) -> list[tuple[str, bool]]:
 
 
 def _marked_files(text: bytes) -> list[tuple[str, bool]]:
+    # The flags of a name's first marker: most markers name a file named before.
+    first: dict[bytes, bytes] = {}
+    for raw, flags in _MARKER.findall(b"\n" + text if text.startswith(b"# ") else text):
+        first.setdefault(raw, flags)
     seen: dict[str, bool] = {}
-    raw_seen: set[bytes] = set()
-    # Only lines that start with '# ': a scan for them, not a regex over megabytes of code.
-    pos = 0 if text.startswith(b"# ") else text.find(b"\n# ")
-    while pos != -1:
-        start = pos if pos == 0 and text.startswith(b"# ") else pos + 1
-        end = text.find(b"\n", start)
-        line = text[start:] if end == -1 else text[start:end]
-        pos = -1 if end == -1 else text.find(b"\n# ", end)
-        # Most markers name a file named before: when the line is a marker, its name is
-        # what lies between its first and last quote (only digits and blanks follow the
-        # name), so a name seen already is skipped before the regex (a line that is no
-        # marker is skipped either way).
-        q1, q2 = line.find(b'"'), line.rfind(b'"')
-        if q2 > q1 >= 0 and line[q1 + 1:q2] in raw_seen:
-            continue
-        m = _MARKER.match(line)
-        if m is None or m.group(1) in raw_seen:
-            continue
-        raw_seen.add(m.group(1))
-        name = re.sub(rb"\\(.)", rb"\1", m.group(1)).decode(errors="surrogateescape")
-        if name.startswith("<") or name in seen:
-            continue
-        seen[name] = b"3" in m.group(2).split()
+    for raw, flags in first.items():
+        name = (re.sub(rb"\\(.)", rb"\1", raw) if b"\\" in raw else raw).decode(
+            errors="surrogateescape")
+        if not name.startswith("<") and name not in seen:
+            seen[name] = b"3" in flags.split()
     return list(seen.items())
 
 

@@ -360,6 +360,7 @@ class Keys:
         self.cwd, self.toolkit = cwd, toolkit
         self.hasher = FileHasher(work)
         self._tools = ToolVersions.of(toolkit)
+        self._idents: dict[str, list] = {}  # each tool's, once per build (a realpath each)
         self.place = Place(base, cwd, self.work)
         self.paths = Paths(work, cwd, self.place)
         self.where = Work(self.work)
@@ -404,8 +405,14 @@ class Keys:
         # nvstage's -v, which the cubins of older entries carry in their note of its options.
         return ["ptxas/4" if stage.kind is StageKind.PTXAS else "stage/3",
                 self.toolkit.version, stage.kind.value,
-                tool_identity(stage.argv[0], self._tools),
-                key_args(stage, self.paths), self.env_part, inputs]
+                self.tool(stage.argv[0]), key_args(stage, self.paths), self.env_part, inputs]
+
+    def tool(self, path: str) -> list:
+        """``tool_identity`` of a stage's tool, as this build first saw it."""
+        got = self._idents.get(path)
+        if got is None:
+            got = self._idents[path] = tool_identity(path, self._tools)
+        return got
 
     def direct(self, base: list, pinned: bool) -> str:
         """The direct key of a host-compiler stage: its key without the headers it reads. One
@@ -420,7 +427,7 @@ class Keys:
         folder's path may reach an output where no offset finds it (escaped, re-encoded,
         compressed, or inside a binary whose layout follows the path's length), or as text
         that did not come from the path (a file outside the folder naming it)."""
-        if self._bound or mentions(tool_identity(stage.argv[0]), self.work):
+        if self._bound or mentions(self.tool(stage.argv[0]), self.work):
             return True
         if any(_COMPRESS.match(a) for a in stage.argv):
             return True
