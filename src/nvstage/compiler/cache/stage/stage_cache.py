@@ -34,6 +34,7 @@ do not depend on the cache.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import os
 import re
@@ -195,9 +196,7 @@ class Runner:
 
 class StageCache:
     """What every stage of one build shares: environment, folders, the cache and counters.
-
-    ``runner`` runs a stage for real; with no ``cache`` every stage just runs.
-    """
+    ``runner`` runs a stage for real; with no ``cache`` every stage just runs."""
 
     def __init__(self, plan: Plan, graph: Graph, runner: Runner, work: str, toolkit: Toolkit,
                  cache: Cache | None, *, keep: bool = False, direct: bool = True):
@@ -265,7 +264,9 @@ class StageCache:
         with self._lock:
             if self._bookkeeper is None:
                 self._bookkeeper = ThreadPoolExecutor(1, thread_name_prefix="nvstage-store")
-            self._after[stage.index] = self._bookkeeper.submit(_quietly, fn, stage, *args)
+            # In the stage's context: a tool it starts (gcc -E -v) ends with the build's.
+            self._after[stage.index] = self._bookkeeper.submit(
+                contextvars.copy_context().run, _quietly, fn, stage, *args)
 
     def settle(self, stages: Iterable[int] | None = None) -> None:
         """Wait for the bookkeeping of the stages that ran (of ``stages``, when given); a bug
@@ -618,8 +619,7 @@ class StageCache:
         return self._hit(stage, entry, restored, later, started, t)
 
     def _note_blobs(self, entry, dests: list[str]) -> None:
-        """Which of ``entry``'s files hold an output outside the work folder as it is
-        (``Seen.blobs``)."""
+        """Which of ``entry``'s files hold an output outside the work folder as it is."""
         for i, dest in enumerate(dests):
             info = entry.files[i]
             if "z" in info and not info["sites"] and \
