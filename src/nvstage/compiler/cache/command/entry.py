@@ -211,6 +211,7 @@ def prepare(command: CommandLine, build, work: str, outputs: list[str], stdout: 
     files: dict[str, None] = {}
     cands: dict[str, None] = {}
     layout: list = []
+    inside = work + os.sep
     # Every stage that runs the host compiler reads headers: the host compile too, which
     # gcc runs on nvcc's generated code (its stub includes crt/host_runtime.h, found through
     # the user's -I folders first) with -Xcompiler's -include files, without __CUDACC__.
@@ -222,7 +223,7 @@ def prepare(command: CommandLine, build, work: str, outputs: list[str], stdout: 
             return None
         names, (places, where) = got
         files.update(dict.fromkeys(names))
-        cands.update(dict.fromkeys(c for c in places if not c.startswith(work + os.sep)))
+        cands.update(dict.fromkeys(c for c in places if not c.startswith(inside)))
         layout += [list(x) for x in where if x not in layout]
     # Each search folder's identity beside its real path: a hit compares one stat, not a
     # realpath (a lstat per part of the path). Taken now, and only where the folder is still
@@ -265,7 +266,8 @@ def prepare(command: CommandLine, build, work: str, outputs: list[str], stdout: 
     by_dir: dict[str, list[str]] = {}
     nearest: dict[str, str] = {}  # a candidate's folder -> the nearest one that exists
     for cand in sorted(cands):
-        parent = os.path.dirname(cand)
+        head = cand[:cand.rfind("/") + 1]  # os.path.dirname's answer, at a fraction of its cost
+        parent = head.rstrip("/") or head
         d = nearest.get(parent)
         if d is None:
             d = parent
