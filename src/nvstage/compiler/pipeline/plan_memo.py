@@ -43,25 +43,23 @@ def key(nvcc: str, words: list[str], cwd: str, env) -> str | None:
     return command_key(nvcc, [SCHEMA, *words], cwd, env)
 
 
-def holds(nvcc: str, words: list[str], cwd: str, env) -> bool:
-    """Whether a plan is stored for these words (``key``'s), its file not read: what
-    ``planning.ask_ahead`` asks before it starts nvcc. No key is worked out before the cache
-    folder is nvstage's: a key remembers in this process the names nvcc reads
+def holds(nvcc: str, words: list[str], source: str | None, cwd: str, env) -> bool:
+    """Whether a plan is stored for these words (``key``'s), or proved for their shape
+    (``Shape``), its file not read: what ``planning.ask_ahead`` asks before it starts nvcc.
+    Nothing is asked of a folder that keeps no plan (in a new one the key, which reads nvcc's
+    35 MB the first time, is worked out while nvcc plans), and no key is worked out before
+    the cache folder is nvstage's: a key remembers in this process the names nvcc reads
     (``nvcc/environment.env_names``), and their note, which a later hit reads, is written only
     into an opened folder."""
-    if not kept_any(env):
+    root = folder.cache_root(env)
+    if root is None or not os.path.isdir(os.path.join(root, "plans")) or \
+            folder.secret(env) is None:
         return False
     k = key(nvcc, words, cwd, env)
-    return k is not None and os.path.isfile(_path(folder.cache_root(env), k))
-
-
-def kept_any(env) -> bool:
-    """Whether the cache folder is nvstage's and holds any plan: in a new folder nothing is
-    asked of the memo, and the key (which reads nvcc's 35 MB the first time) is worked out
-    while nvcc plans."""
-    root = folder.cache_root(env)
-    return root is not None and os.path.isdir(os.path.join(root, "plans")) and \
-        folder.secret(env) is not None
+    if k is not None and os.path.isfile(_path(root, k)):
+        return True
+    shape = Shape.of(nvcc, words, source, cwd, env)
+    return shape is not None and shape.holds()
 
 
 def lookup(k: str | None, work: str, env) -> str | None:

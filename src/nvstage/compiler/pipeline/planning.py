@@ -97,10 +97,7 @@ def ask_ahead(nvcc: str, words: list[str], cwd: str, *, remember: bool,
     except UsageError:  # said by the build itself, in its own order
         plain = False
     if kept or not plain or any(c in cwd for c in '"`\\') or remember and \
-            plan_memo.kept_any(os.environ) and (
-            plan_memo.holds(nvcc, ["tmpxft", *words], cwd, os.environ)
-            or (shape := plan_memo.Shape.of(nvcc, ["tmpxft", *words], source, cwd,
-                                            os.environ)) is not None and shape.holds()):
+            plan_memo.holds(nvcc, ["tmpxft", *words], source, cwd, os.environ):
         return Ahead(nvcc, words, cwd, None)
     try:
         scratch = leftovers.make("nvstage-")
