@@ -124,16 +124,17 @@ def sweep(folder: str | None = None) -> list[str]:
     return removed
 
 
-def sweep_after(pid: int, seconds: float = 2.0) -> list[str]:
-    """``sweep`` once process ``pid`` is gone (waited for ``seconds`` at most): a killed
-    process is still dying for a moment after its peer sees its socket close, and its
-    folders would still have a living owner."""
+def sweep_after(pid: int, seconds: float = 2.0,
+                folders: tuple[str | None, ...] = (None,)) -> list[str]:
+    """``sweep`` of each of ``folders`` (None: $TMPDIR) once process ``pid`` is gone (waited
+    for ``seconds`` at most): a killed process is still dying for a moment after its peer
+    sees its socket close, and its folders would still have a living owner."""
     import time
 
     end = time.monotonic() + seconds
     while _start(pid) is not None and time.monotonic() < end:
         time.sleep(0.01)
-    return sweep()
+    return [p for folder in folders for p in sweep(folder)]
 
 
 def now_and_then() -> None:

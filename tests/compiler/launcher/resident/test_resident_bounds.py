@@ -170,7 +170,8 @@ def test_a_killed_childs_folders_are_swept(server):
     with subprocess.Popen([*_launcher(), *server.words], cwd=server.cwd, env=server.env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
         child = _child_of(server)
-        _until(lambda: any(n.startswith("nvstage-") for n in os.listdir(server.tmp)), 60)
+        # (A child's work folder is in the cache folder's tmp/, not the build's $TMPDIR.)
+        _until(lambda: _work_folders(server), 60)
         os.killpg(server.pid, signal.SIGKILL)
         out, err = _communicate(p)
     got = subprocess.CompletedProcess(p.args, p.returncode, out.decode(), err.decode())
@@ -178,6 +179,12 @@ def test_a_killed_childs_folders_are_swept(server):
     # (The client, having run the command itself, may have started a new server.)
     assert not {server.pid, child} & {pid for pid, _ in _procs(server.cache)}
     assert [n for n in os.listdir(server.tmp) if n.startswith("nvstage-")] == []
+    assert _work_folders(server) == []
+
+
+def _work_folders(server) -> list[str]:
+    tmp = server.cache / "tmp"
+    return [n for n in os.listdir(tmp) if n.startswith("nvstage-")] if tmp.is_dir() else []
 
 
 def test_leftovers_are_told_by_their_owner_not_their_name(tmp_path):

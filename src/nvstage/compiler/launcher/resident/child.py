@@ -4,11 +4,15 @@ client's place (its standard streams and a make jobserver's pipe at the numbers 
 them, those it was started without closed, its folder, environment and umask) and runs the
 launcher's flow (``launcher/flow.py``) for it, with none of the resident's steps.
 
-Its client is told the exit status as soon as the outputs and the build log's entry are
-written, and ends once this process has (the cache's bookkeeping done, its work folder
-removed: nothing of the command is left in $TMPDIR when the build goes on). A client that is
-gone before it was answered (its build ended, by SIGKILL too) ends this process and every one
-it started: nothing more is written for it (``_watch_client``).
+Its work folder and its tools' $TMPDIRs are in the cache folder's tmp/, not the build's
+$TMPDIR. Its client is told the exit status as soon as the outputs and the build log's entry
+are written, and ends then: the cache's bookkeeping goes on here, at the lowest priority
+(``_detach``), so that the build's next command starts at once and its tools come first, as
+sccache's server stores after it answers. At most ``AFTER_SLOTS`` children at a time do so
+(the rest tell their client once their bookkeeping is done, as before), and a miss of the
+same command meanwhile waits for its entry (``answer.hold_pending``). A client that is gone
+before it was answered (its build ended, by SIGKILL too) ends this process and every one it
+started: nothing more is written for it (``_watch_client``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import time
 
 from nvstage.compiler.launcher.resident import ask, handover as client
@@ -99,21 +104,88 @@ def _child(conn: socket.socket, req: dict, wanted: list[int], ppid: int, claim: 
         os.umask(req["umask"])
         from nvstage.compiler.launcher import flow
 
+        tmp = _cache_tmp(req["env"])
+        if tmp is not None:  # the work folder and the tools' $TMPDIRs: not the build's
+            tempfile.tempdir = tmp
         said: list[int] = []
+        pending: list = []  # the held ``answer.hold_pending`` of a detached child
         _watch_client(conn, said)
         signal.signal(signal.SIGTSTP, _stop_with_tools)
         # The launcher's flow, for the client's command as the client has it (its build: the
         # client's parent's), with none of the resident's steps (this is the resident) and
         # no hit to look for (the client looked). The client is told the exit status once
-        # the outputs and the build log's entry are written, and ends once this process has
-        # (its work folder removed).
+        # the outputs and the build log's entry are written if this child may detach, else
+        # once its bookkeeping is done and its work folder removed.
         cmd = flow.Command(list(req["argv"]), req["cwd"], dict(req["env"]), req["umask"],
                            closed, ppid, asked=ask.MISSED)
-        code = flow.launch(cmd, flow.Hooks(answered=lambda c: _answer(conn, c, said))).code
+
+        def answered(c: int) -> None:
+            _let_go()
+            if tmp is not None and _detach(req, tmp, pending):
+                _answer(conn, c, said)
+
+        code = flow.launch(cmd, flow.Hooks(answered=answered)).code
         _answer(conn, code, said)
+        for path, _ in pending:  # the entry is stored: a miss waiting for it looks again
+            os.unlink(path)
     except BaseException:  # noqa: BLE001 - the client runs the command itself
         os._exit(1)
     os._exit(0)
+
+
+# Children that may go on with their bookkeeping after their client ended, at once: each
+# holds its memory until done, and at the lowest priority on busy cores may wait a while.
+AFTER_SLOTS = min(32, 4 * (os.cpu_count() or 1))
+
+
+def _cache_tmp(env) -> str | None:
+    """The cache folder's tmp/, made if need be; None where it cannot be."""
+    from nvstage.paths import cache_dir_of
+
+    root = cache_dir_of(env)
+    if root is None:
+        return None
+    tmp = os.path.join(root, "tmp")
+    try:
+        os.makedirs(tmp, mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    return tmp if os.path.isdir(tmp) and not os.path.islink(tmp) else None
+
+
+def _detach(req: dict, tmp: str, pending: list) -> bool:
+    """Whether this child may go on with the cache's bookkeeping after its client ended: a
+    free slot of ``AFTER_SLOTS`` taken (held until this process ends) and the command's
+    pending mark made; then every thread of it goes to the lowest priority."""
+    import fcntl
+
+    from nvstage.compiler.cache.command import answer
+
+    for n in range(AFTER_SLOTS):
+        try:
+            fd = os.open(os.path.join(tmp, f"after-{n}"), os.O_RDWR | os.O_CREAT |
+                         os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            os.close(fd)
+    else:
+        return False
+    try:
+        held = answer.hold_pending(list(req["argv"]), str(req["cwd"]), dict(req["env"]))
+    except Exception:  # noqa: BLE001 - no key: nothing for a later miss to wait for
+        held = None
+    if held is not None:
+        pending.append(held)
+    for tid in os.listdir("/proc/self/task"):  # each thread's own (Linux), and theirs after
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(tid), 19)
+        except (OSError, ValueError):
+            pass
+    return True
 
 
 def _watch_client(conn: socket.socket, said: list[int]) -> None:
@@ -157,23 +229,27 @@ def _stop_with_tools(signum, frame) -> None:
     proc.signal_descendants(signal.SIGCONT)
 
 
-def _answer(conn: socket.socket, code: int, said: list[int]) -> None:
-    """Tell the client the exit status (once), and let go of its standard streams: what is
-    left (the cache's bookkeeping) is nobody's wait."""
-    if said:
-        return
-    said.append(code)
+def _let_go() -> None:
+    """Let go of the client's standard streams: what is left writes nothing to them."""
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except OSError:
-        pass
-    try:
-        conn.sendall(b"%d\n" % code)
     except OSError:
         pass
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.close(null)
+
+
+def _answer(conn: socket.socket, code: int, said: list[int]) -> None:
+    """Tell the client the exit status (once), its standard streams let go: it ends."""
+    if said:
+        return
+    said.append(code)
+    _let_go()
+    try:
+        conn.sendall(b"%d\n" % code)
+    except OSError:
+        pass
     conn.close()
