@@ -139,13 +139,16 @@ AFTER_SLOTS = min(32, 4 * (os.cpu_count() or 1))
 
 
 def _cache_tmp(env) -> str | None:
-    """The cache folder's tmp/, made if need be; None where it cannot be."""
+    """The cache folder's tmp/, made if need be; None where it cannot be, or where nvcc would
+    plan in it another way than in $TMPDIR (a blank, a quote, $ or a backslash in its path:
+    ``flow``'s own rule for $TMPDIR)."""
+    from nvstage.compiler.nvcc.placeholders import needs_placeholder
     from nvstage.paths import cache_dir_of
 
     root = cache_dir_of(env)
-    if root is None:
+    if root is None or needs_placeholder(os.path.abspath(root)):
         return None
-    tmp = os.path.join(root, "tmp")
+    tmp = os.path.join(os.path.abspath(root), "tmp")
     try:
         os.makedirs(tmp, mode=0o700, exist_ok=True)
     except OSError:
