@@ -485,17 +485,3 @@ def test_a_server_for_another_folder_is_refused_and_leaves_the_running_one_alone
     assert server.pid in [p for p, _ in _procs(server.cache)]
     assert server.command().returncode == 0
 
-
-# --- A child's work folder is in the cache folder's tmp/, unless nvcc would plan there
-# another way than in $TMPDIR (then it stays in $TMPDIR, and the child answers after its
-# bookkeeping).
-
-def test_a_childs_work_folder_goes_to_the_cache_folder_unless_its_path_needs_quoting(tmp_path):
-    from nvstage.compiler.launcher.resident import child
-
-    plain = tmp_path / "cache"
-    assert child._cache_tmp({"NVSTAGE_CACHE_DIR": str(plain)}) == str(plain / "tmp")
-    assert (plain / "tmp").is_dir()
-    blank = tmp_path / "a cache"
-    assert child._cache_tmp({"NVSTAGE_CACHE_DIR": str(blank)}) is None
-    assert not blank.exists()

@@ -135,7 +135,34 @@ def _child(conn: socket.socket, req: dict, wanted: list[int], ppid: int, claim: 
 
 # Children that may go on with their bookkeeping after their client ended, at once: each
 # holds its memory until done, and at the lowest priority on busy cores may wait a while.
-AFTER_SLOTS = min(32, 4 * (os.cpu_count() or 1))
+AFTER_SLOTS = min(32, 4 * (os.cpu_count() or 1))  # ``settle`` looks at 32
+
+
+def settle(root: str, seconds: float = 30.0) -> bool:
+    """Wait (``seconds`` at most) until no child of a server for the cache folder ``root`` is
+    still doing its bookkeeping after its client ended (each holds a slot, ``_detach``):
+    then the cache holds every command answered so far. Whether none is left."""
+    import fcntl
+
+    end = time.monotonic() + seconds
+    for n in range(32):  # AFTER_SLOTS on any machine: at most 32
+        try:
+            fd = os.open(os.path.join(root, "tmp", f"after-{n}"), os.O_RDONLY | os.O_NOFOLLOW |
+                         os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > end:
+                        return False
+                    time.sleep(0.01)
+        finally:
+            os.close(fd)
+    return True
 
 
 def _cache_tmp(env) -> str | None:
