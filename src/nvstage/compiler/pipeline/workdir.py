@@ -46,15 +46,10 @@ def work_folder(keep: str | os.PathLike | None, cwd: str,
         # later one removes (``leftovers``), now and then.
         leftovers.now_and_then()
         work = Path(leftovers.make(prefix))
-        # Held (a shared lock) while it is in use: in a cache folder's tmp/ (a resident's
-        # child makes it there), ``nvstage cache --clear`` leaves a held folder alone.
-        held = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            fcntl.flock(held, fcntl.LOCK_SH)
             yield work
         finally:
             shutil.rmtree(work, ignore_errors=True)
-            os.close(held)
         return
     given = Path(cwd, keep)
     if os.path.islink(given):

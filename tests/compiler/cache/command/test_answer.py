@@ -160,12 +160,12 @@ def test_a_miss_waits_for_the_pending_bookkeeping_of_its_own_key_only(tmp_path):
     from nvstage.compiler.cache.command import answer
 
     (tmp_path / "tmp").mkdir()
-    assert answer._after_pending(str(tmp_path), "k1") is False
+    assert answer._waited(answer.pending_path(str(tmp_path), "k1")) is False
     fd = os.open(answer.pending_path(str(tmp_path), "k1"), os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
     threading.Timer(0.3, os.close, (fd,)).start()
     t = time.monotonic()
-    assert answer._after_pending(str(tmp_path), "k2") is False
+    assert answer._waited(answer.pending_path(str(tmp_path), "k2")) is False
     assert time.monotonic() - t < 0.2
-    assert answer._after_pending(str(tmp_path), "k1") is True
+    assert answer._waited(answer.pending_path(str(tmp_path), "k1")) is True
     assert time.monotonic() - t >= 0.25

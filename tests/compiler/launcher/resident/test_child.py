@@ -8,19 +8,35 @@ import os
 import threading
 import time
 
+import pytest
+
 from nvstage.compiler.launcher.resident import child
 
 
-def test_a_childs_work_folder_goes_to_the_cache_folder_unless_its_path_needs_quoting(tmp_path):
+def test_a_childs_own_folder_is_in_the_cache_folder_and_held_where_it_can_be(tmp_path,
+                                                                               monkeypatch):
     # In the cache folder's tmp/, nothing of the command is in the build's $TMPDIR once it is
-    # answered; a path nvcc would plan another way keeps it in $TMPDIR (no answer before
-    # the bookkeeping then).
+    # answered. Not for a folder nvstage has not marked, nor one the stage cache would not
+    # relocate ("@" as in user@corp.com), nor one on another file system than $TMPDIR's.
+    from nvstage.compiler.cache.local import Cache
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     plain = tmp_path / "cache"
-    assert child._cache_tmp({"NVSTAGE_CACHE_DIR": str(plain)}) == str(plain / "tmp")
-    assert (plain / "tmp").is_dir()
-    blank = tmp_path / "a cache"
-    assert child._cache_tmp({"NVSTAGE_CACHE_DIR": str(blank)}) is None
-    assert not blank.exists()
+    Cache(plain).open()
+    got = child._own_folder({"NVSTAGE_CACHE_DIR": str(plain), "TMPDIR": str(tmp_path)})
+    assert got is not None and os.path.dirname(got[0]) == str(plain / "tmp")
+    with pytest.raises(BlockingIOError):  # held: a clear leaves it alone
+        fcntl.flock(os.open(got[0], os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(got[1])
+    unmarked = tmp_path / "new"
+    assert child._own_folder({"NVSTAGE_CACHE_DIR": str(unmarked)}) is None
+    assert not unmarked.exists()  # not made: a folder holding only tmp/ is no cache
+    at = tmp_path / "user@corp"
+    Cache(at).open()
+    assert child._own_folder({"NVSTAGE_CACHE_DIR": str(at)}) is None
+    monkeypatch.setenv("TMPDIR", "/dev/shm")
+    if os.path.isdir("/dev/shm") and os.stat("/dev/shm").st_dev != os.stat(tmp_path).st_dev:
+        assert child._own_folder({"NVSTAGE_CACHE_DIR": str(plain)}) is None
 
 
 def test_settle_waits_for_every_child_still_storing_after_its_answer(tmp_path):

@@ -220,7 +220,7 @@ def delegate(argv: list[str], cwd: str, env, root: str) -> int | None:
         if code is None:  # the child ended (killed) before it said: its work folders go
             from nvstage.compiler.pipeline import leftovers
 
-            leftovers.sweep_after(int(pid), folders=(None, os.path.join(root, "tmp")))
+            leftovers.sweep_after(int(pid), also=os.path.join(root, "tmp"))
         return code
     except (OSError, ValueError):
         return None
