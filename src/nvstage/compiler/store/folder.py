@@ -21,7 +21,8 @@ Layout under the root (each part is its module's)::
     stats.json, size                        hits and misses over all builds, the size ledger
     tiers.json                              each tier's figures, tiers found down (remote/)
     inv/, plans/                            whole commands (cache/command), remembered plans
-    tmp/                                    entries being written, builds' scratch folders
+    tmp/                                    entries being written, builds' scratch folders,
+                                            a resident child's work (launcher/resident)
 """
 
 from __future__ import annotations

@@ -204,6 +204,17 @@ def test_leftovers_are_told_by_their_owner_not_their_name(tmp_path):
     assert os.path.isdir(mine) and unmarked.is_dir() and link.is_symlink()
 
 
+def test_a_shared_folder_is_swept_of_one_owners_folders_only(tmp_path):
+    # A cache folder's tmp/ may be shared by other hosts, whose owners this host's /proc
+    # cannot tell: after a killed child there, only that child's own folders go.
+    code = "from nvstage.compiler.pipeline import leftovers; print(leftovers.make(folder=%r))"
+    made = [subprocess.run([sys.executable, "-c", code % str(tmp_path)], capture_output=True,
+                           text=True, check=True).stdout.strip() for _ in range(2)]
+    owner = int(os.path.basename(made[0]).split("-o", 1)[1].split(".", 1)[0])
+    assert leftovers.sweep(str(tmp_path), owner=owner) == [made[0]]
+    assert os.path.isdir(made[1])
+
+
 def test_a_folder_whose_owner_died_before_its_marker_is_swept_by_its_name(tmp_path):
     # Killed between making the folder and writing its marker (the group SIGKILL above comes
     # as the first folder appears): the name says the owner, as the marker would.
