@@ -28,9 +28,8 @@ def cache_cmd(
         help="Zero the counters (hits, misses, each tier's figures); the entries stay.")
     ] = False,
     stop_server: Annotated[bool, typer.Option("--stop-server",
-        help="Stop the resident nvstage serving this cache folder, if one runs, once its "
-             "bookkeeping is stored (the next launcher command starts another; "
-             "NVSTAGE_SERVER=0 refuses it).")] = False,
+        help="Stop the resident nvstage serving this cache folder, if one runs (the next "
+             "launcher command starts another; NVSTAGE_SERVER=0 refuses it).")] = False,
     clear: Annotated[bool, typer.Option("--clear",
         help="Remove every entry and reset the counters (only in a folder nvstage made; "
              "running builds keep their scratch folders). A remote tier is not touched.")

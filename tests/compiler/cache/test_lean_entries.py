@@ -129,24 +129,3 @@ def test_a_corrupted_compressed_entry_is_a_miss(toolkit, workdir, private_cache)
     again = _build()
     assert again.status == "ok" and again.cache["corrupt"] >= 1
     assert (workdir / "k.o").read_bytes() == obj
-
-
-def test_an_output_outside_the_work_folder_rewritten_before_its_store_is_not_stored(tmp_path):
-    # A resident's child stores after its answer, and the build may have gone on: an output
-    # in the build's folder whose bytes are no longer the stage's is no entry's.
-    from nvstage.compiler.cache.stage.lazy import rewritten
-    from types import SimpleNamespace
-
-    from nvstage.compiler.manifest.model import Artifact
-
-    work, out, mine = tmp_path / "work", tmp_path / "k.ptx", tmp_path / "work" / "k.cubin"
-    work.mkdir()
-    out.write_text("// the stage's ptx\n")
-    mine.write_text("cubin")
-    run = SimpleNamespace(artifacts=[Artifact.of(out), Artifact.of(mine)])  # a StageRun's
-    paths = [str(out), str(mine)]
-    assert not rewritten(run, paths, str(work))
-    mine.write_text("the work folder is nvstage's own")
-    assert not rewritten(run, paths, str(work))
-    out.write_text("// edited by the build's next step\n")
-    assert rewritten(run, paths, str(work))

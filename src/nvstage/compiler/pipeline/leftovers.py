@@ -105,15 +105,15 @@ def owner_gone(path: str) -> bool:
     return _start(pid) != started
 
 
-def sweep(folder: str | None = None, owner: int | None = None) -> list[str]:
-    """Remove the ``nvstage-*`` folders in ``folder`` ($TMPDIR) whose owner is gone (only
-    those ``owner`` made, if given); their paths."""
+def sweep(folder: str | None = None) -> list[str]:
+    """Remove the ``nvstage-*`` folders in ``folder`` ($TMPDIR) whose owner is gone; their
+    paths."""
     folder = folder or tempfile.gettempdir()
-    mine = PREFIX if owner is None else f"{PREFIX}o{owner}."
     removed = []
     try:
         with os.scandir(folder) as it:
-            names = [e.name for _, e in zip(range(_MAX_LOOKED), it) if e.name.startswith(mine)]
+            names = [e.name for _, e in zip(range(_MAX_LOOKED), it)
+                     if e.name.startswith(PREFIX)]
     except OSError:
         return removed
     for name in names:
@@ -124,17 +124,16 @@ def sweep(folder: str | None = None, owner: int | None = None) -> list[str]:
     return removed
 
 
-def sweep_after(pid: int, seconds: float = 2.0, also: str | None = None) -> list[str]:
-    """``sweep`` of $TMPDIR once process ``pid`` is gone (waited for ``seconds`` at most): a
-    killed process is still dying for a moment after its peer sees its socket close, and its
-    folders would still have a living owner. ``also``: a folder other hosts may share (a
-    cache folder's tmp/), where only ``pid``'s own folders are looked at."""
+def sweep_after(pid: int, seconds: float = 2.0) -> list[str]:
+    """``sweep`` once process ``pid`` is gone (waited for ``seconds`` at most): a killed
+    process is still dying for a moment after its peer sees its socket close, and its
+    folders would still have a living owner."""
     import time
 
     end = time.monotonic() + seconds
     while _start(pid) is not None and time.monotonic() < end:
         time.sleep(0.01)
-    return sweep() + (sweep(also, owner=pid) if also else [])
+    return sweep()
 
 
 def now_and_then() -> None:

@@ -21,8 +21,7 @@ Layout under the root (each part is its module's)::
     stats.json, size                        hits and misses over all builds, the size ledger
     tiers.json                              each tier's figures, tiers found down (remote/)
     inv/, plans/                            whole commands (cache/command), remembered plans
-    tmp/                                    entries being written, builds' scratch folders,
-                                            a resident child's work (launcher/resident)
+    tmp/                                    entries being written, builds' scratch folders
 """
 
 from __future__ import annotations

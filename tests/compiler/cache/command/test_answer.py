@@ -147,25 +147,3 @@ def test_one_changed_gencode_leaves_the_other_archs_cicc_and_ptxas_as_hits(kerne
     for arch in ("75", "80", "86"):
         assert hit[("cicc", f"compute_{arch}")] and hit[("ptxas", f"sm_{arch}")], hit
     assert not hit[("ptxas", "sm_89")] and not hit[("fatbinary", None)]
-
-
-def test_a_miss_waits_for_the_pending_bookkeeping_of_its_own_key_only(tmp_path):
-    # A resident's child answered the command and holds tmp/pending-KEY while it stores the
-    # entry: a miss of that key waits until it lets go (then looks again); of another key,
-    # or with no mark, it does not wait.
-    import fcntl
-    import threading
-    import time
-
-    from nvstage.compiler.cache.command import answer
-
-    (tmp_path / "tmp").mkdir()
-    assert answer._waited(answer.pending_path(str(tmp_path), "k1")) is False
-    fd = os.open(answer.pending_path(str(tmp_path), "k1"), os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    threading.Timer(0.3, os.close, (fd,)).start()
-    t = time.monotonic()
-    assert answer._waited(answer.pending_path(str(tmp_path), "k2")) is False
-    assert time.monotonic() - t < 0.2
-    assert answer._waited(answer.pending_path(str(tmp_path), "k1")) is True
-    assert time.monotonic() - t >= 0.25

@@ -98,19 +98,7 @@ def test_a_hit_the_resident_answers_is_the_launchers_own_and_never_stale(toolkit
         again = subprocess.run([*nvstage_command(), *argv], cwd=tmp_path, env=env,
                                capture_output=True, timeout=600)
         assert again.returncode == 0, again.stderr
-        built = (tmp_path / "a.o").read_bytes()
-        assert b"resident_hit_marker" in built
-        # Answered by a child of the server before its bookkeeping: the same command at
-        # once is a hit all the same (its own child waits for the entry, then serves it:
-        # ``answer.after_pending``).
-        (tmp_path / "a.o").unlink()
-        before = set(os.listdir(record))
-        hit = subprocess.run([*nvstage_command(), *argv], cwd=tmp_path, env=env,
-                             capture_output=True, timeout=600)
-        assert hit.returncode == 0, hit.stderr
-        assert (tmp_path / "a.o").read_bytes() == built
-        (new,) = set(os.listdir(record)) - before
-        assert new.endswith("-h.json")
+        assert b"resident_hit_marker" in (tmp_path / "a.o").read_bytes()
         # Another cache folder names another socket: no server to ask.
         other = dict(env, NVSTAGE_CACHE_DIR=str(tmp_path / "other"))
         assert _asked(argv, tmp_path, other) == "None"

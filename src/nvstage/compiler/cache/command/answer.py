@@ -322,110 +322,24 @@ def newest_result(nvcc: str, args: list[str], cwd: str, env, root: str, secret: 
     k = key(nvcc, args, cwd, env)
     if k is None:
         return None
-    # A miss looks once more after the bookkeeping of the same command, answered a moment
-    # ago by a resident's child, is done (``PENDING``): a build that runs it again hits. Not
-    # in a resident's own processes (``memory``), which answer other hits meanwhile: its
-    # child for the command waits instead (``after_pending``).
-    for again in (False, True):
-        meta = load(root, k, secret) if memory is None else memory.load(root, k, secret)
-        d = entry_dir(root, k)
-        memo: dict = {}
-        for result in meta["results"] if meta is not None else ():
-            if view and not isinstance(result.get("view"), dict):
+    meta = load(root, k, secret) if memory is None else memory.load(root, k, secret)
+    if meta is None:
+        return None
+    d = entry_dir(root, k)
+    memo: dict = {}
+    for result in meta["results"]:
+        if view and not isinstance(result.get("view"), dict):
+            continue
+        try:
+            if not inputs_unchanged(meta, result, d, memo, memory) or \
+                    not restore(result, d, cwd):
                 continue
-            try:
-                if not inputs_unchanged(meta, result, d, memo, memory) or \
-                        not restore(result, d, cwd):
-                    continue
-            except (OSError, ValueError, TypeError, KeyError, IndexError):
-                continue  # a malformed result behind a good seal: the next, or the pipeline
-            result["dir"] = d
-            _count(root, result.get("hits", 0))
-            return result
-        if again or memory is not None or not _waited(pending_path(root, k)):
-            return None
+        except (OSError, ValueError, TypeError, KeyError, IndexError):
+            continue  # a malformed result behind a good seal: the next, or the pipeline
+        result["dir"] = d
+        _count(root, result.get("hits", 0))
+        return result
     return None
-
-
-# A resident's child that answered its command before its bookkeeping (``child.py``) holds
-# ``tmp/pending-KEY`` locked until the command's entry is stored; a miss of the same key waits
-# for it (``PENDING_S`` at most: below a hit's own bound, ``ask.ANSWER_S``) and looks again.
-PENDING = "pending-"
-PENDING_S = 5.0
-
-
-def pending_path(root: str, k: str) -> str:
-    return os.path.join(root, "tmp", PENDING + k)
-
-
-def _waited(path: str) -> bool:
-    """Whether the pending mark ``path`` was there, and is let go (waited for)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
-                     os.O_CLOEXEC)
-    except OSError:
-        return False  # none: the usual miss, one failed open
-    import fcntl
-
-    try:
-        end = time.monotonic() + PENDING_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                return True
-            except BlockingIOError:
-                if time.monotonic() > end:
-                    return False
-                time.sleep(0.005)
-            except OSError:
-                return False
-    finally:
-        os.close(fd)
-
-
-def _keyed(argv: list[str], cwd: str, env) -> tuple[str, str] | None:
-    """(the cache folder, the key) of ``argv`` (``NVCC ARGS...``); None where it has none."""
-    found = find_nvcc(argv[0], env)
-    where = opened(env) if found is not None else None
-    k = key(found[0], argv[1:], cwd, env) if where is not None else None
-    return None if k is None else (where[0], k)
-
-
-def after_pending(argv: list[str], cwd: str, env, since: float) -> bool:
-    """Whether ``argv`` is worth looking up again after a miss: its entry was being stored by
-    a resident's child (waited for, ``PENDING_S`` at most), or was stored since ``since``
-    (``time.time()``: a store done between the miss and this look)."""
-    keyed = _keyed(argv, cwd, env)
-    if keyed is None:
-        return False
-    if _waited(pending_path(*keyed)):
-        return True
-    try:
-        return os.stat(os.path.join(entry_dir(*keyed), "meta")).st_mtime >= since
-    except OSError:
-        return False
-
-
-def hold_pending(argv: list[str], cwd: str, env) -> tuple[str, int] | None:
-    """``tmp/pending-KEY`` for ``argv`` (``NVCC ARGS...``) made and locked (its path and the
-    descriptor that holds it); None where the command has no key or the cache no tmp/."""
-    import fcntl
-
-    keyed = _keyed(argv, cwd, env)
-    if keyed is None:
-        return None
-    path = pending_path(*keyed)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK |
-                     os.O_CLOEXEC, 0o600)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # another child holds it: its wait is that one's
-        os.close(fd)
-        return None
-    return path, fd
 
 
 def _count(root: str, hits: int) -> None:

@@ -37,7 +37,6 @@ from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.nvcc.graph import Graph
 from nvstage.compiler.nvcc.plan import Stage, StageKind
 from nvstage.compiler.manifest.model import StageRun
-from nvstage.files import sha256_file
 
 # Stages whose outputs in the work folder an entry does not hold: made again when needed.
 _MADE_AGAIN = frozenset({StageKind.HOST_PREPROCESS, StageKind.DEVICE_PREPROCESS,
@@ -59,16 +58,6 @@ def held(stage: Stage, path: str, work: str, keep: bool) -> bool:
     if stage.kind is StageKind.CUDAFE:  # its module id is held: the host source is made again
         return not path.endswith(".cudafe1.cpp")
     return True
-
-
-def rewritten(run: StageRun, paths: list[str], work: str) -> bool:
-    """Whether an output in ``paths`` (absolute) outside the work folder is no longer what the
-    stage wrote (its bytes against the run's record): the build may go on before the store (a
-    resident's child stores after its answer), and what it wrote since is no entry's."""
-    wrote = {a.path: a.sha256 for a in run.artifacts}
-    inside = os.path.join(work, "")
-    return any(not p.startswith(inside) and p in wrote and wrote[p] != sha256_file(p)
-               for p in paths)
 
 
 def written_at_once(stage: Stage, path: str, work: str, keep: bool) -> bool:

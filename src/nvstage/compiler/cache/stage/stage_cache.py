@@ -50,7 +50,7 @@ from nvstage.compiler.cache.stage.headers import (Trees, builtin_dirs, include_s
                                                   not_cacheable, search_layout,
                                                   shadow_candidates)
 from nvstage.compiler.cache.stage.stage_key import HOST_COMPILER, Keys, parse_depfile
-from nvstage.compiler.cache.stage.lazy import Lazy, held, rewritten, written_at_once
+from nvstage.compiler.cache.stage.lazy import Lazy, held, written_at_once
 from nvstage.compiler.cache.local import Cache
 from nvstage.compiler.cache.local.entries import Binding, Printed
 from nvstage.compiler.store import hash_memo
@@ -100,7 +100,10 @@ def without_date_time(stderr: str) -> str | None:
     """``stderr`` without the warnings ``DATE_TIME_ARGS`` caused: "" when it holds nothing
     else, None when other diagnostics are mixed in (gcc prints an include chain once for
     several diagnostics, so which lines were the warning's cannot be told: run it again)."""
-    return "" if all(_DT_LINE.fullmatch(line) for line in stderr.splitlines()) else None
+    lines = stderr.splitlines()
+    if all(_DT_LINE.fullmatch(line) for line in lines):
+        return ""
+    return None
 
 
 def open_cache(cache: bool | str | os.PathLike | Cache) -> Cache | None:
@@ -657,8 +660,6 @@ class StageCache:
         outs = [os.path.abspath(self.keys.paths.abs(stage.outputs[n])) for n in slots]
         t = time.perf_counter()
         try:
-            if rewritten(run, outs, self.keys.work):
-                return
             key = self.cache.put_entry(
                 keys[0], outs, Printed(run.stdout, run.tool_stderr, run.seconds),
                 Binding(work=self.keys.where, pinned=keys[-1], own_markers=own_markers,

@@ -220,7 +220,7 @@ def delegate(argv: list[str], cwd: str, env, root: str) -> int | None:
         if code is None:  # the child ended (killed) before it said: its work folders go
             from nvstage.compiler.pipeline import leftovers
 
-            leftovers.sweep_after(int(pid), also=os.path.join(root, "tmp"))
+            leftovers.sweep_after(int(pid))
         return code
     except (OSError, ValueError):
         return None
@@ -249,8 +249,13 @@ STOPPED_S = 2.0
 _LOOK_S = 0.25
 
 
+# How long a child that said its exit status is given to finish the cache's bookkeeping: this
+# process ends after it, so that its work folder is gone from $TMPDIR when the build goes on.
+_AFTER_S = 30.0
+
+
 def _wait(s, pid: int) -> int | None:
-    """The child's exit status, once it said it (its bookkeeping may go on: ``child.py``),
+    """The child's exit status, once the child is gone (``_AFTER_S`` at most after it said),
     passing it the signals that would end this process, and ^Z (it stops with its tools, then
     this process; resumed, it resumes them); None when it ended before it said (killed), or
     was stopped STOPPED_S and ended here."""
@@ -275,12 +280,26 @@ def _wait(s, pid: int) -> int | None:
             old[sig] = signal.signal(sig, stop if sig == signal.SIGTSTP else forward)
     try:
         code = _watch(s, pid)
+        if code is not None:
+            _gone(pid, _AFTER_S)
     finally:
         for sig, prev in old.items():
             signal.signal(sig, prev)
     if code is None:  # the child died before it could say: this process runs the command
         return None
     return int(code)
+
+
+def _gone(pid: int, seconds: float) -> None:
+    """Wait (``seconds`` at most) until process ``pid`` has ended (a zombie its parent has
+    not reaped yet has ended)."""
+    import time
+
+    from nvstage.compiler.launcher.resident.ask import state
+
+    end = time.monotonic() + seconds
+    while state(pid) not in (None, "Z", "X") and time.monotonic() < end:
+        time.sleep(0.002)
 
 
 def _watch(s, pid: int) -> bytes | None:

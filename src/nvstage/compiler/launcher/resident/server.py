@@ -46,13 +46,10 @@ _OWN: list[int] = []  # the server's lock and socket: a child lets go of them
 
 def stop(root: str, env) -> list[int]:
     """End the servers for ``root`` (``running``: this nvstage's, and any other left running
-    for it), and wait (30 s at most) for their children's bookkeeping after their answers
-    (``child.settle``): once it returns, the cache holds what they stored. The pids of those
-    that ran ([] when none did)."""
+    for it): the pids of those that ran ([] when none did)."""
     found = running(root, env)
     for server in found:
         _stop(server["lock"], server["pid"])
-    child.settle(root)
     return [s["pid"] for s in found]
 
 
