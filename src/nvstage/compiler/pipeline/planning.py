@@ -169,11 +169,13 @@ def plan_words(words: list[str], toolkit: Toolkit, work: Path, cwd: str, *,
     argv += shown_words
     kind = ["keep" if kept else "tmpxft"]
     k = plan_memo.key(toolkit.nvcc, [*kind, *words], cwd, os.environ) if remember else None
-    shape = plan_memo.Shape.of(toolkit.nvcc, [*kind, *words], source, cwd, os.environ) \
-        if k is not None and shown_words == list(words) else None
     t0 = time.perf_counter()
     text = plan_memo.lookup(k, shown_work, os.environ)
-    if text is None and shape is not None:
+    # The shape's key only where the plan under these words is not kept: it answers, or
+    # learns the plan nvcc prints now.
+    shape = plan_memo.Shape.of(toolkit.nvcc, [*kind, *words], source, cwd, os.environ) \
+        if text is None and k is not None and shown_words == list(words) else None
+    if shape is not None:
         text = shape.lookup(shown_work)
     if text is None:
         try:
